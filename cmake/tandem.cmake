@@ -1,0 +1,29 @@
+# Shared build helpers for tandem's layers.
+
+set(TANDEM_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter)
+
+if(TANDEM_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# tandem_layer(NAME SOURCES... DEPS ...)
+# Defines static library tandem_NAME with public headers in src/NAME/include
+# (included as "NAME/header.h") and links the given lower layers.
+function(tandem_layer name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(tandem_${name} STATIC ${ARG_SOURCES})
+  target_include_directories(tandem_${name} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  target_compile_options(tandem_${name} PRIVATE ${TANDEM_WARNINGS})
+  target_link_libraries(tandem_${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# tandem_test(NAME SOURCES... DEPS ...) — one GoogleTest binary, tests discovered at test time.
+function(tandem_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${TANDEM_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
+    PROPERTIES ENVIRONMENT "TANDEM_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()

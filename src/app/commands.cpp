@@ -1,0 +1,25 @@
+#include "commands.h"
+
+#include <cstdio>
+
+namespace tandem::app {
+
+Command add_stub_command(CLI::App& app, const char* name, const char* description) {
+  CLI::App* sub = app.add_subcommand(name, description);
+  sub->allow_extras();
+  std::string n = name;
+  return {sub, [n] {
+            std::fprintf(stderr, "tandem %s: not implemented yet\n", n.c_str());
+            return 2;
+          }};
+}
+
+void register_commands(CLI::App& app, CommandList& out) {
+  out.push_back(add_stub_command(app, "serve", "Serve the OpenAI-compatible HTTP API"));
+  out.push_back(add_stub_command(app, "generate", "Generate a completion from the command line"));
+  out.push_back(add_stub_command(app, "probe", "Run the speculative exactness probe"));
+  out.push_back(add_stub_command(app, "bench", "Measure decode/prefill throughput"));
+  out.push_back(add_info_command(app));
+}
+
+}  // namespace tandem::app

@@ -1,0 +1,65 @@
+// AlignedBuffer<T>: an owning, 64-byte-aligned, zero-initialised array of
+// trivially copyable T. Movable, not copyable. Use for weights repacked at
+// load, activations and KV pools; allocate once, never on the decode hot path.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+namespace tandem {
+
+inline constexpr size_t kBufferAlignment = 64;
+
+template <typename T>
+class AlignedBuffer {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t count) { allocate(count); }
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+    if (this != &o) {
+      std::free(data_);
+      data_ = std::exchange(o.data_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+    }
+    return *this;
+  }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer() { std::free(data_); }
+
+  // Replaces the contents with `count` zeroed elements.
+  void allocate(size_t count) {
+    std::free(data_);
+    data_ = nullptr;
+    size_ = count;
+    if (count == 0) return;
+    size_t bytes = (count * sizeof(T) + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+    data_ = static_cast<T*>(std::aligned_alloc(kBufferAlignment, bytes));
+    if (data_ == nullptr) throw std::bad_alloc();
+    std::memset(static_cast<void*>(data_), 0, bytes);
+  }
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  T* begin() { return data_; }
+  T* end() { return data_ + size_; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
+
+ private:
+  T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace tandem

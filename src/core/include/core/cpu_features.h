@@ -1,0 +1,29 @@
+// CPU feature detection (cpuid + OS support via xgetbv). Computed once,
+// thread-safe to read from anywhere.
+#pragma once
+
+#include <string>
+
+namespace tandem {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512bf16 = false;
+  std::string model_name;  // e.g. "Intel(R) Xeon(R) Processor"; "unknown-x86" if absent
+
+  // AVX2 + FMA + F16C, with the OS saving YMM state.
+  bool has_avx2_level() const { return avx2 && fma && f16c; }
+  // AVX-512 F/BW/VL on top of the AVX2 level, with the OS saving ZMM state.
+  bool has_avx512_level() const { return has_avx2_level() && avx512f && avx512bw && avx512vl; }
+  // "avx2 fma f16c avx512f ..." for logs.
+  std::string describe() const;
+};
+
+const CpuFeatures& cpu_features();
+
+}  // namespace tandem

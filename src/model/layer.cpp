@@ -1,0 +1,7 @@
+#include "model/layer.h"
+
+namespace tandem::model {
+
+const char* layer_name() { return "model"; }
+
+}  // namespace tandem::model

@@ -1,0 +1,7 @@
+#include "scheduler/layer.h"
+
+namespace tandem::scheduler {
+
+const char* layer_name() { return "scheduler"; }
+
+}  // namespace tandem::scheduler

@@ -1,0 +1,7 @@
+#include "tokenizer/layer.h"
+
+namespace tandem::tokenizer {
+
+const char* layer_name() { return "tokenizer"; }
+
+}  // namespace tandem::tokenizer

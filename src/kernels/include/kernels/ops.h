@@ -1,0 +1,161 @@
+// kernels/ops.h — the CPU op contract every layer above calls.
+//
+// Batch invariance (docs/adr/0001-batch-invariance.md): every op computes each
+// output element with a floating-point reduction order that depends only on
+// the reduction length and absolute positions — never on the number of rows
+// M, on which rows share the call, on the thread count, or on how a prompt was
+// chunked. Threads split output columns, rows or heads, never a reduction.
+// The only exception is GemmMode::splitk, an explicit non-invariant option.
+//
+// Variants: each op has a scalar reference and AVX2 / AVX-512 variants. The
+// variant is chosen by Ctx::isa (default: active_isa(), the best this CPU
+// supports, lowered by env TANDEM_KERNELS=scalar|avx2|avx512). Variants agree
+// with the reference within per-precision tolerances, not bitwise; each
+// variant is bitwise invariant with itself.
+//
+// Units: activations f32, row-major. Weights f32/bf16/f16. Positions are
+// absolute token positions (0-based). No op allocates on the hot path except
+// where noted. Errors: ops CHECK their preconditions (shapes are the model
+// layer's responsibility, validated at load time).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/thread_pool.h"
+
+namespace tandem::kernels {
+
+enum class DType : uint8_t { f32, f16, bf16 };
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+
+enum class Isa : uint8_t { scalar = 0, avx2 = 1, avx512 = 2 };
+const char* isa_name(Isa isa);
+bool isa_supported(Isa isa);
+// Best supported ISA, lowered (never raised) by TANDEM_KERNELS; read once.
+Isa active_isa();
+
+// Matmul reduction policy. invariant: one fixed-order accumulation per
+// output, identical for every M (the default). splitk: for M > 1 the K
+// dimension is split into partial sums whose count depends on M and the
+// thread count — faster when N is too narrow to keep every core busy, and
+// NOT batch-invariant (the exactness probe detects it).
+enum class GemmMode : uint8_t { invariant, splitk };
+const char* gemm_mode_name(GemmMode mode);
+// Process-wide default: TANDEM_GEMM if set (a pin), else the last
+// set_gemm_mode() (a request; the exactness gate may switch it back).
+GemmMode gemm_mode();
+bool gemm_mode_pinned();
+void set_gemm_mode(GemmMode mode);
+
+// How to run one op: which thread pool (nullptr = the calling thread only),
+// which ISA variant, which matmul policy.
+struct Ctx {
+  ThreadPool* pool = nullptr;
+  Isa isa = active_isa();
+  GemmMode gemm = gemm_mode();
+};
+
+// ---------------------------------------------------------------- matmul
+// A weight matrix W of shape [n, k] (n outputs, k inputs: the layout Hugging
+// Face stores for nn.Linear), repacked once at load into the layout the
+// kernels stream. Owns its storage.
+class PackedMatrix {
+ public:
+  PackedMatrix() = default;
+  // Copies/repacks `data` (row-major [n][k] of `dtype`). The packed weights
+  // keep their precision (bf16 stays bf16).
+  static PackedMatrix pack(const void* data, DType dtype, int64_t n, int64_t k);
+
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+  DType dtype() const { return dtype_; }
+  // Bytes of weight data one full pass over the matrix reads.
+  size_t weight_bytes() const { return static_cast<size_t>(n_) * k_ * dtype_size(dtype_); }
+  const uint8_t* data() const { return data_.data(); }
+
+ private:
+  int64_t n_ = 0, k_ = 0;
+  DType dtype_ = DType::f32;
+  AlignedBuffer<uint8_t> data_;
+};
+
+// y[m][n] = sum_k x[m][k] * W[n][k]   (x: [m][k] with row stride k; y: [m][n])
+void matmul(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, float* y);
+
+// ---------------------------------------------------------------- row-wise ops
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight   (in place allowed)
+void rmsnorm(const Ctx& ctx, const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
+             float eps);
+// Softmax of each row, in place.
+void softmax(const Ctx& ctx, float* x, int64_t rows, int64_t n);
+// out[i] = silu(gate[i]) * up[i]
+void swiglu(const Ctx& ctx, const float* gate, const float* up, float* out, int64_t count);
+// out[i] = gelu_tanh(gate[i]) * up[i]
+void gelu_tanh_gate(const Ctx& ctx, const float* gate, const float* up, float* out, int64_t count);
+// y[i] += x[i]
+void add_inplace(const Ctx& ctx, float* y, const float* x, int64_t count);
+// y[r][j] += bias[j]
+void add_bias(const Ctx& ctx, float* y, const float* bias, int64_t rows, int64_t n);
+// out[r] = table[ids[r]] converted to f32 (table: [vocab][dim] of dtype).
+void embedding(const Ctx& ctx, const void* table, DType dtype, int64_t dim, const int32_t* ids, int64_t rows,
+               float* out);
+// Index of the largest value (lowest index on ties; NaN never wins).
+int32_t argmax(const float* x, int64_t n);
+// Converts a weight vector (e.g. a norm weight) to f32.
+void to_f32(const void* src, DType dtype, int64_t count, float* dst);
+
+// ---------------------------------------------------------------- RoPE
+enum class RopeLayout : uint8_t {
+  neox,         // rotate pairs (i, i + rotary_dim/2): Llama/Qwen/Mistral in HF
+  interleaved,  // rotate pairs (2i, 2i+1): GPT-J / original Meta layout
+};
+struct RopeScaling {
+  enum class Kind : uint8_t { none, linear, llama3 } kind = Kind::none;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
+  double original_max_position = 8192;  // llama3
+};
+// inv_freq[i] for i in [0, rotary_dim/2), as transformers computes them.
+std::vector<float> rope_inv_freq(int rotary_dim, double theta, const RopeScaling& scaling);
+// Rotates the first rotary_dim dims of each head of each row in place.
+// x: [rows][n_heads][head_dim]; positions[r] is row r's absolute position.
+void rope(const Ctx& ctx, float* x, int64_t rows, int n_heads, int head_dim, const int32_t* positions,
+          const float* inv_freq, int rotary_dim, RopeLayout layout);
+
+// ---------------------------------------------------------------- attention
+// Keys are visited in chunks of kAttentionChunk aligned to absolute positions
+// (0..C-1, C..2C-1, …) with the online-softmax merge in chunk order, so a
+// query at position p does identical arithmetic alone, in a verify block or
+// in a prefill chunk.
+inline constexpr int kAttentionChunk = 32;
+
+// One layer's paged K or V pool: block b, slot s, kv head h starts at
+// base + ((b * block_size + s) * n_kv_heads + h) * head_dim.
+struct KvPool {
+  float* k = nullptr;
+  float* v = nullptr;
+  int32_t block_size = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+// Writes K/V rows for new tokens into the pool. k_new/v_new: [rows][n_kv_heads][head_dim];
+// row r goes to position positions[r] of the sequence whose block table is block_tables[r].
+void kv_write(const KvPool& pool, const float* k_new, const float* v_new, int64_t rows, const int32_t* positions,
+              const int32_t* const* block_tables);
+
+// Causal GQA attention. q: [rows][n_heads][head_dim]; out: same shape. Row r
+// attends to keys at positions [max(0, p - window + 1), p] (window <= 0: no
+// window) of the sequence whose block table is block_tables[r], p =
+// positions[r]; those keys must already be written. Head h reads kv head
+// h / (n_heads / n_kv_heads). Threads split (row, head) pairs.
+void attention(const Ctx& ctx, const float* q, int64_t rows, int n_heads, const KvPool& pool,
+               const int32_t* positions, const int32_t* const* block_tables, float scale, int window,
+               float* out);
+
+}  // namespace tandem::kernels

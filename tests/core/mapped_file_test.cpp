@@ -1,0 +1,50 @@
+#include "core/mapped_file.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "core/aligned_buffer.h"
+
+namespace tandem {
+namespace {
+
+std::string temp_path(const char* name) { return ::testing::TempDir() + name; }
+
+TEST(MappedFile, MapsContents) {
+  const std::string path = temp_path("tandem_mapped.bin");
+  { std::ofstream(path, std::ios::binary) << "hello tandem"; }
+  auto f = MappedFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  ASSERT_EQ(f->size(), 12u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(f->data()), f->size()), "hello tandem");
+  MappedFile moved = std::move(*f);
+  EXPECT_EQ(moved.size(), 12u);
+  std::remove(path.c_str());
+}
+
+TEST(MappedFile, MissingFileNamesThePath) {
+  auto f = MappedFile::open("/nonexistent/tandem/model.safetensors");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(f.status().message().find("/nonexistent/tandem/model.safetensors"), std::string::npos);
+}
+
+TEST(MappedFile, DirectoryIsRejected) {
+  auto f = MappedFile::open(::testing::TempDir());
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("not a regular file"), std::string::npos);
+}
+
+TEST(AlignedBuffer, IsAlignedAndZeroed) {
+  AlignedBuffer<float> b(1000);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % kBufferAlignment, 0u);
+  for (float v : b) EXPECT_EQ(v, 0.0f);
+  AlignedBuffer<float> c = std::move(b);
+  EXPECT_EQ(c.size(), 1000u);
+  EXPECT_TRUE(b.empty());
+}
+
+}  // namespace
+}  // namespace tandem

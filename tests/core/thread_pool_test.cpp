@@ -16,7 +16,9 @@ TEST(Partition, CoversRangeInGranules) {
         Range r = partition(n, parts, i, 16);
         EXPECT_EQ(r.begin, next);
         EXPECT_LE(r.begin, r.end);
-        if (r.end != n) EXPECT_EQ(r.end % 16, 0);
+        if (r.end != n) {
+          EXPECT_EQ(r.end % 16, 0);
+        }
         next = r.end;
       }
       EXPECT_EQ(next, n);

@@ -1,0 +1,145 @@
+// Processors against hand-computed references.
+#include "sampling/processors.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+namespace tandem::sampling {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+std::vector<float> log_probs(std::vector<double> p) {
+  std::vector<float> out;
+  for (double v : p) out.push_back(static_cast<float>(std::log(v)));
+  return out;
+}
+
+std::vector<int> kept(const std::vector<float>& row) {
+  std::vector<int> ids;
+  for (size_t i = 0; i < row.size(); ++i)
+    if (row[i] != -kInf) ids.push_back(static_cast<int>(i));
+  return ids;
+}
+
+TEST(Processors, TopKKeepsLargestAndBreaksTiesByLowerId) {
+  ProcessorScratch s;
+  std::vector<float> row = {1, 3, 2, 3, 0};
+  apply_top_k(row, 2, s);
+  EXPECT_EQ(kept(row), (std::vector<int>{1, 3}));
+  row = {1, 3, 2, 3, 0};
+  apply_top_k(row, 1, s);
+  EXPECT_EQ(kept(row), (std::vector<int>{1}));
+  row = {1, 3, 2};
+  apply_top_k(row, 0, s);  // disabled
+  EXPECT_EQ(kept(row).size(), 3u);
+}
+
+TEST(Processors, TopPKeepsSmallestPrefixReachingTheMass) {
+  ProcessorScratch s;
+  auto row = log_probs({0.05, 0.5, 0.15, 0.3});
+  apply_top_p(row, 0.75f, s);
+  EXPECT_EQ(kept(row), (std::vector<int>{1, 3}));
+  row = log_probs({0.05, 0.5, 0.15, 0.3});
+  apply_top_p(row, 0.5f, s);
+  EXPECT_EQ(kept(row), (std::vector<int>{1}));
+  row = log_probs({0.05, 0.5, 0.15, 0.3});
+  apply_top_p(row, 0.9f, s);
+  EXPECT_EQ(kept(row), (std::vector<int>{1, 2, 3}));
+}
+
+TEST(Processors, TopPOnALargeVocabularyMatchesAFullSort) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);  // flat enough that the nucleus exceeds 2048 tokens
+  std::vector<float> row(50000);
+  for (float& v : row) v = dist(rng);
+  std::vector<float> expected = row;
+  {
+    std::vector<int> order(row.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return row[a] != row[b] ? row[a] > row[b] : a < b; });
+    const float mx = row[order[0]];
+    double total = 0;
+    for (float v : row) total += std::exp(double(v - mx));
+    double mass = 0;
+    size_t keep = 0;
+    while (keep < order.size()) {
+      mass += std::exp(double(row[order[keep]] - mx)) / total;
+      ++keep;
+      if (mass >= 0.9) break;
+    }
+    for (size_t i = keep; i < order.size(); ++i) expected[order[i]] = -kInf;
+  }
+  ProcessorScratch s;
+  apply_top_p(row, 0.9f, s);
+  EXPECT_GT(kept(row).size(), 2048u);
+  EXPECT_EQ(kept(row), kept(expected));
+}
+
+TEST(Processors, MinPMasksBelowFractionOfTheBest) {
+  auto row = log_probs({0.5, 0.3, 0.15, 0.05});
+  apply_min_p(row, 0.25f);  // threshold 0.125
+  EXPECT_EQ(kept(row), (std::vector<int>{0, 1, 2}));
+}
+
+TEST(Processors, RepetitionPenaltyDividesPositiveAndMultipliesNegativeOnce) {
+  ProcessorScratch s;
+  std::vector<float> row = {2, -2, 1};
+  std::vector<int32_t> prompt = {0, 1}, generated = {0};
+  apply_repetition_penalty(row, {prompt, generated}, 2.0f, s);
+  EXPECT_EQ(row, (std::vector<float>{1, -4, 1}));
+  // Scratch is clean for the next call.
+  std::vector<float> row2 = {2, -2, 1};
+  apply_repetition_penalty(row2, {{}, {}}, 2.0f, s);
+  EXPECT_EQ(row2, (std::vector<float>{2, -2, 1}));
+}
+
+TEST(Processors, PresenceAndFrequencyFollowOpenAI) {
+  ProcessorScratch s;
+  std::vector<float> row = {1, 1, 1};
+  std::vector<int32_t> prompt = {1, 1}, generated = {2, 2, 0};
+  apply_presence_frequency(row, {prompt, generated}, 0.5f, 0.25f, s);
+  EXPECT_FLOAT_EQ(row[0], 1 - (0.25f * 1 + 0.5f));
+  EXPECT_FLOAT_EQ(row[1], 1);  // prompt tokens are not penalised
+  EXPECT_FLOAT_EQ(row[2], 1 - (0.25f * 2 + 0.5f));
+  std::vector<float> again = {1, 1, 1};
+  apply_presence_frequency(again, {prompt, {}}, 0.5f, 0.25f, s);
+  EXPECT_EQ(again, (std::vector<float>{1, 1, 1}));
+}
+
+TEST(Processors, LogitBiasAndTemperature) {
+  SamplingParams p;
+  p.logit_bias = {{2, -100.0f}, {0, 5.0f}};
+  std::vector<float> row = {1, 2, 3};
+  apply_logit_bias(row, p);
+  EXPECT_EQ(row, (std::vector<float>{6, 2, -97}));
+  apply_temperature(row, 0.5f);
+  EXPECT_EQ(row, (std::vector<float>{12, 4, -194}));
+}
+
+TEST(Params, ValidationNamesTheField) {
+  SamplingParams p;
+  EXPECT_TRUE(validate(p, 100).ok());
+  p.temperature = 3;
+  EXPECT_NE(validate(p, 100).message().find("temperature"), std::string::npos);
+  p = {};
+  p.top_p = 0;
+  EXPECT_NE(validate(p, 100).message().find("top_p"), std::string::npos);
+  p = {};
+  p.logit_bias = {{100, 1.0f}};
+  EXPECT_NE(validate(p, 100).message().find("logit_bias"), std::string::npos);
+  p = {};
+  p.top_logprobs = 21;
+  EXPECT_NE(validate(p, 100).message().find("top_logprobs"), std::string::npos);
+  p = {};
+  p.presence_penalty = -2.5f;
+  EXPECT_NE(validate(p, 100).message().find("presence_penalty"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::sampling

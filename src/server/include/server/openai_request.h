@@ -1,0 +1,50 @@
+// Parsing and validation of POST /v1/completions and /v1/chat/completions
+// bodies into a GenerationRequest. Every malformed, wrongly typed or
+// out-of-range field becomes a 400 ApiError naming the field. No model or
+// tokenizer knowledge here: prompt length and vocabulary checks happen once
+// the prompt is tokenized. Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "sampling/params.h"
+#include "server/api_error.h"
+
+namespace tandem::server {
+
+enum class Endpoint { completions, chat_completions };
+
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::completions;
+  std::string model;  // may be empty: the served model
+  // completions: exactly one of prompt_text / prompt_tokens is set.
+  std::optional<std::string> prompt_text;
+  std::vector<int32_t> prompt_tokens;
+  // chat: the messages (and tools), validated for shape, rendered later by the chat template.
+  nlohmann::json messages;
+  nlohmann::json tools;
+  std::optional<int32_t> max_tokens;  // max_tokens / max_completion_tokens
+  std::vector<std::string> stop;
+  int32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // chat: logprobs=true; completions: logprobs=N
+  bool echo = false;           // completions only
+  bool seed_given = false;
+  sampling::SamplingParams sampling;
+};
+
+inline constexpr int32_t kMaxChoices = 16;
+inline constexpr size_t kMaxStopSequences = 8;
+
+using ParseResult = std::variant<GenerationRequest, ApiError>;
+
+// Parses a body (raw bytes). Malformed JSON → 400 with the parser's position.
+ParseResult parse_generation_request(Endpoint endpoint, const std::string& body);
+
+}  // namespace tandem::server

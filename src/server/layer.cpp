@@ -1,7 +1,0 @@
-#include "server/layer.h"
-
-namespace tandem::server {
-
-const char* layer_name() { return "server"; }
-
-}  // namespace tandem::server

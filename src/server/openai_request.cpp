@@ -1,0 +1,241 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+namespace tandem::server {
+namespace {
+
+using nlohmann::json;
+
+// Thrown inside this file only, caught in parse_generation_request.
+struct FieldError {
+  ApiError error;
+};
+
+[[noreturn]] void fail(const std::string& field, const std::string& message) {
+  throw FieldError{bad_request(field, message)};
+}
+
+const char* type_name(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+// Reads an optional field; absent or null → nullopt.
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<double> number(const json& body, const char* name, double lo, double hi) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) fail(name, std::string("'") + name + "' must be a number, got " + type_name(*v));
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi)
+    fail(name, std::string("'") + name + "' must be between " + json(lo).dump() + " and " + json(hi).dump() +
+                   ", got " + v->dump());
+  return d;
+}
+
+std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, int64_t hi) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer() && !(v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()))
+    fail(name, std::string("'") + name + "' must be an integer, got " + type_name(*v));
+  const double d = v->get<double>();
+  if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
+    fail(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                   ", got " + v->dump());
+  return static_cast<int64_t>(d);
+}
+
+std::optional<bool> boolean(const json& body, const char* name) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) fail(name, std::string("'") + name + "' must be a boolean, got " + type_name(*v));
+  return v->get<bool>();
+}
+
+void parse_stop(const json& body, GenerationRequest& r) {
+  const json* v = field(body, "stop");
+  if (!v) return;
+  if (v->is_string()) {
+    if (!v->get<std::string>().empty()) r.stop.push_back(v->get<std::string>());
+    return;
+  }
+  if (!v->is_array()) fail("stop", "'stop' must be a string or an array of strings");
+  if (v->size() > kMaxStopSequences)
+    fail("stop", "'stop' accepts at most " + std::to_string(kMaxStopSequences) + " sequences");
+  for (const auto& s : *v) {
+    if (!s.is_string()) fail("stop", "'stop' must contain only strings");
+    if (!s.get<std::string>().empty()) r.stop.push_back(s.get<std::string>());
+  }
+}
+
+void parse_logit_bias(const json& body, GenerationRequest& r) {
+  const json* v = field(body, "logit_bias");
+  if (!v) return;
+  if (!v->is_object()) fail("logit_bias", "'logit_bias' must be an object mapping token ids to numbers");
+  for (const auto& [key, value] : v->items()) {
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
+      fail("logit_bias", "'logit_bias' key '" + key + "' is not a token id");
+    if (!value.is_number()) fail("logit_bias", "'logit_bias' value for token " + key + " must be a number");
+    const double bias = value.get<double>();
+    if (!(bias >= -100.0 && bias <= 100.0))
+      fail("logit_bias", "'logit_bias' value for token " + key + " must be between -100 and 100");
+    r.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+  }
+}
+
+void parse_prompt(const json& body, GenerationRequest& r) {
+  const json* v = field(body, "prompt");
+  if (!v) fail("prompt", "'prompt' is required");
+  if (v->is_string()) {
+    r.prompt_text = v->get<std::string>();
+    return;
+  }
+  if (v->is_array()) {
+    if (v->size() == 1 && (*v)[0].is_string()) {
+      r.prompt_text = (*v)[0].get<std::string>();
+      return;
+    }
+    for (const auto& t : *v) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+        fail("prompt", "'prompt' must be a string, a one-string array, or an array of token ids");
+      r.prompt_tokens.push_back(t.get<int32_t>());
+    }
+    if (r.prompt_tokens.empty()) fail("prompt", "'prompt' must not be an empty array");
+    return;
+  }
+  fail("prompt", std::string("'prompt' must be a string or an array of token ids, got ") + type_name(*v));
+}
+
+void parse_messages(const json& body, GenerationRequest& r) {
+  const json* v = field(body, "messages");
+  if (!v) fail("messages", "'messages' is required");
+  if (!v->is_array() || v->empty()) fail("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) fail(where, "'" + where + "' must be an object");
+    const json* role = field(m, "role");
+    if (!role || !role->is_string()) fail(where + ".role", "'" + where + ".role' must be a string");
+    const json* content = field(m, "content");
+    if (content && !content->is_string() && !content->is_array())
+      fail(where + ".content", "'" + where + ".content' must be a string or an array of content parts");
+    if (content && content->is_array()) {
+      for (const auto& part : *content) {
+        const json* type = part.is_object() ? field(part, "type") : nullptr;
+        if (!type || *type != "text" || !part.contains("text") || !part["text"].is_string())
+          fail(where + ".content", "'" + where + ".content' supports only {\"type\": \"text\", \"text\": ...} parts");
+      }
+    }
+  }
+  r.messages = *v;
+  if (const json* tools = field(body, "tools")) {
+    if (!tools->is_array()) fail("tools", "'tools' must be an array");
+    r.tools = *tools;
+  }
+}
+
+void parse_sampling(const json& body, GenerationRequest& r) {
+  auto& s = r.sampling;
+  if (auto t = number(body, "temperature", 0.0, 2.0)) s.temperature = static_cast<float>(*t);
+  if (auto p = number(body, "top_p", 0.0, 1.0)) {
+    if (*p == 0.0) fail("top_p", "'top_p' must be greater than 0");
+    s.top_p = static_cast<float>(*p);
+  }
+  if (auto k = integer(body, "top_k", -1, std::numeric_limits<int32_t>::max())) s.top_k = *k < 0 ? 0 : static_cast<int32_t>(*k);
+  if (auto m = number(body, "min_p", 0.0, 1.0)) s.min_p = static_cast<float>(*m);
+  if (auto p = number(body, "presence_penalty", -2.0, 2.0)) s.presence_penalty = static_cast<float>(*p);
+  if (auto f = number(body, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = static_cast<float>(*f);
+  if (auto rp = number(body, "repetition_penalty", 0.0, 10.0)) {
+    if (*rp == 0.0) fail("repetition_penalty", "'repetition_penalty' must be greater than 0");
+    s.repetition_penalty = static_cast<float>(*rp);
+  }
+  if (auto seed = integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
+    s.seed = static_cast<uint64_t>(*seed);
+    r.seed_given = true;
+  }
+  parse_logit_bias(body, r);
+}
+
+void parse_logprobs(Endpoint endpoint, const json& body, GenerationRequest& r) {
+  if (endpoint == Endpoint::chat_completions) {
+    r.logprobs = boolean(body, "logprobs").value_or(false);
+    if (auto n = integer(body, "top_logprobs", 0, 20)) {
+      if (!r.logprobs && *n > 0) fail("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+      r.sampling.top_logprobs = static_cast<int32_t>(*n);
+    }
+    return;
+  }
+  // Legacy completions: logprobs is the number of alternatives (0..5).
+  if (auto n = integer(body, "logprobs", 0, 5)) {
+    r.logprobs = true;
+    r.sampling.top_logprobs = static_cast<int32_t>(*n);
+  }
+  r.echo = boolean(body, "echo").value_or(false);
+}
+
+GenerationRequest parse_fields(Endpoint endpoint, const json& body) {
+  GenerationRequest r;
+  r.endpoint = endpoint;
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) fail("model", "'model' must be a string");
+    r.model = m->get<std::string>();
+  }
+  if (endpoint == Endpoint::completions) {
+    parse_prompt(body, r);
+  } else {
+    parse_messages(body, r);
+  }
+  auto max_tokens = integer(body, "max_tokens", 1, std::numeric_limits<int32_t>::max());
+  auto max_completion = integer(body, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
+  if (max_completion) max_tokens = max_completion;
+  if (max_tokens) r.max_tokens = static_cast<int32_t>(*max_tokens);
+  if (auto n = integer(body, "n", 1, kMaxChoices)) r.n = static_cast<int32_t>(*n);
+  r.stream = boolean(body, "stream").value_or(false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) fail("stream_options", "'stream_options' must be an object");
+    if (auto u = boolean(*so, "include_usage")) r.include_usage = *u;
+  }
+  parse_stop(body, r);
+  parse_sampling(body, r);
+  parse_logprobs(endpoint, body, r);
+  return r;
+}
+
+}  // namespace
+
+ParseResult parse_generation_request(Endpoint endpoint, const std::string& body) {
+  json parsed;
+  try {
+    parsed = json::parse(body);
+  } catch (const json::parse_error& e) {
+    return bad_request("body", std::string("The request body is not valid JSON: ") + e.what(), "invalid_json");
+  }
+  if (!parsed.is_object()) return bad_request("body", "The request body must be a JSON object", "invalid_json");
+  try {
+    return parse_fields(endpoint, parsed);
+  } catch (const FieldError& e) {
+    return e.error;
+  } catch (const json::exception& e) {
+    return bad_request("body", std::string("Malformed request: ") + e.what());
+  }
+}
+
+}  // namespace tandem::server

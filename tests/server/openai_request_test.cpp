@@ -1,0 +1,100 @@
+#include "server/openai_request.h"
+
+#include <gtest/gtest.h>
+
+namespace tandem::server {
+namespace {
+
+GenerationRequest parse_ok(Endpoint e, const std::string& body) {
+  auto r = parse_generation_request(e, body);
+  if (auto* err = std::get_if<ApiError>(&r)) ADD_FAILURE() << err->message;
+  return std::holds_alternative<GenerationRequest>(r) ? std::get<GenerationRequest>(r) : GenerationRequest{};
+}
+
+ApiError parse_err(Endpoint e, const std::string& body) {
+  auto r = parse_generation_request(e, body);
+  if (!std::holds_alternative<ApiError>(r)) {
+    ADD_FAILURE() << "expected an error for " << body;
+    return {};
+  }
+  return std::get<ApiError>(r);
+}
+
+TEST(OpenAIRequest, ChatWithEveryField) {
+  auto r = parse_ok(Endpoint::chat_completions, R"({
+    "model": "tandem", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+    "max_completion_tokens": 12, "temperature": 0.8, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 7,
+    "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1, "logit_bias": {"42": -100},
+    "logprobs": true, "top_logprobs": 3, "n": 2, "stream": true, "stream_options": {"include_usage": true},
+    "stop": ["\n\n", "END"]})");
+  EXPECT_EQ(r.model, "tandem");
+  EXPECT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.max_tokens, 12);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.8f);
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_EQ(r.sampling.seed, 7u);
+  EXPECT_TRUE(r.seed_given);
+  ASSERT_EQ(r.sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(r.sampling.logit_bias[0].first, 42);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.sampling.top_logprobs, 3);
+  EXPECT_EQ(r.n, 2);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n\n", "END"}));
+}
+
+TEST(OpenAIRequest, CompletionPromptForms) {
+  EXPECT_EQ(parse_ok(Endpoint::completions, R"({"prompt": "Once"})").prompt_text, "Once");
+  EXPECT_EQ(parse_ok(Endpoint::completions, R"({"prompt": ["Once"]})").prompt_text, "Once");
+  EXPECT_EQ(parse_ok(Endpoint::completions, R"({"prompt": [1, 2, 3]})").prompt_tokens,
+            (std::vector<int32_t>{1, 2, 3}));
+  auto r = parse_ok(Endpoint::completions, R"({"prompt": "x", "logprobs": 2, "echo": true, "stop": "."})");
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.sampling.top_logprobs, 2);
+  EXPECT_TRUE(r.echo);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"."}));
+}
+
+TEST(OpenAIRequest, ErrorsNameTheField) {
+  struct Case {
+    Endpoint e;
+    const char* body;
+    const char* param;
+  };
+  const Case cases[] = {
+      {Endpoint::chat_completions, "{not json", "body"},
+      {Endpoint::chat_completions, "[1]", "body"},
+      {Endpoint::chat_completions, R"({})", "messages"},
+      {Endpoint::chat_completions, R"({"messages": []})", "messages"},
+      {Endpoint::chat_completions, R"({"messages": [{"content": "x"}]})", "messages[0].role"},
+      {Endpoint::chat_completions, R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {Endpoint::chat_completions, R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})",
+       "temperature"},
+      {Endpoint::chat_completions, R"({"messages": [{"role": "user", "content": "x"}], "temperature": 3})",
+       "temperature"},
+      {Endpoint::chat_completions, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+       "top_logprobs"},
+      {Endpoint::completions, R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
+      {Endpoint::completions, R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens"},
+      {Endpoint::completions, R"({"prompt": "x", "n": 17})", "n"},
+      {Endpoint::completions, R"({"prompt": "x", "top_p": 0})", "top_p"},
+      {Endpoint::completions, R"({"prompt": "x", "stop": [1]})", "stop"},
+      {Endpoint::completions, R"({"prompt": "x", "logit_bias": {"abc": 1}})", "logit_bias"},
+      {Endpoint::completions, R"({"prompt": "x", "logit_bias": {"5": 101}})", "logit_bias"},
+      {Endpoint::completions, R"({"prompt": "x", "stream": "yes"})", "stream"},
+      {Endpoint::completions, R"({"prompt": "x", "logprobs": 6})", "logprobs"},
+      {Endpoint::completions, R"({"prompt": {}})", "prompt"},
+      {Endpoint::completions, R"({"prompt": [-1]})", "prompt"},
+      {Endpoint::completions, R"({"model": 3, "prompt": "x"})", "model"},
+  };
+  for (const auto& c : cases) {
+    ApiError e = parse_err(c.e, c.body);
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.param.value_or(""), c.param) << c.body << " -> " << e.message;
+    EXPECT_FALSE(e.message.empty());
+  }
+}
+
+}  // namespace
+}  // namespace tandem::server

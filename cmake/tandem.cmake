@@ -29,6 +29,7 @@ function(tandem_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${TANDEM_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  set(env "TANDEM_SOURCE_DIR=${PROJECT_SOURCE_DIR}" ${ARG_ENV})
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
-    PROPERTIES LABELS ${ARG_LABEL} ENVIRONMENT "TANDEM_SOURCE_DIR=${PROJECT_SOURCE_DIR};${ARG_ENV}")
+    PROPERTIES LABELS ${ARG_LABEL} ENVIRONMENT "${env}")
 endfunction()

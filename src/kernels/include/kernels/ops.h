@@ -37,6 +37,13 @@ const char* isa_name(Isa isa);
 bool isa_supported(Isa isa);
 // Best supported ISA, lowered (never raised) by TANDEM_KERNELS; read once.
 Isa active_isa();
+// The best ISA this CPU supports (ignores TANDEM_KERNELS).
+Isa best_supported_isa();
+// What TANDEM_KERNELS=`value` selects when the CPU's best is `best`: the
+// named ISA (scalar|avx2|avx512, trimmed, case-insensitive) if it is not
+// above `best`, else `best`. nullptr, empty or unrecognised -> `best`.
+// active_isa() is isa_limit_from_env(getenv("TANDEM_KERNELS"), best_supported_isa()).
+Isa isa_limit_from_env(const char* value, Isa best);
 
 // Matmul reduction policy. invariant: one fixed-order accumulation per
 // output, identical for every M (the default). splitk: for M > 1 the K
@@ -50,6 +57,8 @@ const char* gemm_mode_name(GemmMode mode);
 GemmMode gemm_mode();
 bool gemm_mode_pinned();
 void set_gemm_mode(GemmMode mode);
+// Parses "invariant" / "splitk" (trimmed, case-insensitive); false if neither.
+bool parse_gemm_mode(const char* text, GemmMode* mode);
 
 // How to run one op: which thread pool (nullptr = the calling thread only),
 // which ISA variant, which matmul policy.
@@ -116,8 +125,8 @@ enum class RopeLayout : uint8_t {
 struct RopeScaling {
   enum class Kind : uint8_t { none, linear, llama3 } kind = Kind::none;
   double factor = 1.0;
-  double low_freq_factor = 1.0;   // llama3
-  double high_freq_factor = 4.0;  // llama3
+  double low_freq_factor = 1.0;         // llama3
+  double high_freq_factor = 4.0;        // llama3
   double original_max_position = 8192;  // llama3
 };
 // inv_freq[i] for i in [0, rotary_dim/2), as transformers computes them.
@@ -146,8 +155,8 @@ struct KvPool {
 
 // Writes K/V rows for new tokens into the pool. k_new/v_new: [rows][n_kv_heads][head_dim];
 // row r goes to position positions[r] of the sequence whose block table is block_tables[r].
-void kv_write(const KvPool& pool, const float* k_new, const float* v_new, int64_t rows, const int32_t* positions,
-              const int32_t* const* block_tables);
+void kv_write(const KvPool& pool, const float* k_new, const float* v_new, int64_t rows,
+              const int32_t* positions, const int32_t* const* block_tables);
 
 // Causal GQA attention. q: [rows][n_heads][head_dim]; out: same shape. Row r
 // attends to keys at positions [max(0, p - window + 1), p] (window <= 0: no

@@ -1,0 +1,126 @@
+// dispatch.cpp — ISA selection, the matmul policy state, and the table lookup.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "core/check.h"
+#include "core/cpu_features.h"
+#include "core/env.h"
+#include "kernel_table.h"
+
+namespace tandem::kernels {
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::scalar:
+      return "scalar";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::avx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+bool isa_supported(Isa isa) {
+  switch (isa) {
+    case Isa::scalar:
+      return true;
+    case Isa::avx2:
+      return cpu_features().has_avx2_level();
+    case Isa::avx512:
+      return cpu_features().has_avx512_level();
+  }
+  return false;
+}
+
+Isa best_supported_isa() {
+  if (isa_supported(Isa::avx512)) return Isa::avx512;
+  if (isa_supported(Isa::avx2)) return Isa::avx2;
+  return Isa::scalar;
+}
+
+Isa isa_limit_from_env(const char* value, Isa best) {
+  if (value == nullptr) return best;
+  const std::string text = to_lower(trim(value));
+  Isa wanted;
+  if (text == "scalar" || text == "reference") {
+    wanted = Isa::scalar;
+  } else if (text == "avx2") {
+    wanted = Isa::avx2;
+  } else if (text == "avx512") {
+    wanted = Isa::avx512;
+  } else {
+    if (!text.empty()) std::fprintf(stderr, "tandem: ignoring unrecognised TANDEM_KERNELS=%s\n", value);
+    return best;
+  }
+  return static_cast<uint8_t>(wanted) < static_cast<uint8_t>(best) ? wanted : best;
+}
+
+Isa active_isa() {
+  static const Isa isa = isa_limit_from_env(std::getenv("TANDEM_KERNELS"), best_supported_isa());
+  return isa;
+}
+
+const KernelTable& kernels_for(Isa isa) {
+  TANDEM_CHECK(isa_supported(isa));
+  switch (isa) {
+    case Isa::avx512:
+      return avx512_kernels();
+    case Isa::avx2:
+      return avx2_kernels();
+    case Isa::scalar:
+      break;
+  }
+  return reference_kernels();
+}
+
+// ---------------------------------------------------------------- gemm mode
+const char* gemm_mode_name(GemmMode mode) { return mode == GemmMode::splitk ? "splitk" : "invariant"; }
+
+bool parse_gemm_mode(const char* text, GemmMode* mode) {
+  if (text == nullptr) return false;
+  const std::string t = to_lower(trim(text));
+  if (t == "invariant") {
+    *mode = GemmMode::invariant;
+  } else if (t == "splitk") {
+    *mode = GemmMode::splitk;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+namespace {
+struct GemmPin {
+  bool pinned = false;
+  GemmMode mode = GemmMode::invariant;
+};
+
+const GemmPin& gemm_pin() {
+  static const GemmPin pin = [] {
+    GemmPin p;
+    const char* value = std::getenv("TANDEM_GEMM");
+    if (value != nullptr && *value != '\0') {
+      p.pinned = parse_gemm_mode(value, &p.mode);
+      if (!p.pinned) std::fprintf(stderr, "tandem: ignoring unrecognised TANDEM_GEMM=%s\n", value);
+    }
+    return p;
+  }();
+  return pin;
+}
+
+std::atomic<GemmMode> g_requested{GemmMode::invariant};
+}  // namespace
+
+GemmMode gemm_mode() {
+  const GemmPin& pin = gemm_pin();
+  return pin.pinned ? pin.mode : g_requested.load(std::memory_order_relaxed);
+}
+
+bool gemm_mode_pinned() { return gemm_pin().pinned; }
+
+void set_gemm_mode(GemmMode mode) { g_requested.store(mode, std::memory_order_relaxed); }
+
+}  // namespace tandem::kernels

@@ -1,0 +1,89 @@
+// kernel_table.h — the per-ISA entry points behind ops.h (internal to
+// tandem_kernels).
+//
+// Each ISA (reference/, avx2/, avx512/) fills one KernelTable in its own
+// translation units, compiled with that ISA's target flags only; the public
+// ops in matmul.cpp, rowwise.cpp, rope.cpp and attention.cpp own threading
+// and call through the table chosen by Ctx::isa. Table functions are
+// single-threaded, never allocate, and compute each output with a reduction
+// order that is a pure function of the reduction length (and, for attention,
+// absolute positions) — so calling them on any subset of rows or columns
+// gives the same bits.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace tandem::kernels {
+
+// ---------------------------------------------------------------- packed weights
+// PackedMatrix layout (the same for every ISA and dtype): columns are grouped
+// into panels of kPanel outputs, zero-padded past n. Panel p is one
+// contiguous block, k-major: weight W[p*kPanel + j][kk] sits at element
+// (p * k + kk) * kPanel + j. One pass over a panel streams it front to back.
+inline constexpr int64_t kPanel = 64;
+inline int64_t panel_count(int64_t n) { return (n + kPanel - 1) / kPanel; }
+
+// One call computes, for rows [0, m) and panels [panel_begin, panel_end):
+//   y[r*ldy + col] = sum over kk in [k_begin, k_end) of x[r*ldx + kk] * W[col][kk]
+// as a single FMA chain per output in increasing kk, starting from 0.0f, for
+// columns col < n (padding columns are never stored).
+struct MatmulArgs {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  int64_t m = 0;
+  const uint8_t* w = nullptr;  // PackedMatrix::data()
+  DType dtype = DType::f32;
+  int64_t k = 0;  // full K of the packed matrix (panel stride)
+  int64_t k_begin = 0, k_end = 0;
+  int64_t panel_begin = 0, panel_end = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int64_t n = 0;
+};
+
+// One (query row, head) of attention: keys at positions [lo, p] of the
+// sequence with `block_table`, kv head `kv_head`, visited in kAttentionChunk
+// chunks aligned to absolute positions with an online-softmax merge in chunk
+// order. q and out hold head_dim floats.
+struct AttendArgs {
+  const float* q = nullptr;
+  const KvPool* pool = nullptr;
+  const int32_t* block_table = nullptr;
+  int kv_head = 0;
+  int32_t lo = 0, p = 0;
+  float scale = 1.0f;
+  float* out = nullptr;
+};
+
+// K slices GemmMode::splitk uses for this call (1 = the invariant path).
+int64_t splitk_parts(int64_t m, int64_t n, int64_t k, int threads);
+
+struct KernelTable {
+  void (*matmul_panels)(const MatmulArgs& args);
+  void (*rmsnorm_row)(const float* x, const float* weight, float* y, int64_t dim, float eps);
+  void (*softmax_row)(float* x, int64_t n);
+  void (*swiglu)(const float* gate, const float* up, float* out, int64_t count);
+  void (*gelu_tanh_gate)(const float* gate, const float* up, float* out, int64_t count);
+  void (*add_inplace)(float* y, const float* x, int64_t count);
+  // src: `count` elements of dtype -> f32 (exact).
+  void (*to_f32)(const void* src, DType dtype, int64_t count, float* dst);
+  // Rotates one row: x holds n_heads heads of head_dim; cos/sin hold
+  // rotary_dim/2 entries. Each output is round(round(a*c) -/+ round(b*s)),
+  // the arithmetic transformers' apply_rotary_pos_emb does in f32.
+  void (*rope_row)(float* x, int n_heads, int head_dim, const float* cos, const float* sin, int rotary_dim,
+                   RopeLayout layout);
+  void (*attend)(const AttendArgs& args);
+};
+
+const KernelTable& reference_kernels();
+const KernelTable& avx2_kernels();
+const KernelTable& avx512_kernels();
+// The table for `isa`; CHECKs that this CPU supports it.
+const KernelTable& kernels_for(Isa isa);
+
+// Largest head_dim / rotary_dim the kernels accept (stack buffers).
+inline constexpr int kMaxHeadDim = 512;
+
+}  // namespace tandem::kernels

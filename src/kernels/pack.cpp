@@ -1,0 +1,45 @@
+// pack.cpp — PackedMatrix::pack: row-major [n][k] -> k-major panels of kPanel
+// columns (layout in kernel_table.h). Precision is kept; only the order changes.
+#include <algorithm>
+
+#include "core/check.h"
+#include "kernel_table.h"
+
+namespace tandem::kernels {
+namespace {
+// Transposes one panel: `cols` source rows of k elements -> [k][kPanel].
+// kk outer / j inner keeps the writes sequential and the 64 read streams in L1.
+template <typename T>
+void pack_panel(const T* src, int64_t k, int64_t cols, T* panel) {
+  for (int64_t kk = 0; kk < k; ++kk) {
+    T* out = panel + kk * kPanel;
+    for (int64_t j = 0; j < cols; ++j) out[j] = src[j * k + kk];
+  }
+}
+}  // namespace
+
+PackedMatrix PackedMatrix::pack(const void* data, DType dtype, int64_t n, int64_t k) {
+  TANDEM_CHECK(n > 0 && k > 0);
+  PackedMatrix out;
+  out.n_ = n;
+  out.k_ = k;
+  out.dtype_ = dtype;
+  const size_t esize = dtype_size(dtype);
+  const int64_t panels = panel_count(n);
+  out.data_.allocate(static_cast<size_t>(panels) * kPanel * k * esize);  // zeroed: padding columns are 0
+  const auto* src = static_cast<const uint8_t*>(data);
+  uint8_t* dst = out.data_.data();
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t cols = std::min<int64_t>(kPanel, n - p * kPanel);
+    uint8_t* panel = dst + static_cast<size_t>(p) * k * kPanel * esize;
+    const uint8_t* rows = src + static_cast<size_t>(p) * kPanel * k * esize;
+    if (esize == 4) {
+      pack_panel(reinterpret_cast<const uint32_t*>(rows), k, cols, reinterpret_cast<uint32_t*>(panel));
+    } else {
+      pack_panel(reinterpret_cast<const uint16_t*>(rows), k, cols, reinterpret_cast<uint16_t*>(panel));
+    }
+  }
+  return out;
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,15 @@
+// reference/table.cpp — the scalar KernelTable.
+#include "reference/reference.h"
+
+namespace tandem::kernels {
+
+const KernelTable& reference_kernels() {
+  static const KernelTable table = {
+      reference::matmul_panels, reference::rmsnorm_row,    reference::softmax_row,
+      reference::swiglu,        reference::gelu_tanh_gate, reference::add_inplace,
+      reference::to_f32,        reference::rope_row,       reference::attend,
+  };
+  return table;
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,179 @@
+// Matmul: packing, variants against the reference, bitwise batch invariance,
+// and proof that the invariance test can fail (splitk).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "kernel_table.h"
+#include "test_util.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::make_weights;
+using testing::random_floats;
+using testing::same_bits;
+
+const DType kDtypes[] = {DType::f32, DType::bf16, DType::f16};
+
+TEST(Matmul, PackLayoutIsKMajorPanels) {
+  const int64_t n = 70, k = 3;
+  std::vector<float> w(n * k);
+  for (int64_t i = 0; i < n * k; ++i) w[i] = static_cast<float>(i);
+  PackedMatrix p = PackedMatrix::pack(w.data(), DType::f32, n, k);
+  EXPECT_EQ(p.n(), n);
+  EXPECT_EQ(p.k(), k);
+  EXPECT_EQ(p.weight_bytes(), static_cast<size_t>(n * k * 4));
+  const auto* d = reinterpret_cast<const float*>(p.data());
+  for (int64_t col = 0; col < panel_count(n) * kPanel; ++col) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const float want = col < n ? w[col * k + kk] : 0.0f;
+      EXPECT_EQ(d[((col / kPanel) * k + kk) * kPanel + col % kPanel], want) << col << "," << kk;
+    }
+  }
+}
+
+// Tolerance: any summation order of K products has |error| <= gamma_K * sum|x||w|
+// (gamma_K = K u / (1 - K u), u = 2^-24; products of f32 x and exactly widened
+// weights are exact inside an FMA and round once outside one, hence K + 1).
+// Two variants each within that of the exact value are within twice it of
+// each other. Weight precision does not enter: bf16/f16 widen exactly.
+double dot_tolerance(const float* x, const float* wrow_values, int64_t k) {
+  double abs_sum = 0.0;
+  for (int64_t i = 0; i < k; ++i) abs_sum += std::fabs(static_cast<double>(x[i]) * wrow_values[i]);
+  const double g = (k + 1) * testing::kU / (1.0 - (k + 1) * testing::kU);
+  return 2.0 * g * abs_sum + 1e-30;
+}
+
+void check_against_reference(Isa isa, DType dtype, int64_t m, int64_t n, int64_t k, GemmMode mode,
+                             int threads) {
+  const auto wts = make_weights(dtype, n * k, static_cast<uint32_t>(n * 131 + k));
+  const auto x = random_floats(m * k, static_cast<uint32_t>(m * 7 + k));
+  PackedMatrix w = PackedMatrix::pack(wts.bytes.data(), dtype, n, k);
+  ThreadPool pool(threads);
+  Ctx ref_ctx{&pool, Isa::scalar, GemmMode::invariant};
+  Ctx ctx{&pool, isa, mode};
+  std::vector<float> want(m * n), got(m * n, -1.0f);
+  matmul(ref_ctx, x.data(), m, w, want.data());
+  matmul(ctx, x.data(), m, w, got.data());
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      const double tol = dot_tolerance(&x[r * k], &wts.values[c * k], k);
+      ASSERT_NEAR(got[r * n + c], want[r * n + c], tol)
+          << isa_name(isa) << " " << dtype_name(dtype) << " m=" << m << " n=" << n << " k=" << k << " r=" << r
+          << " c=" << c;
+    }
+  }
+}
+
+TEST(Matmul, ReferenceMatchesDoubleDot) {
+  const int64_t m = 3, n = 67, k = 129;
+  for (DType dtype : kDtypes) {
+    const auto wts = make_weights(dtype, n * k, 5);
+    const auto x = random_floats(m * k, 6);
+    PackedMatrix w = PackedMatrix::pack(wts.bytes.data(), dtype, n, k);
+    std::vector<float> y(m * n);
+    matmul(Ctx{nullptr, Isa::scalar, GemmMode::invariant}, x.data(), m, w, y.data());
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t c = 0; c < n; ++c) {
+        double exact = 0.0;
+        for (int64_t i = 0; i < k; ++i) exact += static_cast<double>(x[r * k + i]) * wts.values[c * k + i];
+        ASSERT_NEAR(y[r * n + c], exact, dot_tolerance(&x[r * k], &wts.values[c * k], k) / 2);
+      }
+    }
+  }
+}
+
+TEST(Matmul, VariantsMatchReference) {
+  const int64_t shapes[][3] = {{1, 1, 1},    {1, 64, 7},    {3, 65, 160},
+                               {5, 200, 33}, {8, 128, 300}, {13, 63, 64}};
+  for (Isa isa : testing::supported_isas()) {
+    for (DType dtype : kDtypes) {
+      for (const auto& s : shapes)
+        check_against_reference(isa, dtype, s[0], s[1], s[2], GemmMode::invariant, 2);
+    }
+  }
+}
+
+TEST(Matmul, SplitkMatchesReferenceWithinTolerance) {
+  for (Isa isa : testing::supported_isas()) {
+    check_against_reference(isa, DType::bf16, 6, 150, 400, GemmMode::splitk, 1);
+    check_against_reference(isa, DType::f32, 9, 70, 700, GemmMode::splitk, 3);
+  }
+}
+
+// Runs each of `rows` rows alone, then every M in [1, rows] as one call, and
+// counts the rows whose bits differ from the row alone. Also returns the
+// single-row results so callers can compare across thread counts.
+int64_t count_batch_differences(const Ctx& ctx, const PackedMatrix& w, const std::vector<float>& x,
+                                int64_t rows, std::vector<float>* singles) {
+  const int64_t n = w.n(), k = w.k();
+  singles->assign(rows * n, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) matmul(ctx, &x[r * k], 1, w, &(*singles)[r * n]);
+  std::vector<float> y(rows * n);
+  int64_t differences = 0;
+  for (int64_t m = 1; m <= rows; ++m) {
+    matmul(ctx, x.data(), m, w, y.data());
+    for (int64_t r = 0; r < m; ++r) differences += same_bits(&y[r * n], &(*singles)[r * n], n) ? 0 : 1;
+  }
+  return differences;
+}
+
+constexpr int64_t kRows = 33;
+constexpr int64_t kInvN = 150;  // two full panels and a partial one
+constexpr int64_t kInvK = 160;  // long enough for splitk to split
+
+TEST(MatmulInvariance, RowAloneEqualsRowInBatchForEveryIsaDtypeAndThreadCount) {
+  const auto x = random_floats(kRows * kInvK, 11);
+  for (Isa isa : testing::supported_isas()) {
+    for (DType dtype : kDtypes) {
+      const auto wts = make_weights(dtype, kInvN * kInvK, 12);
+      PackedMatrix w = PackedMatrix::pack(wts.bytes.data(), dtype, kInvN, kInvK);
+      std::vector<float> first_singles;
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> singles;
+        const int64_t diffs =
+            count_batch_differences(Ctx{&pool, isa, GemmMode::invariant}, w, x, kRows, &singles);
+        EXPECT_EQ(diffs, 0) << isa_name(isa) << " " << dtype_name(dtype) << " threads=" << threads;
+        if (first_singles.empty()) {
+          first_singles = singles;
+        } else {
+          EXPECT_TRUE(same_bits(singles.data(), first_singles.data(), singles.size()))
+              << isa_name(isa) << " " << dtype_name(dtype) << " differs between 1 and " << threads
+              << " threads";
+        }
+      }
+    }
+  }
+}
+
+// The same test with splitk must fail: this proves it can detect a
+// shape-dependent reduction order.
+TEST(MatmulInvariance, SplitkIsDetected) {
+  const auto x = random_floats(kRows * kInvK, 11);
+  for (Isa isa : testing::supported_isas()) {
+    for (DType dtype : kDtypes) {
+      const auto wts = make_weights(dtype, kInvN * kInvK, 12);
+      PackedMatrix w = PackedMatrix::pack(wts.bytes.data(), dtype, kInvN, kInvK);
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        std::vector<float> singles;
+        const int64_t diffs =
+            count_batch_differences(Ctx{&pool, isa, GemmMode::splitk}, w, x, kRows, &singles);
+        EXPECT_GT(diffs, 0) << isa_name(isa) << " " << dtype_name(dtype) << " threads=" << threads;
+      }
+    }
+  }
+}
+
+TEST(MatmulInvariance, SplitkPartsDependOnMAndThreads) {
+  EXPECT_EQ(splitk_parts(1, 896, 4864, 2), 1);
+  EXPECT_GE(splitk_parts(2, 896, 4864, 1), 2);
+  EXPECT_GT(splitk_parts(4, 64, 4864, 4), splitk_parts(4, 64, 4864, 1));
+  EXPECT_EQ(splitk_parts(4, 896, 100, 2), 1);  // K too short to split
+}
+
+}  // namespace
+}  // namespace tandem::kernels

@@ -30,6 +30,6 @@ function(tandem_test name)
   target_compile_options(${name} PRIVATE ${TANDEM_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   set(env "TANDEM_SOURCE_DIR=${PROJECT_SOURCE_DIR}" ${ARG_ENV})
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${name}:"
     PROPERTIES LABELS ${ARG_LABEL} ENVIRONMENT "${env}")
 endfunction()

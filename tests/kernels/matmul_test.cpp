@@ -168,6 +168,24 @@ TEST(MatmulInvariance, SplitkIsDetected) {
   }
 }
 
+// Both SIMD kernels run one FMA chain per output in increasing k, so they
+// agree bitwise with each other (not required by the contract, but a cheap
+// cross-check of the two register blockings).
+TEST(MatmulInvariance, SimdVariantsAgreeBitwise) {
+  const auto isas = testing::simd_isas();
+  if (isas.size() < 2) GTEST_SKIP() << "needs AVX2 and AVX-512";
+  const int64_t m = 11, n = 200, k = 301;
+  const auto x = random_floats(m * k, 21);
+  for (DType dtype : kDtypes) {
+    const auto wts = make_weights(dtype, n * k, 22);
+    PackedMatrix w = PackedMatrix::pack(wts.bytes.data(), dtype, n, k);
+    std::vector<float> a(m * n), b(m * n);
+    matmul(Ctx{nullptr, Isa::avx2, GemmMode::invariant}, x.data(), m, w, a.data());
+    matmul(Ctx{nullptr, Isa::avx512, GemmMode::invariant}, x.data(), m, w, b.data());
+    EXPECT_TRUE(same_bits(a.data(), b.data(), a.size())) << dtype_name(dtype);
+  }
+}
+
 TEST(MatmulInvariance, SplitkPartsDependOnMAndThreads) {
   EXPECT_EQ(splitk_parts(1, 896, 4864, 2), 1);
   EXPECT_GE(splitk_parts(2, 896, 4864, 1), 2);

@@ -1,8 +1,14 @@
-// avx2/table.cpp — the AVX2 (+FMA, F16C) KernelTable.
-#include "reference/reference.h"
+// avx2/table.cpp — the AVX2 KernelTable.
+#include "avx2/avx2.h"
 
 namespace tandem::kernels {
 
-const KernelTable& avx2_kernels() { return reference_kernels(); }
+const KernelTable& avx2_kernels() {
+  static const KernelTable table = {
+      avx2::matmul_panels, avx2::rmsnorm_row, avx2::softmax_row, avx2::swiglu, avx2::gelu_tanh_gate,
+      avx2::add_inplace,   avx2::to_f32,      avx2::rope_row,    avx2::attend,
+  };
+  return table;
+}
 
 }  // namespace tandem::kernels

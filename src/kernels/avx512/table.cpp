@@ -1,8 +1,14 @@
-// avx512/table.cpp — the AVX-512 (F, BW, VL) KernelTable.
-#include "reference/reference.h"
+// avx512/table.cpp — the AVX-512 KernelTable.
+#include "avx512/avx512.h"
 
 namespace tandem::kernels {
 
-const KernelTable& avx512_kernels() { return reference_kernels(); }
+const KernelTable& avx512_kernels() {
+  static const KernelTable table = {
+      avx512::matmul_panels, avx512::rmsnorm_row, avx512::softmax_row, avx512::swiglu, avx512::gelu_tanh_gate,
+      avx512::add_inplace,   avx512::to_f32,      avx512::rope_row,    avx512::attend,
+  };
+  return table;
+}
 
 }  // namespace tandem::kernels

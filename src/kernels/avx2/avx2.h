@@ -1,0 +1,21 @@
+// avx2/avx2.h — the AVX2 (+ FMA, F16C) kernels. Defined in
+// translation units compiled with those target flags; call only through
+// kernels_for(Isa::avx2) on a CPU that supports them.
+#pragma once
+
+#include "kernel_table.h"
+
+namespace tandem::kernels::avx2 {
+
+void matmul_panels(const MatmulArgs& args);
+void rmsnorm_row(const float* x, const float* weight, float* y, int64_t dim, float eps);
+void softmax_row(float* x, int64_t n);
+void swiglu(const float* gate, const float* up, float* out, int64_t count);
+void gelu_tanh_gate(const float* gate, const float* up, float* out, int64_t count);
+void add_inplace(float* y, const float* x, int64_t count);
+void to_f32(const void* src, DType dtype, int64_t count, float* dst);
+void rope_row(float* x, int n_heads, int head_dim, const float* cos, const float* sin, int rotary_dim,
+              RopeLayout layout);
+void attend(const AttendArgs& args);
+
+}  // namespace tandem::kernels::avx2

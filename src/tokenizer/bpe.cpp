@@ -45,6 +45,19 @@ struct WordCache {
 };
 constexpr size_t kWordCacheCapacity = 1 << 16;
 constexpr size_t kMaxCachedWordBytes = 64;
+constexpr const char kMetaspace[] = "\xE2\x96\x81";
+constexpr size_t kMetaspaceBytes = 3;
+
+// True when some token contains U+2581 directly after a different character.
+bool metaspace_inside_token(const VocabMap& vocab) {
+  for (const auto& [tok, id] : vocab) {
+    for (size_t p = tok.find(kMetaspace, 1); p != std::string::npos; p = tok.find(kMetaspace, p + 1)) {
+      if (!(p >= kMetaspaceBytes && tok.compare(p - kMetaspaceBytes, kMetaspaceBytes, kMetaspace) == 0))
+        return true;
+    }
+  }
+  return false;
+}
 
 struct Symbol {
   int32_t id;
@@ -97,6 +110,8 @@ Expected<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& mo
   m->ignore_merges_ = bool_field("ignore_merges");
   if (auto d = model.find("dropout"); d != model.end() && !d->is_null() && d->get<double>() > 0.0)
     return unimplemented("model.dropout: BPE dropout is not supported by tandem");
+  m->split_at_metaspace_ = m->prefix_.empty() && m->suffix_.empty() &&
+                           m->vocab_.count(std::string(kMetaspace)) && !metaspace_inside_token(m->vocab_);
   if (!m->unk_token_.empty()) {
     auto it = m->vocab_.find(m->unk_token_);
     if (it == m->vocab_.end())
@@ -183,6 +198,22 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
       return;
     }
   }
+  if (split_at_metaspace_ && word.size() > kMaxCachedWordBytes) {
+    size_t start = 0;
+    for (size_t i = 1; i + kMetaspaceBytes <= word.size(); ++i) {
+      if (word.compare(i, kMetaspaceBytes, kMetaspace) == 0 &&
+          !(i >= kMetaspaceBytes && word.compare(i - kMetaspaceBytes, kMetaspaceBytes, kMetaspace) == 0)) {
+        encode_cached(word.substr(start, i - start), out);
+        start = i;
+      }
+    }
+    encode_cached(word.substr(start), out);
+    return;
+  }
+  encode_cached(word, out);
+}
+
+void BpeModel::encode_cached(std::string_view word, std::vector<int32_t>& out) const {
   if (word.size() > kMaxCachedWordBytes) {
     merge_word(word, out);
     return;

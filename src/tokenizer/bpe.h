@@ -45,6 +45,7 @@ class BpeModel {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
+  void encode_cached(std::string_view word, std::vector<int32_t>& out) const;
   const MergeResult* find_merge(int32_t a, int32_t b) const;
 
   VocabMap vocab_;
@@ -61,6 +62,10 @@ class BpeModel {
   bool byte_fallback_ = false;
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;
+  // SentencePiece-style vocabularies: when no token has "\u2581" right after
+  // another character, no merge can cross such a boundary, so long words are
+  // split there and encoded piecewise (same result, cacheable pieces).
+  bool split_at_metaspace_ = false;
   int32_t byte_ids_[256];     // "<0xXX>" ids for byte_fallback, -1 when absent
   uint64_t instance_id_ = 0;  // keys the per-thread word cache
 };

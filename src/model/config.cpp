@@ -1,0 +1,305 @@
+#include "model/config.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/mapped_file.h"
+
+namespace tandem::model {
+namespace {
+
+using json = nlohmann::json;
+
+// Reads config fields with errors that name the file and the field.
+class Reader {
+ public:
+  Reader(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  Status error(const std::string& field, const std::string& what) const {
+    return invalid_argument(path_ + ": field \"" + field + "\" " + what);
+  }
+  bool has(const char* field) const { return j_.contains(field) && !j_[field].is_null(); }
+
+  Status get_int(const char* field, int64_t& out, bool required, int64_t min_value = 1) const {
+    if (!has(field)) return required ? error(field, "is missing") : Status::Ok();
+    const json& v = j_[field];
+    if (!v.is_number_integer()) return error(field, "must be an integer");
+    out = v.get<int64_t>();
+    if (out < min_value) return error(field, "must be >= " + std::to_string(min_value));
+    return Status::Ok();
+  }
+  Status get_double(const json& obj, const std::string& field, double& out) const {
+    if (!obj.contains(field) || obj[field].is_null()) return Status::Ok();
+    if (!obj[field].is_number()) return error(field, "must be a number");
+    out = obj[field].get<double>();
+    return Status::Ok();
+  }
+  Status get_bool(const char* field, bool& out) const {
+    if (!has(field)) return Status::Ok();
+    if (!j_[field].is_boolean()) return error(field, "must be true or false");
+    out = j_[field].get<bool>();
+    return Status::Ok();
+  }
+
+  const json& j() const { return j_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  const json& j_;
+  std::string path_;
+};
+
+Expected<Family> parse_family(const std::string& type) {
+  if (type == "llama") return Family::llama;
+  if (type == "mistral") return Family::mistral;
+  if (type == "qwen2") return Family::qwen2;
+  if (type == "qwen3") return Family::qwen3;
+  return unimplemented("model_type \"" + type + "\" is not supported (supported: " + supported_model_types() +
+                       ")");
+}
+
+// RoPE from either rope_parameters (transformers 5) or rope_theta + rope_scaling.
+Status parse_rope(const Reader& r, ModelConfig& c) {
+  const json& j = r.j();
+  const json* scaling = nullptr;
+  std::string field = "rope_scaling";
+  if (r.has("rope_parameters")) {
+    field = "rope_parameters";
+    const json& p = j["rope_parameters"];
+    if (!p.is_object()) return r.error(field, "must be an object");
+    // Per-layer-type parameters (e.g. {"full_attention": {...}}) are not used by these families.
+    if (p.contains("full_attention")) return r.error(field, "per-layer-type RoPE is not supported");
+    TANDEM_RETURN_IF_ERROR(r.get_double(p, "rope_theta", c.rope_theta));
+    scaling = &p;
+  } else {
+    TANDEM_RETURN_IF_ERROR(r.get_double(j, "rope_theta", c.rope_theta));
+    if (r.has("rope_scaling")) {
+      if (!j["rope_scaling"].is_object()) return r.error(field, "must be an object or null");
+      scaling = &j["rope_scaling"];
+    }
+  }
+  if (!(c.rope_theta > 0)) return r.error("rope_theta", "must be positive");
+  if (scaling == nullptr) return Status::Ok();
+  std::string type = "default";
+  if (scaling->contains("rope_type") && (*scaling)["rope_type"].is_string()) {
+    type = (*scaling)["rope_type"].get<std::string>();
+  } else if (scaling->contains("type") && (*scaling)["type"].is_string()) {
+    type = (*scaling)["type"].get<std::string>();
+  }
+  if (scaling->contains("partial_rotary_factor") && (*scaling)["partial_rotary_factor"].is_number() &&
+      (*scaling)["partial_rotary_factor"].get<double>() != 1.0) {
+    return unimplemented(r.path() + ": field \"" + field + ".partial_rotary_factor\" != 1 is not supported");
+  }
+  kernels::RopeScaling& s = c.rope_scaling;
+  if (type == "default") {
+    s.kind = kernels::RopeScaling::Kind::none;
+    return Status::Ok();
+  }
+  if (type != "linear" && type != "llama3")
+    return unimplemented(r.path() + ": field \"" + field + "\" has rope type \"" + type +
+                         "\", which is not supported (supported: default, linear, llama3)");
+  if (!scaling->contains("factor")) return r.error(field + ".factor", "is missing");
+  TANDEM_RETURN_IF_ERROR(r.get_double(*scaling, "factor", s.factor));
+  if (!(s.factor > 0)) return r.error(field + ".factor", "must be positive");
+  if (type == "linear") {
+    s.kind = kernels::RopeScaling::Kind::linear;
+    return Status::Ok();
+  }
+  s.kind = kernels::RopeScaling::Kind::llama3;
+  for (const char* f : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+    if (!scaling->contains(f)) return r.error(field + "." + f, "is missing (required by rope type llama3)");
+  }
+  TANDEM_RETURN_IF_ERROR(r.get_double(*scaling, "low_freq_factor", s.low_freq_factor));
+  TANDEM_RETURN_IF_ERROR(r.get_double(*scaling, "high_freq_factor", s.high_freq_factor));
+  TANDEM_RETURN_IF_ERROR(r.get_double(*scaling, "original_max_position_embeddings", s.original_max_position));
+  if (!(s.high_freq_factor > s.low_freq_factor) || !(s.original_max_position > 0))
+    return r.error(
+        field, "llama3 needs high_freq_factor > low_freq_factor and original_max_position_embeddings > 0");
+  return Status::Ok();
+}
+
+// Sliding windows: layer_types when present (transformers 5), else the
+// family's classic rule.
+Status parse_windows(const Reader& r, ModelConfig& c) {
+  c.layer_window.assign(c.num_layers, 0);
+  int64_t window = 0;
+  if (r.has("sliding_window")) TANDEM_RETURN_IF_ERROR(r.get_int("sliding_window", window, false, 1));
+  const json& j = r.j();
+  if (r.has("layer_types")) {
+    const json& lt = j["layer_types"];
+    if (!lt.is_array() || lt.size() != static_cast<size_t>(c.num_layers))
+      return r.error("layer_types", "must be an array with one entry per layer");
+    for (int i = 0; i < c.num_layers; ++i) {
+      std::string t = lt[i].is_string() ? lt[i].get<std::string>() : "";
+      if (t == "sliding_attention") {
+        if (window <= 0)
+          return r.error("layer_types", "names sliding_attention but sliding_window is not set");
+        c.layer_window[i] = static_cast<int>(window);
+      } else if (t != "full_attention") {
+        return r.error("layer_types", "entry \"" + t + "\" is not full_attention or sliding_attention");
+      }
+    }
+    return Status::Ok();
+  }
+  if (window <= 0) return Status::Ok();
+  if (c.family == Family::mistral) {
+    c.layer_window.assign(c.num_layers, static_cast<int>(window));
+  } else if (c.family == Family::qwen2 || c.family == Family::qwen3) {
+    bool use = false;
+    TANDEM_RETURN_IF_ERROR(r.get_bool("use_sliding_window", use));
+    int64_t max_window_layers = c.num_layers;
+    TANDEM_RETURN_IF_ERROR(r.get_int("max_window_layers", max_window_layers, false, 0));
+    if (use) {
+      for (int i = static_cast<int>(max_window_layers); i < c.num_layers; ++i)
+        c.layer_window[i] = static_cast<int>(window);
+    }
+  }
+  return Status::Ok();
+}
+
+Status parse_dtype(const Reader& r, ModelConfig& c) {
+  const char* field = r.has("dtype") ? "dtype" : "torch_dtype";
+  if (!r.has(field)) return Status::Ok();
+  const json& v = r.j()[field];
+  if (!v.is_string()) return r.error(field, "must be a string");
+  std::string s = v.get<std::string>();
+  if (s == "bfloat16")
+    c.declared_dtype = kernels::DType::bf16;
+  else if (s == "float16")
+    c.declared_dtype = kernels::DType::f16;
+  else if (s == "float32")
+    c.declared_dtype = kernels::DType::f32;
+  else
+    return r.error(field, "\"" + s + "\" is not bfloat16, float16 or float32");
+  return Status::Ok();
+}
+
+Status parse_token_ids(const Reader& r, ModelConfig& c) {
+  const json& j = r.j();
+  if (r.has("eos_token_id")) {
+    const json& e = j["eos_token_id"];
+    if (e.is_number_integer())
+      c.eos_token_ids.push_back(e.get<int32_t>());
+    else if (e.is_array()) {
+      for (const auto& x : e) {
+        if (!x.is_number_integer()) return r.error("eos_token_id", "must be an integer or array of integers");
+        c.eos_token_ids.push_back(x.get<int32_t>());
+      }
+    } else
+      return r.error("eos_token_id", "must be an integer or array of integers");
+  }
+  if (r.has("bos_token_id") && j["bos_token_id"].is_number_integer())
+    c.bos_token_id = j["bos_token_id"].get<int32_t>();
+  return Status::Ok();
+}
+
+Status parse_shapes(const Reader& r, ModelConfig& c) {
+  int64_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  TANDEM_RETURN_IF_ERROR(r.get_int("vocab_size", c.vocab_size, true));
+  TANDEM_RETURN_IF_ERROR(r.get_int("hidden_size", c.hidden_size, true));
+  TANDEM_RETURN_IF_ERROR(r.get_int("intermediate_size", c.intermediate_size, true));
+  TANDEM_RETURN_IF_ERROR(r.get_int("num_hidden_layers", layers, true));
+  TANDEM_RETURN_IF_ERROR(r.get_int("num_attention_heads", heads, true));
+  kv_heads = heads;
+  TANDEM_RETURN_IF_ERROR(r.get_int("num_key_value_heads", kv_heads, false));
+  if (layers > 4096 || heads > 4096)
+    return r.error("num_hidden_layers", "or num_attention_heads is implausibly large");
+  if (heads % kv_heads != 0)
+    return r.error(
+        "num_key_value_heads",
+        "(" + std::to_string(kv_heads) + ") must divide num_attention_heads (" + std::to_string(heads) + ")");
+  if (r.has("head_dim")) {
+    TANDEM_RETURN_IF_ERROR(r.get_int("head_dim", head_dim, true));
+  } else {
+    if (c.hidden_size % heads != 0) return r.error("hidden_size", "is not a multiple of num_attention_heads");
+    head_dim = c.hidden_size / heads;
+  }
+  if (head_dim % 2 != 0 || head_dim > 1024) return r.error("head_dim", "must be even and at most 1024");
+  c.num_layers = static_cast<int>(layers);
+  c.num_heads = static_cast<int>(heads);
+  c.num_kv_heads = static_cast<int>(kv_heads);
+  c.head_dim = static_cast<int>(head_dim);
+  TANDEM_RETURN_IF_ERROR(r.get_int("max_position_embeddings", c.max_position_embeddings, false));
+  double eps = c.rms_norm_eps;
+  TANDEM_RETURN_IF_ERROR(r.get_double(r.j(), "rms_norm_eps", eps));
+  if (!(eps > 0)) return r.error("rms_norm_eps", "must be positive");
+  c.rms_norm_eps = static_cast<float>(eps);
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* family_name(Family family) {
+  switch (family) {
+    case Family::llama:
+      return "llama";
+    case Family::mistral:
+      return "mistral";
+    case Family::qwen2:
+      return "qwen2";
+    case Family::qwen3:
+      return "qwen3";
+  }
+  return "?";
+}
+
+const char* supported_model_types() { return "llama, mistral, qwen2, qwen3"; }
+
+Expected<ModelConfig> parse_config(const std::string& text, const std::string& path) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    return invalid_argument(path + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) return invalid_argument(path + ": not a JSON object");
+  Reader r(j, path);
+  ModelConfig c;
+  if (!r.has("model_type") || !j["model_type"].is_string()) return r.error("model_type", "is missing");
+  c.model_type = j["model_type"].get<std::string>();
+  auto family = parse_family(c.model_type);
+  if (!family.ok()) return family.status().with_context(path);
+  c.family = *family;
+  TANDEM_RETURN_IF_ERROR(parse_shapes(r, c));
+  if (r.has("hidden_act")) {
+    std::string act = j["hidden_act"].is_string() ? j["hidden_act"].get<std::string>() : "";
+    if (act != "silu" && act != "swish")
+      return unimplemented(path + ": field \"hidden_act\" \"" + act +
+                           "\" is not supported (supported: silu)");
+  }
+  TANDEM_RETURN_IF_ERROR(parse_rope(r, c));
+  TANDEM_RETURN_IF_ERROR(parse_windows(r, c));
+  TANDEM_RETURN_IF_ERROR(parse_dtype(r, c));
+  TANDEM_RETURN_IF_ERROR(parse_token_ids(r, c));
+  TANDEM_RETURN_IF_ERROR(r.get_bool("tie_word_embeddings", c.tie_word_embeddings));
+  bool attention_bias = false, mlp_bias = false;
+  TANDEM_RETURN_IF_ERROR(r.get_bool("attention_bias", attention_bias));
+  TANDEM_RETURN_IF_ERROR(r.get_bool("mlp_bias", mlp_bias));
+  switch (c.family) {
+    case Family::llama:
+      c.qkv_bias = c.o_bias = attention_bias;
+      c.mlp_bias = mlp_bias;
+      break;
+    case Family::mistral:
+      break;
+    case Family::qwen2:
+      c.qkv_bias = true;
+      break;
+    case Family::qwen3:
+      c.qkv_bias = c.o_bias = attention_bias;
+      c.qk_norm = true;
+      break;
+  }
+  return c;
+}
+
+Expected<ModelConfig> load_config(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return not_found(path + ": no such file (is " + dir + " a model directory?)");
+  TANDEM_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
+  return parse_config(text, path);
+}
+
+}  // namespace tandem::model

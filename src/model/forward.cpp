@@ -1,0 +1,197 @@
+#include "model/forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/check.h"
+
+namespace tandem::model {
+
+Forward::Forward(const Model& model, KvCache& kv, ThreadPool* pool, int64_t max_rows)
+    : model_(model), kv_(kv), max_rows_(std::max<int64_t>(1, max_rows)) {
+  ctx_.pool = pool;
+  const ModelConfig& c = model.config();
+  const size_t rows = static_cast<size_t>(max_rows_);
+  const size_t qkv_n = static_cast<size_t>(c.q_dim() + 2 * c.kv_dim());
+  x_.allocate(rows * c.hidden_size);
+  h_.allocate(rows * c.hidden_size);
+  gather_.allocate(rows * c.hidden_size);
+  qkv_.allocate(rows * qkv_n);
+  q_.allocate(rows * c.q_dim());
+  k_.allocate(rows * c.kv_dim());
+  v_.allocate(rows * c.kv_dim());
+  attn_.allocate(rows * c.q_dim());
+  gate_up_.allocate(rows * 2 * c.intermediate_size);
+  act_.allocate(rows * c.intermediate_size);
+}
+
+Status Forward::validate_and_reserve(std::span<const SequenceStep> steps) {
+  const int64_t vocab = model_.config().vocab_size;
+  if (steps.empty()) return invalid_argument("forward: empty batch");
+  int64_t total_new_blocks = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const SequenceStep& s = steps[i];
+    const std::string where = "forward: step " + std::to_string(i) + ": ";
+    if (!kv_.valid(s.seq)) return invalid_argument(where + "unknown KV sequence " + std::to_string(s.seq));
+    for (size_t j = 0; j < i; ++j) {
+      if (steps[j].seq == s.seq) return invalid_argument(where + "sequence appears twice in one batch");
+    }
+    if (s.tokens.empty()) return invalid_argument(where + "no tokens");
+    if (s.start_position != kv_.length(s.seq))
+      return invalid_argument(where + "start position " + std::to_string(s.start_position) +
+                              " != KV length " + std::to_string(kv_.length(s.seq)) +
+                              " (truncate the sequence first to re-run positions)");
+    for (int32_t t : s.tokens) {
+      if (t < 0 || t >= vocab)
+        return invalid_argument(where + "token id " + std::to_string(t) + " outside [0, " +
+                                std::to_string(vocab) + ")");
+    }
+    total_new_blocks += kv_.blocks_needed(s.seq, s.start_position + static_cast<int64_t>(s.tokens.size()));
+  }
+  if (total_new_blocks > kv_.free_blocks())
+    return resource_exhausted("KV cache: batch does not fit (needs " + std::to_string(total_new_blocks) +
+                              " more blocks, " + std::to_string(kv_.free_blocks()) + " of " +
+                              std::to_string(kv_.num_blocks()) + " free)");
+  for (const SequenceStep& s : steps) {
+    TANDEM_RETURN_IF_ERROR(kv_.reserve(s.seq, s.start_position + static_cast<int64_t>(s.tokens.size())));
+  }
+  return Status::Ok();
+}
+
+Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const ForwardOptions& options) {
+  TANDEM_RETURN_IF_ERROR(validate_and_reserve(steps));
+  const ModelConfig& c = model_.config();
+  ForwardOutput out;
+  out.vocab = c.vocab_size;
+  out.hidden_size = c.hidden_size;
+  out.first_row.reserve(steps.size());
+
+  // Flatten the batch into rows.
+  tokens_.clear();
+  positions_.clear();
+  tables_.clear();
+  wants_output_.clear();
+  int64_t out_rows = 0;
+  for (const SequenceStep& s : steps) {
+    out.first_row.push_back(out_rows);
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    const int32_t* table = kv_.block_table(s.seq);
+    for (int64_t j = 0; j < n; ++j) {
+      const bool want = s.logits == LogitRows::all || (s.logits == LogitRows::last && j == n - 1);
+      tokens_.push_back(s.tokens[j]);
+      positions_.push_back(static_cast<int32_t>(s.start_position + j));
+      tables_.push_back(table);
+      wants_output_.push_back(want ? 1 : 0);
+      out_rows += want ? 1 : 0;
+    }
+  }
+  if (out_logits_.size() < static_cast<size_t>(out_rows * c.vocab_size))
+    out_logits_.allocate(static_cast<size_t>(out_rows * c.vocab_size));
+  if (options.hidden != HiddenOutput::none &&
+      out_hidden_.size() < static_cast<size_t>(out_rows * c.hidden_size))
+    out_hidden_.allocate(static_cast<size_t>(out_rows * c.hidden_size));
+
+  out_rows_ = 0;
+  const int64_t rows = static_cast<int64_t>(tokens_.size());
+  for (int64_t r0 = 0; r0 < rows; r0 += max_rows_)
+    run_chunk(r0, std::min(rows, r0 + max_rows_), options.hidden);
+  TANDEM_CHECK(out_rows_ == out_rows);
+
+  for (const SequenceStep& s : steps)
+    kv_.set_length(s.seq, s.start_position + static_cast<int64_t>(s.tokens.size()));
+  out.rows = out_rows;
+  out.logits = std::span<const float>(out_logits_.data(), static_cast<size_t>(out_rows * c.vocab_size));
+  if (options.hidden != HiddenOutput::none)
+    out.hidden = std::span<const float>(out_hidden_.data(), static_cast<size_t>(out_rows * c.hidden_size));
+  return out;
+}
+
+void Forward::run_chunk(int64_t r0, int64_t r1, HiddenOutput hidden) {
+  const ModelConfig& c = model_.config();
+  const int64_t m = r1 - r0;
+  const int64_t hs = c.hidden_size;
+  kernels::embedding(ctx_, model_.embedding(), model_.embedding_dtype(), hs, tokens_.data() + r0, m,
+                     x_.data());
+  for (int l = 0; l < c.num_layers; ++l) run_layer(l, r0, m);
+
+  // Rows that produce output: final norm, optional hidden copy, LM head.
+  int64_t k = 0;
+  for (int64_t r = 0; r < m; ++r) {
+    if (!wants_output_[r0 + r]) continue;
+    std::memcpy(gather_.data() + k * hs, x_.data() + r * hs, sizeof(float) * hs);
+    ++k;
+  }
+  if (k == 0) return;
+  auto copy_hidden = [&] {
+    std::memcpy(out_hidden_.data() + out_rows_ * hs, gather_.data(), sizeof(float) * k * hs);
+  };
+  if (hidden == HiddenOutput::before_final_norm) copy_hidden();
+  kernels::rmsnorm(ctx_, gather_.data(), model_.final_norm().data(), gather_.data(), k, hs, c.rms_norm_eps);
+  if (hidden == HiddenOutput::after_final_norm) copy_hidden();
+  kernels::matmul(ctx_, gather_.data(), k, model_.lm_head(), out_logits_.data() + out_rows_ * c.vocab_size);
+  out_rows_ += k;
+}
+
+void Forward::run_layer(int layer, int64_t r0, int64_t m) {
+  attention_block(layer, r0, m);
+  mlp_block(layer, m);
+}
+
+void Forward::attention_block(int layer, int64_t r0, int64_t m) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[layer];
+  const int64_t hs = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), qkv_n = qd + 2 * kvd;
+  kernels::rmsnorm(ctx_, x_.data(), w.attn_norm.data(), h_.data(), m, hs, c.rms_norm_eps);
+  kernels::matmul(ctx_, h_.data(), m, w.qkv, qkv_.data());
+  if (!w.qkv_bias.empty()) kernels::add_bias(ctx_, qkv_.data(), w.qkv_bias.data(), m, qkv_n);
+  for (int64_t r = 0; r < m; ++r) {
+    const float* row = qkv_.data() + r * qkv_n;
+    std::memcpy(q_.data() + r * qd, row, sizeof(float) * qd);
+    std::memcpy(k_.data() + r * kvd, row + qd, sizeof(float) * kvd);
+    std::memcpy(v_.data() + r * kvd, row + qd + kvd, sizeof(float) * kvd);
+  }
+  if (!w.q_norm.empty()) {
+    kernels::rmsnorm(ctx_, q_.data(), w.q_norm.data(), q_.data(), m * c.num_heads, c.head_dim,
+                     c.rms_norm_eps);
+    kernels::rmsnorm(ctx_, k_.data(), w.k_norm.data(), k_.data(), m * c.num_kv_heads, c.head_dim,
+                     c.rms_norm_eps);
+  }
+  const int32_t* pos = positions_.data() + r0;
+  const float* inv_freq = model_.rope_inv_freq().data();
+  kernels::rope(ctx_, q_.data(), m, c.num_heads, c.head_dim, pos, inv_freq, c.head_dim,
+                kernels::RopeLayout::neox);
+  kernels::rope(ctx_, k_.data(), m, c.num_kv_heads, c.head_dim, pos, inv_freq, c.head_dim,
+                kernels::RopeLayout::neox);
+
+  // New K/V first, then attention over the pool (which now holds them).
+  const kernels::KvPool pool = kv_.layer_pool(layer);
+  const int32_t* const* tables = tables_.data() + r0;
+  kernels::kv_write(pool, k_.data(), v_.data(), m, pos, tables);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  kernels::attention(ctx_, q_.data(), m, c.num_heads, pool, pos, tables, scale, c.layer_window[layer],
+                     attn_.data());
+
+  kernels::matmul(ctx_, attn_.data(), m, w.o, h_.data());
+  if (!w.o_bias.empty()) kernels::add_bias(ctx_, h_.data(), w.o_bias.data(), m, hs);
+  kernels::add_inplace(ctx_, x_.data(), h_.data(), m * hs);
+}
+
+void Forward::mlp_block(int layer, int64_t m) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[layer];
+  const int64_t hs = c.hidden_size, inter = c.intermediate_size;
+  kernels::rmsnorm(ctx_, x_.data(), w.mlp_norm.data(), h_.data(), m, hs, c.rms_norm_eps);
+  kernels::matmul(ctx_, h_.data(), m, w.gate_up, gate_up_.data());
+  if (!w.gate_up_bias.empty()) kernels::add_bias(ctx_, gate_up_.data(), w.gate_up_bias.data(), m, 2 * inter);
+  for (int64_t r = 0; r < m; ++r) {
+    const float* row = gate_up_.data() + r * 2 * inter;
+    kernels::swiglu(ctx_, row, row + inter, act_.data() + r * inter, inter);
+  }
+  kernels::matmul(ctx_, act_.data(), m, w.down, h_.data());
+  if (!w.down_bias.empty()) kernels::add_bias(ctx_, h_.data(), w.down_bias.data(), m, hs);
+  kernels::add_inplace(ctx_, x_.data(), h_.data(), m * hs);
+}
+
+}  // namespace tandem::model

@@ -1,0 +1,104 @@
+// Forward: the one forward entry point for prefill, decode and verify.
+//
+// A call takes a batch of sequence steps; each appends n >= 1 new tokens to
+// one KV sequence at absolute positions [start, start + n), where start must
+// equal the sequence's current KV length (truncate the KvCache first to
+// re-run positions, e.g. after a speculative rollback). All K/V capacity the
+// batch needs is reserved up front, all or nothing: when it does not fit the
+// call returns ResourceExhausted and changes nothing. On success every
+// sequence's KV length becomes start + n.
+//
+// Per layer the new rows' K/V are written to the paged pool first, then
+// attention reads the pool; every other op is row-wise or the kernels'
+// batch-invariant matmul. So a row's results are bitwise independent of the
+// batch it rides in, of how its prompt was chunked and of the thread count
+// (given one kernel ISA and GemmMode::invariant).
+//
+// Outputs: logits for the rows each step asks for (none / last / all), in
+// step order then position order; optionally the final hidden state of the
+// same rows — after the final RMSNorm (the LM head's input) or before it (the
+// residual stream). Output spans point into buffers owned by the Forward and
+// stay valid until its next run().
+//
+// Scratch for up to max_rows rows is allocated at construction; larger
+// batches are processed in row chunks of max_rows (same results). Output
+// buffers grow on demand and are then reused. Not thread-safe: one engine
+// thread drives a Forward; its kernels use the given ThreadPool.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace tandem::model {
+
+enum class LogitRows : uint8_t { none, last, all };
+enum class HiddenOutput : uint8_t { none, after_final_norm, before_final_norm };
+
+struct SequenceStep {
+  SequenceId seq = -1;
+  std::span<const int32_t> tokens;  // new tokens, n >= 1
+  int64_t start_position = 0;       // absolute position of tokens[0] == KV length
+  LogitRows logits = LogitRows::last;
+};
+
+struct ForwardOutput {
+  // Row-major [rows][vocab] / [rows][hidden]; rows in step order.
+  std::span<const float> logits;
+  std::span<const float> hidden;  // empty unless requested
+  int64_t rows = 0;
+  int64_t vocab = 0;
+  int64_t hidden_size = 0;
+  // first_row[i]: index of step i's first output row (its count is 0, 1 or n).
+  std::vector<int64_t> first_row;
+  const float* logits_row(int64_t r) const { return logits.data() + r * vocab; }
+};
+
+struct ForwardOptions {
+  HiddenOutput hidden = HiddenOutput::none;
+};
+
+class Forward {
+ public:
+  // `model` and `kv` must outlive the Forward; `pool` may be nullptr (calling
+  // thread only).
+  Forward(const Model& model, KvCache& kv, ThreadPool* pool, int64_t max_rows = 128);
+
+  Expected<ForwardOutput> run(std::span<const SequenceStep> steps, const ForwardOptions& options = {});
+
+  kernels::Ctx& ctx() { return ctx_; }
+  const Model& model() const { return model_; }
+  KvCache& kv() { return kv_; }
+
+ private:
+  Status validate_and_reserve(std::span<const SequenceStep> steps);
+  void run_chunk(int64_t r0, int64_t r1, HiddenOutput hidden);
+  void run_layer(int layer, int64_t r0, int64_t m);
+  void attention_block(int layer, int64_t r0, int64_t m);
+  void mlp_block(int layer, int64_t m);
+
+  const Model& model_;
+  KvCache& kv_;
+  kernels::Ctx ctx_;
+  int64_t max_rows_;
+
+  // Per-call row tables (capacity kept across calls).
+  std::vector<int32_t> tokens_, positions_;
+  std::vector<const int32_t*> tables_;
+  std::vector<uint8_t> wants_output_;
+  int64_t out_rows_ = 0;
+
+  // Scratch, [max_rows][width].
+  AlignedBuffer<float> x_, h_, qkv_, q_, k_, v_, attn_, gate_up_, act_;
+  // Outputs, grown on demand.
+  AlignedBuffer<float> out_hidden_, out_logits_, gather_;
+};
+
+}  // namespace tandem::model

@@ -1,0 +1,102 @@
+// KvCache: the paged K/V pool shared by all sequences of one model.
+//
+// Storage: per layer, one K and one V array of num_blocks blocks; block b,
+// slot s, kv head h lives at ((b * block_size + s) * n_kv_heads + h) *
+// head_dim (kernels::KvPool). f32, allocated once at construction.
+//
+// Sequences: create_sequence() returns a handle; each sequence owns a block
+// table (its blocks in position order) and a length (tokens whose K/V are
+// valid). reserve() grows the table to hold a length — all or nothing, with a
+// ResourceExhausted "does not fit" Status when the free blocks do not suffice.
+// truncate() shortens the valid length in O(1) (speculative rollback): it
+// touches no data and keeps the blocks, so the next tokens reuse them;
+// shrink_to_fit() returns blocks beyond the length to the pool; release()
+// frees the sequence. Capacity accounting: free_blocks(), blocks_for(tokens).
+//
+// Not thread-safe: owned and used by the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/status.h"
+#include "kernels/ops.h"
+
+namespace tandem::model {
+
+struct ModelConfig;
+
+using SequenceId = int32_t;
+
+struct KvCacheOptions {
+  int32_t block_size = 32;  // tokens per block
+  int32_t num_blocks = 0;   // blocks in the pool
+};
+
+class KvCache {
+ public:
+  KvCache() = default;
+  KvCache(KvCache&&) = default;
+  KvCache& operator=(KvCache&&) = default;
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+  // Sizes the pool for `config`'s layers / kv heads / head_dim. Allocates
+  // 2 * layers * num_blocks * block_size * kv_dim floats.
+  static Expected<KvCache> create(const ModelConfig& config, const KvCacheOptions& options);
+  // Options whose pool holds `tokens` tokens in total (rounded up to blocks).
+  static KvCacheOptions options_for_tokens(int64_t tokens, int32_t block_size = 32);
+
+  int32_t block_size() const { return block_size_; }
+  int32_t num_blocks() const { return num_blocks_; }
+  int32_t free_blocks() const { return static_cast<int32_t>(free_list_.size()); }
+  int64_t bytes() const;
+  int32_t blocks_for(int64_t tokens) const {
+    return static_cast<int32_t>((tokens + block_size_ - 1) / block_size_);
+  }
+
+  // A new empty sequence (no blocks yet).
+  SequenceId create_sequence();
+  bool valid(SequenceId seq) const;
+  // Frees the sequence's blocks; the handle becomes invalid.
+  void release(SequenceId seq);
+
+  // Valid K/V length of the sequence (positions [0, length)).
+  int64_t length(SequenceId seq) const;
+  // Blocks the sequence holds (capacity = held * block_size tokens).
+  int32_t held_blocks(SequenceId seq) const;
+  // Extra blocks reserve(seq, tokens) would take from the pool.
+  int32_t blocks_needed(SequenceId seq, int64_t tokens) const;
+  // Makes room for `tokens` positions; ResourceExhausted when it does not fit
+  // (then nothing changes).
+  Status reserve(SequenceId seq, int64_t tokens);
+  // Sets the valid length; must be <= the reserved capacity. O(1).
+  void set_length(SequenceId seq, int64_t tokens);
+  // Shortens the valid length to min(length, tokens). O(1); blocks are kept.
+  void truncate(SequenceId seq, int64_t tokens);
+  // Returns blocks beyond the valid length to the pool.
+  void shrink_to_fit(SequenceId seq);
+
+  // The sequence's block table (stable until its next reserve/shrink/release).
+  const int32_t* block_table(SequenceId seq) const;
+  // Layer `layer`'s pool view for the kernels.
+  kernels::KvPool layer_pool(int layer);
+
+ private:
+  struct Sequence {
+    bool live = false;
+    int64_t length = 0;
+    std::vector<int32_t> blocks;
+  };
+  Sequence& seq_ref(SequenceId seq);
+  const Sequence& seq_ref(SequenceId seq) const;
+
+  int32_t block_size_ = 0, num_blocks_ = 0, n_kv_heads_ = 0, head_dim_ = 0;
+  int num_layers_ = 0;
+  std::vector<AlignedBuffer<float>> k_, v_;  // one per layer
+  std::vector<int32_t> free_list_;           // stack of free block ids
+  std::vector<Sequence> sequences_;
+  std::vector<SequenceId> free_ids_;
+};
+
+}  // namespace tandem::model

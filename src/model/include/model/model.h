@@ -1,0 +1,79 @@
+// Model: a loaded Hugging Face checkpoint — config plus weights ready for the
+// kernels.
+//
+// Loading validates every tensor's presence and shape against config.json
+// (errors name the file and the tensor) and repacks the matrices once:
+// q/k/v are fused into one [q_dim + 2 kv_dim, hidden] matrix and gate/up into
+// one [2 intermediate, hidden] matrix (each output is still its own dot
+// product, so fusing changes no result; it halves the fork-join calls per
+// layer). Norm weights and biases are converted to f32. The embedding table
+// is used in place from the memory map (the Checkpoint stays open); a tied LM
+// head is packed from it.
+//
+// Immutable after load; safe to share between threads for reading.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/ops.h"
+#include "model/config.h"
+#include "model/safetensors.h"
+
+namespace tandem::model {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;   // [hidden]
+  kernels::PackedMatrix qkv;      // [q_dim + 2 kv_dim, hidden]
+  std::vector<float> qkv_bias;    // [q_dim + 2 kv_dim] or empty
+  std::vector<float> q_norm;      // [head_dim] or empty (qwen3)
+  std::vector<float> k_norm;      // [head_dim] or empty
+  kernels::PackedMatrix o;        // [hidden, q_dim]
+  std::vector<float> o_bias;      // [hidden] or empty
+  std::vector<float> mlp_norm;    // [hidden]
+  kernels::PackedMatrix gate_up;  // [2 intermediate, hidden]: gate rows then up rows
+  std::vector<float> gate_up_bias;
+  kernels::PackedMatrix down;  // [hidden, intermediate]
+  std::vector<float> down_bias;
+};
+
+class Model {
+ public:
+  // Loads DIR (config.json + safetensors). Errors name the file and tensor.
+  static Expected<std::unique_ptr<Model>> load(const std::string& dir);
+
+  const ModelConfig& config() const { return config_; }
+  const std::string& dir() const { return dir_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  const std::vector<float>& final_norm() const { return final_norm_; }
+  const kernels::PackedMatrix& lm_head() const { return lm_head_; }
+  // Embedding table [vocab][hidden] of embedding_dtype(), in the memory map.
+  const void* embedding() const { return embedding_->data; }
+  kernels::DType embedding_dtype() const { return embedding_->dtype; }
+  // Inverse RoPE frequencies [head_dim / 2].
+  const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
+
+  // Bytes of weights one decode token streams: every matrix once plus one
+  // embedding row (norms and biases are negligible and not counted).
+  size_t weight_bytes_per_token() const;
+  // Number of parameters as stored (embedding counted once when tied).
+  int64_t parameter_count() const { return parameters_; }
+
+ private:
+  Model() = default;
+  Status load_layer(int index);
+
+  std::string dir_;
+  ModelConfig config_;
+  Checkpoint checkpoint_;
+  const TensorView* embedding_ = nullptr;
+  std::vector<LayerWeights> layers_;
+  std::vector<float> final_norm_;
+  kernels::PackedMatrix lm_head_;
+  std::vector<float> inv_freq_;
+  int64_t parameters_ = 0;
+};
+
+}  // namespace tandem::model

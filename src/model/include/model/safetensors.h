@@ -1,0 +1,95 @@
+// safetensors: memory-mapped reading of Hugging Face .safetensors checkpoints.
+//
+// A SafetensorsFile maps one file and validates its whole header when opened:
+// the 8-byte header length (bounded by the file size and kMaxHeaderBytes), the
+// JSON, each tensor's dtype (F32, F16, BF16 — any other dtype is an error),
+// shape × dtype size == byte length, offsets inside
+// the data section and no two tensors overlapping. A Checkpoint opens a model
+// directory: `model.safetensors`, or the shards listed by
+// `model.safetensors.index.json` (every listed tensor must exist in the shard
+// the index names).
+//
+// Errors are Status values naming the file and, where one is involved, the
+// tensor. TensorView points into the mapping: it stays valid while the
+// SafetensorsFile / Checkpoint that produced it lives. Read-only after open;
+// concurrent readers are fine.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/mapped_file.h"
+#include "core/status.h"
+#include "kernels/ops.h"
+
+namespace tandem::model {
+
+inline constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // 100 MiB, as the reference reader
+
+// One tensor inside a mapped file.
+struct TensorView {
+  std::string name;
+  std::string file;  // path of the file holding it, for error messages
+  kernels::DType dtype = kernels::DType::f32;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+
+  int64_t numel() const;
+  // "[896, 4864]"
+  std::string shape_string() const;
+};
+
+class SafetensorsFile {
+ public:
+  static Expected<SafetensorsFile> open(const std::string& path);
+
+  const std::string& path() const { return file_.path(); }
+  const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // nullptr when absent.
+  const TensorView* find(const std::string& name) const;
+
+ private:
+  MappedFile file_;
+  std::map<std::string, TensorView> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// All tensors of a model directory, single-file or sharded.
+class Checkpoint {
+ public:
+  static Expected<Checkpoint> open_dir(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  // nullptr when absent.
+  const TensorView* find(const std::string& name) const;
+  // not_found naming the tensor and the directory when absent.
+  Expected<const TensorView*> get(const std::string& name) const;
+  // get() plus a shape check; invalid_argument naming file, tensor, expected
+  // and actual shape on mismatch.
+  Expected<const TensorView*> get(const std::string& name, const std::vector<int64_t>& shape) const;
+  size_t tensor_count() const { return index_.size(); }
+  // Total bytes of tensor data across all files.
+  size_t total_bytes() const;
+
+ private:
+  std::string dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const TensorView*> index_;
+};
+
+// Writes a .safetensors file (for tools and tests). Tensors are written in
+// the given order, data offsets packed back to back.
+struct TensorToWrite {
+  std::string name;
+  kernels::DType dtype;
+  std::vector<int64_t> shape;
+  const void* data;  // numel * dtype_size bytes
+};
+Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors);
+
+}  // namespace tandem::model

@@ -1,0 +1,141 @@
+#include "model/kv_cache.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "model/config.h"
+
+namespace tandem::model {
+
+Expected<KvCache> KvCache::create(const ModelConfig& config, const KvCacheOptions& options) {
+  if (options.block_size <= 0 || options.num_blocks <= 0)
+    return invalid_argument("KV cache: block_size and num_blocks must be positive");
+  KvCache c;
+  c.block_size_ = options.block_size;
+  c.num_blocks_ = options.num_blocks;
+  c.n_kv_heads_ = config.num_kv_heads;
+  c.head_dim_ = config.head_dim;
+  c.num_layers_ = config.num_layers;
+  const size_t per_layer = static_cast<size_t>(c.num_blocks_) * c.block_size_ * c.n_kv_heads_ * c.head_dim_;
+  try {
+    c.k_.resize(c.num_layers_);
+    c.v_.resize(c.num_layers_);
+    for (int l = 0; l < c.num_layers_; ++l) {
+      c.k_[l].allocate(per_layer);
+      c.v_[l].allocate(per_layer);
+    }
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted("KV cache: cannot allocate " + std::to_string(c.bytes()) + " bytes");
+  }
+  c.free_list_.reserve(c.num_blocks_);
+  // Stack with block 0 on top, so a fresh pool hands out blocks in order.
+  for (int32_t b = c.num_blocks_ - 1; b >= 0; --b) c.free_list_.push_back(b);
+  return c;
+}
+
+KvCacheOptions KvCache::options_for_tokens(int64_t tokens, int32_t block_size) {
+  KvCacheOptions o;
+  o.block_size = block_size;
+  o.num_blocks = static_cast<int32_t>(std::max<int64_t>(1, (tokens + block_size - 1) / block_size));
+  return o;
+}
+
+int64_t KvCache::bytes() const {
+  return int64_t{2} * num_layers_ * num_blocks_ * block_size_ * n_kv_heads_ * head_dim_ *
+         int64_t{sizeof(float)};
+}
+
+SequenceId KvCache::create_sequence() {
+  SequenceId id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    id = static_cast<SequenceId>(sequences_.size());
+    sequences_.emplace_back();
+  }
+  sequences_[id] = Sequence{};
+  sequences_[id].live = true;
+  return id;
+}
+
+bool KvCache::valid(SequenceId seq) const {
+  return seq >= 0 && static_cast<size_t>(seq) < sequences_.size() && sequences_[seq].live;
+}
+
+KvCache::Sequence& KvCache::seq_ref(SequenceId seq) {
+  TANDEM_CHECK(valid(seq));
+  return sequences_[seq];
+}
+const KvCache::Sequence& KvCache::seq_ref(SequenceId seq) const {
+  TANDEM_CHECK(valid(seq));
+  return sequences_[seq];
+}
+
+void KvCache::release(SequenceId seq) {
+  Sequence& s = seq_ref(seq);
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) free_list_.push_back(*it);
+  s = Sequence{};
+  free_ids_.push_back(seq);
+}
+
+int64_t KvCache::length(SequenceId seq) const { return seq_ref(seq).length; }
+
+int32_t KvCache::held_blocks(SequenceId seq) const {
+  return static_cast<int32_t>(seq_ref(seq).blocks.size());
+}
+
+int32_t KvCache::blocks_needed(SequenceId seq, int64_t tokens) const {
+  return std::max(0, blocks_for(tokens) - held_blocks(seq));
+}
+
+Status KvCache::reserve(SequenceId seq, int64_t tokens) {
+  Sequence& s = seq_ref(seq);
+  const int32_t need = blocks_needed(seq, tokens);
+  if (need > free_blocks())
+    return resource_exhausted("KV cache: " + std::to_string(tokens) + " tokens do not fit (sequence holds " +
+                              std::to_string(s.blocks.size()) + " blocks, needs " + std::to_string(need) +
+                              " more, " + std::to_string(free_blocks()) + " of " +
+                              std::to_string(num_blocks_) + " free, block size " +
+                              std::to_string(block_size_) + ")");
+  for (int32_t i = 0; i < need; ++i) {
+    s.blocks.push_back(free_list_.back());
+    free_list_.pop_back();
+  }
+  return Status::Ok();
+}
+
+void KvCache::set_length(SequenceId seq, int64_t tokens) {
+  Sequence& s = seq_ref(seq);
+  TANDEM_CHECK(tokens >= 0 && tokens <= static_cast<int64_t>(s.blocks.size()) * block_size_);
+  s.length = tokens;
+}
+
+void KvCache::truncate(SequenceId seq, int64_t tokens) {
+  Sequence& s = seq_ref(seq);
+  s.length = std::clamp<int64_t>(tokens, 0, s.length);
+}
+
+void KvCache::shrink_to_fit(SequenceId seq) {
+  Sequence& s = seq_ref(seq);
+  const size_t keep = static_cast<size_t>(blocks_for(s.length));
+  while (s.blocks.size() > keep) {
+    free_list_.push_back(s.blocks.back());
+    s.blocks.pop_back();
+  }
+}
+
+const int32_t* KvCache::block_table(SequenceId seq) const { return seq_ref(seq).blocks.data(); }
+
+kernels::KvPool KvCache::layer_pool(int layer) {
+  TANDEM_CHECK(layer >= 0 && layer < num_layers_);
+  kernels::KvPool p;
+  p.k = k_[layer].data();
+  p.v = v_[layer].data();
+  p.block_size = block_size_;
+  p.n_kv_heads = n_kv_heads_;
+  p.head_dim = head_dim_;
+  return p;
+}
+
+}  // namespace tandem::model

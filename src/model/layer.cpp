@@ -1,7 +1,0 @@
-#include "model/layer.h"
-
-namespace tandem::model {
-
-const char* layer_name() { return "model"; }
-
-}  // namespace tandem::model

@@ -1,0 +1,77 @@
+#include "model/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include "model/config.h"
+
+namespace tandem::model {
+namespace {
+
+ModelConfig tiny_config() {
+  ModelConfig c;
+  c.num_layers = 2;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  return c;
+}
+
+TEST(KvCache, ReserveTruncateRelease) {
+  auto kv = KvCache::create(tiny_config(), {.block_size = 4, .num_blocks = 5});
+  ASSERT_TRUE(kv.ok());
+  EXPECT_EQ(kv->free_blocks(), 5);
+  EXPECT_EQ(kv->bytes(), 2 * 2 * 5 * 4 * 2 * 8 * 4);
+  SequenceId a = kv->create_sequence();
+  EXPECT_EQ(kv->length(a), 0);
+  ASSERT_TRUE(kv->reserve(a, 9).ok());  // 3 blocks
+  EXPECT_EQ(kv->held_blocks(a), 3);
+  EXPECT_EQ(kv->free_blocks(), 2);
+  kv->set_length(a, 9);
+  kv->truncate(a, 2);  // O(1): blocks stay with the sequence
+  EXPECT_EQ(kv->length(a), 2);
+  EXPECT_EQ(kv->held_blocks(a), 3);
+  kv->truncate(a, 7);  // never grows
+  EXPECT_EQ(kv->length(a), 2);
+  kv->shrink_to_fit(a);
+  EXPECT_EQ(kv->held_blocks(a), 1);
+  EXPECT_EQ(kv->free_blocks(), 4);
+  kv->release(a);
+  EXPECT_FALSE(kv->valid(a));
+  EXPECT_EQ(kv->free_blocks(), 5);
+}
+
+TEST(KvCache, DoesNotFitIsAnErrorAndChangesNothing) {
+  auto kv = KvCache::create(tiny_config(), {.block_size = 4, .num_blocks = 3});
+  ASSERT_TRUE(kv.ok());
+  SequenceId a = kv->create_sequence();
+  SequenceId b = kv->create_sequence();
+  ASSERT_TRUE(kv->reserve(a, 8).ok());
+  EXPECT_EQ(kv->blocks_needed(b, 8), 2);
+  Status s = kv->reserve(b, 8);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("do not fit"), std::string::npos);
+  EXPECT_EQ(kv->held_blocks(b), 0);
+  EXPECT_EQ(kv->free_blocks(), 1);
+  ASSERT_TRUE(kv->reserve(b, 4).ok());
+  // Tables are distinct blocks.
+  EXPECT_NE(kv->block_table(a)[0], kv->block_table(b)[0]);
+  EXPECT_NE(kv->block_table(a)[1], kv->block_table(b)[0]);
+}
+
+TEST(KvCache, HandlesAreReused) {
+  auto kv = KvCache::create(tiny_config(), KvCache::options_for_tokens(10, 4));
+  ASSERT_TRUE(kv.ok());
+  EXPECT_EQ(kv->num_blocks(), 3);
+  SequenceId a = kv->create_sequence();
+  kv->release(a);
+  SequenceId b = kv->create_sequence();
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(kv->valid(b));
+  EXPECT_FALSE(kv->valid(99));
+}
+
+TEST(KvCache, RejectsBadOptions) {
+  EXPECT_FALSE(KvCache::create(tiny_config(), {.block_size = 0, .num_blocks = 3}).ok());
+}
+
+}  // namespace
+}  // namespace tandem::model

@@ -1,0 +1,35 @@
+// Helpers shared by the model tests: fixture paths, scratch directories and
+// the golden reference reader.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem::model::testing {
+
+// $TANDEM_SOURCE_DIR/tests/fixtures/models (falls back to a path relative to cwd).
+std::string fixtures_dir();
+// Names of every fixture model directory, sorted.
+std::vector<std::string> fixture_names();
+std::string fixture_path(const std::string& name);
+
+// A fresh empty directory under the test temp dir.
+std::string make_temp_dir(const std::string& name);
+// Copies every regular file of `from` into a fresh temp dir named `name`.
+std::string copy_fixture(const std::string& fixture, const std::string& name);
+void write_file(const std::string& path, const std::string& bytes);
+std::string read_file(const std::string& path);
+// A .safetensors file from a raw JSON header and data section.
+void write_raw_safetensors(const std::string& path, const std::string& header_json, const std::string& data);
+
+struct Reference {
+  std::vector<int32_t> prompt, continuation;
+  std::vector<float> logits;  // [tokens][vocab]
+  int64_t tokens = 0, vocab = 0;
+  double max_abs_logit = 0;
+};
+// Reads reference.json + reference.safetensors of a fixture.
+Reference load_reference(const std::string& fixture);
+
+}  // namespace tandem::model::testing

@@ -86,6 +86,7 @@ class [[nodiscard]] Expected {
   T* operator->() { return &checked(); }
   const T* operator->() const { return &const_cast<Expected*>(this)->checked(); }
   T& operator*() & { return checked(); }
+  T&& operator*() && { return std::move(checked()); }
   const T& operator*() const& { return const_cast<Expected*>(this)->checked(); }
 
  private:

@@ -21,9 +21,21 @@ namespace tandem::kernels {
 // PackedMatrix layout (the same for every ISA and dtype): columns are grouped
 // into panels of kPanel outputs, zero-padded past n. Panel p is one
 // contiguous block, k-major: weight W[p*kPanel + j][kk] sits at element
-// (p * k + kk) * kPanel + j. One pass over a panel streams it front to back.
+// (p * k + kk) * kPanel + packed_slot(dtype, j). One pass over a panel
+// streams it front to back.
+//
+// Within one k row of a panel, column j sits in slot packed_slot(dtype, j).
+// f32 / f16: slot j. bf16: each 32-column group is interleaved — slot 2i holds
+// column i, slot 2i+1 column 16 + i — so every 32-bit word carries two
+// columns and 32 bf16 widen to two f32 vectors with one shift and one mask
+// (half the uops of zero-extension; they compete with the FMAs for ports).
 inline constexpr int64_t kPanel = 64;
 inline int64_t panel_count(int64_t n) { return (n + kPanel - 1) / kPanel; }
+inline int64_t packed_slot(DType dtype, int64_t j) {
+  if (dtype != DType::bf16) return j;
+  const int64_t group = j & ~int64_t{31}, i = j & 31;
+  return group + (i < 16 ? 2 * i : 2 * (i - 16) + 1);
+}
 
 // One call computes, for rows [0, m) and panels [panel_begin, panel_end):
 //   y[r*ldy + col] = sum over kk in [k_begin, k_end) of x[r*ldx + kk] * W[col][kk]

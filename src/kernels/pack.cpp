@@ -10,10 +10,10 @@ namespace {
 // Transposes one panel: `cols` source rows of k elements -> [k][kPanel].
 // kk outer / j inner keeps the writes sequential and the 64 read streams in L1.
 template <typename T>
-void pack_panel(const T* src, int64_t k, int64_t cols, T* panel) {
+void pack_panel(const T* src, int64_t k, int64_t cols, const int64_t* slot, T* panel) {
   for (int64_t kk = 0; kk < k; ++kk) {
     T* out = panel + kk * kPanel;
-    for (int64_t j = 0; j < cols; ++j) out[j] = src[j * k + kk];
+    for (int64_t j = 0; j < cols; ++j) out[slot[j]] = src[j * k + kk];
   }
 }
 }  // namespace
@@ -26,6 +26,8 @@ PackedMatrix PackedMatrix::pack(const void* data, DType dtype, int64_t n, int64_
   out.dtype_ = dtype;
   const size_t esize = dtype_size(dtype);
   const int64_t panels = panel_count(n);
+  int64_t slot[kPanel];
+  for (int64_t j = 0; j < kPanel; ++j) slot[j] = packed_slot(dtype, j);
   out.data_.allocate(static_cast<size_t>(panels) * kPanel * k * esize);  // zeroed: padding columns are 0
   const auto* src = static_cast<const uint8_t*>(data);
   uint8_t* dst = out.data_.data();
@@ -34,9 +36,9 @@ PackedMatrix PackedMatrix::pack(const void* data, DType dtype, int64_t n, int64_
     uint8_t* panel = dst + static_cast<size_t>(p) * k * kPanel * esize;
     const uint8_t* rows = src + static_cast<size_t>(p) * kPanel * k * esize;
     if (esize == 4) {
-      pack_panel(reinterpret_cast<const uint32_t*>(rows), k, cols, reinterpret_cast<uint32_t*>(panel));
+      pack_panel(reinterpret_cast<const uint32_t*>(rows), k, cols, slot, reinterpret_cast<uint32_t*>(panel));
     } else {
-      pack_panel(reinterpret_cast<const uint16_t*>(rows), k, cols, reinterpret_cast<uint16_t*>(panel));
+      pack_panel(reinterpret_cast<const uint16_t*>(rows), k, cols, slot, reinterpret_cast<uint16_t*>(panel));
     }
   }
   return out;

@@ -17,6 +17,16 @@ using testing::same_bits;
 
 const DType kDtypes[] = {DType::f32, DType::bf16, DType::f16};
 
+TEST(Matmul, Bf16SlotsInterleaveHalvesOf32ColumnGroups) {
+  EXPECT_EQ(packed_slot(DType::bf16, 0), 0);
+  EXPECT_EQ(packed_slot(DType::bf16, 16), 1);
+  EXPECT_EQ(packed_slot(DType::bf16, 1), 2);
+  EXPECT_EQ(packed_slot(DType::bf16, 31), 31);
+  EXPECT_EQ(packed_slot(DType::bf16, 32), 32);
+  EXPECT_EQ(packed_slot(DType::bf16, 48), 33);
+  EXPECT_EQ(packed_slot(DType::f16, 16), 16);
+}
+
 TEST(Matmul, PackLayoutIsKMajorPanels) {
   const int64_t n = 70, k = 3;
   std::vector<float> w(n * k);

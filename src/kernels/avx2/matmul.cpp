@@ -2,11 +2,11 @@
 // layout and the MatmulArgs contract).
 //
 // With 16 ymm registers a single row takes the whole 64-column panel (8
-// accumulators, 8 independent FMA chains); two rows take it in two 32-column
-// halves (2 x 4 accumulators). Either way lane j of an accumulator is one
-// output column that sees exactly one FMA per k in increasing k, starting
-// from +0 — the same chain for every row grouping, so results are batch
-// invariant (and bitwise equal to the AVX-512 kernel's).
+// accumulators, 8 independent FMA chains); pairs of rows take it one
+// 32-column group at a time (2 x 4 accumulators). Either way lane j of an
+// accumulator is one output column that sees exactly one FMA per k in
+// increasing k, starting from +0 — the same chain for every row grouping, so
+// results are batch invariant (and bitwise equal to the AVX-512 kernel's).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,15 +21,23 @@ constexpr int64_t element_size() {
   return D == DType::f32 ? 4 : 2;
 }
 
+// The 32 columns of one group at one k as four vectors in column order.
 template <DType D>
-inline __m256 load_weights(const uint8_t* p) {
+inline void load_group(const uint8_t* p, __m256* v) {
   if constexpr (D == DType::f32) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8 * i);
   } else if constexpr (D == DType::bf16) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    // Word i of the group holds column i (low half) and column 16+i (high half).
+    const __m256i mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));       // words 0..7
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32));  // words 8..15
+    v[0] = _mm256_castsi256_ps(_mm256_slli_epi32(a, 16));
+    v[1] = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
+    v[2] = _mm256_castsi256_ps(_mm256_and_si256(a, mask));
+    v[3] = _mm256_castsi256_ps(_mm256_and_si256(b, mask));
   } else {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    for (int i = 0; i < 4; ++i)
+      v[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)));
   }
 }
 
@@ -43,35 +51,34 @@ inline void store_cols(float* y, __m256 v, int64_t cols) {
   }
 }
 
-// R rows x (8 * NV) columns starting at w (already offset to the first
-// column and k_begin); cols = valid columns from there.
-template <DType D, int R, int NV>
-void panel_block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, int64_t ldy,
-                 int64_t cols) {
+// R rows x G groups starting at w (offset to the first group and k_begin).
+template <DType D, int R, int G>
+void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, int64_t ldy, int64_t cols) {
   constexpr int64_t kStep = kPanel * element_size<D>();
-  constexpr int64_t kVec = 8 * element_size<D>();
-  __m256 acc[R][NV];
+  constexpr int64_t kGroup = 32 * element_size<D>();
+  constexpr int V = 4 * G;
+  __m256 acc[R][V];
   for (int r = 0; r < R; ++r) {
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
   }
   for (int64_t kk = 0; kk < kn; ++kk) {
     const uint8_t* wk = w + kk * kStep;
-    __m256 xb[R];
-    for (int r = 0; r < R; ++r) xb[r] = _mm256_broadcast_ss(x + r * ldx + kk);
-    for (int v = 0; v < NV; ++v) {
-      const __m256 wv = load_weights<D>(wk + v * kVec);
-      for (int r = 0; r < R; ++r) acc[r][v] = _mm256_fmadd_ps(xb[r], wv, acc[r][v]);
+    __m256 wv[V];
+    for (int g = 0; g < G; ++g) load_group<D>(wk + g * kGroup, wv + 4 * g);
+    for (int r = 0; r < R; ++r) {
+      const __m256 xb = _mm256_broadcast_ss(x + r * ldx + kk);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(xb, wv[v], acc[r][v]);
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int v = 0; v < NV; ++v) store_cols(y + r * ldy + 8 * v, acc[r][v], cols - 8 * v);
+    for (int v = 0; v < V; ++v) store_cols(y + r * ldy + 8 * v, acc[r][v], cols - 8 * v);
   }
 }
 
 template <DType D>
 void matmul_typed(const MatmulArgs& a) {
-  const int64_t kn = a.k_end - a.k_begin;
   constexpr int64_t es = element_size<D>();
+  const int64_t kn = a.k_end - a.k_begin;
   for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
     const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
@@ -79,10 +86,10 @@ void matmul_typed(const MatmulArgs& a) {
     int64_t r = 0;
     for (; r + 2 <= a.m; r += 2) {
       const float* x = a.x + r * a.ldx + a.k_begin;
-      panel_block<D, 2, 4>(x, a.ldx, w, kn, y + r * a.ldy, a.ldy, cols);
-      if (cols > 32) panel_block<D, 2, 4>(x, a.ldx, w + 32 * es, kn, y + r * a.ldy + 32, a.ldy, cols - 32);
+      block<D, 2, 1>(x, a.ldx, w, kn, y + r * a.ldy, a.ldy, cols);
+      if (cols > 32) block<D, 2, 1>(x, a.ldx, w + 32 * es, kn, y + r * a.ldy + 32, a.ldy, cols - 32);
     }
-    if (r < a.m) panel_block<D, 1, 8>(a.x + r * a.ldx + a.k_begin, a.ldx, w, kn, y + r * a.ldy, a.ldy, cols);
+    if (r < a.m) block<D, 1, 2>(a.x + r * a.ldx + a.k_begin, a.ldx, w, kn, y + r * a.ldy, a.ldy, cols);
   }
 }
 

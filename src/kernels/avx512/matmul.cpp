@@ -1,13 +1,19 @@
 // avx512/matmul.cpp — the AVX-512 panel kernel (see kernel_table.h for the
 // packed layout and the MatmulArgs contract).
 //
-// One pass over a 64-column panel computes up to kRows rows: per k step the
-// 64 weights are loaded and widened once into 4 zmm (16 columns each) and
-// FMA'd into kRows x 4 accumulators with x[r][k] broadcast. Lane j of
-// accumulator (r, v) is output column 16v + j of row r and sees exactly one
-// FMA per k in increasing k, starting from +0 — the same chain whether the
-// row is alone or one of kRows, so results are batch invariant. More than
-// kRows rows re-stream the panel from L2 (it is at most k * 256 bytes).
+// A block is R rows x G 32-column groups of one panel. Per k step the block's
+// weights are loaded and widened once (bf16: one 64-byte load, one shift and
+// one mask per group) into 2G zmm, then FMA'd into R x 2G accumulators with
+// x[r][k] broadcast. Lane j of accumulator (r, v) is one output column and
+// sees exactly one FMA per k in increasing k, starting from +0 — the same
+// chain for every blocking, so results are batch invariant.
+//
+// Blocking (32 zmm registers): M <= 4 rows take the full panel (G = 2, up to
+// 16 accumulators, the weights widened once for all rows); blocks of 5..8
+// rows take one group at a time (G = 1, up to 16 accumulators), which widens
+// each weight once per 8 rows instead of once per 4 — widening shares ports 0
+// and 5 with the FMAs, so this is what keeps M = 8 close to M = 4. Further
+// passes over a panel hit L2 (a panel is at most k * 256 bytes).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -17,84 +23,85 @@
 namespace tandem::kernels::avx512 {
 namespace {
 
-constexpr int kRows = 4;
-
-template <DType D>
-inline __m512 load_weights(const void* p) {
-  if constexpr (D == DType::f32) {
-    return _mm512_loadu_ps(p);
-  } else if constexpr (D == DType::bf16) {
-    const __m256i h = _mm256_loadu_si256(static_cast<const __m256i*>(p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  } else {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
-  }
-}
-
 template <DType D>
 constexpr int64_t element_size() {
   return D == DType::f32 ? 4 : 2;
 }
 
-// rows x 64 columns of one panel over k in [0, kn); w points at the panel's k_begin row.
-template <DType D, int R>
-void panel_block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, int64_t ldy,
-                 int64_t cols) {
-  constexpr int64_t kStep = kPanel * element_size<D>();
-  constexpr int64_t kVec = 16 * element_size<D>();
-  __m512 acc[R][4];
-  for (int r = 0; r < R; ++r) {
-    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_ps();
-  }
-  for (int64_t kk = 0; kk < kn; ++kk) {
-    const uint8_t* wk = w + kk * kStep;
-    const __m512 w0 = load_weights<D>(wk), w1 = load_weights<D>(wk + kVec);
-    const __m512 w2 = load_weights<D>(wk + 2 * kVec), w3 = load_weights<D>(wk + 3 * kVec);
-    for (int r = 0; r < R; ++r) {
-      const __m512 xb = _mm512_set1_ps(x[r * ldx + kk]);
-      acc[r][0] = _mm512_fmadd_ps(xb, w0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(xb, w1, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_ps(xb, w2, acc[r][2]);
-      acc[r][3] = _mm512_fmadd_ps(xb, w3, acc[r][3]);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    float* yr = y + r * ldy;
-    if (cols == kPanel) {
-      for (int v = 0; v < 4; ++v) _mm512_storeu_ps(yr + 16 * v, acc[r][v]);
-    } else {
-      for (int v = 0; v < 4; ++v) {
-        const int64_t c = std::clamp<int64_t>(cols - 16 * v, 0, 16);
-        _mm512_mask_storeu_ps(yr + 16 * v, static_cast<__mmask16>((1u << c) - 1), acc[r][v]);
-      }
-    }
+// The 32 columns of one group at one k, as two vectors of 16 columns each.
+template <DType D>
+inline void load_group(const uint8_t* p, __m512& lo, __m512& hi) {
+  if constexpr (D == DType::f32) {
+    lo = _mm512_loadu_ps(p);
+    hi = _mm512_loadu_ps(p + 64);
+  } else if constexpr (D == DType::bf16) {
+    const __m512i v = _mm512_loadu_si512(p);  // word i = column i | column 16+i << 16
+    lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    hi = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  } else {
+    lo = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    hi = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
   }
 }
 
+inline void store_cols(float* y, __m512 v, int64_t cols) {
+  if (cols >= 16) {
+    _mm512_storeu_ps(y, v);
+  } else if (cols > 0) {
+    _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << cols) - 1), v);
+  }
+}
+
+// R rows x G groups starting at w (offset to the block's first group and to
+// k_begin); cols = valid output columns from the block's first column.
+template <DType D, int R, int G>
+void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, int64_t ldy, int64_t cols) {
+  constexpr int64_t kStep = kPanel * element_size<D>();
+  constexpr int64_t kGroup = 32 * element_size<D>();
+  constexpr int V = 2 * G;
+  __m512 acc[R][V];
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  for (int64_t kk = 0; kk < kn; ++kk) {
+    const uint8_t* wk = w + kk * kStep;
+    __m512 wv[V];
+    for (int g = 0; g < G; ++g) load_group<D>(wk + g * kGroup, wv[2 * g], wv[2 * g + 1]);
+    for (int r = 0; r < R; ++r) {
+      const __m512 xb = _mm512_set1_ps(x[r * ldx + kk]);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(xb, wv[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < V; ++v) store_cols(y + r * ldy + 16 * v, acc[r][v], cols - 16 * v);
+  }
+}
+
+using BlockFn = void (*)(const float*, int64_t, const uint8_t*, int64_t, float*, int64_t, int64_t);
+
 template <DType D>
 void matmul_typed(const MatmulArgs& a) {
+  // Full-panel blocks for 1..4 rows, single-group blocks for 5..8 rows.
+  static constexpr BlockFn kFull[] = {nullptr, block<D, 1, 2>, block<D, 2, 2>, block<D, 3, 2>,
+                                      block<D, 4, 2>};
+  static constexpr BlockFn kHalf[] = {block<D, 5, 1>, block<D, 6, 1>, block<D, 7, 1>, block<D, 8, 1>};
+  constexpr int64_t es = element_size<D>();
   const int64_t kn = a.k_end - a.k_begin;
   for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
-    const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * element_size<D>();
+    const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
     float* y = a.y + p * kPanel;
-    for (int64_t r = 0; r < a.m; r += kRows) {
+    for (int64_t r = 0; r < a.m;) {
+      const int64_t rows = std::min<int64_t>(8, a.m - r);
       const float* x = a.x + r * a.ldx + a.k_begin;
       float* yr = y + r * a.ldy;
-      switch (std::min<int64_t>(kRows, a.m - r)) {
-        case 4:
-          panel_block<D, 4>(x, a.ldx, w, kn, yr, a.ldy, cols);
-          break;
-        case 3:
-          panel_block<D, 3>(x, a.ldx, w, kn, yr, a.ldy, cols);
-          break;
-        case 2:
-          panel_block<D, 2>(x, a.ldx, w, kn, yr, a.ldy, cols);
-          break;
-        default:
-          panel_block<D, 1>(x, a.ldx, w, kn, yr, a.ldy, cols);
-          break;
+      if (rows <= 4) {
+        kFull[rows](x, a.ldx, w, kn, yr, a.ldy, cols);
+      } else {
+        kHalf[rows - 5](x, a.ldx, w, kn, yr, a.ldy, cols);
+        if (cols > 32) kHalf[rows - 5](x, a.ldx, w + 32 * es, kn, yr + 32, a.ldy, cols - 32);
       }
+      r += rows;
     }
   }
 }

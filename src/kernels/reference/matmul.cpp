@@ -23,6 +23,8 @@ float weight_at(const uint8_t* w, DType dtype, int64_t index) {
 
 void matmul_panels(const MatmulArgs& a) {
   float acc[kPanel], w[kPanel];
+  int64_t slot[kPanel];
+  for (int64_t j = 0; j < kPanel; ++j) slot[j] = packed_slot(a.dtype, j);
   for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
     const int64_t panel_base = p * a.k * kPanel;
@@ -32,7 +34,7 @@ void matmul_panels(const MatmulArgs& a) {
       for (int64_t kk = a.k_begin; kk < a.k_end; ++kk) {
         const float xv = xr[kk];
         const int64_t base = panel_base + kk * kPanel;
-        for (int64_t j = 0; j < cols; ++j) w[j] = weight_at(a.w, a.dtype, base + j);
+        for (int64_t j = 0; j < cols; ++j) w[j] = weight_at(a.w, a.dtype, base + slot[j]);
         for (int64_t j = 0; j < cols; ++j) acc[j] += xv * w[j];
       }
       std::copy(acc, acc + cols, a.y + r * a.ldy + p * kPanel);

@@ -1,0 +1,109 @@
+// bench/kernels/bandwidth.cpp — streaming read bandwidth over a 1 GiB buffer
+// with 1 and 2 threads: each thread reads its contiguous share with 32-byte
+// loads (two per cycle is far above what DRAM delivers, so the loop is
+// memory-bound), the way a matmul streams weights.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "common.h"
+#include "core/aligned_buffer.h"
+#include "core/cpu_features.h"
+
+namespace tandem::bench {
+namespace {
+
+__attribute__((target("avx2"))) unsigned long long read_range(const unsigned char* p, size_t bytes) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 128 <= bytes; i += 128) {
+    a0 = _mm256_xor_si256(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_xor_si256(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_xor_si256(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_xor_si256(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i x = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+  return static_cast<unsigned long long>(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 3));
+}
+
+std::map<int, double>& bandwidths() {
+  static std::map<int, double> m;
+  return m;
+}
+
+const unsigned char* buffer() {
+  static AlignedBuffer<unsigned char> buf = [] {
+    AlignedBuffer<unsigned char> b(kWorkingSetBytes);
+    for (size_t i = 0; i < b.size(); i += 4096) b[i] = static_cast<unsigned char>(i >> 12);  // fault pages in
+    return b;
+  }();
+  return buf.data();
+}
+
+double measure(int threads, int passes) {
+  ThreadPool& pool = pool_for(threads);
+  read_pass(pool, buffer(), kWorkingSetBytes);  // warm-up
+  const auto t0 = std::chrono::steady_clock::now();
+  unsigned long long sink = 0;
+  for (int i = 0; i < passes; ++i) sink ^= read_pass(pool, buffer(), kWorkingSetBytes);
+  benchmark::DoNotOptimize(sink);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return static_cast<double>(kWorkingSetBytes) * passes / s;
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  if (!cpu_features().has_avx2_level()) {
+    state.SkipWithError("needs AVX2");
+    return;
+  }
+  const int threads = static_cast<int>(state.range(0));
+  ThreadPool& pool = pool_for(threads);
+  const unsigned char* data = buffer();
+  read_pass(pool, data, kWorkingSetBytes);
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(read_pass(pool, data, kWorkingSetBytes));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.SetIterationTime(s);
+    seconds += s;
+  }
+  const double bw = static_cast<double>(kWorkingSetBytes) * state.iterations() / seconds;
+  record_read_bandwidth(threads, bw);
+  state.counters["GB/s"] = bw / 1e9;
+  state.counters["threads"] = threads;
+}
+}  // namespace
+
+void register_bandwidth() {
+  benchmark::RegisterBenchmark("BM_ReadBandwidth", BM_ReadBandwidth)
+      ->ArgName("threads")
+      ->Arg(1)
+      ->Arg(2)
+      ->UseManualTime()
+      ->MinTime(2.0)
+      ->Unit(benchmark::kMillisecond);
+}
+
+unsigned long long read_pass(ThreadPool& pool, const unsigned char* data, size_t bytes) {
+  unsigned long long partial[64] = {};
+  pool.run([&](int t) {
+    const Range r = partition(static_cast<int64_t>(bytes), pool.size(), t, 4096);
+    partial[t] = read_range(data + r.begin, static_cast<size_t>(r.size()));
+  });
+  unsigned long long x = 0;
+  for (int t = 0; t < pool.size(); ++t) x ^= partial[t];
+  return x;
+}
+
+void record_read_bandwidth(int threads, double bytes_per_second) { bandwidths()[threads] = bytes_per_second; }
+
+double read_bandwidth(int threads) {
+  auto it = bandwidths().find(threads);
+  if (it == bandwidths().end()) it = bandwidths().emplace(threads, measure(threads, 5)).first;
+  return it->second;
+}
+
+}  // namespace tandem::bench

@@ -1,0 +1,32 @@
+// bench/kernels/common.h — shared state of the kernel benchmarks: one thread
+// pool per thread count, and the streaming read bandwidth measured in this
+// run (the yardstick every matmul figure is divided by).
+#pragma once
+
+#include <cstddef>
+
+#include "core/thread_pool.h"
+
+namespace tandem::bench {
+
+// Working sets are at least this large so data comes from DRAM, not from the
+// (here 260 MB, shared) last-level cache.
+inline constexpr size_t kWorkingSetBytes = size_t{1} << 30;
+
+ThreadPool& pool_for(int threads);
+
+// Bytes/s of a streaming read over kWorkingSetBytes with `threads` threads,
+// as measured by the bandwidth benchmark in this run (measured on demand if
+// that benchmark was filtered out).
+double read_bandwidth(int threads);
+void record_read_bandwidth(int threads, double bytes_per_second);
+
+// One full read pass over `bytes` at `data`, split over the pool's threads.
+// Returns a value derived from the data so the reads cannot be elided.
+// Registration, called from main in this order.
+void register_bandwidth();
+void register_matmuls();
+
+unsigned long long read_pass(ThreadPool& pool, const unsigned char* data, size_t bytes);
+
+}  // namespace tandem::bench

@@ -1,0 +1,29 @@
+// bench/kernels/main.cpp — Google Benchmark entry point, plus the shared
+// pools. Benchmarks run in registration order: bandwidth first.
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <memory>
+
+#include "common.h"
+
+namespace tandem::bench {
+
+ThreadPool& pool_for(int threads) {
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  auto& p = pools[threads];
+  if (!p) p = std::make_unique<ThreadPool>(threads);
+  return *p;
+}
+
+}  // namespace tandem::bench
+
+int main(int argc, char** argv) {
+  tandem::bench::register_bandwidth();
+  tandem::bench::register_matmuls();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

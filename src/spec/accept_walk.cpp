@@ -1,0 +1,17 @@
+#include "spec/accept_walk.h"
+
+namespace tandem::spec {
+
+AcceptResult accept_walk(std::span<const int32_t> drafts, const std::function<int32_t(int32_t row)>& target_pick) {
+  AcceptResult r;
+  r.emitted.reserve(drafts.size() + 1);
+  for (size_t j = 0; j <= drafts.size(); ++j) {
+    const int32_t pick = target_pick(static_cast<int32_t>(j));
+    r.emitted.push_back(pick);
+    if (j == drafts.size() || pick != drafts[j]) break;
+    ++r.accepted;
+  }
+  return r;
+}
+
+}  // namespace tandem::spec

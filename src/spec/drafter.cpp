@@ -1,0 +1,37 @@
+#include "spec/drafter.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/env.h"
+#include "core/mapped_file.h"
+#include "model/config.h"
+
+namespace tandem::spec {
+
+const char* draft_kind_name(DraftKind kind) { return kind == DraftKind::mtp ? "mtp" : "draft"; }
+
+Expected<DraftKind> parse_draft_kind(const std::string& text) {
+  const std::string v = to_lower(trim(text));
+  if (v == "draft") return DraftKind::draft;
+  if (v == "mtp") return DraftKind::mtp;
+  return invalid_argument("unknown draft kind '" + text + "'; accepted values: draft, mtp");
+}
+
+Expected<DraftKind> detect_draft_kind(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  TANDEM_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument(path + ": " + e.what());
+  }
+  const std::string type = j.value("model_type", std::string());
+  if (type == "tandem_mtp" || j.contains("num_nextn_predict_layers")) return DraftKind::mtp;
+  if (auto cfg = model::parse_config(text, path); cfg.ok()) return DraftKind::draft;
+  return invalid_argument(path + ": cannot tell the drafter kind from model_type '" + type +
+                          "' (expected tandem_mtp for an MTP head, or a causal LM: " +
+                          model::supported_model_types() + "); pass --draft-kind draft|mtp");
+}
+
+}  // namespace tandem::spec

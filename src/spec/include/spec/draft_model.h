@@ -1,0 +1,51 @@
+// DraftModelDrafter: the `draft` kind — an independent small causal LM with
+// the target's tokenizer and its own paged KV cache.
+//
+// propose() catches the draft cache up with the committed tokens (keeping
+// the longest prefix it already holds, so accepted drafts are not re-fed),
+// then samples `count` tokens one position at a time with the target's
+// seeded sampler. Not thread-safe: engine thread only.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/forward.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "spec/drafter.h"
+
+namespace tandem::spec {
+
+class DraftModelDrafter final : public Drafter {
+ public:
+  // Loads DIR; the draft cache holds up to `max_tokens` positions.
+  static Expected<std::unique_ptr<DraftModelDrafter>> load(const std::string& dir, ThreadPool* pool,
+                                                           int64_t max_tokens);
+  // Checks that a drafter directory can serve `target_dir`'s model: same
+  // vocabulary size, and when both ship tokenizer.json, the same token→id map
+  // for every base-vocabulary token and every added/special token. Errors
+  // name both values.
+  static Status check_compatible(const std::string& target_dir, const model::ModelConfig& target,
+                                 const std::string& draft_dir, const model::ModelConfig& draft);
+
+  DraftKind kind() const override { return DraftKind::draft; }
+  Expected<std::vector<int32_t>> propose(const DraftRequest& request) override;
+  void reset() override;
+  std::string describe() const override { return "draft:" + model_->dir(); }
+  const model::Model& model() const { return *model_; }
+
+ private:
+  DraftModelDrafter() = default;
+
+  std::unique_ptr<model::Model> model_;
+  model::KvCache kv_;
+  std::unique_ptr<model::Forward> forward_;
+  sampling::Sampler sampler_;
+  model::SequenceId seq_ = -1;
+  std::vector<int32_t> cached_;  // tokens whose K/V are valid in kv_
+  std::vector<int32_t> scratch_tokens_, scratch_history_;
+};
+
+}  // namespace tandem::spec

@@ -1,0 +1,55 @@
+// Drafter: proposes the next tokens of one sequence for a speculative round.
+//
+// Two kinds (SPEC-speculative.md §1): `draft`, an independent small model
+// with the same tokenizer and its own KV cache, and `mtp`, an MTP head that
+// reads the target's final hidden states (docs/formats.md). Drafters sample
+// with the same seeded sampler as the target (same seed, same absolute
+// positions), which keeps acceptance high at any temperature.
+//
+// A drafter follows one sequence at a time (the B=1 slot); reset() forgets
+// it. Not thread-safe: engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "sampling/params.h"
+
+namespace tandem::spec {
+
+enum class DraftKind { draft, mtp };
+const char* draft_kind_name(DraftKind kind);
+// "draft" / "mtp"; anything else is an error listing the accepted values.
+Expected<DraftKind> parse_draft_kind(const std::string& text);
+// From DIR/config.json: model_type "tandem_mtp" (or architectures naming an
+// MTP head) → mtp; a supported causal-LM model_type → draft.
+Expected<DraftKind> detect_draft_kind(const std::string& dir);
+
+struct DraftRequest {
+  std::span<const int32_t> prompt;
+  // Generated so far; the last token is the pending bonus at absolute
+  // position prompt.size() + generated.size() - 1.
+  std::span<const int32_t> generated;
+  int32_t count = 0;  // drafts wanted, for the positions after the bonus
+  const sampling::SamplingParams* params = nullptr;
+  // MTP only: the target's final hidden state (after the final norm) of the
+  // position before the bonus, i.e. the row whose logits chose the bonus.
+  std::span<const float> target_hidden;
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual DraftKind kind() const = 0;
+  // Up to request.count tokens (exactly count unless an error occurs).
+  virtual Expected<std::vector<int32_t>> propose(const DraftRequest& request) = 0;
+  // Forget the current sequence and free its cache.
+  virtual void reset() = 0;
+  // A short description for logs and stats ("draft:/path", "mtp:/path").
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace tandem::spec

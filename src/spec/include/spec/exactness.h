@@ -1,0 +1,79 @@
+// The exactness probe and gate (SPEC-speculative.md §2).
+//
+// The probe measures, on the loaded model and the current kernel
+// configuration, whether a K-token verify forward gives logits byte-identical
+// to K consecutive single-token forwards. The gate memoizes the verdict per
+// (K, model identity), retries with the invariant matmul kernel when a
+// non-invariant one was only requested (not pinned with TANDEM_GEMM), applies
+// TANDEM_MTP_ALLOW_INEXACT, stores a one-line decline reason and logs the
+// INFO/WARN lines the spec prescribes.
+//
+// Thread-compatible: owned by the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/thread_pool.h"
+
+namespace tandem::model {
+class Model;
+}
+
+namespace tandem::spec {
+
+struct ProbeResult {
+  bool ran = false;    // false: the probe could not run (why says why)
+  bool exact = false;  // every compared row byte-identical
+  int32_t position = -1;  // first differing block position
+  size_t differing_bytes = 0;
+  size_t total_bytes = 0;
+  std::string why;  // when !ran
+
+  // The spec's reason string (no trailing period).
+  std::string reason() const;
+};
+
+inline constexpr int kProbeDraws = 3;
+
+// Runs the probe on `model` with the process's current matmul mode, on a
+// private KV cache (serving caches are untouched): kProbeDraws draws with an
+// 8-token prompt plus one draw whose block crosses an attention chunk
+// boundary.
+ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int block_size);
+
+struct GateDecision {
+  bool allowed = false;  // exact || TANDEM_MTP_ALLOW_INEXACT
+  bool exact = false;
+  std::string probe_reason;                // the final probe's reason()
+  std::optional<std::string> decline_reason;  // "{reason}.{also_tried}" trimmed, when !allowed
+};
+
+class ExactnessGate {
+ public:
+  using ProbeFn = std::function<ProbeResult(int block_size)>;
+  // `model_identity` keys the memo (e.g. the target's path); `probe` runs
+  // one probe with the current kernels::gemm_mode().
+  ExactnessGate(std::string model_identity, ProbeFn probe);
+
+  // Memoized: the probe (and the kernel retry) run at most once per K.
+  const GateDecision& decide(int block_size);
+  bool allowed(int block_size) { return decide(block_size).allowed; }
+  int probe_runs() const { return probe_runs_; }
+
+ private:
+  GateDecision evaluate(int block_size);
+
+  std::string identity_;
+  ProbeFn probe_;
+  std::map<int, GateDecision> memo_;
+  int probe_runs_ = 0;
+};
+
+// TANDEM_MTP_ALLOW_INEXACT, read once per process.
+bool allow_inexact_from_env();
+
+}  // namespace tandem::spec

@@ -1,0 +1,60 @@
+// SequenceState and the steps that advance one sequence: prefill, a classic
+// decode step and a speculative round (draft, one verify forward over
+// [bonus, drafts...], the accept walk, rollback of the target cache).
+//
+// Invariant: the target's KV cache holds prompt + generated[0 .. g-2]; the
+// last generated token is pending (sampled, not yet fed). Token generated[i]
+// sits at absolute position prompt.size() + i and was chosen by the seeded
+// sampler at that position, on either path — so a sequence may alternate
+// between classic steps (alone or batched) and speculative rounds without
+// changing its output (DESIGN.md, ADR 0001/0002).
+//
+// Not thread-safe: engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "model/forward.h"
+#include "sampling/sampler.h"
+#include "spec/drafter.h"
+
+namespace tandem::spec {
+
+struct SequenceState {
+  model::SequenceId seq = -1;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> generated;
+  sampling::SamplingParams params;
+  // The target's final hidden state (after final norm) of the row that chose
+  // the pending token; kept only when an MTP drafter needs it.
+  std::vector<float> last_hidden;
+  bool keep_hidden = false;
+
+  int64_t pending_position() const { return static_cast<int64_t>(prompt.size() + generated.size()) - 1; }
+  sampling::TokenHistory history() const { return {prompt, generated}; }
+};
+
+struct RoundStats {
+  int32_t drafted = 0;
+  int32_t accepted = 0;
+  int32_t emitted = 0;
+  double draft_ms = 0;
+  double verify_ms = 0;
+  double overhead_ms = 0;  // sampling, accept walk, rollback
+};
+
+// Feeds the prompt in chunks of at most `chunk` tokens and samples the first
+// generated token from the last row. The sequence's KV must be empty.
+Status prefill(model::Forward& target, sampling::Sampler& sampler, SequenceState& s, int64_t chunk = 256);
+
+// Feeds the pending token and samples the next one.
+Status classic_step(model::Forward& target, sampling::Sampler& sampler, SequenceState& s);
+
+// One speculative round with block size K (1 bonus + K-1 drafts). Appends the
+// emitted tokens (accepted drafts + the target's own token) to s.generated.
+Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter, sampling::Sampler& sampler,
+                                       SequenceState& s, int block_size);
+
+}  // namespace tandem::spec

@@ -1,0 +1,103 @@
+#include "spec/sequence.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "spec/accept_walk.h"
+
+namespace tandem::spec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+model::ForwardOptions options_for(const SequenceState& s) {
+  model::ForwardOptions o;
+  if (s.keep_hidden) o.hidden = model::HiddenOutput::after_final_norm;
+  return o;
+}
+
+void keep_hidden_row(const model::ForwardOutput& out, int64_t row, SequenceState& s) {
+  if (!s.keep_hidden) return;
+  const float* h = out.hidden.data() + row * out.hidden_size;
+  s.last_hidden.assign(h, h + out.hidden_size);
+}
+
+std::span<const float> logits_row(const model::ForwardOutput& out, int64_t row) {
+  return {out.logits_row(row), static_cast<size_t>(out.vocab)};
+}
+
+}  // namespace
+
+Status prefill(model::Forward& target, sampling::Sampler& sampler, SequenceState& s, int64_t chunk) {
+  if (s.prompt.empty()) return invalid_argument("the prompt is empty: at least one token is needed");
+  if (target.kv().length(s.seq) != 0) return failed_precondition("prefill needs an empty KV sequence");
+  s.generated.clear();
+  const int64_t n = static_cast<int64_t>(s.prompt.size());
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int64_t len = std::min(chunk, n - start);
+    const bool last = start + len == n;
+    model::SequenceStep step{s.seq, std::span<const int32_t>(s.prompt.data() + start, len), start,
+                             last ? model::LogitRows::last : model::LogitRows::none};
+    auto out = target.run(std::span<const model::SequenceStep>(&step, 1),
+                          last ? options_for(s) : model::ForwardOptions{});
+    if (!out.ok()) return out.status();
+    if (last) {
+      s.generated.push_back(sampler.pick(logits_row(*out, 0), s.params, s.history(), n));
+      keep_hidden_row(*out, 0, s);
+    }
+  }
+  return Status::Ok();
+}
+
+Status classic_step(model::Forward& target, sampling::Sampler& sampler, SequenceState& s) {
+  if (s.generated.empty()) return failed_precondition("classic_step before prefill");
+  const int64_t pos = s.pending_position();
+  model::SequenceStep step{s.seq, std::span<const int32_t>(&s.generated.back(), 1), pos, model::LogitRows::last};
+  auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s));
+  if (!out.ok()) return out.status();
+  const int32_t token = sampler.pick(logits_row(*out, 0), s.params, s.history(), pos + 1);
+  keep_hidden_row(*out, 0, s);
+  s.generated.push_back(token);
+  return Status::Ok();
+}
+
+Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter, sampling::Sampler& sampler,
+                                       SequenceState& s, int block_size) {
+  if (s.generated.empty()) return failed_precondition("speculative_round before prefill");
+  if (block_size < 2) return invalid_argument("block size must be at least 2, got " + std::to_string(block_size));
+  RoundStats stats;
+  const auto t_draft = Clock::now();
+  DraftRequest request{s.prompt, s.generated, block_size - 1, &s.params, s.last_hidden};
+  TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> drafts, drafter.propose(request));
+  stats.draft_ms = ms_since(t_draft);
+  stats.drafted = static_cast<int32_t>(drafts.size());
+
+  const auto t_verify = Clock::now();
+  const int64_t L = s.pending_position();
+  std::vector<int32_t> block;
+  block.reserve(drafts.size() + 1);
+  block.push_back(s.generated.back());
+  block.insert(block.end(), drafts.begin(), drafts.end());
+  model::SequenceStep step{s.seq, block, L, model::LogitRows::all};
+  auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s));
+  if (!out.ok()) return out.status();
+  stats.verify_ms = ms_since(t_verify);
+
+  const auto t_walk = Clock::now();
+  std::vector<int32_t> history = s.generated;
+  AcceptResult walk = accept_walk(drafts, [&](int32_t j) {
+    if (j > 0) history.push_back(drafts[j - 1]);
+    return sampler.pick(logits_row(*out, j), s.params, {s.prompt, history}, L + 1 + j);
+  });
+  keep_hidden_row(*out, walk.accepted, s);
+  target.kv().truncate(s.seq, L + 1 + walk.accepted);
+  s.generated.insert(s.generated.end(), walk.emitted.begin(), walk.emitted.end());
+  stats.accepted = walk.accepted;
+  stats.emitted = static_cast<int32_t>(walk.emitted.size());
+  stats.overhead_ms = ms_since(t_walk);
+  return stats;
+}
+
+}  // namespace tandem::spec

@@ -1,0 +1,95 @@
+// The gate's decision logic with scripted probe results (no model): reason
+// strings, memoization, the kernel retry and the pin.
+#include <gtest/gtest.h>
+
+#include "kernels/ops.h"
+#include "spec/exactness.h"
+
+namespace tandem::spec {
+namespace {
+
+ProbeResult pass() {
+  ProbeResult r;
+  r.ran = true;
+  r.exact = true;
+  return r;
+}
+
+ProbeResult differs(int32_t position) {
+  ProbeResult r;
+  r.ran = true;
+  r.position = position;
+  r.differing_bytes = 17;
+  r.total_bytes = 1024;
+  return r;
+}
+
+TEST(ProbeResult, ReasonStringsFollowTheSpec) {
+  EXPECT_EQ(pass().reason(), "verify block is byte-identical to the single-token chain");
+  EXPECT_EQ(differs(2).reason(), "verify block position 2 differs from the single-token chain in 17 of 1024 logit bytes");
+  ProbeResult no;
+  no.why = "out of memory";
+  EXPECT_EQ(no.reason(), "exactness probe did not run: out of memory");
+}
+
+TEST(ExactnessGate, PassIsMemoizedPerBlockSize) {
+  int calls = 0;
+  ExactnessGate gate("m", [&](int) {
+    ++calls;
+    return pass();
+  });
+  EXPECT_TRUE(gate.allowed(4));
+  EXPECT_TRUE(gate.allowed(4));
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(gate.decide(4).exact);
+  EXPECT_FALSE(gate.decide(4).decline_reason.has_value());
+  EXPECT_TRUE(gate.allowed(5));
+  EXPECT_EQ(calls, 2);
+}
+
+TEST(ExactnessGate, FailureOnInvariantKernelDeclinesWithoutRetry) {
+  kernels::set_gemm_mode(kernels::GemmMode::invariant);
+  int calls = 0;
+  ExactnessGate gate("m", [&](int) {
+    ++calls;
+    return differs(1);
+  });
+  const GateDecision& d = gate.decide(4);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(d.decline_reason.value(),
+            "verify block position 1 differs from the single-token chain in 17 of 1024 logit bytes.");
+}
+
+TEST(ExactnessGate, RequestedSplitKIsRetriedWithTheInvariantKernel) {
+  if (kernels::gemm_mode_pinned()) GTEST_SKIP() << "TANDEM_GEMM is pinned in this environment";
+  kernels::set_gemm_mode(kernels::GemmMode::splitk);
+  std::vector<kernels::GemmMode> modes;
+  ExactnessGate gate("m", [&](int) {
+    modes.push_back(kernels::gemm_mode());
+    return kernels::gemm_mode() == kernels::GemmMode::invariant ? pass() : differs(3);
+  });
+  const GateDecision& d = gate.decide(4);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_TRUE(d.exact);
+  ASSERT_EQ(modes.size(), 2u);
+  EXPECT_EQ(modes[0], kernels::GemmMode::splitk);
+  EXPECT_EQ(kernels::gemm_mode(), kernels::GemmMode::invariant);  // the switch sticks
+}
+
+TEST(ExactnessGate, RetryThatAlsoFailsRestoresTheRequestedKernel) {
+  if (kernels::gemm_mode_pinned()) GTEST_SKIP() << "TANDEM_GEMM is pinned in this environment";
+  kernels::set_gemm_mode(kernels::GemmMode::splitk);
+  ExactnessGate gate("m", [&](int) { return differs(0); });
+  const GateDecision& d = gate.decide(3);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(gate.probe_runs(), 2);
+  EXPECT_EQ(kernels::gemm_mode(), kernels::GemmMode::splitk);
+  EXPECT_EQ(d.decline_reason.value(),
+            "verify block position 0 differs from the single-token chain in 17 of 1024 logit bytes. Switching to "
+            "the invariant kernel did not make it exact either.");
+  kernels::set_gemm_mode(kernels::GemmMode::invariant);
+}
+
+}  // namespace
+}  // namespace tandem::spec

@@ -1,0 +1,79 @@
+// The exactness probe on a real (fixture) model. This file is compiled into
+// three binaries that differ only in environment (see CMakeLists.txt):
+// default kernels, TANDEM_GEMM=splitk pinned, and pinned + ALLOW_INEXACT.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <regex>
+
+#include "core/env.h"
+#include "kernels/ops.h"
+#include "model/model.h"
+#include "spec/exactness.h"
+
+namespace tandem::spec {
+namespace {
+
+std::string fixture_dir(const std::string& name) {
+  const char* root = std::getenv("TANDEM_SOURCE_DIR");
+  return std::string(root ? root : ".") + "/tests/fixtures/models/" + name;
+}
+
+bool pinned_splitk() { return kernels::gemm_mode_pinned() && kernels::gemm_mode() == kernels::GemmMode::splitk; }
+
+const std::regex kDiffers(
+    "verify block position [0-9]+ differs from the single-token chain in [0-9]+ of [0-9]+ logit bytes");
+
+TEST(ExactnessProbe, VerdictFollowsTheKernelConfiguration) {
+  auto model = model::Model::load(fixture_dir("qwen2_bias_bf16_tied"));
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  ThreadPool pool(2);
+  for (int k : {2, 4, 8}) {
+    ProbeResult r = run_exactness_probe(**model, &pool, k);
+    ASSERT_TRUE(r.ran) << r.why;
+    if (pinned_splitk()) {
+      EXPECT_FALSE(r.exact) << "K=" << k;
+      EXPECT_TRUE(std::regex_match(r.reason(), kDiffers)) << r.reason();
+    } else {
+      EXPECT_TRUE(r.exact) << "K=" << k << ": " << r.reason();
+    }
+  }
+}
+
+TEST(ExactnessGate, OnARealModel) {
+  auto model = model::Model::load(fixture_dir("llama_default_bf16"));
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  ThreadPool pool(2);
+  const model::Model& m = **model;
+  ExactnessGate gate(m.dir(), [&](int k) { return run_exactness_probe(m, &pool, k); });
+  const bool allow_inexact = env_bool("TANDEM_MTP_ALLOW_INEXACT").value_or(false);
+  if (!pinned_splitk()) {
+    // A requested (not pinned) split-K kernel is switched back to the invariant one.
+    kernels::set_gemm_mode(kernels::GemmMode::splitk);
+    const GateDecision& d = gate.decide(4);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_TRUE(d.exact) << d.probe_reason;
+    EXPECT_EQ(kernels::gemm_mode(), kernels::GemmMode::invariant);
+    EXPECT_EQ(d.probe_reason, "verify block is byte-identical to the single-token chain");
+    return;
+  }
+  const GateDecision& d = gate.decide(4);
+  EXPECT_FALSE(d.exact);
+  EXPECT_EQ(gate.probe_runs(), 1) << "a pinned kernel is never retried";
+  if (allow_inexact) {
+    EXPECT_TRUE(d.allowed);
+    EXPECT_FALSE(d.decline_reason.has_value());
+  } else {
+    EXPECT_FALSE(d.allowed);
+    ASSERT_TRUE(d.decline_reason.has_value());
+    const std::string suffix = ". The kernel retry was skipped because TANDEM_GEMM is pinned.";
+    ASSERT_GT(d.decline_reason->size(), suffix.size());
+    EXPECT_EQ(d.decline_reason->substr(d.decline_reason->size() - suffix.size()), suffix);
+    EXPECT_TRUE(std::regex_match(d.decline_reason->substr(0, d.decline_reason->size() - suffix.size()), kDiffers));
+  }
+  gate.decide(4);
+  EXPECT_EQ(gate.probe_runs(), 1) << "memoized";
+}
+
+}  // namespace
+}  // namespace tandem::spec

@@ -1,0 +1,181 @@
+// Speculative decoding emits exactly the classic stream, byte for byte, for
+// every fixture family, K = 2..8, greedy and seeded sampling: with a drafter
+// that is a copy of the target (acceptance must be exactly 1.0, which also
+// proves the verify rows are bitwise equal to single-token decode) and with
+// an unrelated random drafter (acceptance near 0).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "model/forward.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "spec/draft_model.h"
+#include "spec/sequence.h"
+
+namespace tandem::spec {
+namespace {
+
+constexpr int kNewTokens = 64;
+
+std::string fixture_dir(const std::string& name) {
+  const char* root = std::getenv("TANDEM_SOURCE_DIR");
+  return std::string(root ? root : ".") + "/tests/fixtures/models/" + name;
+}
+
+struct Target {
+  std::unique_ptr<model::Model> model;
+  model::KvCache kv;
+  std::unique_ptr<model::Forward> forward;
+};
+
+std::unique_ptr<Target> load_target(const std::string& name) {
+  auto t = std::make_unique<Target>();
+  auto m = model::Model::load(fixture_dir(name));
+  if (!m.ok()) {
+    ADD_FAILURE() << m.status().to_string();
+    return nullptr;
+  }
+  t->model = std::move(*m);
+  t->kv = std::move(*model::KvCache::create(t->model->config(), model::KvCache::options_for_tokens(512, 16)));
+  t->forward = std::make_unique<model::Forward>(*t->model, t->kv, nullptr, 64);
+  return t;
+}
+
+std::vector<int32_t> prompt_for(int64_t vocab) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < 12; ++i) p.push_back(static_cast<int32_t>((37 * i + 11) % vocab));
+  return p;
+}
+
+SequenceState start(Target& t, const sampling::SamplingParams& params) {
+  SequenceState s;
+  s.seq = t.kv.create_sequence();
+  s.prompt = prompt_for(t.model->config().vocab_size);
+  s.params = params;
+  return s;
+}
+
+std::vector<int32_t> classic(Target& t, const sampling::SamplingParams& params) {
+  sampling::Sampler sampler;
+  SequenceState s = start(t, params);
+  EXPECT_TRUE(prefill(*t.forward, sampler, s).ok());
+  while (s.generated.size() < kNewTokens) EXPECT_TRUE(classic_step(*t.forward, sampler, s).ok());
+  t.kv.release(s.seq);
+  return s.generated;
+}
+
+struct SpecRun {
+  std::vector<int32_t> tokens;
+  int64_t drafted = 0, accepted = 0;
+};
+
+SpecRun speculative(Target& t, Drafter& drafter, const sampling::SamplingParams& params, int k) {
+  sampling::Sampler sampler;
+  SequenceState s = start(t, params);
+  SpecRun run;
+  EXPECT_TRUE(prefill(*t.forward, sampler, s).ok());
+  while (s.generated.size() < kNewTokens) {
+    auto stats = speculative_round(*t.forward, drafter, sampler, s, k);
+    if (!stats.ok()) {
+      ADD_FAILURE() << stats.status().to_string();
+      break;
+    }
+    run.drafted += stats->drafted;
+    run.accepted += stats->accepted;
+  }
+  drafter.reset();
+  t.kv.release(s.seq);
+  s.generated.resize(kNewTokens);
+  run.tokens = s.generated;
+  return run;
+}
+
+std::vector<sampling::SamplingParams> sampling_cases() {
+  std::vector<sampling::SamplingParams> cases;
+  sampling::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  cases.push_back(greedy);
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    sampling::SamplingParams p;
+    p.temperature = 0.8f;
+    p.top_p = 0.9f;
+    p.seed = seed;
+    cases.push_back(p);
+  }
+  return cases;
+}
+
+struct Pairing {
+  const char* target;
+  const char* unrelated;  // a different random model with the same vocabulary size
+};
+
+class SpecEqualsClassic : public ::testing::TestWithParam<Pairing> {};
+
+TEST_P(SpecEqualsClassic, ForEveryBlockSizeAndSampling) {
+  const Pairing pairing = GetParam();
+  auto target = load_target(pairing.target);
+  ASSERT_NE(target, nullptr);
+  auto self = DraftModelDrafter::load(fixture_dir(pairing.target), nullptr, 512);
+  auto other = DraftModelDrafter::load(fixture_dir(pairing.unrelated), nullptr, 512);
+  ASSERT_TRUE(self.ok()) << self.status().to_string();
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  ASSERT_TRUE(DraftModelDrafter::check_compatible(fixture_dir(pairing.target), target->model->config(),
+                                                  fixture_dir(pairing.unrelated), (*other)->model().config())
+                  .ok());
+  int64_t other_drafted = 0, other_accepted = 0;
+  for (const auto& params : sampling_cases()) {
+    const std::vector<int32_t> expected = classic(*target, params);
+    for (int k = 2; k <= 8; ++k) {
+      SCOPED_TRACE("K=" + std::to_string(k) + " temperature=" + std::to_string(params.temperature) +
+                   " seed=" + std::to_string(params.seed));
+      SpecRun with_self = speculative(*target, **self, params, k);
+      EXPECT_EQ(with_self.tokens, expected);
+      EXPECT_GT(with_self.drafted, 0);
+      EXPECT_EQ(with_self.accepted, with_self.drafted) << "a copy of the target must agree at every position";
+      SpecRun with_other = speculative(*target, **other, params, k);
+      EXPECT_EQ(with_other.tokens, expected);
+      other_drafted += with_other.drafted;
+      other_accepted += with_other.accepted;
+    }
+  }
+  EXPECT_LT(static_cast<double>(other_accepted) / static_cast<double>(other_drafted), 0.35)
+      << "an unrelated random drafter should rarely agree";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, SpecEqualsClassic,
+                         ::testing::Values(Pairing{"llama_default_bf16", "qwen2_bias_f16"},
+                                           Pairing{"llama3_rope_v5_f32", "llama_default_bf16"},
+                                           Pairing{"llama_linear_f16_tied", "qwen3_qknorm_f16"},
+                                           Pairing{"llama_sharded_bf16", "mistral_sliding_bf16"},
+                                           Pairing{"mistral_sliding_bf16", "llama_sharded_bf16"},
+                                           Pairing{"qwen2_bias_bf16_tied", "llama_linear_f16_tied"},
+                                           Pairing{"qwen2_bias_f16", "qwen3_qknorm_bf16_tied"},
+                                           Pairing{"qwen3_qknorm_bf16_tied", "llama3_rope_v5_f32"},
+                                           Pairing{"qwen3_qknorm_f16", "qwen2_bias_bf16_tied"}),
+                         [](const auto& info) { return std::string(info.param.target); });
+
+TEST(DraftCompatibility, VocabularySizeMismatchNamesBoth) {
+  auto a = model::load_config(fixture_dir("llama_default_bf16"));
+  auto b = model::load_config(fixture_dir("llama3_rope_headdim_bf16"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  Status s = DraftModelDrafter::check_compatible("T", *a, "D", *b);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("320"), std::string::npos);
+  EXPECT_NE(s.message().find("256"), std::string::npos);
+}
+
+TEST(DraftKind, ParseAndDetect) {
+  EXPECT_EQ(parse_draft_kind(" MTP ").value(), DraftKind::mtp);
+  auto bad = parse_draft_kind("eagle");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("draft, mtp"), std::string::npos);
+  EXPECT_EQ(detect_draft_kind(fixture_dir("qwen2_bias_f16")).value(), DraftKind::draft);
+  EXPECT_FALSE(detect_draft_kind("/nonexistent").ok());
+}
+
+}  // namespace
+}  // namespace tandem::spec

@@ -18,6 +18,8 @@ void register_commands(CLI::App& app, CommandList& out);
 
 // Individual subcommands.
 Command add_info_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
 Command add_stub_command(CLI::App& app, const char* name, const char* description);
 
 }  // namespace tandem::app

@@ -37,19 +37,21 @@ function pkgVersion(name) {
   return JSON.parse(readFileSync(here + `node_modules/${name}/package.json`, "utf8")).version;
 }
 
-// transformers' chat-template globals.
-function strftimeNow(fmt) {
-  // Fixed date so goldens are reproducible; tests pass the same date to tandem.
-  const d = new Date(Date.UTC(2025, 6, 26, 12, 0, 0));
-  const months = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
-  const pad = (n) => String(n).padStart(2, "0");
-  return fmt
-    .replace(/%d/g, pad(d.getUTCDate()))
-    .replace(/%b/g, months[d.getUTCMonth()].slice(0, 3))
-    .replace(/%B/g, months[d.getUTCMonth()])
-    .replace(/%m/g, pad(d.getUTCMonth() + 1))
-    .replace(/%Y/g, String(d.getUTCFullYear()));
-}
+// strftime_now() and raise_exception() are @huggingface/jinja built-ins (as in
+// transformers). Pin the clock so renders are reproducible: tests give tandem
+// the same instant, 2025-07-26 12:00 UTC.
+process.env.TZ = "UTC";
+const FIXED_NOW = Date.UTC(2025, 6, 26, 12, 0, 0);
+const RealDate = Date;
+globalThis.Date = class extends RealDate {
+  constructor(...args) {
+    if (args.length === 0) super(FIXED_NOW);
+    else super(...args);
+  }
+  static now() {
+    return FIXED_NOW;
+  }
+};
 
 function renderGoldens() {
   const spec = JSON.parse(readFileSync(here + "../chat/conversations.json", "utf8"));
@@ -79,8 +81,6 @@ function renderGoldens() {
           add_generation_prompt: agp,
           bos_token: t.bos,
           eos_token: t.eos,
-          raise_exception: (msg) => { throw new Error(msg); },
-          strftime_now: strftimeNow,
         };
         if (conv.tools) ctx.tools = conv.tools;
         if (conv.extra) Object.assign(ctx, conv.extra);

@@ -1,0 +1,308 @@
+#include "scheduler/engine.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+#include "kernels/ops.h"
+
+namespace tandem::scheduler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+double ms_between(Clock::time_point a, Clock::time_point b) { return seconds_between(a, b) * 1000.0; }
+
+}  // namespace
+
+Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config, std::unique_ptr<model::Model> target,
+                                                 std::unique_ptr<spec::Drafter> drafter) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->config_ = config;
+  auto& c = e->config_;
+  const auto& mc = target->config();
+  if (c.context <= 0) c.context = std::min<int64_t>(mc.max_position_embeddings > 0 ? mc.max_position_embeddings : 4096, 4096);
+  if (c.max_running < 1) return invalid_argument("-np/--parallel must be at least 1");
+  if (c.block_size < 2 || c.block_size > 16)
+    return invalid_argument("--draft-block-size must be between 2 and 16, got " + std::to_string(c.block_size));
+  if (c.kv_tokens <= 0) c.kv_tokens = c.context * c.max_running;
+  e->target_ = std::move(target);
+  e->drafter_ = std::move(drafter);
+  e->pool_ = std::make_unique<ThreadPool>(c.threads);
+  TANDEM_ASSIGN_OR_RETURN(e->kv_, model::KvCache::create(mc, model::KvCache::options_for_tokens(c.kv_tokens, c.kv_block_size)));
+  e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), 256);
+  const model::Model& m = *e->target_;
+  ThreadPool* pool = e->pool_.get();
+  e->gate_ = std::make_unique<spec::ExactnessGate>(m.dir(), [&m, pool](int k) { return spec::run_exactness_probe(m, pool, k); });
+  if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log
+  e->forward_->ctx().gemm = kernels::gemm_mode();
+  PlannerConfig pc;
+  pc.max_running = c.max_running;
+  pc.prefill_budget = c.prefill_budget;
+  pc.block_size = c.kv_block_size;
+  pc.total_blocks = e->kv_.num_blocks();
+  pc.spec_headroom = c.block_size;
+  e->planner_ = std::make_unique<BatchPlanner>(pc);
+  e->metrics_.kv_blocks_total = e->kv_.num_blocks();
+  Engine* self = e.get();
+  e->policy_ = [self] { return self->drafter_ && self->gate_->allowed(self->config_.block_size); };
+  return e;
+}
+
+Engine::~Engine() { shutdown(std::chrono::milliseconds(0)); }
+
+void Engine::start() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+}
+
+Status Engine::submit(std::shared_ptr<EngineRequest> r) {
+  const int64_t prompt = static_cast<int64_t>(r->prompt.size());
+  if (prompt == 0) return invalid_argument("the prompt is empty");
+  if (r->max_tokens <= 0) return invalid_argument("max_tokens must be at least 1");
+  if (prompt + r->max_tokens > config_.context)
+    return invalid_argument("this model's context is " + std::to_string(config_.context) + " tokens; the prompt has " +
+                            std::to_string(prompt) + " tokens and max_tokens asks for " +
+                            std::to_string(r->max_tokens) + " more");
+  if (!planner_->fits_ever(prompt, r->max_tokens))
+    return resource_exhausted("the request needs more KV cache than the server has in total");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return failed_precondition("the server is shutting down");
+    incoming_.push_back(std::move(r));
+  }
+  metrics_.requests_total++;
+  metrics_.queued++;
+  cv_.notify_one();
+  return Status::Ok();
+}
+
+void Engine::shutdown(std::chrono::milliseconds drain) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      stopping_ = true;
+      drain_deadline_ = Clock::now() + drain;
+    } else {
+      drain_deadline_ = std::min(drain_deadline_, Clock::now() + drain);
+    }
+  }
+  cv_.notify_one();
+  if (thread_.joinable() && std::this_thread::get_id() != thread_.get_id()) thread_.join();
+}
+
+bool Engine::take_incoming(bool block) {
+  std::vector<std::shared_ptr<EngineRequest>> batch;
+  bool stopping;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (block && incoming_.empty() && !stopping_) cv_.wait_for(lock, std::chrono::milliseconds(20));
+    batch.swap(incoming_);
+    stopping = stopping_;
+  }
+  for (auto& r : batch) {
+    Active a;
+    a.seq.prompt = r->prompt;
+    a.seq.params = r->params;
+    a.seq.keep_hidden = drafter_ && drafter_->kind() == spec::DraftKind::mtp;
+    a.stats.prompt_tokens = static_cast<int64_t>(r->prompt.size());
+    planner_->enqueue(r->id, static_cast<int64_t>(r->prompt.size()), r->max_tokens);
+    a.req = std::move(r);
+    active_.emplace(a.req->id, std::move(a));
+  }
+  return stopping;
+}
+
+void Engine::loop() {
+  for (;;) {
+    const bool stopping = take_incoming(false);
+    for (auto& [id, a] : active_)
+      if (a.req->channel->cancelled()) planner_->cancel(id);
+    if (stopping && Clock::now() >= drain_deadline_)
+      for (auto& [id, a] : active_) planner_->cancel(id);
+    const TickPlan plan = planner_->plan(speculation_available());
+    if (plan.idle() && plan.admitted.empty()) {
+      publish_gauges();
+      if (stopping && active_.empty()) return;
+      take_incoming(true);
+      continue;
+    }
+    run_tick(plan);
+    publish_gauges();
+  }
+}
+
+bool Engine::speculation_available() { return drafter_ && policy_ && policy_(); }
+
+void Engine::publish_gauges() {
+  metrics_.running = planner_->running();
+  metrics_.queued = planner_->queued();
+  metrics_.kv_blocks_used = kv_.num_blocks() - kv_.free_blocks();
+}
+
+void Engine::run_tick(const TickPlan& plan) {
+  for (uint64_t id : plan.dropped) finish(id, FinishReason::cancelled);
+  for (uint64_t id : plan.admitted) {
+    Active& a = active_.at(id);
+    a.seq.seq = kv_.create_sequence();
+    a.admitted = Clock::now();
+    a.stats.queue_ms = ms_between(a.req->submitted, a.admitted);
+    metrics_.prompt_tokens_total += a.seq.prompt.size();
+  }
+  if (!plan.decode.empty() || !plan.prefill.empty()) run_batched(plan);
+  if (plan.speculative) run_speculative(*plan.speculative);
+}
+
+void Engine::sample_into(Active& a, std::span<const float> row, int64_t position) {
+  if (a.req->want_logprobs) {
+    sampling::SampleResult r = sampler_.sample(row, a.seq.params, a.seq.history(), position, true);
+    a.details.push_back({r.token, r.logprob, std::move(r.top)});
+    a.seq.generated.push_back(r.token);
+  } else {
+    a.seq.generated.push_back(sampler_.pick(row, a.seq.params, a.seq.history(), position));
+  }
+}
+
+void Engine::run_batched(const TickPlan& plan) {
+  std::vector<model::SequenceStep> steps;
+  std::vector<uint64_t> owners;
+  for (uint64_t id : plan.decode) {
+    Active& a = active_.at(id);
+    steps.push_back({a.seq.seq, std::span<const int32_t>(&a.seq.generated.back(), 1), a.seq.pending_position(),
+                     model::LogitRows::last});
+    owners.push_back(id);
+  }
+  for (const auto& c : plan.prefill) {
+    Active& a = active_.at(c.id);
+    steps.push_back({a.seq.seq, std::span<const int32_t>(a.seq.prompt.data() + c.start, c.length), c.start,
+                     c.last ? model::LogitRows::last : model::LogitRows::none});
+    owners.push_back(c.id);
+  }
+  model::ForwardOptions options;
+  if (drafter_ && drafter_->kind() == spec::DraftKind::mtp) options.hidden = model::HiddenOutput::after_final_norm;
+  forward_->ctx().gemm = kernels::gemm_mode();
+  auto out = forward_->run(steps, options);
+  if (!out.ok()) {
+    spdlog::error("forward failed: {}", out.status().to_string());
+    for (uint64_t id : owners) finish(id, FinishReason::error, out.status());
+    return;
+  }
+  const auto now = Clock::now();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Active& a = active_.at(owners[i]);
+    const bool is_decode = i < plan.decode.size();
+    if (!is_decode) {
+      const auto& c = plan.prefill[i - plan.decode.size()];
+      planner_->on_prefilled(c.id, c.length);
+      if (!c.last) continue;
+    }
+    const int64_t row = out->first_row[i];
+    const int64_t position = is_decode ? a.seq.pending_position() + 1 : static_cast<int64_t>(a.seq.prompt.size());
+    sample_into(a, {out->logits_row(row), static_cast<size_t>(out->vocab)}, position);
+    if (options.hidden != model::HiddenOutput::none) {
+      const float* h = out->hidden.data() + row * out->hidden_size;
+      a.seq.last_hidden.assign(h, h + out->hidden_size);
+    }
+    (void)now;
+    deliver(a);
+  }
+}
+
+void Engine::run_speculative(uint64_t id) {
+  Active& a = active_.at(id);
+  if (a.req->want_logprobs) {
+    // The verify walk does not produce logprobs yet: serve this request classically.
+    if (a.stats.classic_reason.empty()) {
+      a.stats.classic_reason = "logprobs";
+      metrics_.count_classic("logprobs");
+    }
+    TickPlan single;
+    single.decode.push_back(id);
+    run_batched(single);
+    return;
+  }
+  if (drafter_following_ != id) {
+    drafter_->reset();
+    drafter_following_ = id;
+  }
+  forward_->ctx().gemm = kernels::gemm_mode();
+  auto stats = spec::speculative_round(*forward_, *drafter_, sampler_, a.seq, config_.block_size);
+  if (!stats.ok()) {
+    spdlog::error("speculative round failed: {}", stats.status().to_string());
+    drafter_->reset();
+    drafter_following_ = 0;
+    finish(id, FinishReason::error, stats.status());
+    return;
+  }
+  a.stats.spec_rounds++;
+  a.stats.draft_tokens += stats->drafted;
+  a.stats.accepted_tokens += stats->accepted;
+  metrics_.spec_drafts++;
+  metrics_.spec_draft_tokens += stats->drafted;
+  metrics_.spec_accepted_tokens += stats->accepted;
+  for (int32_t p = 0; p < stats->accepted && p < kMaxSpecPositions; ++p) metrics_.spec_accepted_per_pos[p]++;
+  deliver(a);
+}
+
+void Engine::deliver(Active& a) {
+  RequestUpdate update;
+  FinishReason reason = FinishReason::none;
+  const auto now = Clock::now();
+  while (a.sent < a.seq.generated.size()) {
+    const int32_t token = a.seq.generated[a.sent];
+    if (std::find(a.req->stop_tokens.begin(), a.req->stop_tokens.end(), token) != a.req->stop_tokens.end()) {
+      reason = FinishReason::stop;
+      break;
+    }
+    GeneratedToken g = a.sent < a.details.size() ? a.details[a.sent] : GeneratedToken{token, 0.0f, {}};
+    update.tokens.push_back(std::move(g));
+    ++a.sent;
+    if (static_cast<int64_t>(a.sent) >= a.req->max_tokens) {
+      reason = FinishReason::length;
+      break;
+    }
+  }
+  if (!update.tokens.empty()) {
+    if (a.stats.generated_tokens == 0) {
+      a.first_token = now;
+      metrics_.ttft_seconds.observe(seconds_between(a.req->submitted, now));
+    } else {
+      const double gap = seconds_between(a.last_token, now) / static_cast<double>(update.tokens.size());
+      for (size_t i = 0; i < update.tokens.size(); ++i) metrics_.inter_token_seconds.observe(gap);
+    }
+    a.last_token = now;
+    a.stats.generated_tokens += static_cast<int64_t>(update.tokens.size());
+    metrics_.generation_tokens_total += update.tokens.size();
+    a.req->channel->push(std::move(update));
+  }
+  if (reason != FinishReason::none) finish(a.req->id, reason);
+}
+
+void Engine::finish(uint64_t id, FinishReason reason, Status error) {
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  Active& a = it->second;
+  const auto now = Clock::now();
+  if (a.seq.seq >= 0) kv_.release(a.seq.seq);
+  planner_->finish(id);
+  if (drafter_following_ == id) {
+    drafter_->reset();
+    drafter_following_ = 0;
+  }
+  RequestUpdate last;
+  last.finish = reason;
+  last.error = std::move(error);
+  a.stats.prompt_ms = a.stats.generated_tokens > 0 ? ms_between(a.admitted, a.first_token) : 0;
+  a.stats.decode_ms = a.stats.generated_tokens > 0 ? ms_between(a.first_token, now) : 0;
+  last.stats = a.stats;
+  switch (reason) {
+    case FinishReason::stop: metrics_.requests_finished_stop++; break;
+    case FinishReason::length: metrics_.requests_finished_length++; break;
+    case FinishReason::cancelled: metrics_.requests_cancelled++; break;
+    default: metrics_.requests_failed++; break;
+  }
+  a.req->channel->push(std::move(last));
+  active_.erase(it);
+}
+
+}  // namespace tandem::scheduler

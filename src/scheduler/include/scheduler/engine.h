@@ -1,0 +1,127 @@
+// Engine: the one thread that owns the models, the KV cache, the sampler,
+// the drafter and the batch planner (DESIGN.md "Threads").
+//
+// HTTP threads call submit() (thread-safe) with an EngineRequest and read
+// the request's channel. The engine thread loops: take new requests, drop
+// cancelled ones, ask the planner for a tick, run one batched forward for
+// the tick's prefill chunks and classic decode steps, then — when exactly
+// one request decodes and the exactness gate and policy allow — one
+// speculative round for it. Every token a request receives is the seeded
+// sampler's pick at its absolute position, so its output does not depend on
+// what else runs (batch invariance) or on which path produced it.
+//
+// shutdown(): stop accepting, let in-flight requests finish within the drain
+// time, cancel the rest, join. Errors inside a step fail only the requests
+// involved, as values on their channels; nothing escapes the thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "scheduler/batch_planner.h"
+#include "scheduler/metrics.h"
+#include "scheduler/request.h"
+#include "spec/drafter.h"
+#include "spec/exactness.h"
+#include "spec/sequence.h"
+
+namespace tandem::scheduler {
+
+struct EngineConfig {
+  int32_t max_running = 4;       // -np
+  int64_t prefill_budget = 256;  // prompt tokens per tick
+  int64_t context = 0;           // max prompt + completion tokens per request (0: model's max, capped at 4096)
+  int64_t kv_tokens = 0;         // KV pool capacity (0: context * max_running)
+  int32_t kv_block_size = 32;
+  int threads = 0;               // kernel threads (0: hardware threads)
+  int block_size = 4;            // speculative K (tokens per verify forward)
+};
+
+// Decides, per tick, whether the single decoding request may speculate.
+// Default: a drafter is configured and the exactness gate allows K.
+using SpeculationPolicy = std::function<bool()>;
+
+class Engine {
+ public:
+  static Expected<std::unique_ptr<Engine>> create(const EngineConfig& config, std::unique_ptr<model::Model> target,
+                                                  std::unique_ptr<spec::Drafter> drafter);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Replaces the speculation policy; call before start().
+  void set_policy(SpeculationPolicy policy) { policy_ = std::move(policy); }
+  void start();
+  // Thread-safe. Rejects (without enqueuing) a request that can never fit
+  // or arrives after shutdown began.
+  Status submit(std::shared_ptr<EngineRequest> request);
+  void shutdown(std::chrono::milliseconds drain);
+
+  const EngineMetrics& metrics() const { return metrics_; }
+  const model::Model& target() const { return *target_; }
+  const EngineConfig& config() const { return config_; }
+  int64_t context() const { return config_.context; }
+  bool has_drafter() const { return drafter_ != nullptr; }
+  spec::Drafter* drafter() { return drafter_.get(); }
+  // Exactness gate for the configured block size (memoized; warmed at create()).
+  spec::ExactnessGate& gate() { return *gate_; }
+  ThreadPool& pool() { return *pool_; }
+
+ private:
+  struct Active {
+    std::shared_ptr<EngineRequest> req;
+    spec::SequenceState seq;
+    std::vector<GeneratedToken> details;  // per generated token, when logprobs are wanted
+    size_t sent = 0;
+    std::chrono::steady_clock::time_point admitted, first_token, last_token;
+    RequestStats stats;
+    bool finished = false;
+  };
+
+  Engine() = default;
+  void loop();
+  bool take_incoming(bool block);
+  void run_tick(const TickPlan& plan);
+  void run_batched(const TickPlan& plan);
+  void run_speculative(uint64_t id);
+  void sample_into(Active& a, std::span<const float> row, int64_t position);
+  void deliver(Active& a);
+  void finish(uint64_t id, FinishReason reason, Status error = Status::Ok());
+  bool speculation_available();
+  void publish_gauges();
+
+  EngineConfig config_;
+  std::unique_ptr<model::Model> target_;
+  std::unique_ptr<spec::Drafter> drafter_;
+  std::unique_ptr<ThreadPool> pool_;
+  model::KvCache kv_;
+  std::unique_ptr<model::Forward> forward_;
+  std::unique_ptr<spec::ExactnessGate> gate_;
+  std::unique_ptr<BatchPlanner> planner_;
+  sampling::Sampler sampler_;
+  SpeculationPolicy policy_;
+  std::map<uint64_t, Active> active_;
+  uint64_t drafter_following_ = 0;  // request id the drafter's cache follows (0: none)
+  EngineMetrics metrics_;
+
+  std::mutex mu_;  // guards incoming_, stopping_
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<EngineRequest>> incoming_;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point drain_deadline_;
+  std::thread thread_;
+};
+
+}  // namespace tandem::scheduler

@@ -1,0 +1,69 @@
+// EngineMetrics: counters and histograms the engine updates and HTTP threads
+// read for GET /metrics. Counters are atomics; histograms take a small
+// mutex. All methods are thread-safe.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tandem::scheduler {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+  struct Snapshot {
+    std::vector<double> upper_bounds;
+    std::vector<uint64_t> cumulative;  // per bound, then +Inf last
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  Snapshot snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket (non-cumulative) + overflow
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+inline constexpr int kMaxSpecPositions = 16;
+
+struct EngineMetrics {
+  EngineMetrics();
+
+  std::atomic<uint64_t> requests_total{0};
+  std::atomic<uint64_t> requests_finished_stop{0};
+  std::atomic<uint64_t> requests_finished_length{0};
+  std::atomic<uint64_t> requests_cancelled{0};
+  std::atomic<uint64_t> requests_failed{0};
+  std::atomic<uint64_t> prompt_tokens_total{0};
+  std::atomic<uint64_t> generation_tokens_total{0};
+  std::atomic<int64_t> running{0};
+  std::atomic<int64_t> queued{0};
+  std::atomic<int64_t> kv_blocks_used{0};
+  std::atomic<int64_t> kv_blocks_total{0};
+  // Speculative decoding, with vLLM's / llama.cpp's names.
+  std::atomic<uint64_t> spec_drafts{0};          // rounds
+  std::atomic<uint64_t> spec_draft_tokens{0};
+  std::atomic<uint64_t> spec_accepted_tokens{0};
+  std::array<std::atomic<uint64_t>, kMaxSpecPositions> spec_accepted_per_pos{};
+  // Requests served classically although a drafter is configured, by reason.
+  void count_classic(const std::string& reason);
+  std::map<std::string, uint64_t> classic_reasons() const;
+
+  Histogram ttft_seconds;
+  Histogram inter_token_seconds;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, uint64_t> classic_reasons_;
+};
+
+}  // namespace tandem::scheduler

@@ -20,6 +20,7 @@ void register_commands(CLI::App& app, CommandList& out) {
   out.push_back(add_stub_command(app, "probe", "Run the speculative exactness probe"));
   out.push_back(add_bench_command(app));
   out.push_back(add_info_command(app));
+  out.push_back(add_tokenize_command(app));
 }
 
 }  // namespace tandem::app

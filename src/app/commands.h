@@ -20,6 +20,7 @@ void register_commands(CLI::App& app, CommandList& out);
 Command add_info_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_tokenize_command(CLI::App& app);
 Command add_stub_command(CLI::App& app, const char* name, const char* description);
 
 }  // namespace tandem::app

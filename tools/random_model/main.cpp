@@ -1,0 +1,211 @@
+// tandem-random-model: writes config.json + model.safetensors with random
+// weights at the shapes of a real checkpoint, for benchmarks.
+//
+//   tandem-random-model --preset qwen2.5-0.5b --out /tmp/qwen05b [--dtype bf16|f32] [--layers N]
+//
+// Weights are uniform with the std of a trained model's init (0.02); norms
+// are 1. The safetensors file is streamed tensor by tensor, so memory stays
+// small at any size. config.json uses the classic (transformers 4.x) form.
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Preset {
+  const char* name;
+  const char* model_type;
+  int64_t vocab, hidden, intermediate;
+  int layers, heads, kv_heads, head_dim;
+  double rope_theta, eps;
+  bool tied, qkv_bias, qk_norm;
+  json rope_scaling;
+};
+
+std::vector<Preset> presets() {
+  json llama3 = {{"rope_type", "llama3"},
+                 {"factor", 32.0},
+                 {"low_freq_factor", 1.0},
+                 {"high_freq_factor", 4.0},
+                 {"original_max_position_embeddings", 8192}};
+  return {
+      {"qwen2.5-0.5b", "qwen2", 151936, 896, 4864, 24, 14, 2, 64, 1e6, 1e-6, true, true, false, nullptr},
+      {"qwen2.5-1.5b", "qwen2", 151936, 1536, 8960, 28, 12, 2, 128, 1e6, 1e-6, true, true, false, nullptr},
+      {"qwen3-0.6b", "qwen3", 151936, 1024, 3072, 28, 16, 8, 128, 1e6, 1e-6, true, false, true, nullptr},
+      {"llama-3.2-1b", "llama", 128256, 2048, 8192, 16, 32, 8, 64, 500000.0, 1e-5, true, false, false,
+       llama3},
+      {"mistral-7b", "mistral", 32768, 4096, 14336, 32, 32, 8, 128, 1e6, 1e-5, false, false, false, nullptr},
+  };
+}
+
+struct Tensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool ones = false;  // norm weights
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+std::vector<Tensor> tensor_list(const Preset& p) {
+  std::vector<Tensor> t;
+  const int64_t q = int64_t{p.heads} * p.head_dim, kv = int64_t{p.kv_heads} * p.head_dim;
+  t.push_back({"model.embed_tokens.weight", {p.vocab, p.hidden}});
+  for (int i = 0; i < p.layers; ++i) {
+    const std::string l = "model.layers." + std::to_string(i) + ".";
+    t.push_back({l + "input_layernorm.weight", {p.hidden}, true});
+    t.push_back({l + "self_attn.q_proj.weight", {q, p.hidden}});
+    t.push_back({l + "self_attn.k_proj.weight", {kv, p.hidden}});
+    t.push_back({l + "self_attn.v_proj.weight", {kv, p.hidden}});
+    if (p.qkv_bias) {
+      t.push_back({l + "self_attn.q_proj.bias", {q}});
+      t.push_back({l + "self_attn.k_proj.bias", {kv}});
+      t.push_back({l + "self_attn.v_proj.bias", {kv}});
+    }
+    if (p.qk_norm) {
+      t.push_back({l + "self_attn.q_norm.weight", {p.head_dim}, true});
+      t.push_back({l + "self_attn.k_norm.weight", {p.head_dim}, true});
+    }
+    t.push_back({l + "self_attn.o_proj.weight", {p.hidden, q}});
+    t.push_back({l + "post_attention_layernorm.weight", {p.hidden}, true});
+    t.push_back({l + "mlp.gate_proj.weight", {p.intermediate, p.hidden}});
+    t.push_back({l + "mlp.up_proj.weight", {p.intermediate, p.hidden}});
+    t.push_back({l + "mlp.down_proj.weight", {p.hidden, p.intermediate}});
+  }
+  t.push_back({"model.norm.weight", {p.hidden}, true});
+  if (!p.tied) t.push_back({"lm_head.weight", {p.vocab, p.hidden}});
+  return t;
+}
+
+json make_config(const Preset& p, bool f32) {
+  json c = {{"architectures",
+             {std::string(p.model_type) == "qwen2"   ? "Qwen2ForCausalLM"
+              : std::string(p.model_type) == "qwen3" ? "Qwen3ForCausalLM"
+              : std::string(p.model_type) == "llama" ? "LlamaForCausalLM"
+                                                     : "MistralForCausalLM"}},
+            {"model_type", p.model_type},
+            {"vocab_size", p.vocab},
+            {"hidden_size", p.hidden},
+            {"intermediate_size", p.intermediate},
+            {"num_hidden_layers", p.layers},
+            {"num_attention_heads", p.heads},
+            {"num_key_value_heads", p.kv_heads},
+            {"head_dim", p.head_dim},
+            {"hidden_act", "silu"},
+            {"max_position_embeddings", 32768},
+            {"rms_norm_eps", p.eps},
+            {"rope_theta", p.rope_theta},
+            {"rope_scaling", p.rope_scaling},
+            {"tie_word_embeddings", p.tied},
+            {"torch_dtype", f32 ? "float32" : "bfloat16"},
+            {"bos_token_id", 1},
+            {"eos_token_id", 2}};
+  if (std::string(p.model_type) == "qwen2" || std::string(p.model_type) == "qwen3")
+    c["use_sliding_window"] = false;
+  return c;
+}
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fff + ((u >> 16) & 1);  // round to nearest even (values here are finite)
+  return static_cast<uint16_t>(u >> 16);
+}
+
+int write_model(const Preset& p, const std::string& out, bool f32, uint64_t seed) {
+  namespace fs = std::filesystem;
+  fs::create_directories(out);
+  {
+    std::FILE* f = std::fopen((fs::path(out) / "config.json").c_str(), "w");
+    if (!f)
+      return std::fprintf(stderr, "cannot write %s/config.json: %s\n", out.c_str(), std::strerror(errno)), 1;
+    std::string text = make_config(p, f32).dump(2) + "\n";
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  const auto tensors = tensor_list(p);
+  const size_t elem = f32 ? 4 : 2;
+  json header = json::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    uint64_t bytes = static_cast<uint64_t>(t.numel()) * elem;
+    header[t.name] = {
+        {"dtype", f32 ? "F32" : "BF16"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  while (text.size() % 8 != 0) text += ' ';
+  const std::string path = (fs::path(out) / "model.safetensors").string();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return std::fprintf(stderr, "cannot write %s: %s\n", path.c_str(), std::strerror(errno)), 1;
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  uint64_t state = seed;
+  std::vector<uint8_t> chunk(1 << 22);
+  const float scale = 0.02f * 1.7320508f;  // uniform(-a, a) with std 0.02
+  for (const auto& t : tensors) {
+    int64_t left = t.numel();
+    while (ok && left > 0) {
+      const int64_t n = std::min<int64_t>(left, static_cast<int64_t>(chunk.size() / elem));
+      for (int64_t i = 0; i < n; ++i) {
+        float v = t.ones ? 1.0f : scale * (static_cast<float>(splitmix(state) >> 40) / 8388608.0f - 1.0f);
+        if (f32) {
+          std::memcpy(chunk.data() + 4 * i, &v, 4);
+        } else {
+          uint16_t b = to_bf16(v);
+          std::memcpy(chunk.data() + 2 * i, &b, 2);
+        }
+      }
+      ok = std::fwrite(chunk.data(), 1, static_cast<size_t>(n) * elem, f) == static_cast<size_t>(n) * elem;
+      left -= n;
+    }
+  }
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) return std::fprintf(stderr, "write failed: %s: %s\n", path.c_str(), std::strerror(errno)), 1;
+  std::printf("wrote %s: %s shapes, %zu tensors, %.1f MB\n", out.c_str(), p.name, tensors.size(),
+              (8 + text.size() + offset) / 1e6);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Write a random-weight Hugging Face model directory at real shapes"};
+  std::string preset_name, out, dtype = "bf16";
+  int layers = 0;
+  uint64_t seed = 1;
+  std::string names;
+  for (const auto& p : presets()) names += std::string(names.empty() ? "" : ", ") + p.name;
+  app.add_option("--preset", preset_name, "One of: " + names)->required();
+  app.add_option("--out", out, "Output directory")->required();
+  app.add_option("--dtype", dtype, "bf16 or f32")->check(CLI::IsMember({"bf16", "f32"}));
+  app.add_option("--layers", layers, "Override the layer count (0 = the preset's)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--seed", seed, "Random seed");
+  CLI11_PARSE(app, argc, argv);
+  for (auto p : presets()) {
+    if (preset_name != p.name) continue;
+    if (layers > 0) p.layers = layers;
+    return write_model(p, out, dtype == "f32", seed);
+  }
+  std::fprintf(stderr, "unknown preset \"%s\" (known: %s)\n", preset_name.c_str(), names.c_str());
+  return 2;
+}

@@ -33,6 +33,22 @@ struct Tokenizer::Impl {
 
 namespace {
 
+// Hugging Face ignores the "id" of an added token on load: a token already in
+// the model vocabulary (or added before) keeps that id, a new one gets the next
+// id after the model vocabulary and earlier added tokens. Real files agree with
+// this; hand-edited ones may not, and we follow Hugging Face.
+int32_t assigned_id(const Tokenizer::Impl& impl, const std::string& content) {
+  auto a = impl.added_by_content.find(content);
+  if (a != impl.added_by_content.end()) return a->second;
+  auto v = impl.model->vocab().find(content);
+  if (v != impl.model->vocab().end()) return v->second;
+  const int32_t model_size = static_cast<int32_t>(impl.model->vocab().size());
+  int32_t max_added = -1;
+  for (const auto& t : impl.added) max_added = std::max(max_added, t.id);
+  if (max_added < 0) return model_size;
+  return max_added >= model_size || model_size == 0 ? max_added + 1 : model_size;
+}
+
 Status parse_added_tokens(const nlohmann::json& j, Tokenizer::Impl& impl) {
   if (j.is_null()) return Status::Ok();
   if (!j.is_array()) return invalid_argument("added_tokens: expected an array");
@@ -52,6 +68,7 @@ Status parse_added_tokens(const nlohmann::json& j, Tokenizer::Impl& impl) {
     a.rstrip = t.value("rstrip", false);
     a.normalized = t.value("normalized", false);
     a.special = t.value("special", false);
+    a.id = assigned_id(impl, a.content);
     impl.added_by_id[a.id] = impl.added.size();
     impl.added_by_content[a.content] = a.id;
     impl.added.push_back(std::move(a));

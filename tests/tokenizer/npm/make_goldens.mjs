@@ -100,5 +100,37 @@ function renderGoldens() {
   console.log(`chat_renders.json: ${Object.keys(templates).length} templates, ${total} renders`);
 }
 
+// Variants: the packaged tokenizer.json files with components swapped (see
+// ../variants.json), so every supported normalizer/pre-tokenizer/decoder/
+// added-token flag is checked against Hugging Face too. Tests apply the same
+// patch in C++ (test_golden_variants.cpp).
+export function applyVariant(base, v) {
+  const j = structuredClone(base);
+  for (const [k, val] of Object.entries(v.set ?? {})) j[k] = val;
+  for (const [k, val] of Object.entries(v.model ?? {})) j.model[k] = val;
+  for (const t of v.add_tokens ?? []) j.added_tokens.push(t);
+  return j;
+}
+
+async function variantGoldens() {
+  const variants = JSON.parse(readFileSync(here + "../variants.json", "utf8"));
+  const texts = corpus.filter((_, i) => i % 3 === 0 && i < 265);
+  const bases = {};
+  const out = { generator: "tokenizers@" + pkgVersion("tokenizers"), corpus_selection: "i % 3 == 0 && i < 265", variants: {} };
+  for (const v of variants) {
+    bases[v.base] ??= JSON.parse(readFileSync(here + TOKENIZERS[v.base] + "tokenizer.json", "utf8"));
+    const tok = Tokenizer.fromString(JSON.stringify(applyVariant(bases[v.base], v)));
+    const cases = [];
+    for (const text of texts) {
+      const ids = (await tok.encode(text)).getIds();
+      cases.push({ ids, decoded: await tok.decode(ids, false), decoded_skip: await tok.decode(ids, true) });
+    }
+    out.variants[v.name] = cases;
+  }
+  writeFileSync(golden + "ids_variants.json", JSON.stringify(out) + "\n");
+  console.log(`ids_variants.json: ${variants.length} variants x ${texts.length} strings`);
+}
+
 await idGoldens();
+await variantGoldens();
 if (existsSync(here + "../chat/conversations.json")) renderGoldens();

@@ -6,10 +6,11 @@
 // summation order (blocked matmuls, a different softmax). Each logit is a
 // chain of reductions of length <= 128 through 2 layers; the expected drift is
 // a few ulp of the largest intermediate, ~1e-6 relative. We allow
-// 2e-5 * max(1, max |logit|) absolute — 10-20x the drift measured when this
-// test was written (<= 1.5e-6 relative; docs/model.md), and still 50x below the smallest
-// top-1/top-2 margin on the greedy path of any fixture (>= 1.1e-3), so a real
-// bug (a wrong norm, RoPE or mask) cannot hide under it.
+// 2e-5 * max(1, max |logit|) absolute: 10-20x the drift measured when this
+// test was written (<= 1.5e-6 relative; table in docs/model.md), and for every
+// fixture at least 16x below its smallest top-1/top-2 margin on the greedy
+// path (reference.json), so a real bug (a wrong norm, RoPE or mask) cannot
+// hide under it.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -31,6 +31,21 @@ jinja::Value strftime_function(std::optional<std::tm> fixed) {
   });
 }
 
+// Nesting depth of a JSON value (iterative: the input may be hostile).
+size_t json_depth(const nlohmann::ordered_json& root) {
+  size_t max_depth = 0;
+  std::vector<std::pair<const nlohmann::ordered_json*, size_t>> stack{{&root, 1}};
+  while (!stack.empty()) {
+    auto [j, d] = stack.back();
+    stack.pop_back();
+    max_depth = std::max(max_depth, d);
+    if (j->is_structured())
+      for (const auto& child : *j) stack.emplace_back(&child, d + 1);
+  }
+  return max_depth;
+}
+constexpr size_t kMaxInputDepth = 128;
+
 }  // namespace
 
 Expected<ChatTemplate> ChatTemplate::parse(const std::string& source, std::string bos_token,
@@ -75,6 +90,10 @@ Expected<ChatTemplate> ChatTemplate::from_tokenizer_config(const std::string& pa
 }
 
 Expected<std::string> ChatTemplate::render(const ChatRenderInput& input) const {
+  for (const auto* j : {&input.messages, &input.tools, &input.extra})
+    if (json_depth(*j) > kMaxInputDepth)
+      return invalid_argument("chat template input nested deeper than " + std::to_string(kMaxInputDepth) +
+                              " levels");
   jinja::Object globals;
   globals.set("messages", jinja::Value::from_json(input.messages));
   if (!input.tools.is_null()) globals.set("tools", jinja::Value::from_json(input.tools));

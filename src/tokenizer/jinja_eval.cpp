@@ -86,6 +86,14 @@ class Interpreter {
     const Stmt* def = &s;
     Interpreter* self = this;
     return Value::callable([self, def](Args& args) -> Expected<Value> {
+      if (self->call_depth_ >= kMaxCallDepth)
+        return invalid_argument("macro '" + def->macro_name + "' recursion deeper than " +
+                                std::to_string(kMaxCallDepth));
+      ++self->call_depth_;
+      struct Leave {
+        int& d;
+        ~Leave() { --d; }
+      } leave{self->call_depth_};
       Scope local{{}, self->root_};
       size_t pos = 0;
       for (const auto& [name, dflt] : def->params) {
@@ -434,7 +442,9 @@ class Interpreter {
     return invalid_argument("unsupported operator " + op);
   }
 
+  static constexpr int kMaxCallDepth = 100;
   Scope* root_;
+  int call_depth_ = 0;
 };
 
 }  // namespace

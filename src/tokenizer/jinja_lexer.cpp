@@ -135,7 +135,16 @@ class Lexer {
         if (e + 1 < src_.size() && src_[e] == '.' && is_digit(src_[e + 1])) {
           is_float = true;
           ++e;
-          while (e < src_.size() && is_digit(src_[e])) ++e;
+          while (e < src_.size() && (is_digit(src_[e]) || src_[e] == '_')) ++e;
+        }
+        if (e < src_.size() && (src_[e] == 'e' || src_[e] == 'E')) {  // exponent
+          size_t x = e + 1;
+          if (x < src_.size() && (src_[x] == '+' || src_[x] == '-')) ++x;
+          if (x < src_.size() && is_digit(src_[x])) {
+            is_float = true;
+            e = x;
+            while (e < src_.size() && is_digit(src_[e])) ++e;
+          }
         }
         std::string num = src_.substr(pos, e - pos);
         std::string clean;

@@ -58,11 +58,13 @@ class Parser {
 
   // Parses statements until a `{% <one of ends> %}` tag; its keyword goes to *end.
   Expected<Body> parse_body(const std::vector<std::string>& ends, std::string* end) {
+    DepthGuard guard(depth_);
+    if (depth_ > kMaxDepth) return error("statements nested too deeply");
     Body body;
     while (true) {
       const Token& tok = peek();
       if (tok.kind == TK::kEof) {
-        if (!ends.empty()) return error("missing '{% " + ends[0] + " %}' before end of template");
+        if (!ends.empty()) return error("missing '{% " + ends.back() + " %}' before end of template");
         return body;
       }
       if (tok.kind == TK::kText) {
@@ -253,7 +255,17 @@ class Parser {
     return tuple;
   }
 
+  // Bounds recursion on hostile input (e.g. thousands of nested parentheses).
+  struct DepthGuard {
+    int& depth;
+    explicit DepthGuard(int& d) : depth(d) { ++depth; }
+    ~DepthGuard() { --depth; }
+  };
+  static constexpr int kMaxDepth = 200;
+
   Expected<ExprPtr> parse_expression() {
+    DepthGuard guard(depth_);
+    if (depth_ > kMaxDepth) return error("expression nested too deeply");
     int line = peek().line;
     TANDEM_ASSIGN_OR_RETURN(ExprPtr value, parse_or());
     while (is_name("if")) {
@@ -302,6 +314,8 @@ class Parser {
   }
 
   Expected<ExprPtr> parse_not() {
+    DepthGuard guard(depth_);
+    if (depth_ > kMaxDepth) return error("expression nested too deeply");
     if (is_name("not")) {
       int line = next().line;
       auto e = make(Expr::Kind::kUnary, line);
@@ -375,17 +389,22 @@ class Parser {
     return l;
   }
 
-  Expected<ExprPtr> parse_unary() {
+  // Jinja2: a unary minus binds tighter than filters, so `-3 | abs` is 3.
+  Expected<ExprPtr> parse_unary(bool with_filters = true) {
+    DepthGuard guard(depth_);
+    if (depth_ > kMaxDepth) return error("expression nested too deeply");
+    ExprPtr e;
     if (is_op("-") || is_op("+")) {
       const Token& op = next();
-      auto e = make(Expr::Kind::kUnary, op.line);
+      e = make(Expr::Kind::kUnary, op.line);
       e->name = op.text;
-      TANDEM_ASSIGN_OR_RETURN(ExprPtr operand, parse_unary());
+      TANDEM_ASSIGN_OR_RETURN(ExprPtr operand, parse_unary(false));
       e->children.push_back(std::move(operand));
-      return e;
+    } else {
+      TANDEM_ASSIGN_OR_RETURN(e, parse_primary());
+      TANDEM_ASSIGN_OR_RETURN(e, parse_postfix(std::move(e)));
     }
-    TANDEM_ASSIGN_OR_RETURN(ExprPtr e, parse_primary());
-    TANDEM_ASSIGN_OR_RETURN(e, parse_postfix(std::move(e)));
+    if (!with_filters) return e;
     return parse_filters_and_tests(std::move(e));
   }
 
@@ -598,6 +617,7 @@ class Parser {
 
   std::vector<Token> t_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "fixtures.h"
+#include "tokenizer/streaming.h"
 
 namespace tandem::tok {
 namespace {
@@ -51,11 +52,22 @@ TEST_P(GoldenIds, MatchesHuggingFace) {
     }
   }
   EXPECT_EQ(roundtrip_ok, roundtrip_hf);
+  // Streaming detokenization of every golden id sequence equals decode().
+  size_t stream_ok = 0;
+  for (size_t i = 0; i < corpus.size(); ++i) {
+    auto ids = cases[i]["ids"].get<std::vector<int32_t>>();
+    StreamingDetokenizer stream(*tok);
+    std::string streamed;
+    for (int32_t id : ids) streamed += stream.push(id);
+    streamed += stream.flush();
+    stream_ok += streamed == tok->decode(ids);
+    EXPECT_EQ(streamed, tok->decode(ids)) << name << " streaming corpus[" << i << "]";
+  }
   std::printf(
       "[ golden  ] %s: ids %zu/%zu, ids(no special) %zu/%zu, decode %zu/%zu, decode(skip) %zu/%zu, "
-      "round trips %zu/%zu\n",
+      "round trips %zu/%zu, streaming %zu/%zu\n",
       name.c_str(), id_ok, corpus.size(), plain_ok, corpus.size(), decode_ok, corpus.size(), skip_ok,
-      corpus.size(), roundtrip_ok, roundtrip_hf);
+      corpus.size(), roundtrip_ok, roundtrip_hf, stream_ok, corpus.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, GoldenIds, ::testing::Values("qwen3", "llama3", "llama2"));

@@ -6,10 +6,11 @@
 // sizes — kernels rely on that only for speed, not for correctness: the
 // numerical result of every kernel is independent of the thread count.
 //
-// Workers spin briefly after each job before sleeping, which keeps the
-// fork-join cost at a few microseconds during decode (hundreds of jobs per
-// token). Thread-safety: run() must be called from one thread at a time
-// (the engine thread); it is not reentrant.
+// Workers spin briefly after each job (pausing, then yielding so an
+// oversubscribed core still runs the thread being waited for) before
+// sleeping, which keeps the fork-join cost at a few microseconds during
+// decode (hundreds of jobs per token). Thread-safety: run() must be called
+// from one thread at a time (the engine thread); it is not reentrant.
 #pragma once
 
 #include <atomic>

@@ -39,6 +39,9 @@ Status Forward::validate_and_reserve(std::span<const SequenceStep> steps) {
       if (steps[j].seq == s.seq) return invalid_argument(where + "sequence appears twice in one batch");
     }
     if (s.tokens.empty()) return invalid_argument(where + "no tokens");
+    if (!s.embeddings.empty() &&
+        s.embeddings.size() != s.tokens.size() * static_cast<size_t>(model_.config().hidden_size))
+      return invalid_argument(where + "embeddings must hold tokens x hidden_size floats");
     if (s.start_position != kv_.length(s.seq))
       return invalid_argument(where + "start position " + std::to_string(s.start_position) +
                               " != KV length " + std::to_string(kv_.length(s.seq)) +
@@ -62,6 +65,7 @@ Status Forward::validate_and_reserve(std::span<const SequenceStep> steps) {
 
 Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const ForwardOptions& options) {
   TANDEM_RETURN_IF_ERROR(validate_and_reserve(steps));
+  ctx_.gemm = kernels::gemm_mode();  // the exactness gate may switch the process-wide kernel
   const ModelConfig& c = model_.config();
   ForwardOutput out;
   out.vocab = c.vocab_size;
@@ -71,8 +75,10 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
   // Flatten the batch into rows.
   tokens_.clear();
   positions_.clear();
+  rope_positions_.clear();
   tables_.clear();
   wants_output_.clear();
+  embed_rows_.clear();
   int64_t out_rows = 0;
   for (const SequenceStep& s : steps) {
     out.first_row.push_back(out_rows);
@@ -82,21 +88,24 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
       const bool want = s.logits == LogitRows::all || (s.logits == LogitRows::last && j == n - 1);
       tokens_.push_back(s.tokens[j]);
       positions_.push_back(static_cast<int32_t>(s.start_position + j));
+      rope_positions_.push_back(static_cast<int32_t>(s.start_position + j) + s.rope_offset);
       tables_.push_back(table);
+      embed_rows_.push_back(s.embeddings.empty() ? nullptr : s.embeddings.data() + j * c.hidden_size);
       wants_output_.push_back(want ? 1 : 0);
       out_rows += want ? 1 : 0;
     }
   }
   if (out_logits_.size() < static_cast<size_t>(out_rows * c.vocab_size))
     out_logits_.allocate(static_cast<size_t>(out_rows * c.vocab_size));
+  const int64_t rows = static_cast<int64_t>(tokens_.size());
+  const bool all_rows = options.hidden_all_rows && options.hidden == HiddenOutput::after_final_norm;
+  const int64_t hidden_rows = all_rows ? rows : out_rows;
   if (options.hidden != HiddenOutput::none &&
-      out_hidden_.size() < static_cast<size_t>(out_rows * c.hidden_size))
-    out_hidden_.allocate(static_cast<size_t>(out_rows * c.hidden_size));
+      out_hidden_.size() < static_cast<size_t>(hidden_rows * c.hidden_size))
+    out_hidden_.allocate(static_cast<size_t>(hidden_rows * c.hidden_size));
 
   out_rows_ = 0;
-  const int64_t rows = static_cast<int64_t>(tokens_.size());
-  for (int64_t r0 = 0; r0 < rows; r0 += max_rows_)
-    run_chunk(r0, std::min(rows, r0 + max_rows_), options.hidden);
+  for (int64_t r0 = 0; r0 < rows; r0 += max_rows_) run_chunk(r0, std::min(rows, r0 + max_rows_), options);
   TANDEM_CHECK(out_rows_ == out_rows);
 
   for (const SequenceStep& s : steps)
@@ -104,17 +113,26 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
   out.rows = out_rows;
   out.logits = std::span<const float>(out_logits_.data(), static_cast<size_t>(out_rows * c.vocab_size));
   if (options.hidden != HiddenOutput::none)
-    out.hidden = std::span<const float>(out_hidden_.data(), static_cast<size_t>(out_rows * c.hidden_size));
+    out.hidden = std::span<const float>(out_hidden_.data(), static_cast<size_t>(hidden_rows * c.hidden_size));
   return out;
 }
 
-void Forward::run_chunk(int64_t r0, int64_t r1, HiddenOutput hidden) {
+void Forward::run_chunk(int64_t r0, int64_t r1, const ForwardOptions& options) {
+  const bool all_rows = options.hidden_all_rows && options.hidden == HiddenOutput::after_final_norm;
+  const HiddenOutput hidden = all_rows ? HiddenOutput::none : options.hidden;
   const ModelConfig& c = model_.config();
   const int64_t m = r1 - r0;
   const int64_t hs = c.hidden_size;
   kernels::embedding(ctx_, model_.embedding(), model_.embedding_dtype(), hs, tokens_.data() + r0, m,
                      x_.data());
+  for (int64_t r = 0; r < m; ++r)
+    if (embed_rows_[r0 + r]) std::memcpy(x_.data() + r * hs, embed_rows_[r0 + r], sizeof(float) * hs);
   for (int l = 0; l < c.num_layers; ++l) run_layer(l, r0, m);
+  if (all_rows) {
+    // Row-wise, so each row's bits equal the gathered path's below.
+    kernels::rmsnorm(ctx_, x_.data(), model_.final_norm().data(), out_hidden_.data() + r0 * hs, m, hs,
+                     c.rms_norm_eps);
+  }
 
   // Rows that produce output: final norm, optional hidden copy, LM head.
   int64_t k = 0;
@@ -159,10 +177,11 @@ void Forward::attention_block(int layer, int64_t r0, int64_t m) {
                      c.rms_norm_eps);
   }
   const int32_t* pos = positions_.data() + r0;
+  const int32_t* rope_pos = rope_positions_.data() + r0;
   const float* inv_freq = model_.rope_inv_freq().data();
-  kernels::rope(ctx_, q_.data(), m, c.num_heads, c.head_dim, pos, inv_freq, c.head_dim,
+  kernels::rope(ctx_, q_.data(), m, c.num_heads, c.head_dim, rope_pos, inv_freq, c.head_dim,
                 kernels::RopeLayout::neox);
-  kernels::rope(ctx_, k_.data(), m, c.num_kv_heads, c.head_dim, pos, inv_freq, c.head_dim,
+  kernels::rope(ctx_, k_.data(), m, c.num_kv_heads, c.head_dim, rope_pos, inv_freq, c.head_dim,
                 kernels::RopeLayout::neox);
 
   // New K/V first, then attention over the pool (which now holds them).

@@ -1,6 +1,9 @@
 #include "model/model.h"
 
 #include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/mapped_file.h"
 
 namespace tandem::model {
 namespace {
@@ -70,16 +73,51 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& dir) {
     m->parameters_ += head->numel();
   }
   m->layers_.resize(c.num_layers);
-  for (int i = 0; i < c.num_layers; ++i) TANDEM_RETURN_IF_ERROR(m->load_layer(i));
+  for (int i = 0; i < c.num_layers; ++i) TANDEM_RETURN_IF_ERROR(m->load_layer(i, layer_prefix(i)));
   m->lm_head_ = pack_rows({head});
   m->inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
   return m;
 }
 
-Status Model::load_layer(int i) {
+Expected<std::unique_ptr<Model>> Model::load_mtp_block(const std::string& dir, const Model& target) {
+  const std::string path = dir + "/config.json";
+  TANDEM_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument(path + ": " + e.what());
+  }
+  if (j.value("model_type", std::string()) != "tandem_mtp")
+    return invalid_argument(path + ": model_type must be \"tandem_mtp\" for an MTP head");
+  // The block is a decoder layer of the target's family with the head's own shapes.
+  j["model_type"] = j.value("target_model_type", std::string(family_name(target.config().family)));
+  j["num_hidden_layers"] = 1;
+  j["tie_word_embeddings"] = true;
+  std::unique_ptr<Model> m(new Model());
+  m->dir_ = dir;
+  TANDEM_ASSIGN_OR_RETURN(m->config_, parse_config(j.dump(), path));
+  const ModelConfig& c = m->config_;
+  if (c.hidden_size != target.config().hidden_size)
+    return invalid_argument(path + ": hidden_size " + std::to_string(c.hidden_size) + " does not match the target's " +
+                            std::to_string(target.config().hidden_size));
+  if (c.vocab_size != target.config().vocab_size)
+    return invalid_argument(path + ": vocab_size " + std::to_string(c.vocab_size) + " does not match the target's " +
+                            std::to_string(target.config().vocab_size));
+  TANDEM_ASSIGN_OR_RETURN(m->checkpoint_, Checkpoint::open_dir(dir));
+  TANDEM_ASSIGN_OR_RETURN(const TensorView* norm, m->checkpoint_.get("final_norm.weight", {c.hidden_size}));
+  m->final_norm_ = to_f32_vector(*norm);
+  m->embedding_ = target.embedding_;
+  m->lm_head_ref_ = &target.lm_head();
+  m->layers_.resize(1);
+  TANDEM_RETURN_IF_ERROR(m->load_layer(0, "layer."));
+  m->inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  return m;
+}
+
+Status Model::load_layer(int i, const std::string& p) {
   const ModelConfig& c = config_;
   const Checkpoint& ck = checkpoint_;
-  const std::string p = layer_prefix(i);
   LayerWeights& w = layers_[i];
   const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
 
@@ -131,7 +169,7 @@ Status Model::load_layer(int i) {
 }
 
 size_t Model::weight_bytes_per_token() const {
-  size_t bytes = lm_head_.weight_bytes();
+  size_t bytes = lm_head().weight_bytes();
   bytes += static_cast<size_t>(config_.hidden_size) * kernels::dtype_size(embedding_->dtype);
   for (const LayerWeights& w : layers_) {
     bytes += w.qkv.weight_bytes() + w.o.weight_bytes() + w.gate_up.weight_bytes() + w.down.weight_bytes();

@@ -36,7 +36,6 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config, std
   ThreadPool* pool = e->pool_.get();
   e->gate_ = std::make_unique<spec::ExactnessGate>(m.dir(), [&m, pool](int k) { return spec::run_exactness_probe(m, pool, k); });
   if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log
-  e->forward_->ctx().gemm = kernels::gemm_mode();
   PlannerConfig pc;
   pc.max_running = c.max_running;
   pc.prefill_budget = c.prefill_budget;
@@ -179,17 +178,22 @@ void Engine::run_batched(const TickPlan& plan) {
     owners.push_back(c.id);
   }
   model::ForwardOptions options;
-  if (drafter_ && drafter_->kind() == spec::DraftKind::mtp) options.hidden = model::HiddenOutput::after_final_norm;
-  forward_->ctx().gemm = kernels::gemm_mode();
+  if (drafter_ && drafter_->kind() == spec::DraftKind::mtp) {
+    options.hidden = model::HiddenOutput::after_final_norm;  // one row per input row, for the MTP head
+    options.hidden_all_rows = true;
+  }
   auto out = forward_->run(steps, options);
   if (!out.ok()) {
     spdlog::error("forward failed: {}", out.status().to_string());
     for (uint64_t id : owners) finish(id, FinishReason::error, out.status());
     return;
   }
-  const auto now = Clock::now();
+  int64_t input_row = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     Active& a = active_.at(owners[i]);
+    const int64_t rows = static_cast<int64_t>(steps[i].tokens.size());
+    if (options.hidden_all_rows) a.seq.append_hidden(*out, input_row, rows);
+    input_row += rows;
     const bool is_decode = i < plan.decode.size();
     if (!is_decode) {
       const auto& c = plan.prefill[i - plan.decode.size()];
@@ -199,11 +203,6 @@ void Engine::run_batched(const TickPlan& plan) {
     const int64_t row = out->first_row[i];
     const int64_t position = is_decode ? a.seq.pending_position() + 1 : static_cast<int64_t>(a.seq.prompt.size());
     sample_into(a, {out->logits_row(row), static_cast<size_t>(out->vocab)}, position);
-    if (options.hidden != model::HiddenOutput::none) {
-      const float* h = out->hidden.data() + row * out->hidden_size;
-      a.seq.last_hidden.assign(h, h + out->hidden_size);
-    }
-    (void)now;
     deliver(a);
   }
 }
@@ -225,7 +224,6 @@ void Engine::run_speculative(uint64_t id) {
     drafter_->reset();
     drafter_following_ = id;
   }
-  forward_->ctx().gemm = kernels::gemm_mode();
   auto stats = spec::speculative_round(*forward_, *drafter_, sampler_, a.seq, config_.block_size);
   if (!stats.ok()) {
     spdlog::error("speculative round failed: {}", stats.status().to_string());

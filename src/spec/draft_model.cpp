@@ -101,7 +101,6 @@ Expected<std::vector<int32_t>> DraftModelDrafter::propose(const DraftRequest& r)
   while (common < limit && cached_[common] == committed[common]) ++common;
   kv_.truncate(seq_, static_cast<int64_t>(common));
   cached_.resize(common);
-  forward_->ctx().gemm = kernels::gemm_mode();
 
   auto feed = [&](std::span<const int32_t> tokens, int64_t start) -> Expected<model::ForwardOutput> {
     model::SequenceStep step{seq_, tokens, start, model::LogitRows::last};

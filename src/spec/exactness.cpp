@@ -106,7 +106,6 @@ ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int
     return result;
   }
   model::Forward fwd(model, *kv, pool, std::max<int64_t>(longest, 16));
-  fwd.ctx().gemm = kernels::gemm_mode();
   const int64_t vocab = model.config().vocab_size;
   for (const auto& draw : draws) {
     DrawOutcome o = run_draw(fwd, *kv, draw, block_size, vocab);

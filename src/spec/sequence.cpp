@@ -14,14 +14,11 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 
 model::ForwardOptions options_for(const SequenceState& s) {
   model::ForwardOptions o;
-  if (s.keep_hidden) o.hidden = model::HiddenOutput::after_final_norm;
+  if (s.keep_hidden) {
+    o.hidden = model::HiddenOutput::after_final_norm;
+    o.hidden_all_rows = true;
+  }
   return o;
-}
-
-void keep_hidden_row(const model::ForwardOutput& out, int64_t row, SequenceState& s) {
-  if (!s.keep_hidden) return;
-  const float* h = out.hidden.data() + row * out.hidden_size;
-  s.last_hidden.assign(h, h + out.hidden_size);
 }
 
 std::span<const float> logits_row(const model::ForwardOutput& out, int64_t row) {
@@ -30,23 +27,28 @@ std::span<const float> logits_row(const model::ForwardOutput& out, int64_t row) 
 
 }  // namespace
 
+void SequenceState::append_hidden(const model::ForwardOutput& out, int64_t first, int64_t count) {
+  if (!keep_hidden) return;
+  hidden_size = out.hidden_size;
+  const float* h = out.hidden.data() + first * out.hidden_size;
+  hidden.insert(hidden.end(), h, h + count * out.hidden_size);
+}
+
 Status prefill(model::Forward& target, sampling::Sampler& sampler, SequenceState& s, int64_t chunk) {
   if (s.prompt.empty()) return invalid_argument("the prompt is empty: at least one token is needed");
   if (target.kv().length(s.seq) != 0) return failed_precondition("prefill needs an empty KV sequence");
   s.generated.clear();
+  s.hidden.clear();
   const int64_t n = static_cast<int64_t>(s.prompt.size());
   for (int64_t start = 0; start < n; start += chunk) {
     const int64_t len = std::min(chunk, n - start);
     const bool last = start + len == n;
     model::SequenceStep step{s.seq, std::span<const int32_t>(s.prompt.data() + start, len), start,
                              last ? model::LogitRows::last : model::LogitRows::none};
-    auto out = target.run(std::span<const model::SequenceStep>(&step, 1),
-                          last ? options_for(s) : model::ForwardOptions{});
+    auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s));
     if (!out.ok()) return out.status();
-    if (last) {
-      s.generated.push_back(sampler.pick(logits_row(*out, 0), s.params, s.history(), n));
-      keep_hidden_row(*out, 0, s);
-    }
+    s.append_hidden(*out, 0, len);
+    if (last) s.generated.push_back(sampler.pick(logits_row(*out, 0), s.params, s.history(), n));
   }
   return Status::Ok();
 }
@@ -58,7 +60,7 @@ Status classic_step(model::Forward& target, sampling::Sampler& sampler, Sequence
   auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s));
   if (!out.ok()) return out.status();
   const int32_t token = sampler.pick(logits_row(*out, 0), s.params, s.history(), pos + 1);
-  keep_hidden_row(*out, 0, s);
+  s.append_hidden(*out, 0, 1);
   s.generated.push_back(token);
   return Status::Ok();
 }
@@ -69,7 +71,7 @@ Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter,
   if (block_size < 2) return invalid_argument("block size must be at least 2, got " + std::to_string(block_size));
   RoundStats stats;
   const auto t_draft = Clock::now();
-  DraftRequest request{s.prompt, s.generated, block_size - 1, &s.params, s.last_hidden};
+  DraftRequest request{s.prompt, s.generated, block_size - 1, &s.params, s.hidden, s.hidden_size};
   TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> drafts, drafter.propose(request));
   stats.draft_ms = ms_since(t_draft);
   stats.drafted = static_cast<int32_t>(drafts.size());
@@ -91,7 +93,7 @@ Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter,
     if (j > 0) history.push_back(drafts[j - 1]);
     return sampler.pick(logits_row(*out, j), s.params, {s.prompt, history}, L + 1 + j);
   });
-  keep_hidden_row(*out, walk.accepted, s);
+  s.append_hidden(*out, 0, walk.accepted + 1);  // the positions that stay in the target's cache
   target.kv().truncate(s.seq, L + 1 + walk.accepted);
   s.generated.insert(s.generated.end(), walk.emitted.begin(), walk.emitted.end());
   stats.accepted = walk.accepted;

@@ -47,6 +47,13 @@ struct SequenceStep {
   std::span<const int32_t> tokens;  // new tokens, n >= 1
   int64_t start_position = 0;       // absolute position of tokens[0] == KV length
   LogitRows logits = LogitRows::last;
+  // Optional input embeddings [tokens.size()][hidden] used instead of the
+  // embedding lookup of `tokens` (an MTP head feeds its projected inputs this
+  // way); `tokens` still gives the row count.
+  std::span<const float> embeddings = {};
+  // RoPE position = KV position + rope_offset (an MTP head's entry for
+  // token position p sits in KV slot p - 1, so it uses 1).
+  int32_t rope_offset = 0;
 };
 
 struct ForwardOutput {
@@ -63,6 +70,10 @@ struct ForwardOutput {
 
 struct ForwardOptions {
   HiddenOutput hidden = HiddenOutput::none;
+  // With hidden == after_final_norm: one hidden row per *input* row (in step
+  // order), whether or not the row produces logits — what an MTP drafter
+  // needs for every prompt position.
+  bool hidden_all_rows = false;
 };
 
 class Forward {
@@ -79,7 +90,7 @@ class Forward {
 
  private:
   Status validate_and_reserve(std::span<const SequenceStep> steps);
-  void run_chunk(int64_t r0, int64_t r1, HiddenOutput hidden);
+  void run_chunk(int64_t r0, int64_t r1, const ForwardOptions& options);
   void run_layer(int layer, int64_t r0, int64_t m);
   void attention_block(int layer, int64_t r0, int64_t m);
   void mlp_block(int layer, int64_t m);
@@ -90,8 +101,9 @@ class Forward {
   int64_t max_rows_;
 
   // Per-call row tables (capacity kept across calls).
-  std::vector<int32_t> tokens_, positions_;
+  std::vector<int32_t> tokens_, positions_, rope_positions_;
   std::vector<const int32_t*> tables_;
+  std::vector<const float*> embed_rows_;  // per row: given embedding or nullptr
   std::vector<uint8_t> wants_output_;
   int64_t out_rows_ = 0;
 

@@ -43,12 +43,19 @@ class Model {
  public:
   // Loads DIR (config.json + safetensors). Errors name the file and tensor.
   static Expected<std::unique_ptr<Model>> load(const std::string& dir);
+  // Loads the decoder block of an MTP head directory (docs/formats.md,
+  // model_type "tandem_mtp") as a one-layer model whose embedding table and
+  // LM head are `target`'s (borrowed: `target` must outlive it). Its final
+  // norm is the head's `final_norm.weight`; the head's other tensors (enorm,
+  // hnorm, eh_proj) are read by the spec layer through checkpoint().
+  static Expected<std::unique_ptr<Model>> load_mtp_block(const std::string& dir, const Model& target);
 
   const ModelConfig& config() const { return config_; }
   const std::string& dir() const { return dir_; }
   const std::vector<LayerWeights>& layers() const { return layers_; }
   const std::vector<float>& final_norm() const { return final_norm_; }
-  const kernels::PackedMatrix& lm_head() const { return lm_head_; }
+  const kernels::PackedMatrix& lm_head() const { return *lm_head_ref_; }
+  const Checkpoint& checkpoint() const { return checkpoint_; }
   // Embedding table [vocab][hidden] of embedding_dtype(), in the memory map.
   const void* embedding() const { return embedding_->data; }
   kernels::DType embedding_dtype() const { return embedding_->dtype; }
@@ -63,7 +70,7 @@ class Model {
 
  private:
   Model() = default;
-  Status load_layer(int index);
+  Status load_layer(int index, const std::string& prefix);
 
   std::string dir_;
   ModelConfig config_;
@@ -72,6 +79,7 @@ class Model {
   std::vector<LayerWeights> layers_;
   std::vector<float> final_norm_;
   kernels::PackedMatrix lm_head_;
+  const kernels::PackedMatrix* lm_head_ref_ = &lm_head_;  // own, or the target's for an MTP block
   std::vector<float> inv_freq_;
   int64_t parameters_ = 0;
 };

@@ -35,9 +35,10 @@ struct DraftRequest {
   std::span<const int32_t> generated;
   int32_t count = 0;  // drafts wanted, for the positions after the bonus
   const sampling::SamplingParams* params = nullptr;
-  // MTP only: the target's final hidden state (after the final norm) of the
-  // position before the bonus, i.e. the row whose logits chose the bonus.
+  // MTP only: the target's final hidden states (after the final norm) for
+  // every position before the bonus, row p at target_hidden[p * hidden_size].
   std::span<const float> target_hidden;
+  int64_t hidden_size = 0;
 };
 
 class Drafter {

@@ -27,13 +27,17 @@ struct SequenceState {
   std::vector<int32_t> prompt;
   std::vector<int32_t> generated;
   sampling::SamplingParams params;
-  // The target's final hidden state (after final norm) of the row that chose
-  // the pending token; kept only when an MTP drafter needs it.
-  std::vector<float> last_hidden;
+  // Kept only when an MTP drafter needs them (keep_hidden): the target's
+  // final hidden state (after the final norm) at every position whose token
+  // is in the target's KV cache, row p at hidden[p * hidden_size].
+  std::vector<float> hidden;
+  int64_t hidden_size = 0;
   bool keep_hidden = false;
 
   int64_t pending_position() const { return static_cast<int64_t>(prompt.size() + generated.size()) - 1; }
   sampling::TokenHistory history() const { return {prompt, generated}; }
+  // Appends hidden rows [first, first + count) of a forward's output.
+  void append_hidden(const model::ForwardOutput& out, int64_t first, int64_t count);
 };
 
 struct RoundStats {

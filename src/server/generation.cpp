@@ -1,0 +1,258 @@
+#include "server/generation.h"
+
+#include <algorithm>
+#include <ctime>
+
+namespace tandem::server {
+
+using nlohmann::json;
+using scheduler::FinishReason;
+
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+GenerationRun::GenerationRun(GenerationRequest request, std::string id, std::string model, int64_t prompt_tokens,
+                             const tok::Tokenizer* tokenizer, std::vector<Choice> choices)
+    : request_(std::move(request)),
+      id_(std::move(id)),
+      model_(std::move(model)),
+      prompt_tokens_(prompt_tokens),
+      created_(static_cast<int64_t>(std::time(nullptr))),
+      tokenizer_(tokenizer),
+      choices_(std::move(choices)) {}
+
+GenerationRun::~GenerationRun() { cancel(); }
+
+void GenerationRun::cancel() {
+  for (auto& c : choices_)
+    if (c.finish == FinishReason::none) c.request->channel->cancel();
+}
+
+std::string GenerationRun::token_text(int32_t id) const {
+  const int32_t one[1] = {id};
+  return tokenizer_->decode_raw(one);
+}
+
+const char* GenerationRun::finish_name(const Choice& c) const {
+  return c.finish == FinishReason::length ? "length" : "stop";
+}
+
+std::string GenerationRun::advance(size_t i, std::chrono::milliseconds timeout, std::vector<size_t>* new_tokens) {
+  Choice& c = choices_[i];
+  std::vector<scheduler::RequestUpdate> updates;
+  c.request->channel->pop_all(updates, timeout);
+  std::string out;
+  for (auto& u : updates) {
+    if (c.finish != FinishReason::none) break;  // stopped by a stop string: ignore the rest
+    for (auto& t : u.tokens) {
+      if (c.stop.stopped()) break;
+      if (new_tokens) new_tokens->push_back(c.tokens.size());
+      c.tokens.push_back(t);
+      out += c.stop.push(c.detok->push(t.token));
+    }
+    if (c.stop.stopped()) {
+      c.finish = FinishReason::stop;
+      c.stats = u.stats;
+      c.request->channel->cancel();  // the engine frees its KV at the next step
+      break;
+    }
+    if (u.finish != FinishReason::none) {
+      out += c.stop.push(c.detok->flush());
+      out += c.stop.flush();
+      c.finish = u.finish == FinishReason::cancelled ? FinishReason::stop : u.finish;
+      c.error = u.error;
+      c.stats = u.stats;
+    }
+  }
+  c.text += out;
+  return out;
+}
+
+json GenerationRun::usage() const {
+  int64_t completion = 0, drafted = 0, accepted = 0;
+  for (const auto& c : choices_) {
+    completion += static_cast<int64_t>(c.tokens.size());
+    drafted += c.stats.draft_tokens;
+    accepted += c.stats.accepted_tokens;
+  }
+  return {{"prompt_tokens", prompt_tokens_},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt_tokens_ + completion},
+          {"completion_tokens_details",
+           {{"accepted_prediction_tokens", accepted}, {"rejected_prediction_tokens", drafted - accepted}}}};
+}
+
+json GenerationRun::timings() const {
+  int64_t predicted = 0, drafted = 0, accepted = 0;
+  double prompt_ms = 0, predicted_ms = 0;
+  for (const auto& c : choices_) {
+    predicted += static_cast<int64_t>(c.tokens.size());
+    drafted += c.stats.draft_tokens;
+    accepted += c.stats.accepted_tokens;
+    prompt_ms = std::max(prompt_ms, c.stats.prompt_ms);
+    predicted_ms = std::max(predicted_ms, c.stats.decode_ms);
+  }
+  auto per_second = [](int64_t n, double ms) { return ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0; };
+  return {{"prompt_n", prompt_tokens_},
+          {"prompt_ms", prompt_ms},
+          {"prompt_per_second", per_second(prompt_tokens_, prompt_ms)},
+          {"predicted_n", predicted},
+          {"predicted_ms", predicted_ms},
+          {"predicted_per_second", per_second(predicted > 0 ? predicted - 1 : 0, predicted_ms)},
+          {"draft_n", drafted},
+          {"draft_n_accepted", accepted}};
+}
+
+json GenerationRun::logprobs_json(const Choice& c, size_t from, size_t to) const {
+  auto bytes_of = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char ch : s) b.push_back(static_cast<int>(ch));
+    return b;
+  };
+  if (request_.endpoint == Endpoint::chat_completions) {
+    json content = json::array();
+    for (size_t i = from; i < to; ++i) {
+      const auto& t = c.tokens[i];
+      const std::string text = token_text(t.token);
+      json top = json::array();
+      for (const auto& alt : t.top) {
+        const std::string at = token_text(alt.token);
+        top.push_back({{"token", at}, {"logprob", alt.logprob}, {"bytes", bytes_of(at)}});
+      }
+      content.push_back({{"token", text}, {"logprob", t.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  size_t offset = 0;
+  for (size_t i = 0; i < from; ++i) offset += token_text(c.tokens[i].token).size();
+  for (size_t i = from; i < to; ++i) {
+    const auto& t = c.tokens[i];
+    const std::string text = token_text(t.token);
+    tokens.push_back(text);
+    lps.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& alt : t.top) top[token_text(alt.token)] = alt.logprob;
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += text.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+std::pair<int, std::string> GenerationRun::collect() {
+  for (;;) {
+    bool all_done = true;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      if (choices_[i].finish != FinishReason::none) continue;
+      all_done = false;
+      advance(i, std::chrono::milliseconds(50));
+    }
+    if (all_done) break;
+  }
+  for (const auto& c : choices_) {
+    if (c.finish == FinishReason::error)
+      return {500, dump_json({{"error",
+                               {{"message", "generation failed: " + c.error.message()},
+                                {"type", "server_error"},
+                                {"param", nullptr},
+                                {"code", "internal_error"}}}})};
+  }
+  const bool chat = request_.endpoint == Endpoint::chat_completions;
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json lp = request_.logprobs ? logprobs_json(c, 0, c.tokens.size()) : json(nullptr);
+    if (chat) {
+      choices.push_back({{"index", i},
+                         {"message", {{"role", "assistant"}, {"content", c.text}}},
+                         {"logprobs", lp},
+                         {"finish_reason", finish_name(c)}});
+    } else {
+      const std::string text = request_.echo && request_.prompt_text ? *request_.prompt_text + c.text : c.text;
+      choices.push_back({{"index", i}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish_name(c)}});
+    }
+  }
+  json body = {{"id", id_},
+               {"object", chat ? "chat.completion" : "text_completion"},
+               {"created", created_},
+               {"model", model_},
+               {"system_fingerprint", "tandem"},
+               {"choices", choices},
+               {"usage", usage()},
+               {"timings", timings()}};
+  return {200, dump_json(body)};
+}
+
+bool GenerationRun::pump(const std::function<bool(const std::string&)>& write) {
+  const bool chat = request_.endpoint == Endpoint::chat_completions;
+  auto chunk = [&](json choice) {
+    json j = {{"id", id_},
+              {"object", chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created_},
+              {"model", model_},
+              {"system_fingerprint", "tandem"},
+              {"choices", json::array({std::move(choice)})}};
+    return write("data: " + dump_json(j) + "\n\n");
+  };
+  auto alive = [&](bool ok) {
+    if (!ok) cancel();
+    return ok;
+  };
+  if (chat) {
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      if (!alive(chunk({{"index", i},
+                        {"delta", {{"role", "assistant"}, {"content", ""}}},
+                        {"logprobs", nullptr},
+                        {"finish_reason", nullptr}}))) {
+        return false;
+      }
+    }
+  }
+  if (request_.echo && request_.prompt_text && !chat) {
+    for (size_t i = 0; i < choices_.size(); ++i)
+      if (!alive(chunk({{"index", i}, {"text", *request_.prompt_text}, {"logprobs", nullptr}, {"finish_reason", nullptr}})))
+        return false;
+  }
+  for (;;) {
+    bool all_done = true;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      Choice& c = choices_[i];
+      if (c.finish != FinishReason::none) continue;
+      all_done = false;
+      std::vector<size_t> fresh;
+      const std::string text = advance(i, std::chrono::milliseconds(choices_.size() > 1 ? 5 : 50), &fresh);
+      if (c.finish == FinishReason::error) {
+        write("data: " +
+              dump_json({{"error", {{"message", "generation failed: " + c.error.message()}, {"type", "server_error"}}}}) +
+              "\n\n");
+        continue;
+      }
+      if (!text.empty() || (request_.logprobs && !fresh.empty())) {
+        json lp = request_.logprobs && !fresh.empty() ? logprobs_json(c, fresh.front(), fresh.back() + 1) : json(nullptr);
+        json choice = chat ? json{{"index", i}, {"delta", {{"content", text}}}, {"logprobs", lp}, {"finish_reason", nullptr}}
+                           : json{{"index", i}, {"text", text}, {"logprobs", lp}, {"finish_reason", nullptr}};
+        if (!alive(chunk(std::move(choice)))) return false;
+      }
+      if (c.finish != FinishReason::none) {
+        json choice = chat ? json{{"index", i}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_name(c)}}
+                           : json{{"index", i}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish_name(c)}};
+        if (!alive(chunk(std::move(choice)))) return false;
+      }
+    }
+    if (all_done) break;
+  }
+  if (request_.include_usage) {
+    json j = {{"id", id_},
+              {"object", chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created_},
+              {"model", model_},
+              {"system_fingerprint", "tandem"},
+              {"choices", json::array()},
+              {"usage", usage()},
+              {"timings", timings()}};
+    if (!alive(write("data: " + dump_json(j) + "\n\n"))) return false;
+  }
+  return alive(write("data: [DONE]\n\n"));
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,119 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include "core/log.h"
+#include "server/generation.h"
+
+namespace tandem::server {
+namespace {
+
+std::optional<std::string> header(const httplib::Request& req, const char* name) {
+  if (!req.has_header(name)) return std::nullopt;
+  return req.get_header_value(name);
+}
+
+void write_reply(httplib::Response& res, const HttpReply& reply) {
+  res.status = reply.status;
+  res.set_content(reply.body, reply.content_type.c_str());
+}
+
+}  // namespace
+
+HttpServer::HttpServer(Service& service, HttpOptions options)
+    : service_(service), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+  const int threads = options_.worker_threads;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_->set_payload_max_length(service_.max_body_bytes());
+  install_routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+Status HttpServer::bind() {
+  if (options_.port == 0) {
+    port_ = http_->bind_to_any_port(options_.host);
+  } else {
+    port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  }
+  if (port_ <= 0)
+    return io_error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                    " (address in use, or not an address of this machine)");
+  return Status::Ok();
+}
+
+void HttpServer::run() { http_->listen_after_bind(); }
+
+void HttpServer::stop() {
+  if (http_) http_->stop();
+}
+
+void HttpServer::install_routes() {
+  Service& svc = service_;
+  http_->set_pre_routing_handler([&svc](const httplib::Request& req, httplib::Response& res) {
+    if (req.path == "/health" || !svc.keys().enabled()) return httplib::Server::HandlerResponse::Unhandled;
+    if (svc.keys().allows(header(req, "Authorization"), header(req, "X-Api-Key")))
+      return httplib::Server::HandlerResponse::Unhandled;
+    write_reply(res, error_reply(unauthorized()));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Replies httplib makes on its own (413, 404, 400 on a broken request line) get the OpenAI shape.
+  http_->set_error_handler([&svc](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413) {
+      write_reply(res, error_reply(payload_too_large(req.body.size(), svc.max_body_bytes())));
+    } else if (res.status == 404) {
+      write_reply(res, error_reply(route_not_found(req.method, req.path)));
+    } else {
+      write_reply(res, error_reply({res.status, "invalid_request_error", "HTTP error " + std::to_string(res.status),
+                                    std::nullopt, "http_error"}));
+    }
+  });
+  http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    spdlog::error("request handler threw: {}", what);
+    write_reply(res, error_reply({500, "server_error", "internal error: " + what, std::nullopt, "internal_error"}));
+  });
+
+  http_->Get("/health", [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.health()); });
+  http_->Get("/v1/models", [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.models()); });
+  http_->Get("/metrics", [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.metrics()); });
+
+  auto generate = [&svc](Endpoint endpoint) {
+    return [&svc, endpoint](const httplib::Request& req, httplib::Response& res) {
+      auto started = svc.start_generation(endpoint, req.body);
+      if (auto* err = std::get_if<ApiError>(&started)) {
+        write_reply(res, error_reply(*err));
+        return;
+      }
+      std::shared_ptr<GenerationRun> run = std::move(std::get<std::unique_ptr<GenerationRun>>(started));
+      if (!run->stream()) {
+        auto [status, body] = run->collect();
+        res.status = status;
+        res.set_content(body, "application/json");
+        return;
+      }
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [run](size_t, httplib::DataSink& sink) {
+            run->pump([&sink](const std::string& event) { return sink.is_writable() && sink.write(event.data(), event.size()); });
+            sink.done();
+            return true;
+          },
+          [run](bool) { run->cancel(); });
+    };
+  };
+  http_->Post("/v1/completions", generate(Endpoint::completions));
+  http_->Post("/v1/chat/completions", generate(Endpoint::chat_completions));
+  http_->Post("/completions", generate(Endpoint::completions));
+  http_->Post("/chat/completions", generate(Endpoint::chat_completions));
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,75 @@
+// GenerationRun: one OpenAI completion request in flight — n engine
+// requests (one per choice), their detokenizers and stop matchers, and the
+// OpenAI response shapes for both endpoints, streamed (SSE) or whole.
+//
+// Created by Service::start_generation on an HTTP worker thread and driven
+// by that thread only. If the client goes away, cancel() (or the
+// destructor) cancels every engine request so the engine frees their KV at
+// its next step.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scheduler/request.h"
+#include "server/openai_request.h"
+#include "server/stop_matcher.h"
+#include "tokenizer/streaming.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tandem::server {
+
+class GenerationRun {
+ public:
+  struct Choice {
+    std::shared_ptr<scheduler::EngineRequest> request;
+    std::optional<tok::StreamingDetokenizer> detok;
+    StopMatcher stop;
+    std::string text;
+    std::vector<scheduler::GeneratedToken> tokens;
+    scheduler::FinishReason finish = scheduler::FinishReason::none;
+    scheduler::RequestStats stats;
+    Status error;
+    bool sent_role = false;
+  };
+
+  GenerationRun(GenerationRequest request, std::string id, std::string model, int64_t prompt_tokens,
+                const tok::Tokenizer* tokenizer, std::vector<Choice> choices);
+  ~GenerationRun();
+
+  bool stream() const { return request_.stream; }
+  // Non-streaming: waits for every choice and returns the HTTP status and body.
+  std::pair<int, std::string> collect();
+  // Streaming: writes SSE events ("data: ...\n\n") through `write` until the
+  // end ("data: [DONE]"). `write` returns false when the client is gone,
+  // which cancels the run. Returns false if it ended because of that.
+  bool pump(const std::function<bool(const std::string&)>& write);
+  void cancel();
+
+ private:
+  // Pulls pending updates of choice i (waiting up to `timeout`); returns the
+  // new text to emit (after stop matching) and appends token details.
+  std::string advance(size_t i, std::chrono::milliseconds timeout, std::vector<size_t>* new_tokens = nullptr);
+  nlohmann::json usage() const;
+  nlohmann::json timings() const;
+  nlohmann::json logprobs_json(const Choice& c, size_t from, size_t to) const;
+  std::string token_text(int32_t id) const;
+  const char* finish_name(const Choice& c) const;
+
+  GenerationRequest request_;
+  std::string id_, model_;
+  int64_t prompt_tokens_;
+  int64_t created_;
+  const tok::Tokenizer* tokenizer_;
+  std::vector<Choice> choices_;
+};
+
+// Serializes JSON for the wire; invalid UTF-8 is replaced, never thrown.
+std::string dump_json(const nlohmann::json& j);
+
+}  // namespace tandem::server

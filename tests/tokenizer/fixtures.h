@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tokenizer/tokenizer.h"
 
@@ -46,6 +47,20 @@ inline const Tokenizer* shared_tokenizer(const std::string& name) {
     if (loaded.ok()) t = std::make_unique<Tokenizer>(std::move(loaded).value());
   }
   return (cache[name] = std::move(t)).get();
+}
+
+// Golden cases leave out fields equal to their default (see make_goldens.mjs).
+struct GoldenCase {
+  std::vector<int32_t> ids, plain_ids;
+  std::string decoded, decoded_skip;
+};
+inline GoldenCase golden_case(const nlohmann::json& c, const std::string& text) {
+  GoldenCase g;
+  g.ids = c["ids"].get<std::vector<int32_t>>();
+  g.plain_ids = c.contains("plain_ids") ? c["plain_ids"].get<std::vector<int32_t>>() : g.ids;
+  g.decoded = c.contains("decoded") ? c["decoded"].get<std::string>() : text;
+  g.decoded_skip = c.contains("decoded_skip") ? c["decoded_skip"].get<std::string>() : g.decoded;
+  return g;
 }
 
 }  // namespace tandem::tok::testing

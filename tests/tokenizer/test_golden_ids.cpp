@@ -31,8 +31,9 @@ TEST_P(GoldenIds, MatchesHuggingFace) {
   size_t id_ok = 0, plain_ok = 0, decode_ok = 0, skip_ok = 0, roundtrip_ok = 0, roundtrip_hf = 0;
   for (size_t i = 0; i < corpus.size(); ++i) {
     const std::string text = corpus[i].get<std::string>();
-    auto want = cases[i]["ids"].get<std::vector<int32_t>>();
-    auto want_plain = cases[i]["plain_ids"].get<std::vector<int32_t>>();
+    const auto g = testing::golden_case(cases[i], text);
+    const auto& want = g.ids;
+    const auto& want_plain = g.plain_ids;
     auto got = tok->encode(text, true);
     auto got_plain = tok->encode(text, false);
     id_ok += got == want;
@@ -40,13 +41,12 @@ TEST_P(GoldenIds, MatchesHuggingFace) {
     EXPECT_EQ(ids_str(got), ids_str(want)) << name << " corpus[" << i << "] = " << text;
     EXPECT_EQ(ids_str(got_plain), ids_str(want_plain)) << name << " (no special) corpus[" << i << "]";
     std::string dec = tok->decode(want, false), dec_skip = tok->decode(want, true);
-    decode_ok += dec == cases[i]["decoded"].get<std::string>();
-    skip_ok += dec_skip == cases[i]["decoded_skip"].get<std::string>();
-    EXPECT_EQ(dec, cases[i]["decoded"].get<std::string>()) << name << " decode corpus[" << i << "]";
-    EXPECT_EQ(dec_skip, cases[i]["decoded_skip"].get<std::string>())
-        << name << " decode(skip) corpus[" << i << "]";
+    decode_ok += dec == g.decoded;
+    skip_ok += dec_skip == g.decoded_skip;
+    EXPECT_EQ(dec, g.decoded) << name << " decode corpus[" << i << "]";
+    EXPECT_EQ(dec_skip, g.decoded_skip) << name << " decode(skip) corpus[" << i << "]";
     // Round trip wherever Hugging Face's own decode(encode(s)) round-trips.
-    if (cases[i]["decoded_skip"].get<std::string>() == text) {
+    if (g.decoded_skip == text) {
       ++roundtrip_hf;
       roundtrip_ok += tok->decode(tok->encode(text, true), true) == text;
     }

@@ -40,16 +40,15 @@ TEST(GoldenVariants, MatchHuggingFace) {
     ASSERT_EQ(cases.size(), texts.size()) << name;
     size_t ok = 0, dec_ok = 0;
     for (size_t i = 0; i < texts.size(); ++i) {
-      auto want = cases[i]["ids"].get<std::vector<int32_t>>();
+      const auto g = testing::golden_case(cases[i], texts[i]);
+      const auto& want = g.ids;
       auto got = tok->encode(texts[i]);
       ok += got == want;
       EXPECT_EQ(got, want) << name << ": " << texts[i];
       std::string dec = tok->decode(want, false), dec_skip = tok->decode(want, true);
-      EXPECT_EQ(dec, cases[i]["decoded"].get<std::string>()) << name << " decode: " << texts[i];
-      EXPECT_EQ(dec_skip, cases[i]["decoded_skip"].get<std::string>())
-          << name << " decode(skip): " << texts[i];
-      dec_ok += dec == cases[i]["decoded"].get<std::string>() &&
-                dec_skip == cases[i]["decoded_skip"].get<std::string>();
+      EXPECT_EQ(dec, g.decoded) << name << " decode: " << texts[i];
+      EXPECT_EQ(dec_skip, g.decoded_skip) << name << " decode(skip): " << texts[i];
+      dec_ok += dec == g.decoded && dec_skip == g.decoded_skip;
     }
     std::printf("[ golden  ] variant %s: ids %zu/%zu, decodes %zu/%zu\n", name.c_str(), ok, texts.size(),
                 dec_ok, texts.size());

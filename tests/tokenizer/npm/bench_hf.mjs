@@ -29,4 +29,17 @@ for (const name of names) {
   for (let i = 0; i < iters; ++i) await tok.encode(text);
   const s = Number(process.hrtime.bigint() - t0) / 1e9;
   console.log(`hf-tokenizers ${name}: ${(bytes * iters / s / 1e6).toFixed(2)} MB/s (${bytes} bytes, ${ids} ids)`);
+  // Same text as separate prompts, split after each blank line, one call each.
+  const paragraphs = [];
+  for (let pos = 0; pos < text.length; ) {
+    let end = text.indexOf("\n\n", pos);
+    end = end < 0 ? text.length : end + 2;
+    paragraphs.push(text.slice(pos, end));
+    pos = end;
+  }
+  const p0 = process.hrtime.bigint();
+  const piters = 3;
+  for (let i = 0; i < piters; ++i) for (const p of paragraphs) await tok.encode(p);
+  const ps = Number(process.hrtime.bigint() - p0) / 1e9;
+  console.log(`hf-tokenizers-paragraphs ${name}: ${(bytes * piters / ps / 1e6).toFixed(2)} MB/s (${paragraphs.length} calls)`);
 }

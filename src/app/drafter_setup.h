@@ -1,0 +1,39 @@
+// Drafter resolution shared by serve, generate, probe and bench
+// (SPEC-speculative.md §1 steps 1-4): which directory, which kind, whether
+// it is compatible with the target, and the block size K — logging which
+// rule decided each.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "spec/drafter.h"
+
+namespace tandem::app {
+
+struct DrafterOptions {
+  std::string dir;         // -md / --model-draft / --draft-model (env LLAMA_ARG_MODEL_DRAFT)
+  std::string kind;        // --draft-kind (env TANDEM_DRAFT_KIND); empty: detect
+  int block_size = 0;      // --draft-block-size (env TANDEM_DRAFT_BLOCK_SIZE); 0: unset
+  int64_t max_tokens = 4096;  // draft KV capacity
+};
+
+struct LoadedDrafter {
+  std::unique_ptr<spec::Drafter> drafter;  // null when no drafter is configured
+  int block_size = 4;
+  std::string block_size_rule;  // "--draft-block-size", "TANDEM_DRAFT_BLOCK_SIZE", "drafter config", "default"
+};
+
+// Fills unset options from the environment.
+void apply_drafter_env(DrafterOptions& options);
+
+Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target, ThreadPool* pool);
+
+// Applies --gemm (a request; TANDEM_GEMM pins and wins). Errors list the accepted values.
+Status apply_gemm_option(const std::string& gemm);
+
+}  // namespace tandem::app

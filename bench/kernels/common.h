@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/ops.h"
 
 namespace tandem::bench {
 
@@ -15,18 +17,28 @@ inline constexpr size_t kWorkingSetBytes = size_t{1} << 30;
 
 ThreadPool& pool_for(int threads);
 
-// Bytes/s of a streaming read over kWorkingSetBytes with `threads` threads,
-// as measured by the bandwidth benchmark in this run (measured on demand if
+// Bytes/s of a streaming read over kWorkingSetBytes with `threads` threads —
+// the faster of the plain and prefetching read loops — as measured by the
+// bandwidth benchmark in this run (measured on demand if
 // that benchmark was filtered out).
 double read_bandwidth(int threads);
 void record_read_bandwidth(int threads, double bytes_per_second);
 
-// One full read pass over `bytes` at `data`, split over the pool's threads.
+// One full read pass over `bytes` at `data`, split over the pool's threads
+// (with a software prefetch one page ahead if `prefetch`).
 // Returns a value derived from the data so the reads cannot be elided.
+// The 1 GiB buffer the bandwidth benchmark streams (allocated on first use).
+const unsigned char* bandwidth_buffer();
+
+// A rotating set of distinct bf16 packed matrices [n][k] totalling >= kWorkingSetBytes
+// (one shape at a time; asking for another shape frees the previous set).
+const std::vector<kernels::PackedMatrix>& bf16_weights(int64_t n, int64_t k);
+
 // Registration, called from main in this order.
 void register_bandwidth();
 void register_matmuls();
+void register_interleaved();
 
-unsigned long long read_pass(ThreadPool& pool, const unsigned char* data, size_t bytes);
+unsigned long long read_pass(ThreadPool& pool, const unsigned char* data, size_t bytes, bool prefetch);
 
 }  // namespace tandem::bench

@@ -20,6 +20,7 @@ ThreadPool& pool_for(int threads) {
 
 int main(int argc, char** argv) {
   tandem::bench::register_bandwidth();
+  tandem::bench::register_interleaved();
   tandem::bench::register_matmuls();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

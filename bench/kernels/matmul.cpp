@@ -31,7 +31,9 @@ struct WeightSet {
   std::vector<PackedMatrix> mats;
 };
 
-const std::vector<PackedMatrix>& weights(int64_t n, int64_t k) {
+}  // namespace
+
+const std::vector<PackedMatrix>& bf16_weights(int64_t n, int64_t k) {
   static WeightSet set;
   if (set.n != n || set.k != k) {
     set.mats.clear();  // free the previous shape first
@@ -47,11 +49,29 @@ const std::vector<PackedMatrix>& weights(int64_t n, int64_t k) {
   return set.mats;
 }
 
+namespace {
+
+// One matrix small enough to stay in L2: a diagnostic of the kernel's
+// compute ceiling, not a bandwidth figure.
+const std::vector<PackedMatrix>& hot_weights(int64_t n, int64_t k) {
+  static std::vector<PackedMatrix> one;
+  static int64_t shape[2] = {0, 0};
+  if (shape[0] != n || shape[1] != k) {
+    std::vector<uint16_t> src(static_cast<size_t>(n * k), 0x3c00);
+    one.clear();
+    one.push_back(PackedMatrix::pack(src.data(), DType::bf16, n, k));
+    shape[0] = n;
+    shape[1] = k;
+  }
+  return one;
+}
+
 void BM_Matmul(benchmark::State& state) {
   const int64_t k = state.range(0), n = state.range(1), m = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   const auto mode = state.range(4) == 0 ? GemmMode::invariant : GemmMode::splitk;
-  const auto& mats = weights(n, k);
+  const bool hot = state.range(5) != 0;
+  const auto& mats = hot ? hot_weights(n, k) : bf16_weights(n, k);
   ThreadPool& pool = pool_for(threads);
   const kernels::Ctx ctx{&pool, kernels::active_isa(), mode};
   std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
@@ -89,12 +109,20 @@ void register_matmuls() {
     for (int threads : {1, 2}) {
       for (int m : {1, 2, 4, 8, 16}) {
         benchmark::RegisterBenchmark("BM_MatmulBf16", BM_Matmul)
-            ->Args({s[0], s[1], m, threads, 0})
-            ->ArgNames({"k", "n", "m", "threads", "splitk"})
+            ->Args({s[0], s[1], m, threads, 0, 0})
+            ->ArgNames({"k", "n", "m", "threads", "splitk", "hot"})
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
     }
+  }
+  // L2-resident diagnostic: compute ceiling per M on one thread.
+  for (int m : {1, 2, 4, 8, 16}) {
+    benchmark::RegisterBenchmark("BM_MatmulBf16Hot", BM_Matmul)
+        ->Args({896, 512, m, 1, 0, 1})
+        ->ArgNames({"k", "n", "m", "threads", "splitk", "hot"})
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
   }
   // Narrow N: one 64-column panel leaves the second core idle on the
   // invariant path; splitk puts it to work on half of K.
@@ -102,8 +130,8 @@ void register_matmuls() {
     for (int m : {1, 4, 8}) {
       for (int splitk : {0, 1}) {
         benchmark::RegisterBenchmark("BM_MatmulBf16Narrow", BM_Matmul)
-            ->Args({8192, n, m, 2, splitk})
-            ->ArgNames({"k", "n", "m", "threads", "splitk"})
+            ->Args({8192, n, m, 2, splitk, 0})
+            ->ArgNames({"k", "n", "m", "threads", "splitk", "hot"})
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }

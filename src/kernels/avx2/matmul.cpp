@@ -21,6 +21,9 @@ constexpr int64_t element_size() {
   return D == DType::f32 ? 4 : 2;
 }
 
+// Software prefetch one page ahead of the panel stream (see avx512/matmul.cpp).
+constexpr int64_t kPrefetchBytes = 4096;
+
 // The 32 columns of one group at one k as four vectors in column order.
 template <DType D>
 inline void load_group(const uint8_t* p, __m256* v) {
@@ -63,6 +66,9 @@ void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, 
   }
   for (int64_t kk = 0; kk < kn; ++kk) {
     const uint8_t* wk = w + kk * kStep;
+    for (int64_t line = 0; line < kStep; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchBytes + line), _MM_HINT_T0);
+    }
     __m256 wv[V];
     for (int g = 0; g < G; ++g) load_group<D>(wk + g * kGroup, wv + 4 * g);
     for (int r = 0; r < R; ++r) {

@@ -27,6 +27,13 @@ template <DType D>
 constexpr int64_t element_size() {
   return D == DType::f32 ? 4 : 2;
 }
+// Software prefetch distance in bytes of the panel stream. The L2 streamer
+// stops at 4 KiB page boundaries and tracks few lines ahead; prefetching a
+// page ahead keeps enough misses in flight that M = 1 streams at the read
+// bandwidth and compute for M = 4..8 overlaps the DRAM latency (measured:
+// M=1 at 1 thread from ~0.8 to ~0.9 of the read bandwidth, M=4/M=1 from
+// ~1.25 to ~1.05; docs/benchmarks.md).
+constexpr int64_t kPrefetchBytes = 4096;
 
 // The 32 columns of one group at one k, as two vectors of 16 columns each.
 template <DType D>
@@ -65,6 +72,9 @@ void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, 
   }
   for (int64_t kk = 0; kk < kn; ++kk) {
     const uint8_t* wk = w + kk * kStep;
+    for (int64_t line = 0; line < kStep; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchBytes + line), _MM_HINT_T0);
+    }
     __m512 wv[V];
     for (int g = 0; g < G; ++g) load_group<D>(wk + g * kGroup, wv[2 * g], wv[2 * g + 1]);
     for (int r = 0; r < R; ++r) {

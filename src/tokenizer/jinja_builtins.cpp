@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "jinja_eval.h"
+#include "normalizers.h"
 #include "unicode.h"
 
 namespace tandem::tok::jinja {
@@ -46,23 +47,15 @@ std::string strip(const std::string& s, const Value& chars, bool left, bool righ
   return out;
 }
 
-std::string ascii_upper(std::string s) {
-  for (char& c : s)
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
-  return s;
-}
-std::string ascii_lower(std::string s) {
-  for (char& c : s)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
-  return s;
-}
+std::string to_upper(const std::string& s) { return unicode_upper(s); }
+std::string to_lower(const std::string& s) { return unicode_lower(s); }
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 std::string title(const std::string& s) {
   std::string out = s;
   bool prev_alpha = false;
   for (char& c : out) {
     if (is_alpha(c)) {
-      c = prev_alpha ? ascii_lower(std::string(1, c))[0] : ascii_upper(std::string(1, c))[0];
+      c = prev_alpha ? to_lower(std::string(1, c))[0] : to_upper(std::string(1, c))[0];
       prev_alpha = true;
     } else {
       prev_alpha = (static_cast<unsigned char>(c) >= 0x80) && prev_alpha;
@@ -196,7 +189,7 @@ Expected<Value> sorted(const Value& input, const Args& args) {
   Value attr = args.get(2, "attribute");
   auto key = [&](const Value& v) {
     Value k = attr.is_undefined() ? v : attribute_path(v, attr.str());
-    if (!case_sensitive && k.is_string()) return Value(ascii_lower(k.as_string()));
+    if (!case_sensitive && k.is_string()) return Value(to_lower(k.as_string()));
     return k;
   };
   Status err;
@@ -294,13 +287,14 @@ Expected<Value> apply_filter(const std::string& name, const Value& in, const Arg
   }
   if (name == "trim") return Value(strip(in.str(), args.get(0, "chars"), true, true));
   if (name == "length" || name == "count") return Value(length_of(in));
-  if (name == "upper") return Value(ascii_upper(in.str()));
-  if (name == "lower") return Value(ascii_lower(in.str()));
+  if (name == "upper") return Value(to_upper(in.str()));
+  if (name == "lower") return Value(to_lower(in.str()));
   if (name == "title") return Value(title(in.str()));
   if (name == "capitalize") {
-    std::string s = ascii_lower(in.str());
-    if (!s.empty()) s[0] = ascii_upper(s.substr(0, 1))[0];
-    return Value(s);
+    auto cps = code_points(in.str());
+    std::string out;
+    for (size_t k = 0; k < cps.size(); ++k) out += k == 0 ? to_upper(cps[k]) : to_lower(cps[k]);
+    return Value(out);
   }
   if (name == "items") return items_of(in);
   if (name == "dictsort") {
@@ -478,8 +472,8 @@ Expected<bool> apply_test(const std::string& name, const Value& v, const Args& a
     return !lt;
   }
   if (name == "sameas") return v == arg && v.kind() == arg.kind();
-  if (name == "lower") return v.is_string() && ascii_lower(v.as_string()) == v.as_string();
-  if (name == "upper") return v.is_string() && ascii_upper(v.as_string()) == v.as_string();
+  if (name == "lower") return v.is_string() && to_lower(v.as_string()) == v.as_string();
+  if (name == "upper") return v.is_string() && to_upper(v.as_string()) == v.as_string();
   if (name == "in") {
     if (arg.is_string()) return v.is_string() && arg.as_string().find(v.as_string()) != std::string::npos;
     if (arg.is_array())
@@ -513,8 +507,8 @@ Expected<Value> call_method(const Value& self, const std::string& name, const Ar
       }
       return Value(false);
     }
-    if (name == "upper") return Value(ascii_upper(s));
-    if (name == "lower") return Value(ascii_lower(s));
+    if (name == "upper") return Value(to_upper(s));
+    if (name == "lower") return Value(to_lower(s));
     if (name == "title") return Value(title(s));
     if (name == "capitalize") return apply_filter("capitalize", self, Args{});
     if (name == "replace") {

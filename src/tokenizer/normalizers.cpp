@@ -51,23 +51,7 @@ class UnicodeNormalizer final : public Normalizer {
 
 class Lowercase final : public Normalizer {
  public:
-  void normalize(std::string& text) const override {
-    if (is_ascii(text)) {
-      for (char& c : text)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-      return;
-    }
-    std::u16string in = to_utf16(text);
-    std::u16string out(in.size() * 3 + 4, u'\0');
-    UErrorCode err = U_ZERO_ERROR;
-    int32_t n =
-        u_strToLower(reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()),
-                     reinterpret_cast<const UChar*>(in.data()), static_cast<int32_t>(in.size()), "", &err);
-    if (U_SUCCESS(err)) {
-      out.resize(n);
-      text = to_utf8(out);
-    }
-  }
+  void normalize(std::string& text) const override { text = unicode_lower(text); }
 };
 
 class Prepend final : public Normalizer {
@@ -179,6 +163,36 @@ class SequenceNormalizer final : public Normalizer {
 };
 
 }  // namespace
+
+namespace {
+
+std::string change_case(const std::string& text, bool upper) {
+  if (is_ascii(text)) {
+    std::string out = text;
+    for (char& c : out) {
+      if (upper && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+      if (!upper && c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    return out;
+  }
+  std::u16string in = to_utf16(text);
+  std::u16string out(in.size() * 3 + 4, u'\0');
+  UErrorCode err = U_ZERO_ERROR;
+  auto* dst = reinterpret_cast<UChar*>(out.data());
+  auto* src = reinterpret_cast<const UChar*>(in.data());
+  int32_t n = upper ? u_strToUpper(dst, static_cast<int32_t>(out.size()), src,
+                                   static_cast<int32_t>(in.size()), "", &err)
+                    : u_strToLower(dst, static_cast<int32_t>(out.size()), src,
+                                   static_cast<int32_t>(in.size()), "", &err);
+  if (U_FAILURE(err)) return text;
+  out.resize(n);
+  return to_utf8(out);
+}
+
+}  // namespace
+
+std::string unicode_lower(const std::string& text) { return change_case(text, false); }
+std::string unicode_upper(const std::string& text) { return change_case(text, true); }
 
 void unicode_normalize(std::string& text, UnicodeForm form) {
   if (is_ascii(text)) return;

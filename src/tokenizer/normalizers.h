@@ -26,4 +26,9 @@ Expected<std::unique_ptr<Normalizer>> make_normalizer(const nlohmann::json& j, c
 enum class UnicodeForm { kNfc, kNfd, kNfkc, kNfkd };
 void unicode_normalize(std::string& text, UnicodeForm form);
 
+// Full Unicode case mapping (ICU root locale), as Rust's and Python's
+// to_lowercase()/lower() and upper(). Input must be valid UTF-8.
+std::string unicode_lower(const std::string& text);
+std::string unicode_upper(const std::string& text);
+
 }  // namespace tandem::tok

@@ -184,3 +184,15 @@ TEST(ChatTemplateConfig, ReadsTemplateAndTokens) {
 
 }  // namespace
 }  // namespace tandem::tok
+
+namespace tandem::tok {
+namespace {
+
+TEST(Jinja, UnicodeCaseMapping) {
+  EXPECT_EQ(
+      render("{{ 'Élan ÇA' | lower }} {{ 'straße' | upper }} {{ 'éLAN' | capitalize }} {{ 'ÄB'.lower() }}"),
+      "élan ça STRASSE Élan äb");
+}
+
+}  // namespace
+}  // namespace tandem::tok

@@ -49,7 +49,9 @@ Isa isa_limit_from_env(const char* value, Isa best);
 // output, identical for every M (the default). splitk: for M > 1 the K
 // dimension is split into partial sums whose count depends on M and the
 // thread count — faster when N is too narrow to keep every core busy, and
-// NOT batch-invariant (the exactness probe detects it).
+// NOT batch-invariant (the exactness probe detects it). M == 1 always takes
+// the invariant path, so a row's bits differ between alone and in a batch.
+// Details and measurements: docs/kernels.md, docs/benchmarks.md.
 enum class GemmMode : uint8_t { invariant, splitk };
 const char* gemm_mode_name(GemmMode mode);
 // Process-wide default: TANDEM_GEMM if set (a pin), else the last
@@ -93,6 +95,10 @@ class PackedMatrix {
 };
 
 // y[m][n] = sum_k x[m][k] * W[n][k]   (x: [m][k] with row stride k; y: [m][n])
+// Invariant mode: each output is one FMA chain over k = 0..K-1 in order
+// (lanes across N, up to 8 rows sharing each weight load); threads split
+// N in 64-column panels. Allocates only in splitk mode (scratch that grows
+// to the largest call).
 void matmul(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, float* y);
 
 // ---------------------------------------------------------------- row-wise ops

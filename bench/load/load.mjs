@@ -1,0 +1,186 @@
+#!/usr/bin/env node
+// Load generator for `tandem serve` (or any OpenAI-compatible server): at each
+// concurrency level, C clients each send R streaming requests back to back, and we
+// measure time to first token, inter-token latency and aggregate throughput.
+//
+//   node bench/load/load.mjs --url http://127.0.0.1:8080 --api-key KEY \
+//        [--concurrency 1,4,8,16] [--requests 4] [--max-tokens 128] [--prompt-words 64] \
+//        [--endpoint completions|chat] [--ban-tokens 0,2] [--warmup 1] [--json out.json]
+//
+// Definitions (per request, client-side clock, streaming with include_usage):
+//   TTFT   send → first chunk with text
+//   ITL    gap between consecutive text chunks (one chunk is usually one token)
+//   TPOT   (last text chunk − first text chunk) / (completion_tokens − 1)
+// Per level:
+//   aggregate throughput  Σ completion_tokens / wall time of the level (first send → last end),
+//                         prefill and queueing included; "× c=1" divides by the c=1 row of the same run
+//   steady decode         C / mean TPOT: the token rate while all C clients are decoding at once
+import { createRequire } from 'node:module';
+import { parseArgs } from 'node:util';
+
+let OpenAI;
+try {
+  OpenAI = createRequire(import.meta.url)('openai').OpenAI;
+} catch {
+  console.error("bench/load: run 'npm ci --prefix bench/load' first (pins the openai client).");
+  process.exit(2);
+}
+
+const { values: opt } = parseArgs({
+  options: {
+    url: { type: 'string', default: process.env.TANDEM_URL || 'http://127.0.0.1:8080' },
+    'api-key': { type: 'string', default: process.env.TANDEM_API_KEY || 'none' },
+    model: { type: 'string' },
+    concurrency: { type: 'string', default: '1,4,8,16' },
+    requests: { type: 'string', default: '4' }, // per client, per level
+    'max-tokens': { type: 'string', default: '128' },
+    'prompt-words': { type: 'string', default: '64' },
+    endpoint: { type: 'string', default: 'completions' },
+    'ban-tokens': { type: 'string', default: '' }, // logit_bias -100: e.g. the eos ids, so every request runs to max-tokens
+    warmup: { type: 'string', default: '1' },
+    temperature: { type: 'string', default: '0' },
+    json: { type: 'string' },
+    label: { type: 'string', default: '' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+if (opt.help) {
+  console.log(
+    'usage: node bench/load/load.mjs --url URL [--api-key K] [--model ID] [--concurrency 1,4,8,16]\n' +
+      '       [--requests R per client] [--max-tokens N] [--prompt-words W] [--endpoint completions|chat]\n' +
+      '       [--ban-tokens ID,ID] [--temperature T] [--warmup N] [--json FILE] [--label TEXT]',
+  );
+  process.exit(0);
+}
+
+const levels = opt.concurrency.split(',').map(Number);
+const perClient = Number(opt.requests);
+const maxTokens = Number(opt['max-tokens']);
+const client = new OpenAI({ baseURL: `${opt.url.replace(/\/$/, '')}/v1`, apiKey: opt['api-key'], maxRetries: 0, timeout: 600000 });
+const model = opt.model || (await client.models.list()).data[0].id;
+const logitBias = Object.fromEntries(
+  opt['ban-tokens']
+    .split(',')
+    .filter(Boolean)
+    .map((id) => [id, -100]),
+);
+
+// Distinct prompts of about the same length (words from a fixed list, rotated per request).
+const WORDS = (
+  'the sea was calm and the ship rode at anchor while the crew slept below deck and the captain ' +
+  'watched the stars turn slowly over the harbour lights of the old town by the water'
+).split(' ');
+function prompt(i) {
+  const out = [];
+  for (let k = 0; k < Number(opt['prompt-words']); ++k) out.push(WORDS[(k * 7 + i * 13) % WORDS.length]);
+  return `Request ${i}: ${out.join(' ')}.`;
+}
+
+const now = () => performance.now();
+
+async function one(i) {
+  const body = {
+    model,
+    max_tokens: maxTokens,
+    temperature: Number(opt.temperature),
+    seed: i,
+    stream: true,
+    stream_options: { include_usage: true },
+    ...(Object.keys(logitBias).length ? { logit_bias: logitBias } : {}),
+  };
+  const t0 = now();
+  const stream =
+    opt.endpoint === 'chat'
+      ? await client.chat.completions.create({ ...body, messages: [{ role: 'user', content: prompt(i) }] })
+      : await client.completions.create({ ...body, prompt: prompt(i) });
+  const times = [];
+  let usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    const c = chunk.choices[0];
+    const text = c ? (opt.endpoint === 'chat' ? c.delta?.content : c.text) : '';
+    if (text) times.push(now());
+  }
+  const end = now();
+  const tokens = usage?.completion_tokens ?? times.length;
+  return {
+    t0,
+    end,
+    ttft: times.length ? times[0] - t0 : NaN,
+    gaps: times.slice(1).map((t, k) => t - times[k]),
+    tpot: tokens > 1 && times.length > 1 ? (times.at(-1) - times[0]) / (tokens - 1) : NaN,
+    tokens,
+    prompt: usage?.prompt_tokens ?? 0,
+  };
+}
+
+function pct(xs, p) {
+  const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+}
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+async function level(c, offset) {
+  const start = now();
+  const results = await Promise.all(
+    Array.from({ length: c }, async (_, w) => {
+      const mine = [];
+      for (let r = 0; r < perClient; ++r) mine.push(await one(offset + w * perClient + r));
+      return mine;
+    }),
+  );
+  const wall = (now() - start) / 1000;
+  const all = results.flat();
+  const tokens = all.reduce((a, r) => a + r.tokens, 0);
+  const gaps = all.flatMap((r) => r.gaps);
+  const ttfts = all.map((r) => r.ttft);
+  const tpot = mean(all.map((r) => r.tpot).filter(Number.isFinite));
+  return {
+    concurrency: c,
+    requests: all.length,
+    prompt_tokens_mean: mean(all.map((r) => r.prompt)),
+    completion_tokens: tokens,
+    wall_s: wall,
+    aggregate_tok_s: tokens / wall,
+    steady_decode_tok_s: (c * 1000) / tpot,
+    per_stream_tok_s: 1000 / tpot,
+    ttft_ms: { p50: pct(ttfts, 50), p90: pct(ttfts, 90), p99: pct(ttfts, 99), mean: mean(ttfts) },
+    itl_ms: { p50: pct(gaps, 50), p90: pct(gaps, 90), p99: pct(gaps, 99), mean: mean(gaps) },
+    tpot_ms: tpot,
+  };
+}
+
+const f1 = (x) => (Number.isFinite(x) ? x.toFixed(1) : '–');
+const f2 = (x) => (Number.isFinite(x) ? x.toFixed(2) : '–');
+
+console.error(`load: ${opt.url} model=${model} endpoint=${opt.endpoint} levels=${levels} requests/client=${perClient} max_tokens=${maxTokens}`);
+for (let w = 0; w < Number(opt.warmup); ++w) await one(1e6 + w);
+const rows = [];
+let offset = 0;
+for (const c of levels) {
+  const r = await level(c, offset);
+  offset += c * perClient;
+  rows.push(r);
+  console.error(
+    `  c=${c}: ${r.completion_tokens} tokens in ${f2(r.wall_s)} s → ${f1(r.aggregate_tok_s)} tok/s aggregate, ` +
+      `TTFT p50 ${f1(r.ttft_ms.p50)} ms, ITL p50 ${f1(r.itl_ms.p50)} ms`,
+  );
+}
+const base = rows.find((r) => r.concurrency === 1);
+console.log(
+  `| concurrency | requests | completion tokens | wall s | aggregate tok/s | × c=1 | steady decode tok/s | per-stream tok/s | TTFT p50 / p90 / p99 ms | ITL p50 / p90 / p99 ms |`,
+);
+console.log('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |');
+for (const r of rows) {
+  const ratio = base ? r.aggregate_tok_s / base.aggregate_tok_s : NaN;
+  console.log(
+    `| ${r.concurrency} | ${r.requests} | ${r.completion_tokens} | ${f2(r.wall_s)} | ${f1(r.aggregate_tok_s)} | ${f2(ratio)} | ` +
+      `${f1(r.steady_decode_tok_s)} | ${f1(r.per_stream_tok_s)} | ${f1(r.ttft_ms.p50)} / ${f1(r.ttft_ms.p90)} / ${f1(r.ttft_ms.p99)} | ` +
+      `${f1(r.itl_ms.p50)} / ${f1(r.itl_ms.p90)} / ${f1(r.itl_ms.p99)} |`,
+  );
+}
+if (opt.json) {
+  const { writeFileSync } = await import('node:fs');
+  writeFileSync(opt.json, JSON.stringify({ label: opt.label, url: opt.url, model, options: opt, rows }, null, 2));
+}

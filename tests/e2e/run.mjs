@@ -1,0 +1,24 @@
+// CTest entry point: checks that the pinned npm dependencies are installed, then runs
+// every *.test.mjs here with node's built-in test runner, one file at a time (each file
+// starts its own `tandem serve` processes; the machine may have only two cores).
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+if (!existsSync(path.join(here, 'node_modules', 'openai', 'package.json'))) {
+  console.error(
+    `e2e: ${path.join(here, 'node_modules')} is missing the pinned 'openai' client.\n` +
+      `     Run scripts/test.sh (it runs 'npm ci' for every committed package-lock.json), or:\n` +
+      `     npm ci --prefix ${path.relative(process.cwd(), here) || '.'}`,
+  );
+  process.exit(1);
+}
+const files = readdirSync(here)
+  .filter((f) => f.endsWith('.test.mjs'))
+  .sort()
+  .map((f) => path.join(here, f));
+const args = ['--test', '--test-concurrency=1', '--test-reporter=spec', ...process.argv.slice(2), ...files];
+const r = spawnSync(process.execPath, args, { stdio: 'inherit', env: process.env });
+process.exit(r.status ?? 1);

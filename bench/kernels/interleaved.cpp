@@ -6,9 +6,11 @@
 // Interleaving at the millisecond scale means load from other processes hits
 // every measured quantity alike, so the ratios
 //   frac_m1 = (M=1 weight GB/s) / (read GB/s), r4 = t(M=4)/t(M=1), r8 = t(M=8)/t(M=1)
-// stay meaningful even when absolute figures move.
+// stay meaningful even when absolute figures move. best_* use the fastest
+// call of each kind instead of the mean.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -35,15 +37,20 @@ void BM_Interleaved(benchmark::State& state) {
   std::vector<float> x(static_cast<size_t>(8 * k), 0.25f), y(static_cast<size_t>(8 * n));
   const int64_t ms[] = {1, 4, 8};
   double t_read = 0, t_m[3] = {0, 0, 0};
+  double best_read = 1e9, best_m[3] = {1e9, 1e9, 1e9};
   size_t next = 0, offset = 0;
   unsigned long long sink = 0;
   for (const auto& w : mats) kernels::matmul(ctx, x.data(), 1, w, y.data());  // warm-up
   for (auto _ : state) {
     if (offset + bytes > kWorkingSetBytes) offset = 0;
-    t_read += seconds_of([&] { sink ^= read_pass(pool, buf + offset, bytes, true); });
+    const double tr = seconds_of([&] { sink ^= read_pass(pool, buf + offset, bytes, true); });
+    t_read += tr;
+    best_read = std::min(best_read, tr);
     offset += (bytes + 4095) / 4096 * 4096;
     for (int i = 0; i < 3; ++i) {
-      t_m[i] += seconds_of([&] { kernels::matmul(ctx, x.data(), ms[i], mats[next], y.data()); });
+      const double tm = seconds_of([&] { kernels::matmul(ctx, x.data(), ms[i], mats[next], y.data()); });
+      t_m[i] += tm;
+      best_m[i] = std::min(best_m[i], tm);
       next = next + 1 == mats.size() ? 0 : next + 1;
     }
   }
@@ -54,6 +61,12 @@ void BM_Interleaved(benchmark::State& state) {
   state.counters["frac_m1"] = t_read / t_m[0];
   state.counters["r4"] = t_m[1] / t_m[0];
   state.counters["r8"] = t_m[2] / t_m[0];
+  // Best-of figures: the fastest call of each kind, i.e. the calls least
+  // disturbed by other processes — closer to the machine's capability when
+  // the machine is shared.
+  state.counters["best_frac_m1"] = best_read / best_m[0];
+  state.counters["best_r4"] = best_m[1] / best_m[0];
+  state.counters["best_r8"] = best_m[2] / best_m[0];
 }
 
 }  // namespace

@@ -171,7 +171,7 @@ class WordPieceDecoder final : public Decoder {
         if (t.compare(0, prefix_.size(), prefix_) == 0)
           t.erase(0, prefix_.size());
         else
-          t.insert(0, " ");
+          t = " " + t;  // not insert(0, ...): GCC 12 -Wrestrict false positive
       }
     }
   }

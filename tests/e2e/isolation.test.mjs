@@ -91,6 +91,10 @@ async function run(server, req, extra = {}) {
   }
   const r = await api.create(body);
   const c = r.choices[0];
+  // usage's prediction-token details and llama-server's timings tell the same story.
+  const d = r.usage.completion_tokens_details;
+  assert.equal(d.accepted_prediction_tokens, r.timings.draft_n_accepted);
+  assert.equal(d.accepted_prediction_tokens + d.rejected_prediction_tokens, r.timings.draft_n);
   return {
     text: req.kind === 'chat' ? c.message.content : c.text,
     tokens: r.usage.completion_tokens,
@@ -142,7 +146,12 @@ describe('isolation (bitwise)', () => {
       assertSame(out, reference, `${name}, alone`);
       const m = await servers[name].metrics();
       assert.ok(m.get('tandem:spec_decode_num_drafts_total') > before, 'speculation actually ran');
-      assert.ok(m.get('tandem:spec_decode_num_accepted_tokens_total') > 0, 'some drafts were accepted');
+      const accepted = m.get('tandem:spec_decode_num_accepted_tokens_total');
+      assert.ok(accepted > 0, 'some drafts were accepted');
+      assert.ok(m.get('tandem:spec_decode_num_draft_tokens_total') >= accepted);
+      let perPos = 0;
+      for (const [k, v] of m) if (k.startsWith('tandem:spec_decode_num_accepted_tokens_per_pos_total{')) perPos += v;
+      assert.equal(perPos, accepted, 'accepted tokens by position add up to the total');
       const drafted = out.filter((r) => r.drafted > 0).length;
       assert.ok(drafted >= REQUESTS.length / 2, `only ${drafted} of ${REQUESTS.length} requests report drafted tokens`);
     });

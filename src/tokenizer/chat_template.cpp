@@ -86,6 +86,17 @@ Expected<ChatTemplate> ChatTemplate::from_tokenizer_config(const std::string& pa
   auto t = parse(source, cfg.contains("bos_token") ? token_text(cfg["bos_token"]) : "",
                  cfg.contains("eos_token") ? token_text(cfg["eos_token"]) : "");
   if (!t.ok()) return t.status().with_context(path);
+  for (auto it = cfg.begin(); it != cfg.end(); ++it) {
+    const std::string& key = it.key();
+    bool is_token = key.size() > 6 && key.compare(key.size() - 6, 6, "_token") == 0;
+    if (is_token && key != "bos_token" && key != "eos_token" && !it.value().is_null())
+      t->special_tokens_[key] = token_text(it.value());
+    if (key == "additional_special_tokens" && it.value().is_array()) {
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      for (const auto& e : it.value()) list.push_back(token_text(e));
+      t->special_tokens_[key] = list;
+    }
+  }
   return t;
 }
 
@@ -98,6 +109,8 @@ Expected<std::string> ChatTemplate::render(const ChatRenderInput& input) const {
   globals.set("messages", jinja::Value::from_json(input.messages));
   if (!input.tools.is_null()) globals.set("tools", jinja::Value::from_json(input.tools));
   globals.set("add_generation_prompt", jinja::Value(input.add_generation_prompt));
+  for (auto it = special_tokens_.begin(); it != special_tokens_.end(); ++it)
+    globals.set(it.key(), jinja::Value::from_json(it.value()));
   globals.set("bos_token", jinja::Value(bos_));
   globals.set("eos_token", jinja::Value(eos_));
   globals.set("raise_exception", jinja::Value::callable([](jinja::Args& a) -> Expected<jinja::Value> {

@@ -2,6 +2,8 @@
 // renders), whitespace control, scoping, and errors that name the line.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "tokenizer/chat_template.h"
 
 namespace tandem::tok {
@@ -192,6 +194,41 @@ TEST(Jinja, UnicodeCaseMapping) {
   EXPECT_EQ(
       render("{{ 'Élan ÇA' | lower }} {{ 'straße' | upper }} {{ 'éLAN' | capitalize }} {{ 'ÄB'.lower() }}"),
       "élan ça STRASSE Élan äb");
+}
+
+}  // namespace
+}  // namespace tandem::tok
+
+namespace tandem::tok {
+namespace {
+
+TEST(ChatTemplateConfig, SpecialTokensBecomeVariables) {
+  std::string path = ::testing::TempDir() + "tokenizer_config_specials.json";
+  nlohmann::ordered_json cfg = {
+      {"bos_token", {{"content", "<s>"}, {"lstrip", false}}},
+      {"eos_token", "</s>"},
+      {"pad_token", "<pad>"},
+      {"unk_token", nullptr},
+      {"additional_special_tokens", {"<a>", "<b>"}},
+      {"chat_template",
+       {{{"name", "default"},
+         {"template", "{{ bos_token }}{{ pad_token }}{{ additional_special_tokens | join }}{{ eos_token }}"}},
+        {{"name", "tool_use"}, {"template", "tools:{{ tools | length }}"}}}}};
+  {
+    std::ofstream out(path);
+    out << cfg.dump();
+  }
+  auto t = ChatTemplate::from_tokenizer_config(path);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(*t->render(ChatRenderInput{}), "<s><pad><a><b></s>");
+  auto tools = ChatTemplate::from_tokenizer_config(path, "tool_use");
+  ASSERT_TRUE(tools.ok());
+  ChatRenderInput in;
+  in.tools = nlohmann::ordered_json::array({{{"type", "function"}}});
+  EXPECT_EQ(*tools->render(in), "tools:1");
+  auto missing = ChatTemplate::from_tokenizer_config(path, "nope");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("'nope'"), std::string::npos);
 }
 
 }  // namespace

@@ -36,7 +36,9 @@ class ChatTemplate {
   static Expected<ChatTemplate> parse(const std::string& source, std::string bos_token = "",
                                       std::string eos_token = "");
   // Reads "chat_template" (a string, or a list of {name, template}: `name`
-  // or "default" is chosen) and bos_token/eos_token from tokenizer_config.json.
+  // or "default" is chosen) and the special tokens from tokenizer_config.json;
+  // like transformers, every "*_token" (bos, eos, unk, pad, ...) and
+  // additional_special_tokens become template variables.
   static Expected<ChatTemplate> from_tokenizer_config(const std::string& path, const std::string& name = "");
 
   Expected<std::string> render(const ChatRenderInput& input) const;
@@ -48,6 +50,7 @@ class ChatTemplate {
  private:
   std::shared_ptr<const jinja::Template> tpl_;
   std::string source_, bos_, eos_;
+  nlohmann::ordered_json special_tokens_ = nlohmann::ordered_json::object();  // name -> string or list
 };
 
 }  // namespace tandem::tok

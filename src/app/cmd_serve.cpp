@@ -105,6 +105,7 @@ int run_serve(ServeOptions o) {
   auto loaded = load_drafter(o.drafter, **target, pool.get());
   if (!loaded.ok()) return fail(loaded.status());
   ec.block_size = loaded->block_size;
+  ec.drafter_dir = o.drafter.dir;
   server::ServedModel served;
   if (Status s = server::load_text_side(o.model, served); !s.ok()) return fail(s);
   auto engine = scheduler::Engine::create(ec, std::move(*target), std::move(loaded->drafter), std::move(pool));

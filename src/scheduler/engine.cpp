@@ -1,6 +1,7 @@
 #include "scheduler/engine.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/log.h"
 #include "kernels/ops.h"
@@ -45,9 +46,70 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config, std
   pc.spec_headroom = c.block_size;
   e->planner_ = std::make_unique<BatchPlanner>(pc);
   e->metrics_.kv_blocks_total = e->kv_.num_blocks();
-  Engine* self = e.get();
-  e->policy_ = [self] { return self->drafter_ && self->gate_->allowed(self->config_.block_size); };
+  e->hardware_ = hardware_label(e->pool_->size());
+  e->set_policy_env(PolicyEnv::from_process());
   return e;
+}
+
+namespace {
+
+std::string canonical(const std::string& dir) {
+  std::error_code ec;
+  auto p = std::filesystem::weakly_canonical(dir, ec);
+  return ec ? dir : p.string();
+}
+
+}  // namespace
+
+void Engine::set_policy_env(const PolicyEnv& env) {
+  policy_.reset();
+  if (drafter_) {
+    PolicyKey key{canonical(target_->dir()), canonical(config_.drafter_dir), hardware_, config_.block_size};
+    policy_ = AdaptivePolicy::create(key, env);
+  }
+  publish_policy();
+}
+
+void Engine::publish_policy() {
+  PolicyReport r;
+  r.reason.reset();
+  if (!drafter_) {
+    r.state = "unavailable";
+    r.reason = "no_mtp_dispatch";
+    r.mtp_enabled = false;
+    board_.publish(r);
+    return;
+  }
+  r.draft_kind = spec::draft_kind_name(drafter_->kind());
+  const spec::GateDecision& gate = gate_->decide(config_.block_size);
+  auto set_key = [&] {
+    r.target = canonical(target_->dir());
+    r.drafter = canonical(config_.drafter_dir);
+    r.hardware = hardware_;
+    r.block_size = config_.block_size;
+  };
+  if (!gate.allowed) {  // the veto wins over everything, a forced pin included
+    r.state = "exactness_declined";
+    r.decline_detail = gate.decline_reason;
+    r.mtp_enabled = false;
+    set_key();
+  } else if (policy_) {
+    const PolicySnapshot s = policy_->snapshot();
+    r.state = policy_state_name(s.state);
+    r.mtp_enabled = s.mtp_enabled;
+    set_key();
+    r.samples = s.samples;
+    r.acceptance_rate = s.acceptance_rate;
+    r.last_speedup = s.last_speedup;
+    if (s.state == PolicyState::settled) r.verdict = *s.verdict ? "enable" : "decline";
+    if (s.state == PolicyState::profiling) r.samples_remaining = kSamplesRequired - s.samples;
+    if (s.state == PolicyState::forced) r.samples = 0;
+  } else {
+    r.state = "unavailable";
+    r.reason = "adaptive_disabled";
+    r.mtp_enabled = static_default_for(hardware_);
+  }
+  board_.publish(r);
 }
 
 Engine::~Engine() { shutdown(std::chrono::milliseconds(0)); }
@@ -132,7 +194,10 @@ void Engine::loop() {
   }
 }
 
-bool Engine::speculation_available() { return drafter_ && policy_ && policy_(); }
+bool Engine::speculation_available() {
+  if (!drafter_ || !gate_->allowed(config_.block_size)) return false;
+  return policy_ ? policy_->should_run() : static_default_for(hardware_);
+}
 
 void Engine::publish_gauges() {
   metrics_.running = planner_->running();
@@ -221,6 +286,15 @@ void Engine::run_speculative(uint64_t id) {
     run_batched(single);
     return;
   }
+  if (policy_ && policy_->wants_plain_step(id)) {
+    // Profiling: time a plain single-token step on this very request (its output is real).
+    const auto t0 = Clock::now();
+    TickPlan single;
+    single.decode.push_back(id);
+    run_batched(single);
+    policy_->record_plain_step(id, ms_between(t0, Clock::now()));
+    return;
+  }
   if (drafter_following_ != id) {
     drafter_->reset();
     drafter_following_ = id;
@@ -233,6 +307,8 @@ void Engine::run_speculative(uint64_t id) {
     finish(id, FinishReason::error, stats.status());
     return;
   }
+  if (policy_) policy_->record_round(id, stats->draft_ms + stats->verify_ms + stats->overhead_ms, stats->drafted,
+                                     stats->accepted);
   a.stats.spec_rounds++;
   a.stats.draft_tokens += stats->drafted;
   a.stats.accepted_tokens += stats->accepted;
@@ -302,6 +378,10 @@ void Engine::finish(uint64_t id, FinishReason reason, Status error) {
   }
   a.req->channel->push(std::move(last));
   active_.erase(it);
+  if (policy_ && policy_->state() == PolicyState::profiling) {
+    policy_->request_finished(id);
+    publish_policy();
+  }
 }
 
 }  // namespace tandem::scheduler

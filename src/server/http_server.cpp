@@ -25,6 +25,12 @@ HttpServer::HttpServer(Service& service, HttpOptions options)
   const int threads = options_.worker_threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http_->set_payload_max_length(service_.max_body_bytes());
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let
+  // a second server silently share a port that is already in use.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof(yes));
+  });
   install_routes();
 }
 
@@ -84,6 +90,8 @@ void HttpServer::install_routes() {
   http_->Get("/health", [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.health()); });
   http_->Get("/v1/models", [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.models()); });
   http_->Get("/metrics", [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.metrics()); });
+  http_->Get("/v1/internal/mtp-policy",
+             [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.mtp_policy()); });
 
   auto generate = [&svc](Endpoint endpoint) {
     return [&svc, endpoint](const httplib::Request& req, httplib::Response& res) {

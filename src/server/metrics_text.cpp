@@ -1,5 +1,6 @@
 #include "server/metrics_text.h"
 
+#include <cmath>
 #include <sstream>
 
 namespace tandem::server {
@@ -26,7 +27,7 @@ void histogram(std::ostringstream& o, const char* name, const char* help, const 
 
 }  // namespace
 
-std::string metrics_text(const scheduler::EngineMetrics& m) {
+std::string metrics_text(const scheduler::EngineMetrics& m, const scheduler::PolicyReport& policy) {
   std::ostringstream o;
   header(o, "tandem:request_success_total", "counter", "Finished requests by finish reason.");
   o << "tandem:request_success_total{finished_reason=\"stop\"} " << m.requests_finished_stop << '\n';
@@ -59,6 +60,13 @@ std::string metrics_text(const scheduler::EngineMetrics& m) {
          "Requests served by classic decode although a drafter is configured, by reason.");
   for (const auto& [reason, n] : m.classic_reasons())
     o << "tandem:spec_decode_classic_requests_total{reason=\"" << reason << "\"} " << n << '\n';
+  header(o, "tandem:mtp_policy_state", "gauge",
+         "Speculation policy state (1 for the current one; see GET /v1/internal/mtp-policy).");
+  for (const char* state : {"profiling", "settled", "forced", "exactness_declined", "unavailable"})
+    o << "tandem:mtp_policy_state{state=\"" << state << "\"} " << (policy.state == state ? 1 : 0) << '\n';
+  scalar(o, "tandem:mtp_policy_estimated_speedup", "gauge",
+         "The adaptive policy's last estimated speculative speedup (NaN before it settles by measuring).",
+         policy.last_speedup ? *policy.last_speedup : std::nan(""));
   return o.str();
 }
 

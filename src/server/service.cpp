@@ -78,10 +78,31 @@ void Service::attach(ServedModel served) {
 }
 
 HttpReply Service::health() const {
-  json body = {{"status", ready() ? "ok" : "loading"}};
-  if (observability_) body["observability"] = observability_();
+  json body = {{"status", ready() ? "ok" : "loading"}, {"observability", {{"mtp_policy", mtp_policy_json()}}}};
   return {ready() ? 200 : 503, "application/json", dump_json(body)};
 }
+
+json Service::mtp_policy_json() const {
+  const scheduler::PolicyReport r = ready() ? served_.engine->policy_board().read() : scheduler::PolicyReport{};
+  auto opt = [](const auto& v) { return v ? json(*v) : json(nullptr); };
+  return {{"schema_version", 1},
+          {"state", r.state},
+          {"reason", opt(r.reason)},
+          {"decline_detail", opt(r.decline_detail)},
+          {"verdict", opt(r.verdict)},
+          {"mtp_enabled", opt(r.mtp_enabled)},
+          {"draft_kind", opt(r.draft_kind)},
+          {"target", opt(r.target)},
+          {"drafter", opt(r.drafter)},
+          {"hardware", opt(r.hardware)},
+          {"block_size", opt(r.block_size)},
+          {"acceptance_rate", opt(r.acceptance_rate)},
+          {"samples", r.samples},
+          {"samples_required", scheduler::kSamplesRequired},
+          {"samples_remaining", opt(r.samples_remaining)}};
+}
+
+HttpReply Service::mtp_policy() const { return {200, "application/json", dump_json(mtp_policy_json())}; }
 
 HttpReply Service::models() const {
   json model = {{"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "tandem"}};
@@ -92,7 +113,8 @@ HttpReply Service::models() const {
 
 HttpReply Service::metrics() const {
   if (!ready()) return {200, "text/plain; version=0.0.4", ""};
-  return {200, "text/plain; version=0.0.4", metrics_text(served_.engine->metrics())};
+  return {200, "text/plain; version=0.0.4",
+          metrics_text(served_.engine->metrics(), served_.engine->policy_board().read())};
 }
 
 std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation(Endpoint endpoint,

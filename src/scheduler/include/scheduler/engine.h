@@ -32,6 +32,8 @@
 #include "sampling/sampler.h"
 #include "scheduler/batch_planner.h"
 #include "scheduler/metrics.h"
+#include "scheduler/policy.h"
+#include "scheduler/policy_report.h"
 #include "scheduler/request.h"
 #include "spec/drafter.h"
 #include "spec/exactness.h"
@@ -47,11 +49,8 @@ struct EngineConfig {
   int32_t kv_block_size = 32;
   int threads = 0;               // kernel threads (0: hardware threads)
   int block_size = 4;            // speculative K (tokens per verify forward)
+  std::string drafter_dir;       // for the policy key (canonicalised)
 };
-
-// Decides, per tick, whether the single decoding request may speculate.
-// Default: a drafter is configured and the exactness gate allows K.
-using SpeculationPolicy = std::function<bool()>;
 
 class Engine {
  public:
@@ -64,8 +63,8 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Replaces the speculation policy; call before start().
-  void set_policy(SpeculationPolicy policy) { policy_ = std::move(policy); }
+  // The policy's environment (default: the process's, read once); call before start().
+  void set_policy_env(const PolicyEnv& env);
   void start();
   // Thread-safe. Rejects (without enqueuing) a request that can never fit
   // or arrives after shutdown began.
@@ -81,6 +80,8 @@ class Engine {
   // Exactness gate for the configured block size (memoized; warmed at create()).
   spec::ExactnessGate& gate() { return *gate_; }
   ThreadPool& pool() { return *pool_; }
+  // What GET /v1/internal/mtp-policy shows; safe from any thread.
+  const PolicyBoard& policy_board() const { return board_; }
 
  private:
   struct Active {
@@ -104,6 +105,7 @@ class Engine {
   void finish(uint64_t id, FinishReason reason, Status error = Status::Ok());
   bool speculation_available();
   void publish_gauges();
+  void publish_policy();
 
   EngineConfig config_;
   std::unique_ptr<model::Model> target_;
@@ -114,7 +116,9 @@ class Engine {
   std::unique_ptr<spec::ExactnessGate> gate_;
   std::unique_ptr<BatchPlanner> planner_;
   sampling::Sampler sampler_;
-  SpeculationPolicy policy_;
+  std::optional<AdaptivePolicy> policy_;  // none: no drafter, or adaptation disabled without a pin
+  std::string hardware_;
+  PolicyBoard board_;
   std::map<uint64_t, Active> active_;
   uint64_t drafter_following_ = 0;  // request id the drafter's cache follows (0: none)
   EngineMetrics metrics_;

@@ -5,9 +5,10 @@
 #include <string>
 
 #include "scheduler/metrics.h"
+#include "scheduler/policy_report.h"
 
 namespace tandem::server {
 
-std::string metrics_text(const scheduler::EngineMetrics& m);
+std::string metrics_text(const scheduler::EngineMetrics& m, const scheduler::PolicyReport& policy);
 
 }  // namespace tandem::server

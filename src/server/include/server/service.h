@@ -65,13 +65,12 @@ class Service {
   HttpReply health() const;
   HttpReply models() const;
   HttpReply metrics() const;
+  // GET /v1/internal/mtp-policy (schema_version 1); worker_not_ready until the engine publishes.
+  HttpReply mtp_policy() const;
+  nlohmann::json mtp_policy_json() const;
 
   // Parses and validates; on success returns a run ready to stream or collect.
   std::variant<std::unique_ptr<GenerationRun>, ApiError> start_generation(Endpoint endpoint, const std::string& body);
-
-  // Extra JSON for /health's "observability" object (issue 7 attaches the
-  // speculation policy snapshot here).
-  void set_observability(std::function<nlohmann::json()> fn) { observability_ = std::move(fn); }
 
  private:
   std::string model_id_;
@@ -81,7 +80,6 @@ class Service {
   std::atomic<bool> ready_{false};
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_id_{1};
-  std::function<nlohmann::json()> observability_;
   int64_t created_;
 };
 

@@ -1,0 +1,44 @@
+// PolicyReport: the speculation policy as GET /v1/internal/mtp-policy shows
+// it (SPEC-speculative.md §5, schema_version 1), and PolicyBoard, the
+// thread-safe holder the engine publishes it into and HTTP threads read.
+// Until the engine publishes, the board reports unavailable/worker_not_ready.
+#pragma once
+
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace tandem::scheduler {
+
+struct PolicyReport {
+  std::string state = "unavailable";  // profiling|settled|forced|exactness_declined|unavailable
+  std::optional<std::string> reason = std::string("worker_not_ready");  // unavailable only
+  std::optional<std::string> decline_detail;                            // exactness_declined only
+  std::optional<std::string> verdict;                                   // settled: enable|decline
+  std::optional<bool> mtp_enabled;                                      // null only while worker_not_ready
+  std::optional<std::string> draft_kind;
+  std::optional<std::string> target, drafter, hardware;  // the key fields
+  std::optional<int> block_size;
+  std::optional<double> acceptance_rate;
+  int samples = 0;
+  std::optional<int> samples_remaining;
+  std::optional<double> last_speedup;  // the settle estimate (metrics only)
+};
+
+class PolicyBoard {
+ public:
+  void publish(const PolicyReport& report) {
+    std::lock_guard<std::mutex> lock(mu_);
+    report_ = report;
+  }
+  PolicyReport read() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return report_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  PolicyReport report_;
+};
+
+}  // namespace tandem::scheduler

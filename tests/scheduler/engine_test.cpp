@@ -35,6 +35,9 @@ std::unique_ptr<Engine> make_engine(bool with_drafter, int max_running = 8) {
   config.threads = 2;
   auto e = Engine::create(config, std::move(*target), std::move(drafter));
   EXPECT_TRUE(e.ok()) << e.status().to_string();
+  PolicyEnv forced;  // speculate whenever possible; no hint files
+  forced.force = true;
+  (*e)->set_policy_env(forced);
   (*e)->start();
   return std::move(*e);
 }

@@ -126,14 +126,19 @@ void register_matmuls() {
   }
   // Narrow N: one 64-column panel leaves the second core idle on the
   // invariant path; splitk puts it to work on half of K.
-  for (int64_t n : {64, 128}) {
-    for (int m : {1, 4, 8}) {
-      for (int splitk : {0, 1}) {
-        benchmark::RegisterBenchmark("BM_MatmulBf16Narrow", BM_Matmul)
-            ->Args({8192, n, m, 2, splitk, 0})
-            ->ArgNames({"k", "n", "m", "threads", "splitk", "hot"})
-            ->UseManualTime()
-            ->Unit(benchmark::kMicrosecond);
+  // hot = 0: weights from DRAM (memory-bound: splitk cannot win where one
+  // thread already draws the machine's bandwidth); hot = 1: one L2/L3-resident
+  // matrix (compute-bound, e.g. a small drafter's weights), where it can.
+  for (int hot : {0, 1}) {
+    for (int64_t n : {64, 128}) {
+      for (int m : {1, 4, 8, 16}) {
+        for (int splitk : {0, 1}) {
+          benchmark::RegisterBenchmark("BM_MatmulBf16Narrow", BM_Matmul)
+              ->Args({8192, n, m, 2, splitk, hot})
+              ->ArgNames({"k", "n", "m", "threads", "splitk", "hot"})
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
       }
     }
   }

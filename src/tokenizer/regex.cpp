@@ -52,6 +52,8 @@ bool Regex::find(std::string_view subject, size_t start, size_t* match_begin, si
   auto* subj = reinterpret_cast<PCRE2_SPTR>(subject.data());
   int rc = jit_ ? pcre2_jit_match(code, subj, subject.size(), start, 0, s.data, s.context)
                 : pcre2_match(code, subj, subject.size(), start, PCRE2_NO_UTF_CHECK, s.data, s.context);
+  if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // pathological input: the interpreter keeps its stack on the heap
+    rc = pcre2_match(code, subj, subject.size(), start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, s.data, s.context);
   if (rc < 0) return false;
   PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.data);
   *match_begin = ov[0];

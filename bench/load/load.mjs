@@ -13,8 +13,13 @@
 //   TPOT   (last text chunk − first text chunk) / (completion_tokens − 1)
 // Per level:
 //   aggregate throughput  Σ completion_tokens / wall time of the level (first send → last end),
-//                         prefill and queueing included; "× c=1" divides by the c=1 row of the same run
-//   steady decode         C / mean TPOT: the token rate while all C clients are decoding at once
+//                         prefill and queueing included
+//   decode throughput     Σ (completion_tokens − 1) / length of the union of the requests' decode
+//                         intervals [first text chunk, last text chunk]: tokens per second while
+//                         anything is decoding (time when only prefill runs is left out)
+//   × c=1                 a level's figure over the c=1 figure of the same run
+// --repeat N cycles through all levels N times (1,4,8,16,1,4,8,16,...) so that slow drifts of a
+// shared machine hit every level alike; the table gives per-level medians and pooled percentiles.
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 
@@ -41,6 +46,7 @@ const { values: opt } = parseArgs({
     temperature: { type: 'string', default: '0' },
     json: { type: 'string' },
     label: { type: 'string', default: '' },
+    repeat: { type: 'string', default: '1' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -48,7 +54,7 @@ if (opt.help) {
   console.log(
     'usage: node bench/load/load.mjs --url URL [--api-key K] [--model ID] [--concurrency 1,4,8,16]\n' +
       '       [--requests R per client] [--max-tokens N] [--prompt-words W] [--endpoint completions|chat]\n' +
-      '       [--ban-tokens ID,ID] [--temperature T] [--warmup N] [--json FILE] [--label TEXT]',
+      '       [--ban-tokens ID,ID] [--temperature T] [--warmup N] [--repeat N] [--json FILE] [--label TEXT]',
   );
   process.exit(0);
 }
@@ -106,6 +112,8 @@ async function one(i) {
   return {
     t0,
     end,
+    first: times[0],
+    last: times.at(-1),
     ttft: times.length ? times[0] - t0 : NaN,
     gaps: times.slice(1).map((t, k) => t - times[k]),
     tpot: tokens > 1 && times.length > 1 ? (times.at(-1) - times[0]) / (tokens - 1) : NaN,
@@ -121,6 +129,21 @@ function pct(xs, p) {
 }
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
+// Length of the union of [a, b] intervals.
+function unionLength(intervals) {
+  const s = intervals.filter(([a, b]) => Number.isFinite(a) && b > a).sort((x, y) => x[0] - y[0]);
+  let total = 0;
+  let cur = null;
+  for (const [a, b] of s) {
+    if (!cur || a > cur[1]) {
+      if (cur) total += cur[1] - cur[0];
+      cur = [a, b];
+    } else cur[1] = Math.max(cur[1], b);
+  }
+  if (cur) total += cur[1] - cur[0];
+  return total;
+}
+
 async function level(c, offset) {
   const start = now();
   const results = await Promise.all(
@@ -133,9 +156,8 @@ async function level(c, offset) {
   const wall = (now() - start) / 1000;
   const all = results.flat();
   const tokens = all.reduce((a, r) => a + r.tokens, 0);
-  const gaps = all.flatMap((r) => r.gaps);
-  const ttfts = all.map((r) => r.ttft);
-  const tpot = mean(all.map((r) => r.tpot).filter(Number.isFinite));
+  const decodeTokens = all.reduce((a, r) => a + Math.max(0, r.tokens - 1), 0);
+  const decodeSpan = unionLength(all.map((r) => [r.first, r.last])) / 1000;
   return {
     concurrency: c,
     requests: all.length,
@@ -143,44 +165,71 @@ async function level(c, offset) {
     completion_tokens: tokens,
     wall_s: wall,
     aggregate_tok_s: tokens / wall,
-    steady_decode_tok_s: (c * 1000) / tpot,
-    per_stream_tok_s: 1000 / tpot,
-    ttft_ms: { p50: pct(ttfts, 50), p90: pct(ttfts, 90), p99: pct(ttfts, 99), mean: mean(ttfts) },
-    itl_ms: { p50: pct(gaps, 50), p90: pct(gaps, 90), p99: pct(gaps, 99), mean: mean(gaps) },
-    tpot_ms: tpot,
+    decode_tok_s: decodeTokens / decodeSpan,
+    ttfts: all.map((r) => r.ttft),
+    gaps: all.flatMap((r) => r.gaps),
+    tpots: all.map((r) => r.tpot),
   };
 }
+
+const median = (xs) => pct(xs, 50);
 
 const f1 = (x) => (Number.isFinite(x) ? x.toFixed(1) : '–');
 const f2 = (x) => (Number.isFinite(x) ? x.toFixed(2) : '–');
 
 console.error(`load: ${opt.url} model=${model} endpoint=${opt.endpoint} levels=${levels} requests/client=${perClient} max_tokens=${maxTokens}`);
 for (let w = 0; w < Number(opt.warmup); ++w) await one(1e6 + w);
-const rows = [];
+const runs = [];
 let offset = 0;
-for (const c of levels) {
-  const r = await level(c, offset);
-  offset += c * perClient;
-  rows.push(r);
-  console.error(
-    `  c=${c}: ${r.completion_tokens} tokens in ${f2(r.wall_s)} s → ${f1(r.aggregate_tok_s)} tok/s aggregate, ` +
-      `TTFT p50 ${f1(r.ttft_ms.p50)} ms, ITL p50 ${f1(r.itl_ms.p50)} ms`,
-  );
+for (let rep = 0; rep < Number(opt.repeat); ++rep) {
+  for (const c of levels) {
+    const r = await level(c, offset);
+    offset += c * perClient;
+    r.repeat = rep;
+    runs.push(r);
+    console.error(
+      `  [${rep}] c=${c}: ${r.completion_tokens} tokens in ${f2(r.wall_s)} s → ${f1(r.aggregate_tok_s)} tok/s aggregate, ` +
+        `${f1(r.decode_tok_s)} tok/s decode, TTFT p50 ${f1(pct(r.ttfts, 50))} ms, ITL p50 ${f1(pct(r.gaps, 50))} ms`,
+    );
+  }
 }
+const rows = levels.map((c) => {
+  const mine = runs.filter((r) => r.concurrency === c);
+  const ttfts = mine.flatMap((r) => r.ttfts);
+  const gaps = mine.flatMap((r) => r.gaps);
+  const tpots = mine.flatMap((r) => r.tpots);
+  return {
+    concurrency: c,
+    requests: mine.reduce((a, r) => a + r.requests, 0),
+    completion_tokens: mine.reduce((a, r) => a + r.completion_tokens, 0),
+    prompt_tokens_mean: mean(mine.map((r) => r.prompt_tokens_mean)),
+    aggregate_tok_s: median(mine.map((r) => r.aggregate_tok_s)),
+    decode_tok_s: median(mine.map((r) => r.decode_tok_s)),
+    aggregate_tok_s_each: mine.map((r) => r.aggregate_tok_s),
+    decode_tok_s_each: mine.map((r) => r.decode_tok_s),
+    ttft_ms: { p50: pct(ttfts, 50), p90: pct(ttfts, 90), p99: pct(ttfts, 99) },
+    itl_ms: { p50: pct(gaps, 50), p90: pct(gaps, 90), p99: pct(gaps, 99) },
+    tpot_ms: { p50: pct(tpots, 50), p90: pct(tpots, 90) },
+  };
+});
 const base = rows.find((r) => r.concurrency === 1);
-console.log(
-  `| concurrency | requests | completion tokens | wall s | aggregate tok/s | × c=1 | steady decode tok/s | per-stream tok/s | TTFT p50 / p90 / p99 ms | ITL p50 / p90 / p99 ms |`,
-);
-console.log('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |');
 for (const r of rows) {
-  const ratio = base ? r.aggregate_tok_s / base.aggregate_tok_s : NaN;
+  r.aggregate_x = base ? r.aggregate_tok_s / base.aggregate_tok_s : NaN;
+  r.decode_x = base ? r.decode_tok_s / base.decode_tok_s : NaN;
+}
+console.log(
+  '| concurrency | requests | tokens | aggregate tok/s | × c=1 | decode tok/s | × c=1 | TTFT p50 / p90 / p99 ms | ITL p50 / p90 / p99 ms | TPOT p50 ms |',
+);
+console.log('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |');
+for (const r of rows) {
   console.log(
-    `| ${r.concurrency} | ${r.requests} | ${r.completion_tokens} | ${f2(r.wall_s)} | ${f1(r.aggregate_tok_s)} | ${f2(ratio)} | ` +
-      `${f1(r.steady_decode_tok_s)} | ${f1(r.per_stream_tok_s)} | ${f1(r.ttft_ms.p50)} / ${f1(r.ttft_ms.p90)} / ${f1(r.ttft_ms.p99)} | ` +
-      `${f1(r.itl_ms.p50)} / ${f1(r.itl_ms.p90)} / ${f1(r.itl_ms.p99)} |`,
+    `| ${r.concurrency} | ${r.requests} | ${r.completion_tokens} | ${f1(r.aggregate_tok_s)} | ${f2(r.aggregate_x)} | ` +
+      `${f1(r.decode_tok_s)} | ${f2(r.decode_x)} | ${f1(r.ttft_ms.p50)} / ${f1(r.ttft_ms.p90)} / ${f1(r.ttft_ms.p99)} | ` +
+      `${f1(r.itl_ms.p50)} / ${f1(r.itl_ms.p90)} / ${f1(r.itl_ms.p99)} | ${f1(r.tpot_ms.p50)} |`,
   );
 }
 if (opt.json) {
   const { writeFileSync } = await import('node:fs');
-  writeFileSync(opt.json, JSON.stringify({ label: opt.label, url: opt.url, model, options: opt, rows }, null, 2));
+  const slim = runs.map(({ ttfts, gaps, tpots, ...rest }) => rest);
+  writeFileSync(opt.json, JSON.stringify({ label: opt.label, url: opt.url, model, options: opt, rows, runs: slim }, null, 2));
 }

@@ -89,6 +89,9 @@ int run_serve(ServeOptions o) {
     return 1;
   };
 
+  // TANDEM_LOAD_DELAY_MS: hold the loading state this long (for testing readiness probes).
+  if (auto delay = env_string("TANDEM_LOAD_DELAY_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(delay->c_str())));
   const auto t0 = std::chrono::steady_clock::now();
   auto target = model::Model::load(o.model);
   if (!target.ok()) return fail(target.status());

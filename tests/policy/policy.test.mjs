@@ -1,0 +1,289 @@
+// GET /v1/internal/mtp-policy end to end: real `tandem serve` processes on the
+// bundled models, API key enabled, every row of the state table
+// (SPEC-speculative.md §5) and every field. Uses only Node's standard library.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const TANDEM = process.env.TANDEM_BIN;
+const ROOT = process.env.TANDEM_SOURCE_DIR;
+const TARGET = path.join(ROOT, 'models/tandem-target');
+const DRAFT = path.join(ROOT, 'models/tandem-draft');
+const KEY = 'sk-policy-test';
+const FIELDS = ['schema_version', 'state', 'reason', 'decline_detail', 'verdict', 'mtp_enabled', 'draft_kind', 'target',
+  'drafter', 'hardware', 'block_size', 'acceptance_rate', 'samples', 'samples_required', 'samples_remaining'];
+
+function tempDir(name) {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `tandem-policy-${name}-`));
+}
+
+// Starts a server; resolves once it listens (not necessarily ready).
+async function start({ drafter = DRAFT, env = {}, cacheDir = tempDir('cache') } = {}) {
+  const args = ['serve', '-m', TARGET, '--port', '0', '--api-key', KEY, '-t', '2'];
+  if (drafter) args.push('-md', drafter);
+  const child = spawn(TANDEM, args, {
+    env: { ...process.env, TANDEM_CACHE_DIR: cacheDir, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let log = '';
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no listening line:\n${log}`)), 30000);
+    child.stderr.on('data', (d) => {
+      log += d;
+      const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+    });
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`exited ${code}:\n${log}`)); });
+  });
+  child.stderr.on('data', (d) => { log += d; });
+  const server = {
+    child, port, cacheDir, base: `http://127.0.0.1:${port}`,
+    log: () => log,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      return new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+    },
+  };
+  return server;
+}
+
+async function ready(s) {
+  for (let i = 0; i < 300; i++) {
+    const r = await fetch(`${s.base}/health`);
+    if (r.status === 200) return;
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  throw new Error(`not ready:\n${s.log()}`);
+}
+
+async function policy(s, key = KEY) {
+  const headers = key ? { Authorization: `Bearer ${key}` } : {};
+  const r = await fetch(`${s.base}/v1/internal/mtp-policy`, { headers });
+  return { status: r.status, body: await r.json() };
+}
+
+async function complete(s, prompt, maxTokens = 24) {
+  const r = await fetch(`${s.base}/v1/completions`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'X-Api-Key': KEY },
+    body: JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0 }),
+  });
+  assert.equal(r.status, 200);
+  return (await r.json()).choices[0].text;
+}
+
+function checkShape(body) {
+  assert.deepEqual(Object.keys(body).sort(), [...FIELDS].sort());
+  assert.equal(body.schema_version, 1);
+  assert.equal(body.samples_required, 4);
+}
+
+function checkKeyFields(body, set) {
+  for (const f of ['target', 'drafter', 'hardware', 'block_size']) {
+    if (set) assert.notEqual(body[f], null, f); else assert.equal(body[f], null, f);
+  }
+  if (set) {
+    assert.equal(body.target, fs.realpathSync(TARGET));
+    assert.equal(body.block_size, 4);
+    assert.match(body.hardware, /^cpu:.+\|t2\|(scalar|avx2|avx512)$/);
+  }
+}
+
+async function withServer(opts, fn) {
+  const s = await start(opts);
+  try { return await fn(s); } finally { assert.equal(await s.stop(), 0, 'clean exit on SIGTERM'); }
+}
+
+test('no drafter: unavailable / no_mtp_dispatch', async () => {
+  await withServer({ drafter: null }, async (s) => {
+    await ready(s);
+    const { body } = await policy(s);
+    checkShape(body);
+    assert.equal(body.state, 'unavailable');
+    assert.equal(body.reason, 'no_mtp_dispatch');
+    assert.equal(body.mtp_enabled, false);
+    assert.equal(body.verdict, null);
+    assert.equal(body.decline_detail, null);
+    assert.equal(body.samples, 0);
+    assert.equal(body.samples_remaining, null);
+    checkKeyFields(body, false);
+  });
+});
+
+test('TANDEM_MTP_ADAPTIVE=0: unavailable / adaptive_disabled with the static CPU default', async () => {
+  await withServer({ env: { TANDEM_MTP_ADAPTIVE: '0' } }, async (s) => {
+    await ready(s);
+    const { body } = await policy(s);
+    checkShape(body);
+    assert.equal(body.state, 'unavailable');
+    assert.equal(body.reason, 'adaptive_disabled');
+    assert.equal(body.mtp_enabled, true);
+    assert.equal(body.acceptance_rate, null);
+    checkKeyFields(body, false);
+  });
+});
+
+for (const [value, enabled] of [['1', true], ['0', false]]) {
+  test(`TANDEM_ENABLE_MTP_B1=${value}: forced ${enabled}`, async () => {
+    await withServer({ env: { TANDEM_ENABLE_MTP_B1: value } }, async (s) => {
+      await ready(s);
+      const { body } = await policy(s);
+      checkShape(body);
+      assert.equal(body.state, 'forced');
+      assert.equal(body.mtp_enabled, enabled);
+      assert.equal(body.reason, null);
+      assert.equal(body.verdict, null);
+      assert.equal(body.acceptance_rate, null);
+      assert.equal(body.samples, 0);
+      assert.equal(body.samples_remaining, null);
+      checkKeyFields(body, true);
+    });
+  });
+}
+
+test('profiling counts 4 -> 1, settles, persists, and a restart is settled at once', async () => {
+  const cacheDir = tempDir('profile');
+  await withServer({ cacheDir }, async (s) => {
+    await ready(s);
+    // Poll from several concurrent loops while profiling: every body must be complete.
+    let polling = true;
+    const pollers = [0, 1, 2].map(async () => {
+      let n = 0;
+      while (polling && n++ < 2000) {
+        const { status, body } = await policy(s);
+        assert.equal(status, 200);
+        checkShape(body);
+        assert.ok(['profiling', 'settled'].includes(body.state));
+      }
+    });
+    for (let i = 0; i < 4; i++) {
+      const { body } = await policy(s);
+      assert.equal(body.state, 'profiling');
+      assert.equal(body.samples, i);
+      assert.equal(body.samples_remaining, 4 - i);
+      assert.equal(body.mtp_enabled, true);
+      assert.equal(body.verdict, null);
+      checkKeyFields(body, true);
+      if (i === 0) assert.equal(body.acceptance_rate, null);
+      else assert.ok(body.acceptance_rate > 0 && body.acceptance_rate <= 1);
+      await complete(s, `Call me Ishmael. Some years ago ${i}`);
+    }
+    polling = false;
+    await Promise.all(pollers);
+    const { body } = await policy(s);
+    assert.equal(body.state, 'settled');
+    assert.ok(['enable', 'decline'].includes(body.verdict));
+    assert.equal(body.mtp_enabled, body.verdict === 'enable');
+    assert.equal(body.samples, 4);
+    assert.equal(body.samples_remaining, null);
+    assert.equal(Math.round(body.acceptance_rate * 100) / 100, body.acceptance_rate);
+    assert.match(s.log(), /speculation policy settled: verdict (enable|decline) — estimated speedup [0-9.]+ = \(accepted_len/);
+    const hints = fs.readdirSync(path.join(cacheDir, 'mtp-policy'));
+    assert.equal(hints.length, 1);
+    assert.match(hints[0], /^[0-9a-f]{16}\.json$/);
+    const hint = JSON.parse(fs.readFileSync(path.join(cacheDir, 'mtp-policy', hints[0]), 'utf8'));
+    assert.equal(hint.version, 1);
+    assert.equal(hint.verdict, body.verdict);
+    assert.equal(hint.samples, 4);
+    const metrics = await (await fetch(`${s.base}/metrics`, { headers: { 'X-Api-Key': KEY } })).text();
+    assert.match(metrics, /tandem:mtp_policy_state\{state="settled"\} 1/);
+    assert.match(metrics, /tandem:mtp_policy_estimated_speedup [0-9.]+/);
+  });
+  await withServer({ cacheDir }, async (s) => {
+    await ready(s);
+    const { body } = await policy(s);
+    assert.equal(body.state, 'settled');
+    assert.equal(body.samples, 4);
+  });
+});
+
+test('bad hint files mean WARN and profiling again; an unwritable cache works in memory', async () => {
+  const cacheDir = tempDir('hints');
+  // Settle once to learn the hint's path and body.
+  await withServer({ cacheDir, env: {} }, async (s) => {
+    await ready(s);
+    for (let i = 0; i < 4; i++) await complete(s, `The sea ${i}`);
+    assert.equal((await policy(s)).body.state, 'settled');
+  });
+  const dir = path.join(cacheDir, 'mtp-policy');
+  const file = path.join(dir, fs.readdirSync(dir)[0]);
+  const good = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const variants = {
+    corrupt: '{"version": 1, "verdict": "ena',
+    truncated: '',
+    wrong_version: JSON.stringify({ ...good, version: 99 }),
+    key_mismatch: JSON.stringify({ ...good, target: '/somewhere/else' }),
+  };
+  for (const [name, text] of Object.entries(variants)) {
+    fs.writeFileSync(file, text);
+    await withServer({ cacheDir }, async (s) => {
+      await ready(s);
+      const { body } = await policy(s);
+      assert.equal(body.state, 'profiling', name);
+      assert.match(s.log(), /WARN.*speculation policy: ignoring hint/i, name);
+    });
+  }
+  const ro = tempDir('ro');
+  fs.writeFileSync(path.join(ro, 'mtp-policy'), 'a file where a directory should be');
+  await withServer({ cacheDir: ro }, async (s) => {
+    await ready(s);
+    for (let i = 0; i < 4; i++) await complete(s, `Whales ${i}`);
+    const { body } = await policy(s);
+    assert.equal(body.state, 'settled');
+    assert.match(s.log(), /WARN.*lives in memory only/i);
+  });
+});
+
+test('a pinned non-invariant kernel: exactness_declined, even when forced; output unchanged', async () => {
+  const prompts = ['It was the best of times', 'Mr. Speaker, the state of the Union'];
+  const plain = await withServer({ drafter: null }, async (s) => {
+    await ready(s);
+    const out = [];
+    for (const p of prompts) out.push(await complete(s, p, 32));
+    return out;
+  });
+  for (const env of [{ TANDEM_GEMM: 'splitk' }, { TANDEM_GEMM: 'splitk', TANDEM_ENABLE_MTP_B1: '1' }]) {
+    await withServer({ env }, async (s) => {
+      await ready(s);
+      const { body } = await policy(s);
+      checkShape(body);
+      assert.equal(body.state, 'exactness_declined');
+      assert.equal(body.mtp_enabled, false);
+      assert.equal(body.verdict, null);
+      assert.equal(body.reason, null);
+      assert.equal(body.samples, 0);
+      checkKeyFields(body, true);
+      assert.match(body.decline_detail,
+        /^verify block position \d+ differs from the single-token chain in \d+ of \d+ logit bytes\. The kernel retry was skipped because TANDEM_GEMM is pinned\.$/);
+      assert.ok(s.log().includes(`speculative decoding declined: ${body.decline_detail} Falling back to classic decode.`));
+      const health = await (await fetch(`${s.base}/health`)).json();
+      assert.equal(health.observability.mtp_policy.state, 'exactness_declined');
+      // Served classically, with the plain server's exact output (splitk only changes M > 1 rows).
+      for (let i = 0; i < prompts.length; i++) assert.equal(await complete(s, prompts[i], 32), plain[i]);
+    });
+  }
+});
+
+test('worker_not_ready while the model loads; the endpoint needs the key, /health does not', async () => {
+  await withServer({ env: { TANDEM_LOAD_DELAY_MS: '1500' } }, async (s) => {
+    const { status, body } = await policy(s);
+    assert.equal(status, 200);
+    checkShape(body);
+    assert.equal(body.state, 'unavailable');
+    assert.equal(body.reason, 'worker_not_ready');
+    assert.equal(body.mtp_enabled, null);
+    checkKeyFields(body, false);
+    const loading = await fetch(`${s.base}/health`);
+    assert.equal(loading.status, 503);
+    assert.equal((await loading.json()).observability.mtp_policy.reason, 'worker_not_ready');
+    assert.equal((await policy(s, null)).status, 401);
+    assert.equal((await policy(s, 'wrong')).status, 401);
+    await ready(s);
+    assert.equal((await fetch(`${s.base}/health`)).status, 200);
+    assert.equal((await policy(s)).body.state, 'profiling');
+  });
+});

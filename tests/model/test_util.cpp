@@ -15,6 +15,9 @@ namespace fs = std::filesystem;
 
 std::string fixtures_dir() {
   const char* root = std::getenv("TANDEM_SOURCE_DIR");
+#ifdef TANDEM_MODEL_TEST_SOURCE_DIR
+  if (root == nullptr) root = TANDEM_MODEL_TEST_SOURCE_DIR;
+#endif
   return (fs::path(root ? root : ".") / "tests" / "fixtures" / "models").string();
 }
 

@@ -8,7 +8,7 @@
 
 namespace tandem::model::testing {
 
-// $TANDEM_SOURCE_DIR/tests/fixtures/models (falls back to a path relative to cwd).
+// $TANDEM_SOURCE_DIR/tests/fixtures/models (else the source dir compiled in).
 std::string fixtures_dir();
 // Names of every fixture model directory, sorted.
 std::vector<std::string> fixture_names();

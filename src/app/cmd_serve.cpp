@@ -47,7 +47,6 @@ void apply_env(ServeOptions& o) {
   fill(o.model, {"TANDEM_MODEL", "LLAMA_ARG_MODEL"});
   fill(o.api_key, {"TANDEM_API_KEY", "LLAMA_API_KEY"});
   fill(o.api_key_file, {"TANDEM_API_KEY_FILE"});
-  fill(o.gemm, {"TANDEM_GEMM_REQUEST"});
   apply_drafter_env(o.drafter);
 }
 

@@ -88,6 +88,22 @@ TEST(Rope, RotatesPairsLikeTransformers) {
   }
 }
 
+TEST(Rope, VariantsEqualReferenceWithPartialRotary) {
+  const int heads = 3, head_dim = 80, rotary = 36;  // tails in every vector width
+  const auto inv = rope_inv_freq(rotary, 10000.0, RopeScaling{});
+  const int32_t positions[] = {5, 40000};
+  for (RopeLayout layout : {RopeLayout::neox, RopeLayout::interleaved}) {
+    const auto x = random_floats(2 * heads * head_dim, 14);
+    std::vector<float> want = x;
+    rope(Ctx{nullptr, Isa::scalar}, want.data(), 2, heads, head_dim, positions, inv.data(), rotary, layout);
+    for (Isa isa : testing::simd_isas()) {
+      std::vector<float> got = x;
+      rope(Ctx{nullptr, isa}, got.data(), 2, heads, head_dim, positions, inv.data(), rotary, layout);
+      EXPECT_TRUE(same_bits(got.data(), want.data(), got.size())) << isa_name(isa);
+    }
+  }
+}
+
 TEST(Rope, VariantsEqualReferenceAndRowsAreInvariant) {
   const int heads = 14, head_dim = 64;
   const int64_t rows = 9;

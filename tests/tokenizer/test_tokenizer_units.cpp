@@ -249,3 +249,31 @@ TEST(AddedTokens, IdsFollowHuggingFaceAssignment) {
 
 }  // namespace
 }  // namespace tandem::tok
+
+namespace tandem::tok {
+namespace {
+
+TEST(Streaming, InvalidBytesDoNotStallTheStream) {
+  Tokenizer t = load(byte_level_json());
+  StreamingDetokenizer s(t);
+  std::string out;
+  // Lone lead bytes followed by more lead bytes: each earlier one is final (U+FFFD).
+  for (int k = 0; k < 1000; ++k) out += s.push(0xF0);
+  out += s.push('a');
+  out += s.flush();
+  std::vector<int32_t> ids(1000, 0xF0);
+  ids.push_back('a');
+  EXPECT_EQ(out, t.decode(ids));
+}
+
+TEST(Streaming, SkippedSpecialTokensKeepWindowSmall) {
+  Tokenizer t = load(byte_level_json());
+  StreamingDetokenizer s(t, /*skip_special_tokens=*/true);
+  std::string out;
+  for (int k = 0; k < 5000; ++k) out += s.push(261);  // <|end|>, skipped
+  out += s.push('o') + s.push('k');
+  EXPECT_EQ(out + s.flush(), "ok");
+}
+
+}  // namespace
+}  // namespace tandem::tok

@@ -27,9 +27,13 @@ class StreamingDetokenizer {
  private:
   const Tokenizer& tokenizer_;
   bool skip_special_;
+  static constexpr size_t kMaxHeldIds = 32;
+
   std::vector<int32_t> ids_;
-  size_t prefix_ = 0;  // window start: context so decoders see a previous token
-  size_t read_ = 0;    // ids before this have been emitted
+  size_t prefix_ = 0;            // window start: context so decoders see a previous token
+  size_t read_ = 0;              // the text of ids before this has been emitted
+  size_t emitted_in_delta_ = 0;  // bytes of the newer ids' text already emitted
+  std::string pending_;          // those bytes (to check the window still agrees)
 };
 
 }  // namespace tandem::tok

@@ -155,7 +155,7 @@ Status Model::load_layer(int i, const std::string& p) {
     TANDEM_ASSIGN_OR_RETURN(const TensorView* kn, ck.get(p + "self_attn.k_norm.weight", {c.head_dim}));
     w.q_norm = to_f32_vector(*qn);
     w.k_norm = to_f32_vector(*kn);
-    parameters_ += 2 * c.head_dim;
+    parameters_ += int64_t{2} * c.head_dim;
   }
   if (c.mlp_bias) {
     TANDEM_ASSIGN_OR_RETURN(const TensorView* gb, ck.get(p + "mlp.gate_proj.bias", {inter}));

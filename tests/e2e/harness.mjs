@@ -4,6 +4,7 @@
 // Environment (set by CTest, see CMakeLists.txt):
 //   TANDEM_BIN        path to the tandem binary (default: <repo>/build/src/app/tandem)
 //   TANDEM_REPO_ROOT  repository root (default: two levels above this file)
+//   TANDEM_E2E_THREADS  kernel threads of every server started (default 1)
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -59,6 +60,10 @@ export { sleep };
 // /health says 200. Rejects (and kills the process) if it exits or times out.
 export async function startServer({ extra = [], env = {}, model = models.target, key = API_KEY, timeoutMs = 60000 } = {}) {
   const args = ['serve', '-m', model, '--host', '127.0.0.1', '--port', '0', '--api-key', key, ...extra];
+  // One kernel thread unless told otherwise: on a machine with more runnable threads than
+  // cores (CI builds beside the tests), fork-join decode with 2 threads measured 5-10x slower
+  // than with 1, which made the timing-sensitive tests flaky.
+  if (!extra.includes('-t') && !extra.includes('--threads')) args.push('-t', process.env.TANDEM_E2E_THREADS || '1');
   const child = spawn(tandemBin, args, {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -100,7 +105,8 @@ export async function startServer({ extra = [], env = {}, model = models.target,
     get log() {
       return log;
     },
-    healthStatuses: [],
+    healthStatuses: [], // what /health answered while we waited for readiness
+    loadingBody: undefined, // the first non-200 /health body
     client(opts = {}) {
       return new OpenAI({ baseURL: `${this.baseURL}/v1`, apiKey: key, maxRetries: 0, timeout: 120000, ...opts });
     },
@@ -145,14 +151,15 @@ export async function startServer({ extra = [], env = {}, model = models.target,
     try {
       const res = await fetch(`${server.baseURL}/health`);
       server.healthStatuses.push(res.status);
+      const body = await res.text();
+      if (res.status !== 200 && server.loadingBody === undefined) server.loadingBody = body;
       if (res.status === 200) break;
-      await res.text();
     } catch {}
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`tandem serve not ready within ${timeoutMs} ms:\n${log}`);
     }
-    await sleep(50);
+    await sleep(20);
   }
   return server;
 }

@@ -56,8 +56,8 @@ const REQUESTS = [
 const servers = {};
 
 before(async () => {
-  // Same kernel thread count everywhere; -np 8 so that all eight decode in one batch.
-  const common = ['-np', '8', '-t', '2'];
+  // Same kernel thread count everywhere (the harness's default); -np 8 so that all eight decode in one batch.
+  const common = ['-np', '8'];
   [servers.plain, servers.draft, servers.mtp] = await Promise.all([
     startServer({ extra: common }),
     startServer({ extra: [...common, '-md', models.draft] }),
@@ -118,6 +118,19 @@ function assertSame(actual, reference, what) {
     assert.equal(actual[i].text, reference[i].text, `${what}: request ${i} (${JSON.stringify(REQUESTS[i].body).slice(0, 80)})`);
   }
 }
+
+describe('start-up', () => {
+  it('/health answers 503 {"status":"loading"} until the model (and drafter, and its exactness probe) is ready', () => {
+    // The drafter servers spend about a second in the exactness probe after binding the port.
+    const seen = [servers.draft, servers.mtp].filter((s) => s.healthStatuses.includes(503));
+    assert.ok(seen.length > 0, `never saw a 503 while loading: ${JSON.stringify(servers.draft.healthStatuses)}`);
+    for (const s of seen) {
+      assert.equal(JSON.parse(s.loadingBody).status, 'loading');
+      assert.equal(s.healthStatuses.at(-1), 200);
+      assert.ok(s.healthStatuses.every((x) => x === 503 || x === 200));
+    }
+  });
+});
 
 describe('isolation (bitwise)', () => {
   let reference;

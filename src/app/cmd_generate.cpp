@@ -1,27 +1,42 @@
-// `tandem generate -m DIR --tokens 1,2,3 -n 32`: greedy generation from token
-// ids (until the tokenizer is wired in). Prints the generated ids, comma
-// separated, on stdout; load and timing lines go to stderr.
-#include <algorithm>
+// `tandem generate`: one completion from the command line, classic or
+// speculative (-md), with the same seeded sampler as the server.
+//   tandem generate -m DIR [-md DIR] [--draft-block-size K] -p TEXT [--chat] -n N
+//                   [--temp T --top-k K --top-p P --min-p P --seed S] [--stats]
+//   tandem generate -m DIR --tokens 1,2,3 -n 32      (token ids in and out)
+// Text goes to stdout as it is generated; --stats adds a summary on stderr.
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "core/log.h"
+#include "drafter_setup.h"
 #include "model/forward.h"
+#include "spec/exactness.h"
+#include "spec/sequence.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/streaming.h"
 
 namespace tandem::app {
 namespace {
 
 struct GenerateOptions {
   std::string model_dir;
-  std::string tokens;
-  int max_tokens = 32;
-  int threads = 1;
+  DrafterOptions drafter;
+  std::string prompt, tokens;
+  bool chat = false;
+  int max_tokens = 128;
+  int threads = 0;
   bool ignore_eos = false;
+  bool stats = false;
+  std::string gemm;
+  sampling::SamplingParams sampling;
+  int64_t seed = -1;
 };
 
 Expected<std::vector<int32_t>> parse_token_list(const std::string& text) {
@@ -42,49 +57,125 @@ Expected<std::vector<int32_t>> parse_token_list(const std::string& text) {
   return out;
 }
 
-int run_generate(const GenerateOptions& o) {
+struct Text {
+  std::optional<tok::Tokenizer> tokenizer;
+  std::optional<tok::ChatTemplate> chat;
+};
+
+Expected<std::vector<int32_t>> build_prompt(const GenerateOptions& o, Text& text) {
+  if (!o.tokens.empty()) return parse_token_list(o.tokens);
+  if (o.prompt.empty()) return invalid_argument("give a prompt with -p TEXT (or token ids with --tokens)");
+  TANDEM_ASSIGN_OR_RETURN(tok::Tokenizer t, tok::Tokenizer::from_file(o.model_dir + "/tokenizer.json"));
+  text.tokenizer = std::move(t);
+  if (!o.chat) return text.tokenizer->encode(o.prompt, true);
+  TANDEM_ASSIGN_OR_RETURN(tok::ChatTemplate c, tok::ChatTemplate::from_tokenizer_config(o.model_dir + "/tokenizer_config.json"));
+  text.chat = std::move(c);
+  tok::ChatRenderInput input;
+  input.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", o.prompt}}});
+  input.add_generation_prompt = true;
+  TANDEM_ASSIGN_OR_RETURN(std::string rendered, text.chat->render(input));
+  return text.tokenizer->encode(rendered, false);
+}
+
+int run_generate(GenerateOptions o) {
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "tandem generate: %s\n", s.to_string().c_str());
     return 1;
   };
-  auto prompt = parse_token_list(o.tokens);
+  apply_drafter_env(o.drafter);
+  if (Status s = apply_gemm_option(o.gemm); !s.ok()) return fail(s);
+  Text text;
+  auto prompt = build_prompt(o, text);
   if (!prompt.ok()) return fail(prompt.status());
-  const auto t0 = std::chrono::steady_clock::now();
   auto loaded = model::Model::load(o.model_dir);
   if (!loaded.ok()) return fail(loaded.status());
   const model::Model& m = **loaded;
-  const int64_t total = static_cast<int64_t>(prompt->size()) + o.max_tokens;
+  if (Status s = sampling::validate(o.sampling, static_cast<int32_t>(m.config().vocab_size)); !s.ok()) return fail(s);
+  const int64_t total = static_cast<int64_t>(prompt->size()) + o.max_tokens + 16;
   auto kv = model::KvCache::create(m.config(), model::KvCache::options_for_tokens(total));
   if (!kv.ok()) return fail(kv.status());
-  std::unique_ptr<ThreadPool> pool = o.threads > 1 ? std::make_unique<ThreadPool>(o.threads) : nullptr;
-  model::Forward fw(m, *kv, pool.get());
-  const auto t1 = std::chrono::steady_clock::now();
+  ThreadPool pool(o.threads);
+  o.drafter.max_tokens = total;
+  auto drafter = load_drafter(o.drafter, m, &pool);
+  if (!drafter.ok()) return fail(drafter.status());
+  model::Forward forward(m, *kv, &pool);
 
-  model::SequenceId seq = kv->create_sequence();
-  model::SequenceStep step{seq, *prompt, 0, model::LogitRows::last};
-  auto out = fw.run({&step, 1});
-  if (!out.ok()) return fail(out.status());
-  const auto t2 = std::chrono::steady_clock::now();
-  std::vector<int32_t> generated;
-  int32_t next = 0;
-  while (static_cast<int>(generated.size()) < o.max_tokens) {
-    next = kernels::argmax(out->logits_row(0), m.config().vocab_size);
-    generated.push_back(next);
-    std::printf("%s%d", generated.size() > 1 ? "," : "", next);
-    std::fflush(stdout);
-    const auto& eos = m.config().eos_token_ids;
-    if (!o.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) break;
-    if (static_cast<int>(generated.size()) == o.max_tokens) break;
-    model::SequenceStep decode{seq, {&next, 1}, kv->length(seq), model::LogitRows::last};
-    out = fw.run({&decode, 1});
-    if (!out.ok()) return fail(out.status());
+  std::optional<spec::GateDecision> gate;
+  if (drafter->drafter) {
+    spec::ExactnessGate g(m.dir(), [&](int k) { return spec::run_exactness_probe(m, &pool, k); });
+    gate = g.decide(drafter->block_size);
   }
+  const bool speculate = gate && gate->allowed;
+
+  sampling::Sampler sampler;
+  spec::SequenceState s;
+  s.seq = kv->create_sequence();
+  s.prompt = *prompt;
+  s.params = o.sampling;
+  s.params.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
+  s.keep_hidden = speculate && drafter->drafter->kind() == spec::DraftKind::mtp;
+  std::vector<int32_t> stops = m.config().eos_token_ids;
+  if (text.tokenizer && text.chat && !text.chat->eos_token().empty())
+    if (auto id = text.tokenizer->token_to_id(text.chat->eos_token())) stops.push_back(*id);
+
+  std::optional<tok::StreamingDetokenizer> detok;
+  if (text.tokenizer) detok.emplace(*text.tokenizer, true);
+  size_t printed = 0;
+  bool done = false;
+  auto emit = [&] {
+    while (!done && printed < s.generated.size()) {
+      const int32_t t = s.generated[printed++];
+      if (!o.ignore_eos && std::find(stops.begin(), stops.end(), t) != stops.end()) {
+        done = true;
+        break;
+      }
+      if (detok) {
+        std::fputs(detok->push(t).c_str(), stdout);
+      } else {
+        std::printf("%s%d", printed > 1 ? "," : "", t);
+      }
+      if (static_cast<int>(printed) >= o.max_tokens) done = true;
+    }
+    std::fflush(stdout);
+  };
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  if (Status st = spec::prefill(forward, sampler, s); !st.ok()) return fail(st);
+  const auto t1 = Clock::now();
+  emit();
+  int64_t rounds = 0, drafted = 0, accepted = 0;
+  while (!done) {
+    if (speculate) {
+      auto r = spec::speculative_round(forward, *drafter->drafter, sampler, s, drafter->block_size);
+      if (!r.ok()) return fail(r.status());
+      ++rounds;
+      drafted += r->drafted;
+      accepted += r->accepted;
+    } else if (Status st = spec::classic_step(forward, sampler, s); !st.ok()) {
+      return fail(st);
+    }
+    emit();
+  }
+  if (detok) std::fputs(detok->flush().c_str(), stdout);
   std::printf("\n");
-  const auto t3 = std::chrono::steady_clock::now();
-  auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-  std::fprintf(stderr, "load %.2f s, prefill %zu tokens %.3f s, decode %zu tokens %.3f s (%.1f tok/s)\n",
-               secs(t0, t1), prompt->size(), secs(t1, t2), generated.size(), secs(t2, t3),
-               generated.size() > 1 ? (generated.size() - 1) / secs(t2, t3) : 0.0);
+  const auto t2 = Clock::now();
+  if (o.stats) {
+    auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+    const size_t n = std::min<size_t>(printed, static_cast<size_t>(o.max_tokens));
+    std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.1f tok/s)\n", prompt->size(), secs(t0, t1),
+                 prompt->size() / secs(t0, t1));
+    std::fprintf(stderr, "generated: %zu tokens in %.3f s (%.1f tok/s), seed %llu\n", n, secs(t1, t2),
+                 n > 1 ? (n - 1) / secs(t1, t2) : 0.0, static_cast<unsigned long long>(s.params.seed));
+    if (drafter->drafter) {
+      std::fprintf(stderr, "drafter: %s, block size %d (%s)\n", drafter->drafter->describe().c_str(),
+                   drafter->block_size, drafter->block_size_rule.c_str());
+      std::fprintf(stderr, "exactness probe: %s — %s\n", gate->exact ? "exact" : (gate->allowed ? "inexact, engaged anyway" : "declined"),
+                   gate->decline_reason.value_or(gate->probe_reason).c_str());
+      std::fprintf(stderr, "speculative rounds: %lld, acceptance rate %.3f, mean accepted length %.2f\n",
+                   static_cast<long long>(rounds), drafted ? static_cast<double>(accepted) / drafted : 0.0,
+                   rounds ? static_cast<double>(accepted) / rounds : 0.0);
+    }
+  }
   return 0;
 }
 
@@ -92,13 +183,26 @@ int run_generate(const GenerateOptions& o) {
 
 Command add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
-  CLI::App* sub =
-      app.add_subcommand("generate", "Greedy generation from token ids (tokenizer not wired in yet)");
+  o->sampling.temperature = 0.8f;
+  CLI::App* sub = app.add_subcommand("generate", "Generate one completion (classic, or speculative with -md)");
   sub->add_option("-m,--model", o->model_dir, "Hugging Face model directory")->required();
-  sub->add_option("--tokens", o->tokens, "Prompt token ids, comma separated (e.g. 1,2,3)")->required();
+  sub->add_option("--model-draft,--draft-model", o->drafter.dir, "Drafter directory (-md)");
+  sub->add_option("--draft-kind", o->drafter.kind, "draft|mtp (default: detected)");
+  sub->add_option("--draft-block-size", o->drafter.block_size, "Tokens per verify forward, 2..16");
+  sub->add_option("-p,--prompt", o->prompt, "Prompt text");
+  sub->add_flag("--chat", o->chat, "Treat the prompt as a user message and apply the chat template");
+  sub->add_option("--tokens", o->tokens, "Prompt token ids, comma separated (instead of -p); prints ids");
   sub->add_option("-n,--n-predict", o->max_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
-  sub->add_option("-t,--threads", o->threads, "Kernel threads")->check(CLI::Range(1, 1024));
+  sub->add_option("--temp", o->sampling.temperature, "Temperature (0 = greedy)")->capture_default_str();
+  sub->add_option("--top-k", o->sampling.top_k, "Top-k (0 = off)");
+  sub->add_option("--top-p", o->sampling.top_p, "Top-p (1 = off)");
+  sub->add_option("--min-p", o->sampling.min_p, "Min-p (0 = off)");
+  sub->add_option("--repeat-penalty", o->sampling.repetition_penalty, "Repetition penalty (1 = off)");
+  sub->add_option("-s,--seed", o->seed, "Sampling seed (default: random, printed by --stats)");
+  sub->add_option("-t,--threads", o->threads, "Kernel threads (default: all)");
+  sub->add_option("--gemm", o->gemm, "Matmul kernel request: invariant|splitk|auto");
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after an end-of-sequence token");
+  sub->add_flag("--stats", o->stats, "Print speed, acceptance and the exactness verdict on stderr");
   return {sub, [o] { return run_generate(*o); }};
 }
 

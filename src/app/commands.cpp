@@ -17,7 +17,7 @@ Command add_stub_command(CLI::App& app, const char* name, const char* descriptio
 void register_commands(CLI::App& app, CommandList& out) {
   out.push_back(add_serve_command(app));
   out.push_back(add_generate_command(app));
-  out.push_back(add_stub_command(app, "probe", "Run the speculative exactness probe"));
+  out.push_back(add_probe_command(app));
   out.push_back(add_bench_command(app));
   out.push_back(add_info_command(app));
   out.push_back(add_tokenize_command(app));

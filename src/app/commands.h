@@ -19,6 +19,7 @@ void register_commands(CLI::App& app, CommandList& out);
 // Individual subcommands.
 Command add_info_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
+Command add_probe_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);

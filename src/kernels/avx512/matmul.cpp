@@ -27,13 +27,20 @@ template <DType D>
 constexpr int64_t element_size() {
   return D == DType::f32 ? 4 : 2;
 }
-// Software prefetch distance in bytes of the panel stream. The L2 streamer
-// stops at 4 KiB page boundaries and tracks few lines ahead; prefetching a
-// page ahead keeps enough misses in flight that M = 1 streams at the read
-// bandwidth and compute for M = 4..8 overlaps the DRAM latency (measured:
-// M=1 at 1 thread from ~0.8 to ~0.9 of the read bandwidth, M=4/M=1 from
-// ~1.25 to ~1.05; docs/benchmarks.md).
+// Prefetching. The L2 streamer stops at 4 KiB page boundaries and runs only
+// a few lines ahead, so (1) the first pass over a panel prefetches its own
+// stream a page ahead into L1 ("near"); (2) when a panel takes several passes
+// (M > 4: two groups, or more row blocks), the passes after the first read
+// it from L2 and would leave DRAM idle, so every pass also prefetches an
+// equal share of the *next* panel into L2 ("far"). DRAM streaming then
+// overlaps all of the compute, not just the first pass's.
 constexpr int64_t kPrefetchBytes = 4096;
+
+struct Prefetch {
+  bool near = true;
+  const uint8_t* far = nullptr;  // next panel's share for this pass, or null
+  int64_t far_step = 0;          // bytes of it per k step
+};
 
 // The 32 columns of one group at one k, as two vectors of 16 columns each.
 template <DType D>
@@ -62,7 +69,8 @@ inline void store_cols(float* y, __m512 v, int64_t cols) {
 // R rows x G groups starting at w (offset to the block's first group and to
 // k_begin); cols = valid output columns from the block's first column.
 template <DType D, int R, int G>
-void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, int64_t ldy, int64_t cols) {
+void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, int64_t ldy, int64_t cols,
+           Prefetch pf) {
   constexpr int64_t kStep = kPanel * element_size<D>();
   constexpr int64_t kGroup = 32 * element_size<D>();
   constexpr int V = 2 * G;
@@ -72,8 +80,16 @@ void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, 
   }
   for (int64_t kk = 0; kk < kn; ++kk) {
     const uint8_t* wk = w + kk * kStep;
-    for (int64_t line = 0; line < kStep; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchBytes + line), _MM_HINT_T0);
+    if (pf.near) {
+      for (int64_t line = 0; line < kStep; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchBytes + line), _MM_HINT_T0);
+      }
+    }
+    if (pf.far != nullptr) {
+      const uint8_t* f = pf.far + kk * pf.far_step;
+      for (int64_t line = 0; line < pf.far_step || line == 0; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(f + line), _MM_HINT_T1);
+      }
     }
     __m512 wv[V];
     for (int g = 0; g < G; ++g) load_group<D>(wk + g * kGroup, wv[2 * g], wv[2 * g + 1]);
@@ -87,7 +103,7 @@ void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, 
   }
 }
 
-using BlockFn = void (*)(const float*, int64_t, const uint8_t*, int64_t, float*, int64_t, int64_t);
+using BlockFn = void (*)(const float*, int64_t, const uint8_t*, int64_t, float*, int64_t, int64_t, Prefetch);
 
 template <DType D>
 void matmul_typed(const MatmulArgs& a) {
@@ -97,19 +113,40 @@ void matmul_typed(const MatmulArgs& a) {
   static constexpr BlockFn kHalf[] = {block<D, 5, 1>, block<D, 6, 1>, block<D, 7, 1>, block<D, 8, 1>};
   constexpr int64_t es = element_size<D>();
   const int64_t kn = a.k_end - a.k_begin;
+  const int64_t panel_bytes = kn * kPanel * es;
+  // Passes over one panel: 1 for M <= 4, else 2 per block of up to 8 rows
+  // (plus 1 for a final block of <= 4 rows).
+  const int64_t full8 = a.m / 8, tail = a.m % 8;
+  const int64_t passes = full8 * 2 + (tail == 0 ? 0 : tail <= 4 ? 1 : 2);
   for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
     const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
+    const uint8_t* next = p + 1 < a.panel_end && passes > 1 ? w + a.k * kPanel * es : nullptr;
     float* y = a.y + p * kPanel;
+    int64_t pass = 0;
+    auto prefetch = [&] {
+      Prefetch pf;
+      pf.near = pass == 0;
+      if (next != nullptr) {
+        pf.far = next + pass * panel_bytes / passes;
+        pf.far_step = panel_bytes / passes / kn;
+      }
+      ++pass;
+      return pf;
+    };
     for (int64_t r = 0; r < a.m;) {
       const int64_t rows = std::min<int64_t>(8, a.m - r);
       const float* x = a.x + r * a.ldx + a.k_begin;
       float* yr = y + r * a.ldy;
       if (rows <= 4) {
-        kFull[rows](x, a.ldx, w, kn, yr, a.ldy, cols);
+        kFull[rows](x, a.ldx, w, kn, yr, a.ldy, cols, prefetch());
       } else {
-        kHalf[rows - 5](x, a.ldx, w, kn, yr, a.ldy, cols);
-        if (cols > 32) kHalf[rows - 5](x, a.ldx, w + 32 * es, kn, yr + 32, a.ldy, cols - 32);
+        kHalf[rows - 5](x, a.ldx, w, kn, yr, a.ldy, cols, prefetch());
+        if (cols > 32) {
+          kHalf[rows - 5](x, a.ldx, w + 32 * es, kn, yr + 32, a.ldy, cols - 32, prefetch());
+        } else {
+          ++pass;
+        }
       }
       r += rows;
     }

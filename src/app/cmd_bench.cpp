@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_spec.h"
 #include "commands.h"
 #include "core/aligned_buffer.h"
 #include "kernels/ops.h"
@@ -222,7 +223,25 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("-r,--reps", o->reps, "Repetitions (best is reported)")->check(CLI::Range(1, 100));
   sub->add_option("--bw-mib", o->bw_mib, "Working set of the bandwidth measurement, MiB")
       ->check(CLI::Range(512, 1 << 16));
-  return {sub, [o] { return run_bench(*o); }};
+  // With a drafter: classic vs speculative (cmd_bench_spec.cpp).
+  auto spec = std::make_shared<SpecBenchOptions>();
+  sub->add_option("--model-draft,--draft-model", spec->drafter.dir,
+                  "Drafter (-md): compare classic and speculative decoding instead");
+  sub->add_option("--draft-kind", spec->drafter.kind, "draft|mtp (default: detected)");
+  sub->add_option("--k-min", spec->k_min, "Smallest block size K to measure")->check(CLI::Range(2, 16));
+  sub->add_option("--k-max", spec->k_max, "Largest block size K to measure")->check(CLI::Range(2, 16));
+  sub->add_option("--temp", spec->temperature, "Sampling temperature (0 = greedy)");
+  sub->add_option("--seed", spec->seed, "Sampling seed");
+  sub->add_option("--prompt-file", spec->prompt_file, "Prompts, one per line (held-out text)");
+  sub->add_option("--prompts", spec->prompts, "Number of prompts")->check(CLI::Range(1, 1000));
+  return {sub, [o, spec] {
+            if (spec->drafter.dir.empty()) return run_bench(*o);
+            spec->model_dir = o->model_dir;
+            spec->threads = o->threads;
+            spec->prompt_tokens = o->prompt == 128 ? 64 : o->prompt;
+            spec->decode = o->decode;
+            return run_spec_bench(*spec);
+          }};
 }
 
 }  // namespace tandem::app

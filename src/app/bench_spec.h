@@ -1,0 +1,26 @@
+// Options of `tandem bench -m DIR -md DIR` (cmd_bench_spec.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "drafter_setup.h"
+
+namespace tandem::app {
+
+struct SpecBenchOptions {
+  std::string model_dir;
+  DrafterOptions drafter;
+  std::string prompt_file;  // one prompt per line (needs tokenizer.json); empty: synthetic ids
+  int prompts = 8;
+  int prompt_tokens = 64;
+  int decode = 64;
+  int k_min = 2, k_max = 6;
+  float temperature = 0.0f;
+  uint64_t seed = 1;
+  int threads = 0;
+};
+
+int run_spec_bench(SpecBenchOptions options);
+
+}  // namespace tandem::app

@@ -1,0 +1,173 @@
+// `tandem bench -m DIR -md DIR`: classic vs speculative B=1 decoding on the
+// same prompts in one run — tokens/s, acceptance rate, mean accepted length
+// and the cost of a verify round in classic decode steps, per block size K.
+// Every speculative stream is also compared with the classic one (it must be
+// identical; a mismatch is reported and fails the command).
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_spec.h"
+#include "drafter_setup.h"
+#include "model/forward.h"
+#include "spec/exactness.h"
+#include "spec/sequence.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tandem::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+Expected<std::vector<std::vector<int32_t>>> load_prompts(const SpecBenchOptions& o, const model::Model& m) {
+  std::vector<std::vector<int32_t>> prompts;
+  if (o.prompt_file.empty()) {
+    for (int p = 0; p < o.prompts; ++p) {
+      std::vector<int32_t> ids;
+      for (int i = 0; i < o.prompt_tokens; ++i)
+        ids.push_back(static_cast<int32_t>((1009LL * p + 7919LL * i + 17) % m.config().vocab_size));
+      prompts.push_back(std::move(ids));
+    }
+    return prompts;
+  }
+  TANDEM_ASSIGN_OR_RETURN(tok::Tokenizer t, tok::Tokenizer::from_file(o.model_dir + "/tokenizer.json"));
+  std::ifstream in(o.prompt_file);
+  if (!in) return not_found("--prompt-file " + o.prompt_file + ": cannot open");
+  std::string line;
+  while (static_cast<int>(prompts.size()) < o.prompts && std::getline(in, line)) {
+    std::vector<int32_t> ids = t.encode(line, true);
+    if (static_cast<int>(ids.size()) < o.prompt_tokens) continue;
+    ids.resize(o.prompt_tokens);
+    prompts.push_back(std::move(ids));
+  }
+  if (prompts.empty())
+    return invalid_argument("--prompt-file " + o.prompt_file + ": no line has " + std::to_string(o.prompt_tokens) + " tokens");
+  return prompts;
+}
+
+struct Run {
+  std::vector<int32_t> tokens;
+  double decode_ms = 0;
+  int64_t steps = 0, rounds = 0, drafted = 0, accepted = 0;
+  double round_ms = 0;
+};
+
+Expected<Run> decode(model::Forward& f, model::KvCache& kv, spec::Drafter* drafter, int k,
+                     const std::vector<int32_t>& prompt, const sampling::SamplingParams& params, int n) {
+  sampling::Sampler sampler;
+  spec::SequenceState s;
+  s.seq = kv.create_sequence();
+  s.prompt = prompt;
+  s.params = params;
+  s.keep_hidden = drafter && drafter->kind() == spec::DraftKind::mtp;
+  Run run;
+  Status st = spec::prefill(f, sampler, s);
+  const auto t0 = Clock::now();
+  while (st.ok() && static_cast<int>(s.generated.size()) < n) {
+    if (!drafter) {
+      st = spec::classic_step(f, sampler, s);
+      ++run.steps;
+      continue;
+    }
+    auto r = spec::speculative_round(f, *drafter, sampler, s, k);
+    if (!r.ok()) {
+      st = r.status();
+      break;
+    }
+    ++run.rounds;
+    run.drafted += r->drafted;
+    run.accepted += r->accepted;
+    run.round_ms += r->draft_ms + r->verify_ms + r->overhead_ms;
+  }
+  run.decode_ms = ms_since(t0);
+  if (drafter) drafter->reset();
+  kv.release(s.seq);
+  if (!st.ok()) return st;
+  s.generated.resize(n);
+  run.tokens = s.generated;
+  return run;
+}
+
+}  // namespace
+
+int run_spec_bench(SpecBenchOptions o) {
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "tandem bench: %s\n", s.to_string().c_str());
+    return 1;
+  };
+  apply_drafter_env(o.drafter);
+  auto loaded = model::Model::load(o.model_dir);
+  if (!loaded.ok()) return fail(loaded.status());
+  const model::Model& m = **loaded;
+  auto prompts = load_prompts(o, m);
+  if (!prompts.ok()) return fail(prompts.status());
+  ThreadPool pool(o.threads);
+  const int64_t capacity = o.prompt_tokens + o.decode + 32;
+  auto kv = model::KvCache::create(m.config(), model::KvCache::options_for_tokens(capacity));
+  if (!kv.ok()) return fail(kv.status());
+  model::Forward f(m, *kv, &pool);
+  o.drafter.max_tokens = capacity;
+  if (o.drafter.block_size == 0) o.drafter.block_size = o.k_min;
+  auto drafter = load_drafter(o.drafter, m, &pool);
+  if (!drafter.ok()) return fail(drafter.status());
+  sampling::SamplingParams params;
+  params.temperature = o.temperature;
+  params.seed = o.seed;
+
+  // Classic baseline.
+  std::vector<Run> classic;
+  double classic_ms = 0;
+  int64_t classic_steps = 0;
+  for (const auto& p : *prompts) {
+    auto r = decode(f, *kv, nullptr, 0, p, params, o.decode);
+    if (!r.ok()) return fail(r.status());
+    classic_ms += r->decode_ms;
+    classic_steps += r->steps;
+    classic.push_back(std::move(*r));
+  }
+  const double step_ms = classic_ms / static_cast<double>(classic_steps);
+  const double classic_tps = 1000.0 / step_ms;
+  std::printf("model %s, drafter %s, %zu prompts x %d tokens, %d new tokens each, temperature %.2f, seed %llu, %d threads\n",
+              o.model_dir.c_str(), drafter->drafter->describe().c_str(), prompts->size(), o.prompt_tokens, o.decode,
+              o.temperature, static_cast<unsigned long long>(o.seed), pool.size());
+  std::printf("classic: %.2f tok/s (%.3f ms per decode step)\n", classic_tps, step_ms);
+  std::printf("%3s %10s %8s %11s %13s %10s %15s %10s %s\n", "K", "tok/s", "speedup", "acceptance", "mean_accepted",
+              "round_ms", "round/classic", "exact", "probe");
+  bool all_identical = true;
+  for (int k = o.k_min; k <= o.k_max; ++k) {
+    spec::ExactnessGate gate(m.dir(), [&](int kk) { return spec::run_exactness_probe(m, &pool, kk); });
+    const spec::GateDecision& d = gate.decide(k);
+    double ms = 0, round_ms = 0;
+    int64_t rounds = 0, drafted = 0, accepted = 0, tokens = 0;
+    bool identical = true;
+    for (size_t i = 0; i < prompts->size(); ++i) {
+      auto r = decode(f, *kv, drafter->drafter.get(), k, (*prompts)[i], params, o.decode);
+      if (!r.ok()) return fail(r.status());
+      ms += r->decode_ms;
+      round_ms += r->round_ms;
+      rounds += r->rounds;
+      drafted += r->drafted;
+      accepted += r->accepted;
+      tokens += static_cast<int64_t>(r->tokens.size()) - 1;  // the first token comes from the prefill
+      identical = identical && r->tokens == classic[i].tokens;
+    }
+    all_identical = all_identical && identical;
+    const double tps = 1000.0 * static_cast<double>(tokens) / ms;
+    const double mean_round = round_ms / static_cast<double>(rounds);
+    std::printf("%3d %10.2f %7.2fx %11.3f %13.2f %10.3f %15.2f %10s %s\n", k, tps, tps / classic_tps,
+                static_cast<double>(accepted) / static_cast<double>(drafted),
+                static_cast<double>(accepted) / static_cast<double>(rounds), mean_round, mean_round / step_ms,
+                identical ? "identical" : "DIFFERS", d.exact ? "exact" : "inexact");
+  }
+  if (!all_identical) {
+    std::fprintf(stderr, "tandem bench: a speculative stream differs from the classic one\n");
+    return 4;
+  }
+  return 0;
+}
+
+}  // namespace tandem::app

@@ -22,8 +22,8 @@ constexpr int64_t element_size() {
 }
 
 // Prefetching as in avx512/matmul.cpp: the first pass over a panel
-// prefetches a page ahead into L1; with several passes, each also prefetches
-// an equal share of the next panel into L2.
+// prefetches a page ahead into L1; every pass also prefetches an equal share
+// of the next panel into L2.
 constexpr int64_t kPrefetchBytes = 4096;
 
 struct Prefetch {
@@ -107,7 +107,7 @@ void matmul_typed(const MatmulArgs& a) {
   for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
     const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
-    const uint8_t* next = p + 1 < a.panel_end && passes > 1 ? w + a.k * kPanel * es : nullptr;
+    const uint8_t* next = p + 1 < a.panel_end ? w + a.k * kPanel * es : nullptr;
     float* y = a.y + p * kPanel;
     int64_t pass = 0;
     auto prefetch = [&] {

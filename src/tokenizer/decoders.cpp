@@ -26,7 +26,8 @@ class ByteLevelDecoder final : public Decoder {
           bytes.append(t, s, i - s);
       }
     }
-    tokens.assign(1, raw ? std::move(bytes) : utf8_lossy(bytes));
+    tokens.clear();
+    tokens.push_back(raw ? std::move(bytes) : utf8_lossy(bytes));
   }
 };
 
@@ -134,7 +135,8 @@ class FuseDecoder final : public Decoder {
   void decode(std::vector<std::string>& tokens, bool) const override {
     std::string all;
     for (const auto& t : tokens) all += t;
-    tokens.assign(1, std::move(all));
+    tokens.clear();
+    tokens.push_back(std::move(all));
   }
 };
 

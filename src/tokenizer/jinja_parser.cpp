@@ -500,9 +500,9 @@ class Parser {
           ++i_;
           t->negated = true;
         }
-        if (peek().kind == TK::kName) {
-          t->name = next().text;
-        } else if (is_op("==") || is_op("!=") || is_op("<") || is_op(">") || is_op("<=") || is_op(">=")) {
+        bool comparison =
+            is_op("==") || is_op("!=") || is_op("<") || is_op(">") || is_op("<=") || is_op(">=");
+        if (peek().kind == TK::kName || comparison) {
           t->name = next().text;
         } else {
           return error("expected a test name after 'is'");

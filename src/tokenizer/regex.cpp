@@ -11,7 +11,7 @@ namespace {
 struct MatchScratch {
   pcre2_match_data* data = pcre2_match_data_create(4, nullptr);
   pcre2_match_context* context = pcre2_match_context_create(nullptr);
-  pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, nullptr);
+  pcre2_jit_stack* stack = pcre2_jit_stack_create(size_t{32} << 10, size_t{4} << 20, nullptr);
   MatchScratch() { pcre2_jit_stack_assign(context, nullptr, stack); }
   ~MatchScratch() {
     pcre2_jit_stack_free(stack);

@@ -53,7 +53,7 @@ struct Run {
   std::vector<int32_t> tokens;
   double decode_ms = 0;
   int64_t steps = 0, rounds = 0, drafted = 0, accepted = 0;
-  double round_ms = 0;
+  double round_ms = 0, verify_ms = 0;
 };
 
 Expected<Run> decode(model::Forward& f, model::KvCache& kv, spec::Drafter* drafter, int k,
@@ -82,6 +82,7 @@ Expected<Run> decode(model::Forward& f, model::KvCache& kv, spec::Drafter* draft
     run.drafted += r->drafted;
     run.accepted += r->accepted;
     run.round_ms += r->draft_ms + r->verify_ms + r->overhead_ms;
+    run.verify_ms += r->verify_ms;
   }
   run.decode_ms = ms_since(t0);
   if (drafter) drafter->reset();
@@ -135,13 +136,13 @@ int run_spec_bench(SpecBenchOptions o) {
               o.model_dir.c_str(), drafter->drafter->describe().c_str(), prompts->size(), o.prompt_tokens, o.decode,
               o.temperature, static_cast<unsigned long long>(o.seed), pool.size());
   std::printf("classic: %.2f tok/s (%.3f ms per decode step)\n", classic_tps, step_ms);
-  std::printf("%3s %10s %8s %11s %13s %10s %15s %10s %s\n", "K", "tok/s", "speedup", "acceptance", "mean_accepted",
-              "round_ms", "round/classic", "exact", "probe");
+  std::printf("%3s %10s %8s %11s %13s %10s %14s %15s %10s %s\n", "K", "tok/s", "speedup", "acceptance", "mean_accepted",
+              "round_ms", "round/classic", "verify/classic", "output", "probe");
   bool all_identical = true;
   for (int k = o.k_min; k <= o.k_max; ++k) {
     spec::ExactnessGate gate(m.dir(), [&](int kk) { return spec::run_exactness_probe(m, &pool, kk); });
     const spec::GateDecision& d = gate.decide(k);
-    double ms = 0, round_ms = 0;
+    double ms = 0, round_ms = 0, verify_ms = 0;
     int64_t rounds = 0, drafted = 0, accepted = 0, tokens = 0;
     bool identical = true;
     for (size_t i = 0; i < prompts->size(); ++i) {
@@ -149,6 +150,7 @@ int run_spec_bench(SpecBenchOptions o) {
       if (!r.ok()) return fail(r.status());
       ms += r->decode_ms;
       round_ms += r->round_ms;
+      verify_ms += r->verify_ms;
       rounds += r->rounds;
       drafted += r->drafted;
       accepted += r->accepted;
@@ -158,10 +160,11 @@ int run_spec_bench(SpecBenchOptions o) {
     all_identical = all_identical && identical;
     const double tps = 1000.0 * static_cast<double>(tokens) / ms;
     const double mean_round = round_ms / static_cast<double>(rounds);
-    std::printf("%3d %10.2f %7.2fx %11.3f %13.2f %10.3f %15.2f %10s %s\n", k, tps, tps / classic_tps,
+    std::printf("%3d %10.2f %7.2fx %11.3f %13.2f %10.3f %14.2f %15.2f %10s %s\n", k, tps, tps / classic_tps,
                 static_cast<double>(accepted) / static_cast<double>(drafted),
                 static_cast<double>(accepted) / static_cast<double>(rounds), mean_round, mean_round / step_ms,
-                identical ? "identical" : "DIFFERS", d.exact ? "exact" : "inexact");
+                verify_ms / static_cast<double>(rounds) / step_ms, identical ? "identical" : "DIFFERS",
+                d.exact ? "exact" : "inexact");
   }
   if (!all_identical) {
     std::fprintf(stderr, "tandem bench: a speculative stream differs from the classic one\n");

@@ -83,5 +83,10 @@ TEST_P(Golden, MatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::ValuesIn(testing::fixture_names()),
                          [](const auto& info) { return info.param; });
 
+// The bundled target (models/tandem-target), whose reference.* was written at
+// export by tools/train/train.py in the fixtures' format.
+INSTANTIATE_TEST_SUITE_P(Bundled, Golden, ::testing::Values(std::string("../../../models/tandem-target")),
+                         [](const auto&) { return std::string("tandem_target"); });
+
 }  // namespace
 }  // namespace tandem::model

@@ -287,3 +287,23 @@ test('worker_not_ready while the model loads; the endpoint needs the key, /healt
     assert.equal((await policy(s)).body.state, 'profiling');
   });
 });
+
+test('smoke: the README run command configuration answers a chat request in English', async () => {
+  await withServer({ drafter: DRAFT }, async (s) => {
+    await ready(s);
+    const r = await fetch(`${s.base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'Tell me about the sea.' }], max_tokens: 32 }),
+    });
+    assert.equal(r.status, 200);
+    const body = await r.json();
+    const text = body.choices[0].message.content;
+    assert.ok(text.trim().length > 0, 'non-empty answer');
+    const words = text.match(/[A-Za-z]+/g) || [];
+    assert.ok(words.length >= 3, `English words expected, got ${JSON.stringify(text)}`);
+    const { body: p } = await policy(s);
+    checkShape(p);
+    assert.ok(['profiling', 'settled', 'forced'].includes(p.state), p.state);
+  });
+});

@@ -3,9 +3,12 @@
 // second line with the token strings (JSON-quoted).
 // `tandem tokenize -m DIR --chat MESSAGES.json [--add-generation-prompt]`:
 // prints the chat template's rendering of the messages, byte for byte.
+// `tandem tokenize -m DIR --decode "1 2 3" [--skip-special]`: prints the text.
 // MESSAGES.json is a list of messages, or an object with "messages" and
 // optionally "tools" and other template variables. Errors go to stderr, exit 1.
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -25,6 +28,8 @@ struct TokenizeOptions {
   std::string text;
   std::string file;
   std::string chat;
+  std::string decode;
+  bool skip_special = false;
   bool pieces = false;
   bool no_special = false;
   bool add_generation_prompt = false;
@@ -81,6 +86,26 @@ int run_tokenize(const TokenizeOptions& o) {
   if (!o.chat.empty()) return run_chat(o);
   auto tokenizer = tok::Tokenizer::from_file(model_file(o.model, "tokenizer.json"));
   if (!tokenizer.ok()) return fail(tokenizer.status());
+  if (!o.decode.empty()) {
+    std::vector<int32_t> ids;
+    std::string item;
+    for (char c : o.decode + " ") {
+      if (c == ' ' || c == ',' || c == '\n' || c == '\t') {
+        if (item.empty()) continue;
+        char* end = nullptr;
+        long v = std::strtol(item.c_str(), &end, 10);
+        if (*end != '\0' || v < 0 || v > INT32_MAX)
+          return fail(invalid_argument("--decode: \"" + item + "\" is not a token id"));
+        ids.push_back(static_cast<int32_t>(v));
+        item.clear();
+      } else {
+        item.push_back(c);
+      }
+    }
+    std::string text = tokenizer->decode(ids, o.skip_special);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
   std::string text = o.text;
   if (!o.file.empty()) {
     auto t = read_text_file(o.file);
@@ -116,6 +141,8 @@ Command add_tokenize_command(CLI::App& app) {
   sub->add_option("--chat", o->chat, "Render the chat template for the messages in this JSON file");
   sub->add_flag("--add-generation-prompt", o->add_generation_prompt,
                 "With --chat: end with the assistant prefix");
+  sub->add_option("--decode", o->decode, "Print the text of these token ids (space or comma separated)");
+  sub->add_flag("--skip-special", o->skip_special, "With --decode: leave out special tokens");
   return {sub, [o] { return run_tokenize(*o); }};
 }
 

@@ -45,6 +45,23 @@ TEST(TokenizeCli, PrintsGoldenIds) {
   }
 }
 
+TEST(TokenizeCli, DecodesGoldenIds) {
+  if (!file_exists(npm_dir() + kModel + "/tokenizer.json"))
+    GTEST_SKIP() << "run npm ci in tests/tokenizer/npm";
+  auto corpus = testing::read_json(fixture_path("corpus.json"));
+  auto golden = testing::read_json(fixture_path("golden/ids_qwen3.json"));
+  for (size_t i : {5, 130, 180}) {
+    auto g = testing::golden_case(golden["cases"][i], corpus[i].get<std::string>());
+    std::string ids;
+    for (int32_t id : g.ids) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    int status = -1;
+    std::string out =
+        run(std::string(TANDEM_BINARY) + " tokenize -m " + npm_dir() + kModel + " --decode " + ids, &status);
+    EXPECT_EQ(status, 0);
+    EXPECT_EQ(out, g.decoded);
+  }
+}
+
 TEST(TokenizeCli, RendersChatAndReportsErrors) {
   if (!file_exists(npm_dir() + kModel + "/tokenizer_config.json")) GTEST_SKIP() << "run npm ci";
   auto spec = nlohmann::ordered_json::parse(std::ifstream(fixture_path("chat/conversations.json")));

@@ -1,8 +1,8 @@
 // Speculative decoding emits exactly the classic stream, byte for byte, for
 // every fixture family, K = 2..8, greedy and seeded sampling: with a drafter
 // that is a copy of the target (acceptance must be exactly 1.0, which also
-// proves the verify rows are bitwise equal to single-token decode) and with
-// an unrelated random drafter (acceptance near 0).
+// proves the verify rows are bitwise equal to single-token decode), with an
+// unrelated random drafter (acceptance near 0), and with a random MTP head.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,7 +12,13 @@
 #include "model/forward.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "model/safetensors.h"
 #include "spec/draft_model.h"
+#include "spec/mtp.h"
 #include "spec/sequence.h"
 
 namespace tandem::spec {
@@ -75,6 +81,7 @@ struct SpecRun {
 SpecRun speculative(Target& t, Drafter& drafter, const sampling::SamplingParams& params, int k) {
   sampling::Sampler sampler;
   SequenceState s = start(t, params);
+  s.keep_hidden = drafter.kind() == DraftKind::mtp;
   SpecRun run;
   EXPECT_TRUE(prefill(*t.forward, sampler, s).ok());
   while (s.generated.size() < kNewTokens) {
@@ -108,6 +115,49 @@ std::vector<sampling::SamplingParams> sampling_cases() {
   return cases;
 }
 
+// A random MTP head (docs/formats.md) sized for `target`, written to a temp dir.
+std::string write_random_mtp_head(const model::ModelConfig& target, const std::string& name) {
+  namespace fs = std::filesystem;
+  const std::string dir = ::testing::TempDir() + "tandem_mtp_" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int64_t h = target.hidden_size, inter = 96, heads = 4, kv = 2, hd = 16, v = target.vocab_size;
+  std::ofstream(dir + "/config.json")
+      << "{\"model_type\": \"tandem_mtp\", \"architectures\": [\"TandemMTPHead\"], \"hidden_size\": " << h
+      << ", \"intermediate_size\": " << inter << ", \"num_attention_heads\": " << heads
+      << ", \"num_key_value_heads\": " << kv << ", \"head_dim\": " << hd
+      << ", \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0, \"max_position_embeddings\": 1024, \"vocab_size\": " << v
+      << ", \"num_nextn_predict_layers\": 1, \"target_model_type\": \"llama\", \"torch_dtype\": \"float32\"}";
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(name)));
+  std::normal_distribution<float> normal(0.0f, 0.08f);
+  std::vector<std::vector<float>> storage;
+  std::vector<model::TensorToWrite> tensors;
+  auto add = [&](const std::string& n, std::vector<int64_t> shape, bool ones) {
+    int64_t count = 1;
+    for (int64_t d : shape) count *= d;
+    std::vector<float> data(static_cast<size_t>(count));
+    for (float& x : data) x = ones ? 1.0f : normal(rng);
+    storage.push_back(std::move(data));
+    tensors.push_back({n, kernels::DType::f32, shape, nullptr});
+  };
+  add("enorm.weight", {h}, true);
+  add("hnorm.weight", {h}, true);
+  add("eh_proj.weight", {h, 2 * h}, false);
+  add("layer.input_layernorm.weight", {h}, true);
+  add("layer.self_attn.q_proj.weight", {heads * hd, h}, false);
+  add("layer.self_attn.k_proj.weight", {kv * hd, h}, false);
+  add("layer.self_attn.v_proj.weight", {kv * hd, h}, false);
+  add("layer.self_attn.o_proj.weight", {h, heads * hd}, false);
+  add("layer.post_attention_layernorm.weight", {h}, true);
+  add("layer.mlp.gate_proj.weight", {inter, h}, false);
+  add("layer.mlp.up_proj.weight", {inter, h}, false);
+  add("layer.mlp.down_proj.weight", {h, inter}, false);
+  add("final_norm.weight", {h}, true);
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].data = storage[i].data();
+  EXPECT_TRUE(model::write_safetensors(dir + "/model.safetensors", tensors).ok());
+  return dir;
+}
+
 struct Pairing {
   const char* target;
   const char* unrelated;  // a different random model with the same vocabulary size
@@ -121,8 +171,11 @@ TEST_P(SpecEqualsClassic, ForEveryBlockSizeAndSampling) {
   ASSERT_NE(target, nullptr);
   auto self = DraftModelDrafter::load(fixture_dir(pairing.target), nullptr, 512);
   auto other = DraftModelDrafter::load(fixture_dir(pairing.unrelated), nullptr, 512);
+  auto mtp = MtpDrafter::load(write_random_mtp_head(target->model->config(), pairing.target), *target->model,
+                              nullptr, 512);
   ASSERT_TRUE(self.ok()) << self.status().to_string();
   ASSERT_TRUE(other.ok()) << other.status().to_string();
+  ASSERT_TRUE(mtp.ok()) << mtp.status().to_string();
   ASSERT_TRUE(DraftModelDrafter::check_compatible(fixture_dir(pairing.target), target->model->config(),
                                                   fixture_dir(pairing.unrelated), (*other)->model().config())
                   .ok());
@@ -140,6 +193,9 @@ TEST_P(SpecEqualsClassic, ForEveryBlockSizeAndSampling) {
       EXPECT_EQ(with_other.tokens, expected);
       other_drafted += with_other.drafted;
       other_accepted += with_other.accepted;
+      SpecRun with_mtp = speculative(*target, **mtp, params, k);
+      EXPECT_EQ(with_mtp.tokens, expected) << "with a (random) MTP head";
+      EXPECT_GT(with_mtp.drafted, 0);
     }
   }
   EXPECT_LT(static_cast<double>(other_accepted) / static_cast<double>(other_drafted), 0.35)

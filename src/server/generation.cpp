@@ -139,8 +139,12 @@ json GenerationRun::logprobs_json(const Choice& c, size_t from, size_t to) const
   return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
-std::pair<int, std::string> GenerationRun::collect() {
+std::pair<int, std::string> GenerationRun::collect(const std::function<bool()>& alive) {
   for (;;) {
+    if (alive && !alive()) {
+      cancel();
+      return {499, ""};
+    }
     bool all_done = true;
     for (size_t i = 0; i < choices_.size(); ++i) {
       if (choices_[i].finish != FinishReason::none) continue;

@@ -67,7 +67,10 @@ void HttpServer::install_routes() {
   http_->set_error_handler([&svc](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413) {
-      write_reply(res, error_reply(payload_too_large(req.body.size(), svc.max_body_bytes())));
+      // httplib refuses on Content-Length before reading the body, so the size comes from the header.
+      size_t sent = req.body.size();
+      if (req.has_header("Content-Length")) sent = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+      write_reply(res, error_reply(payload_too_large(sent, svc.max_body_bytes())));
     } else if (res.status == 404) {
       write_reply(res, error_reply(route_not_found(req.method, req.path)));
     } else {
@@ -102,9 +105,19 @@ void HttpServer::install_routes() {
       }
       std::shared_ptr<GenerationRun> run = std::move(std::get<std::unique_ptr<GenerationRun>>(started));
       if (!run->stream()) {
-        auto [status, body] = run->collect();
-        res.status = status;
-        res.set_content(body, "application/json");
+        // A content provider, so the wait can notice a client that went away
+        // and cancel its request (freeing KV) instead of generating on.
+        res.set_chunked_content_provider(
+            "application/json",
+            [run, &res](size_t, httplib::DataSink& sink) {
+              auto [status, body] = run->collect([&sink] { return sink.is_writable(); });
+              if (status == 499) return false;
+              res.status = status;
+              sink.write(body.data(), body.size());
+              sink.done();
+              return true;
+            },
+            [run](bool) { run->cancel(); });
         return;
       }
       res.set_header("Cache-Control", "no-cache");

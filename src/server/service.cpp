@@ -138,6 +138,13 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
                          "no_chat_template");
     tok::ChatRenderInput input;
     input.messages = nlohmann::ordered_json::parse(req.messages.dump());
+    // Content given as text parts renders as the joined string (templates expect strings).
+    for (auto& m : input.messages) {
+      if (!m.contains("content") || !m["content"].is_array()) continue;
+      std::string joined;
+      for (const auto& part : m["content"]) joined += part.value("text", std::string());
+      m["content"] = joined;
+    }
     if (!req.tools.is_null()) input.tools = nlohmann::ordered_json::parse(req.tools.dump());
     input.add_generation_prompt = true;
     auto rendered = served_.chat_template->render(input);

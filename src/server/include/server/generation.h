@@ -44,7 +44,9 @@ class GenerationRun {
 
   bool stream() const { return request_.stream; }
   // Non-streaming: waits for every choice and returns the HTTP status and body.
-  std::pair<int, std::string> collect();
+  // `alive` (optional) is polled while waiting; when it turns false the run
+  // is cancelled and collect() returns early (status 499, no useful body).
+  std::pair<int, std::string> collect(const std::function<bool()>& alive = {});
   // Streaming: writes SSE events ("data: ...\n\n") through `write` until the
   // end ("data: [DONE]"). `write` returns false when the client is gone,
   // which cancels the run. Returns false if it ended because of that.

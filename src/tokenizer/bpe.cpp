@@ -80,6 +80,7 @@ Expected<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& mo
   if (!model.contains("vocab") || !model["vocab"].is_object())
     return invalid_argument("model.vocab: missing or not an object");
   int32_t max_id = -1;
+  m->vocab_.reserve(model["vocab"].size());
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
         it.value().get<int64_t>() > (1 << 30))

@@ -86,6 +86,8 @@ Expected<ChatTemplate> ChatTemplate::from_tokenizer_config(const std::string& pa
   auto t = parse(source, cfg.contains("bos_token") ? token_text(cfg["bos_token"]) : "",
                  cfg.contains("eos_token") ? token_text(cfg["eos_token"]) : "");
   if (!t.ok()) return t.status().with_context(path);
+  t->bos_defined_ = cfg.contains("bos_token") && !cfg["bos_token"].is_null();
+  t->eos_defined_ = cfg.contains("eos_token") && !cfg["eos_token"].is_null();
   for (auto it = cfg.begin(); it != cfg.end(); ++it) {
     const std::string& key = it.key();
     bool is_token = key.size() > 6 && key.compare(key.size() - 6, 6, "_token") == 0;
@@ -111,8 +113,8 @@ Expected<std::string> ChatTemplate::render(const ChatRenderInput& input) const {
   globals.set("add_generation_prompt", jinja::Value(input.add_generation_prompt));
   for (auto it = special_tokens_.begin(); it != special_tokens_.end(); ++it)
     globals.set(it.key(), jinja::Value::from_json(it.value()));
-  globals.set("bos_token", jinja::Value(bos_));
-  globals.set("eos_token", jinja::Value(eos_));
+  if (bos_defined_) globals.set("bos_token", jinja::Value(bos_));
+  if (eos_defined_) globals.set("eos_token", jinja::Value(eos_));
   globals.set("raise_exception", jinja::Value::callable([](jinja::Args& a) -> Expected<jinja::Value> {
                 return invalid_argument("template raised an exception: " + a.get(0, "message").str());
               }));

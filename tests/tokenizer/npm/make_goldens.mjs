@@ -70,7 +70,8 @@ function renderGoldens() {
   for (const [name, dir] of Object.entries(TOKENIZERS)) {
     const cfg = JSON.parse(readFileSync(here + dir + "tokenizer_config.json", "utf8"));
     if (typeof cfg.chat_template === "string")
-      templates[name] = { source: dir + "tokenizer_config.json", template: cfg.chat_template, bos: cfg.bos_token ?? "", eos: cfg.eos_token ?? "" };
+      // Like transformers, a null/absent special token is left undefined.
+      templates[name] = { source: dir + "tokenizer_config.json", template: cfg.chat_template, bos: cfg.bos_token, eos: cfg.eos_token };
   }
   for (const extra of spec.extra_templates) {
     templates[extra.name] = {
@@ -90,9 +91,9 @@ function renderGoldens() {
         const ctx = {
           messages: conv.messages,
           add_generation_prompt: agp,
-          bos_token: t.bos,
-          eos_token: t.eos,
         };
+        if (t.bos !== null && t.bos !== undefined) ctx.bos_token = t.bos;
+        if (t.eos !== null && t.eos !== undefined) ctx.eos_token = t.eos;
         if (conv.tools) ctx.tools = conv.tools;
         if (conv.extra) Object.assign(ctx, conv.extra);
         let text = null, error = null;
@@ -105,7 +106,7 @@ function renderGoldens() {
         total++;
       }
     }
-    out.templates[name] = { source: t.source, bos_token: t.bos, eos_token: t.eos, renders };
+    out.templates[name] = { source: t.source, bos_token: t.bos ?? null, eos_token: t.eos ?? null, renders };
   }
   writeFileSync(golden + "chat_renders.json", JSON.stringify(out, null, 1) + "\n");
   console.log(`chat_renders.json: ${Object.keys(templates).length} templates, ${total} renders`);

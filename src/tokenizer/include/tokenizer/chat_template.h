@@ -38,7 +38,8 @@ class ChatTemplate {
   // Reads "chat_template" (a string, or a list of {name, template}: `name`
   // or "default" is chosen) and the special tokens from tokenizer_config.json;
   // like transformers, every "*_token" (bos, eos, unk, pad, ...) and
-  // additional_special_tokens become template variables.
+  // additional_special_tokens become template variables; a token that is
+  // absent or null stays undefined in the template, as in transformers.
   static Expected<ChatTemplate> from_tokenizer_config(const std::string& path, const std::string& name = "");
 
   Expected<std::string> render(const ChatRenderInput& input) const;
@@ -50,6 +51,7 @@ class ChatTemplate {
  private:
   std::shared_ptr<const jinja::Template> tpl_;
   std::string source_, bos_, eos_;
+  bool bos_defined_ = true, eos_defined_ = true;  // false: absent/null in tokenizer_config.json
   nlohmann::ordered_json special_tokens_ = nlohmann::ordered_json::object();  // name -> string or list
 };
 

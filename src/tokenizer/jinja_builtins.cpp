@@ -119,6 +119,7 @@ Expected<Value> call_method(const Value& self, const std::string& name, const Ar
       for (size_t k = 0; k < list.as_array().size(); ++k) out += (k ? s : "") + list.as_array()[k].str();
       return Value(out);
     }
+    if (name == "format") return brace_format(s, args);
     if (name == "splitlines") {
       Array out;
       size_t pos = 0;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "jinja_pyops.h"
+
 namespace tandem::tok::jinja {
 
 namespace {
@@ -388,6 +390,7 @@ class Interpreter {
   }
 
   static Expected<Value> arithmetic(const std::string& op, const Value& l, const Value& r) {
+    if (op == "%" && l.is_string()) return percent_format(l.as_string(), r);
     if (op == "+") {
       if (l.is_string() && r.is_string()) return Value(l.as_string() + r.as_string());
       if (l.is_array() && r.is_array()) {

@@ -130,4 +130,88 @@ Value items_of(const Value& v) {
 }
 
 // Attribute path "a.b" lookup used by map/selectattr/sort/join.
+Expected<Value> percent_format(const std::string& fmt, const Value& args) {
+  Array values = args.is_array() ? args.as_array() : Array{args};
+  size_t next = 0;
+  std::string out;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%') {
+      out.push_back(fmt[i]);
+      continue;
+    }
+    if (++i >= fmt.size()) return invalid_argument("incomplete format in '%' string formatting");
+    int precision = -1;
+    if (fmt[i] == '.') {
+      precision = 0;
+      while (++i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') precision = precision * 10 + (fmt[i] - '0');
+      if (i >= fmt.size()) return invalid_argument("incomplete format in '%' string formatting");
+    }
+    char conv = fmt[i];
+    if (conv == '%') {
+      out.push_back('%');
+      continue;
+    }
+    if (next >= values.size()) return invalid_argument("not enough arguments for format string");
+    const Value& v = values[next++];
+    switch (conv) {
+      case 's':
+        out += v.str();
+        break;
+      case 'r':
+        out += v.repr();
+        break;
+      case 'd':
+      case 'i':
+        if (!v.is_number() && !v.is_bool()) return invalid_argument("%d format: a number is required");
+        out += std::to_string(v.as_int());
+        break;
+      case 'f': {
+        if (!v.is_number() && !v.is_bool()) return invalid_argument("%f format: a number is required");
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "%.*f", precision < 0 ? 6 : precision, v.as_float());
+        out += buf;
+        break;
+      }
+      default:
+        return unimplemented(std::string("unsupported format character '") + conv + "'");
+    }
+  }
+  if (next < values.size()) return invalid_argument("not all arguments converted during string formatting");
+  return Value(std::move(out));
+}
+
+Expected<Value> brace_format(const std::string& fmt, const Args& args) {
+  std::string out;
+  size_t auto_index = 0;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    char c = fmt[i];
+    if ((c == '{' || c == '}') && i + 1 < fmt.size() && fmt[i + 1] == c) {
+      out.push_back(c);
+      ++i;
+      continue;
+    }
+    if (c != '{') {
+      out.push_back(c);
+      continue;
+    }
+    size_t close = fmt.find('}', i);
+    if (close == std::string::npos) return invalid_argument("single '{' encountered in format string");
+    std::string field = fmt.substr(i + 1, close - i - 1);
+    if (field.find_first_of(":!") != std::string::npos)
+      return unimplemented("format spec '{" + field + "}' is not supported");
+    Value v;
+    if (field.empty()) {
+      v = args.get(auto_index++, "");
+    } else if (field.find_first_not_of("0123456789") == std::string::npos) {
+      v = args.get(static_cast<size_t>(std::stoul(field)), "");
+    } else {
+      v = args.get(static_cast<size_t>(-1), field);
+    }
+    if (v.is_undefined()) return invalid_argument("format string field '{" + field + "}' has no argument");
+    out += v.str();
+    i = close;
+  }
+  return Value(std::move(out));
+}
+
 }  // namespace tandem::tok::jinja

@@ -19,6 +19,10 @@ std::string title(const std::string& s);
 Value split(const std::string& s, const Value& sep, int64_t maxsplit);
 std::string replace(const std::string& s, const std::string& from, const std::string& to, int64_t count);
 Expected<Value> to_list(const Value& v);
+// Python `fmt % args` (%s, %r, %d, %i, %f with optional precision, %%).
+Expected<Value> percent_format(const std::string& fmt, const Value& args);
+// Python `fmt.format(*args, **kwargs)` for {}, {0} and {name} fields.
+Expected<Value> brace_format(const std::string& fmt, const Args& args);
 Value items_of(const Value& v);
 
 }  // namespace tandem::tok::jinja

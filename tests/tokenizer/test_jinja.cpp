@@ -233,3 +233,16 @@ TEST(ChatTemplateConfig, SpecialTokensBecomeVariables) {
 
 }  // namespace
 }  // namespace tandem::tok
+
+namespace tandem::tok {
+namespace {
+
+TEST(Jinja, StringFormatting) {
+  EXPECT_EQ(render("{{ '%s=%d (%.2f) %r %%' % ('a', 3, 1.5, 'q') }}|{{ 'x%s' % 1 }}"), "a=3 (1.50) 'q' %|x1");
+  EXPECT_EQ(render("{{ '{}-{}'.format(1, 'b') }}|{{ '{1}{0}'.format('a', 'b') }}|{{ '{n}!{{'.format(n=2) }}"),
+            "1-b|ba|2!{");
+  EXPECT_NE(render("{{ '%s %s' % ('a',) }}").find("not enough arguments"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::tok

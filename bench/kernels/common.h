@@ -18,14 +18,14 @@ inline constexpr size_t kWorkingSetBytes = size_t{1} << 30;
 ThreadPool& pool_for(int threads);
 
 // Bytes/s of a streaming read over kWorkingSetBytes with `threads` threads —
-// the faster of the plain and prefetching read loops — as measured by the
+// the fastest of the three read loops — as measured by the
 // bandwidth benchmark in this run (measured on demand if
 // that benchmark was filtered out).
 double read_bandwidth(int threads);
 void record_read_bandwidth(int threads, double bytes_per_second);
 
 // One full read pass over `bytes` at `data`, split over the pool's threads
-// (with a software prefetch one page ahead if `prefetch`).
+// prefetch: 0 none, 1 a page ahead into L1, 2 also 64 KiB ahead into L2.
 // Returns a value derived from the data so the reads cannot be elided.
 // The 1 GiB buffer the bandwidth benchmark streams (allocated on first use).
 const unsigned char* bandwidth_buffer();
@@ -39,6 +39,6 @@ void register_bandwidth();
 void register_matmuls();
 void register_interleaved();
 
-unsigned long long read_pass(ThreadPool& pool, const unsigned char* data, size_t bytes, bool prefetch);
+unsigned long long read_pass(ThreadPool& pool, const unsigned char* data, size_t bytes, int prefetch);
 
 }  // namespace tandem::bench

@@ -65,8 +65,9 @@ Expected<PostProcessor> make_post_processor(const nlohmann::json& j, const std::
       auto p =
           make_post_processor(j["processors"][i], where + ".processors[" + std::to_string(i) + "]", lookup);
       if (!p.ok()) return p.status();
-      out.prefix.insert(out.prefix.end(), p->prefix.begin(), p->prefix.end());
-      out.suffix.insert(out.suffix.begin(), p->suffix.begin(), p->suffix.end());
+      // Each processor wraps what the previous ones produced.
+      out.prefix.insert(out.prefix.begin(), p->prefix.begin(), p->prefix.end());
+      out.suffix.insert(out.suffix.end(), p->suffix.begin(), p->suffix.end());
     }
     return out;
   }

@@ -163,25 +163,6 @@ class StripDecoder final : public Decoder {
   size_t start_, stop_;
 };
 
-class WordPieceDecoder final : public Decoder {
- public:
-  explicit WordPieceDecoder(std::string prefix) : prefix_(std::move(prefix)) {}
-  void decode(std::vector<std::string>& tokens, bool) const override {
-    for (size_t k = 0; k < tokens.size(); ++k) {
-      auto& t = tokens[k];
-      if (k != 0) {
-        if (t.compare(0, prefix_.size(), prefix_) == 0)
-          t.erase(0, prefix_.size());
-        else
-          t = " " + t;  // not insert(0, ...): GCC 12 -Wrestrict false positive
-      }
-    }
-  }
-
- private:
-  std::string prefix_;
-};
-
 class SequenceDecoder final : public Decoder {
  public:
   explicit SequenceDecoder(std::vector<Ptr> parts) : parts_(std::move(parts)) {}
@@ -206,7 +187,6 @@ Expected<std::unique_ptr<Decoder>> make_decoder(const nlohmann::json& j, const s
   if (type == "ByteLevel") return Ptr(new ByteLevelDecoder());
   if (type == "ByteFallback") return Ptr(new ByteFallbackDecoder());
   if (type == "Fuse") return Ptr(new FuseDecoder());
-  if (type == "WordPiece") return Ptr(new WordPieceDecoder(str("prefix", "##")));
   if (type == "Strip") {
     auto num = [&](const char* k) -> size_t {
       return j.contains(k) && j[k].is_number_unsigned() ? j[k].get<size_t>() : 0;

@@ -1,5 +1,5 @@
 // Decoders of tokenizer.json ("decoder" field): ByteLevel, Metaspace, Replace,
-// ByteFallback, Fuse, Strip, WordPiece, Sequence. A decoder rewrites the list
+// ByteFallback, Fuse, Strip, Sequence. A decoder rewrites the list
 // of token strings in place; the caller concatenates the result.
 // In raw mode, byte-producing decoders keep bytes as they are (possibly
 // incomplete UTF-8) so streaming can hold partial characters; otherwise

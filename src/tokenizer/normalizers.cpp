@@ -144,7 +144,9 @@ class StripAccents final : public Normalizer {
     while (i < text.size()) {
       size_t s = i;
       char32_t cp = next_code_point(text, i);
-      if (u_charType(static_cast<UChar32>(cp)) == U_NON_SPACING_MARK) continue;
+      // Hugging Face drops every combining mark (general category M*).
+      auto t = u_charType(static_cast<UChar32>(cp));
+      if (t == U_NON_SPACING_MARK || t == U_ENCLOSING_MARK || t == U_COMBINING_SPACING_MARK) continue;
       out.append(text, s, i - s);
     }
     text = std::move(out);

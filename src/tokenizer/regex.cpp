@@ -25,9 +25,48 @@ MatchScratch& scratch() {
   return s;
 }
 
+// Hugging Face compiles patterns with Oniguruma, whose Unicode \w is the
+// Unicode "word" set (letters, marks, decimal digits, connector punctuation,
+// joiners); PCRE2 10.42's \w lacks the marks. Rewrite \w and \W to the
+// Oniguruma set, inside and outside character classes.
+constexpr const char* kWordSet = "\\p{L}\\p{Nl}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}";
+
+std::string translate_word_class(std::string_view pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      char e = pattern[i + 1];
+      ++i;
+      if (e == 'w') {
+        out += in_class ? std::string(kWordSet) : "[" + std::string(kWordSet) + "]";
+      } else if (e == 'W' && !in_class) {
+        out += "[^" + std::string(kWordSet) + "]";
+      } else {
+        out.push_back('\\');
+        out.push_back(e);
+      }
+      continue;
+    }
+    if (c == '[' && !in_class) {
+      in_class = true;
+      out.push_back(c);
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out.push_back(pattern[++i]);
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out.push_back(pattern[++i]);  // literal ']'
+      continue;
+    }
+    if (c == ']' && in_class) in_class = false;
+    out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
 
-Expected<std::shared_ptr<const Regex>> Regex::compile(std::string_view pattern) {
+Expected<std::shared_ptr<const Regex>> Regex::compile(std::string_view original) {
+  const std::string translated = translate_word_class(original);
+  std::string_view pattern = translated;
   int error = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
@@ -35,7 +74,7 @@ Expected<std::shared_ptr<const Regex>> Regex::compile(std::string_view pattern) 
   if (!code) {
     PCRE2_UCHAR buf[256];
     pcre2_get_error_message(error, buf, sizeof(buf));
-    return invalid_argument("regex '" + std::string(pattern) + "' at offset " + std::to_string(offset) +
+    return invalid_argument("regex '" + std::string(original) + "' at offset " + std::to_string(offset) +
                             ": " + reinterpret_cast<const char*>(buf));
   }
   std::shared_ptr<Regex> re(new Regex());

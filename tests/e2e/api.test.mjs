@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -673,4 +673,37 @@ describe('a model directory without tokenizer.json', () => {
       assert.equal(r.json.usage.completion_tokens, 4);
     },
   );
+});
+
+describe('API key configuration', () => {
+  const status = async (srv, headers) => (await srv.fetch('/v1/models', { headers: { authorization: null, ...headers } })).status;
+
+  it('--api-key K1,K2 accepts each key in either header', async () => {
+    const srv = await startServer({ key: null, extra: ['--api-key', 'key-one,key-two'] });
+    try {
+      assert.equal(await status(srv, { authorization: 'Bearer key-one' }), 200);
+      assert.equal(await status(srv, { 'x-api-key': 'key-two' }), 200);
+      assert.equal(await status(srv, { authorization: 'Bearer key-one,key-two' }), 401);
+      assert.equal(await status(srv, { authorization: 'Bearer key-three' }), 401);
+      assert.equal(await status(srv, {}), 401);
+    } finally {
+      await srv.stop();
+    }
+  });
+
+  it('--api-key-file: one key per line', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tandem-e2e-keys-'));
+    const file = path.join(dir, 'keys');
+    writeFileSync(file, 'file-key-a\nfile-key-b\n');
+    const srv = await startServer({ key: null, extra: ['--api-key-file', file] });
+    try {
+      assert.equal(await status(srv, { authorization: 'Bearer file-key-a' }), 200);
+      assert.equal(await status(srv, { 'x-api-key': 'file-key-b' }), 200);
+      assert.equal(await status(srv, { authorization: 'Bearer file-key-c' }), 401);
+      assert.equal((await fetch(`${srv.baseURL}/health`)).status, 200);
+    } finally {
+      await srv.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

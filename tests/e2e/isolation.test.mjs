@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
-import { models, startServer } from './harness.mjs';
+import { models, startServer, waitFor } from './harness.mjs';
 
 const MAX_TOKENS = 40;
 const NO_EOS = { 0: -100, 2: -100 }; // run to max_tokens, so every token is compared
@@ -148,8 +148,11 @@ describe('isolation (bitwise)', () => {
 
   it('among 8 concurrent different requests: identical to alone', async () => {
     assertSame(await concurrent(servers.plain), reference, 'plain, 8 concurrent');
-    const metrics = await servers.plain.metrics();
-    assert.equal(metrics.get('tandem:kv_cache_blocks_used'), 0);
+    // The gauges are published after the step that finished the requests: poll briefly.
+    const idle = await waitFor(async () => (await servers.plain.metrics()).get('tandem:kv_cache_blocks_used') === 0, {
+      timeoutMs: 2000,
+    });
+    assert.ok(idle, 'all KV blocks back once the eight are done');
   });
 
   for (const name of ['draft', 'mtp']) {

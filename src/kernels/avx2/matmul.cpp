@@ -25,6 +25,7 @@ constexpr int64_t element_size() {
 // prefetches a page ahead into L1; every pass also prefetches an equal share
 // of the next panel into L2.
 constexpr int64_t kPrefetchBytes = 4096;
+constexpr int64_t kFarBytes = 65536;
 
 struct Prefetch {
   bool near = true;
@@ -107,13 +108,16 @@ void matmul_typed(const MatmulArgs& a) {
   for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
     const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
-    const uint8_t* next = p + 1 < a.panel_end ? w + a.k * kPanel * es : nullptr;
+    const uint8_t* next = p + 1 < a.panel_end ? w + a.k * kPanel * es : nullptr;  // multi-pass far target
     float* y = a.y + p * kPanel;
     int64_t pass = 0;
     auto prefetch = [&] {
       Prefetch pf;
       pf.near = pass == 0;
-      if (next != nullptr) {
+      if (passes == 1) {
+        pf.far = w + kFarBytes;  // one pass: a fixed distance down the stream
+        pf.far_step = kPanel * es;
+      } else if (next != nullptr) {
         pf.far = next + pass * panel_bytes / passes;
         pf.far_step = panel_bytes / passes / kn;
       }

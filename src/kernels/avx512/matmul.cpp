@@ -29,15 +29,16 @@ constexpr int64_t element_size() {
 }
 // Prefetching. The L2 streamer stops at 4 KiB page boundaries and runs only
 // a few lines ahead, so (1) the first pass over a panel prefetches its own
-// stream a page ahead into L1 ("near"); (2) every pass also prefetches an
-// equal share of the *next* panel of this thread's range into L2 ("far"), so
-// DRAM keeps streaming during all of the compute — including the passes
-// after the first when a panel takes several (M > 4: two groups, or more row
-// blocks), which read the panel from L2 and would otherwise leave DRAM idle.
-// Measured on the development VM (interleaved, best-of): far prefetch took
-// M=8/M=1 from ~1.5 to ~1.3 and, applied to single passes too, M=4/M=1 from
-// ~1.17 to ~1.07.
+// stream a page ahead into L1 ("near"); (2) "far" prefetches into L2: with a
+// single pass (M <= 4), 64 KiB down the stream; with several passes (M > 4:
+// two groups, or more row blocks), an equal share of the *next* panel of this
+// thread's range during every pass — the later passes read the panel from L2
+// and would otherwise leave DRAM idle. Measured on the development VM
+// (interleaved, best-of): next-panel far prefetch took M=8/M=1 from ~1.5 to
+// ~1.3; the single-pass far prefetch took M=1 at 4864x896 from 0.84 to 0.97
+// of the read bandwidth and M=4/M=1 from ~1.17 to ~1.07.
 constexpr int64_t kPrefetchBytes = 4096;
+constexpr int64_t kFarBytes = 65536;
 
 struct Prefetch {
   bool near = true;
@@ -124,13 +125,16 @@ void matmul_typed(const MatmulArgs& a) {
   for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
     const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
-    const uint8_t* next = p + 1 < a.panel_end ? w + a.k * kPanel * es : nullptr;
+    const uint8_t* next = p + 1 < a.panel_end ? w + a.k * kPanel * es : nullptr;  // multi-pass far target
     float* y = a.y + p * kPanel;
     int64_t pass = 0;
     auto prefetch = [&] {
       Prefetch pf;
       pf.near = pass == 0;
-      if (next != nullptr) {
+      if (passes == 1) {
+        pf.far = w + kFarBytes;  // one pass: a fixed distance down the stream
+        pf.far_step = kPanel * es;
+      } else if (next != nullptr) {
         pf.far = next + pass * panel_bytes / passes;
         pf.far_step = panel_bytes / passes / kn;
       }

@@ -3,6 +3,7 @@
 #include <unicode/uchar.h>
 
 #include <algorithm>
+#include <deque>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -191,11 +192,18 @@ class ByteLevel final : public PreTokenizer {
       text = prefixed;
     }
     auto map_and_emit = [&](std::string_view piece, bool start) {
-      thread_local std::string mapped;
+      // One reusable buffer per nesting level: a ByteLevel nested in another's
+      // output must not overwrite the text it is reading.
+      thread_local std::deque<std::string> buffers;  // deque: growing keeps references valid
+      thread_local size_t depth = 0;
+      if (buffers.size() <= depth) buffers.resize(depth + 1);
+      std::string& mapped = buffers[depth];
       mapped.clear();
       const auto& table = byte_to_unicode();
       for (char c : piece) mapped += table[static_cast<unsigned char>(c)];
+      ++depth;
       emit(mapped, start);
+      --depth;
     };
     if (!re_) {
       if (!text.empty()) map_and_emit(text, at_start);

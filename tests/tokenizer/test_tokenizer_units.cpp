@@ -277,3 +277,21 @@ TEST(Streaming, SkippedSpecialTokensKeepWindowSmall) {
 
 }  // namespace
 }  // namespace tandem::tok
+
+namespace tandem::tok {
+namespace {
+
+TEST(PreTokenizers, NestedByteLevelIsSafe) {
+  // Unusual but loadable: two ByteLevel pre-tokenizers in a row.
+  auto j = byte_level_json();
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}},
+                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}}}};
+  Tokenizer t = load(j);
+  for (int k = 0; k < 50; ++k)
+    (void)t.encode("hello world, this is a longer piece of text \xC3\xA9\xE4\xBD\xA0");
+}
+
+}  // namespace
+}  // namespace tandem::tok

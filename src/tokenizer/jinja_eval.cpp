@@ -455,12 +455,28 @@ class Interpreter {
 Expected<std::string> render(const Template& tpl, const Object& globals) {
   Scope builtins;
   for (const auto& [k, v] : builtin_globals().items) builtins.vars[k] = v;
+  // Namespaces are the only mutable values, so the only way to build a cycle
+  // (`set ns.self = ns`); remember them and empty them afterwards so cycles
+  // do not leak.
+  std::vector<Value> namespaces;
+  Value make_namespace = builtins.vars["namespace"];
+  builtins.vars["namespace"] = Value::callable([&namespaces, make_namespace](Args& a) -> Expected<Value> {
+    auto ns = make_namespace.as_callable()(a);
+    if (ns.ok()) namespaces.push_back(*ns);
+    return ns;
+  });
   Scope root{{}, &builtins};
   for (const auto& [k, v] : globals.items) root.vars[k] = v;
-  Interpreter interp(&root);
   std::string out;
-  auto flow = interp.exec_body(tpl.body, root, out);
-  if (!flow.ok()) return flow.status();
+  Status status;
+  {
+    Interpreter interp(&root);
+    auto flow = interp.exec_body(tpl.body, root, out);
+    if (!flow.ok()) status = flow.status();
+  }
+  root.vars.clear();
+  for (auto& ns : namespaces) ns.as_object().items.clear();
+  if (!status.ok()) return status;
   return out;
 }
 

@@ -191,12 +191,19 @@ void json_string(std::string& out, const std::string& s) {
 
 }  // namespace
 
-std::string Value::repr() const {
+std::string Value::repr() const { return repr_at(0); }
+std::string Value::str() const { return str_at(0); }
+
+std::string Value::repr_at(int depth) const {
   if (kind_ == Kind::kString) return py_quote(*s_);
-  return str();
+  return str_at(depth);
 }
 
-std::string Value::str() const {
+// Containers nested deeper than kMaxPrintDepth (or cyclic, through a mutated
+// namespace) print as "[...]"/"{...}" instead of recursing without bound.
+std::string Value::str_at(int depth) const {
+  if (depth > kMaxPrintDepth && (kind_ == Kind::kArray || kind_ == Kind::kObject))
+    return kind_ == Kind::kArray ? "[...]" : "{...}";
   switch (kind_) {
     case Kind::kUndefined:
       return "";
@@ -212,13 +219,13 @@ std::string Value::str() const {
       return *s_;
     case Kind::kArray: {
       std::string out = "[";
-      for (size_t k = 0; k < a_->size(); ++k) out += (k ? ", " : "") + (*a_)[k].repr();
+      for (size_t k = 0; k < a_->size(); ++k) out += (k ? ", " : "") + (*a_)[k].repr_at(depth + 1);
       return out + "]";
     }
     case Kind::kObject: {
       std::string out = "{";
       for (size_t k = 0; k < o_->items.size(); ++k)
-        out += (k ? ", " : "") + py_quote(o_->items[k].first) + ": " + o_->items[k].second.repr();
+        out += (k ? ", " : "") + py_quote(o_->items[k].first) + ": " + o_->items[k].second.repr_at(depth + 1);
       return out + "}";
     }
     case Kind::kCallable:
@@ -228,6 +235,10 @@ std::string Value::str() const {
 }
 
 void Value::json_into(std::string& out, int indent, int depth) const {
+  if (depth > kMaxPrintDepth && (kind_ == Kind::kArray || kind_ == Kind::kObject)) {
+    out += "null";  // see str_at()
+    return;
+  }
   auto newline = [&](int d) {
     if (indent < 0) return;
     out.push_back('\n');

@@ -83,6 +83,9 @@ class Value {
   friend Expected<bool> less_than(const Value& a, const Value& b);
 
  private:
+  static constexpr int kMaxPrintDepth = 128;
+  std::string str_at(int depth) const;
+  std::string repr_at(int depth) const;
   void json_into(std::string& out, int indent, int depth) const;
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;

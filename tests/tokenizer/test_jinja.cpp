@@ -246,3 +246,14 @@ TEST(Jinja, StringFormatting) {
 
 }  // namespace
 }  // namespace tandem::tok
+
+namespace tandem::tok {
+namespace {
+
+TEST(Jinja, CyclicNamespaceDoesNotRecurseForever) {
+  std::string out = render("{% set ns = namespace(a=1) %}{% set ns.self = ns %}{{ ns }}|{{ ns | tojson }}");
+  EXPECT_NE(out.find("{...}"), std::string::npos) << out.substr(0, 200);
+}
+
+}  // namespace
+}  // namespace tandem::tok

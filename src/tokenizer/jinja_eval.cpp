@@ -210,6 +210,10 @@ class Interpreter {
   Expected<Value> eval(const Expr& e, Scope& scope) {
     auto r = eval_inner(e, scope);
     if (!r.ok()) return at_line(r.status(), e.line);
+    // Bounds recursion in printing, comparing and destroying values.
+    if (r->depth() > kMaxValueDepth)
+      return invalid_argument("template line " + std::to_string(e.line) + ": value nested deeper than " +
+                              std::to_string(kMaxValueDepth) + " levels");
     return r;
   }
 
@@ -446,6 +450,7 @@ class Interpreter {
   }
 
   static constexpr int kMaxCallDepth = 100;
+  static constexpr uint32_t kMaxValueDepth = 256;
   Scope* root_;
   int call_depth_ = 0;
 };

@@ -1,5 +1,6 @@
 #include "jinja_value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -31,12 +32,16 @@ Value::Value(std::string s) : kind_(Kind::kString), s_(std::make_shared<const st
 Value Value::array(Array items) {
   Value v;
   v.kind_ = Kind::kArray;
+  for (const auto& x : items) v.depth_ = std::max(v.depth_, x.depth_ + 1);
+  if (items.empty()) v.depth_ = 1;
   v.a_ = std::make_shared<Array>(std::move(items));
   return v;
 }
 Value Value::object(Object o) {
   Value v;
   v.kind_ = Kind::kObject;
+  v.depth_ = 1;
+  for (const auto& [k, x] : o.items) v.depth_ = std::max(v.depth_, x.depth_ + 1);
   v.o_ = std::make_shared<Object>(std::move(o));
   return v;
 }
@@ -328,7 +333,8 @@ const char* Value::type_name() const {
   return "?";
 }
 
-bool operator==(const Value& a, const Value& b) {
+bool Value::equal_at(const Value& a, const Value& b, int depth) {
+  if (depth > kMaxPrintDepth) return a.a_ == b.a_ && a.o_ == b.o_;  // deep/cyclic: identity
   if (a.is_number() || a.is_bool()) {
     if (!(b.is_number() || b.is_bool())) return false;
     if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
@@ -344,19 +350,21 @@ bool operator==(const Value& a, const Value& b) {
     case Value::Kind::kArray:
       if (a.a_->size() != b.a_->size()) return false;
       for (size_t k = 0; k < a.a_->size(); ++k)
-        if (!((*a.a_)[k] == (*b.a_)[k])) return false;
+        if (!equal_at((*a.a_)[k], (*b.a_)[k], depth + 1)) return false;
       return true;
     case Value::Kind::kObject:
       if (a.o_->items.size() != b.o_->items.size()) return false;
       for (const auto& [k, v] : a.o_->items) {
         const Value* o = b.o_->find(k);
-        if (!o || !(v == *o)) return false;
+        if (!o || !equal_at(v, *o, depth + 1)) return false;
       }
       return true;
     default:
       return a.fn_ == b.fn_;
   }
 }
+
+bool operator==(const Value& a, const Value& b) { return Value::equal_at(a, b, 0); }
 
 Expected<bool> less_than(const Value& a, const Value& b) {
   if ((a.is_number() || a.is_bool()) && (b.is_number() || b.is_bool())) {

@@ -79,15 +79,20 @@ class Value {
   const char* type_name() const;
 
   friend bool operator==(const Value& a, const Value& b);
+  // Containers nested inside this one, +1 (0 for scalars). Exact for lists and
+  // dicts (immutable); a namespace mutated after being stored is not re-counted.
+  uint32_t depth() const { return depth_; }
   // Python ordering; returns an error for unorderable types.
   friend Expected<bool> less_than(const Value& a, const Value& b);
 
  private:
   static constexpr int kMaxPrintDepth = 128;
+  static bool equal_at(const Value& a, const Value& b, int depth);
   std::string str_at(int depth) const;
   std::string repr_at(int depth) const;
   void json_into(std::string& out, int indent, int depth) const;
   Kind kind_ = Kind::kUndefined;
+  uint32_t depth_ = 0;
   bool b_ = false;
   int64_t i_ = 0;
   double f_ = 0;

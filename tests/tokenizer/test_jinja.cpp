@@ -257,3 +257,24 @@ TEST(Jinja, CyclicNamespaceDoesNotRecurseForever) {
 
 }  // namespace
 }  // namespace tandem::tok
+
+namespace tandem::tok {
+namespace {
+
+TEST(Jinja, DeepValuesFailOrDegradeCleanly) {
+  std::string e = render(
+      "{% set ns = namespace(x=[]) %}{% for i in range(1000000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x "
+      "}}");
+  EXPECT_NE(e.find("nested deeper than"), std::string::npos) << e.substr(0, 200);
+  // A long chain of namespaces linked by mutation: printing and comparing are
+  // bounded, destroying it is iterative.
+  std::string out = render(
+      "{% set ns = namespace(head=none, cur=none) %}{% set ns.head = namespace(next=none) %}{% set ns.cur = "
+      "ns.head %}"
+      "{% for i in range(20000) %}{% set prev = ns.cur %}{% set ns.cur = namespace(next=none) %}"
+      "{% set prev.next = ns.cur %}{% endfor %}{{ ns.head == ns.head }}{{ (ns.head | string)[:9] }}");
+  EXPECT_EQ(out, "True{'next': ");
+}
+
+}  // namespace
+}  // namespace tandem::tok

@@ -114,8 +114,8 @@ void matmul_typed(const MatmulArgs& a) {
     auto prefetch = [&] {
       Prefetch pf;
       pf.near = pass == 0;
-      if (passes == 1) {
-        pf.far = w + kFarBytes;  // one pass: a fixed distance down the stream
+      if (passes == 1 || (next == nullptr && pass == 0)) {
+        pf.far = w + kFarBytes;  // a fixed distance down this panel's stream
         pf.far_step = kPanel * es;
       } else if (next != nullptr) {
         pf.far = next + pass * panel_bytes / passes;

@@ -30,7 +30,8 @@ constexpr int64_t element_size() {
 // Prefetching. The L2 streamer stops at 4 KiB page boundaries and runs only
 // a few lines ahead, so (1) the first pass over a panel prefetches its own
 // stream a page ahead into L1 ("near"); (2) "far" prefetches into L2: with a
-// single pass (M <= 4), 64 KiB down the stream; with several passes (M > 4:
+// single pass (M <= 4) — or on the last panel of the range, which has no
+// next panel — 64 KiB down the stream; with several passes (M > 4:
 // two groups, or more row blocks), an equal share of the *next* panel of this
 // thread's range during every pass — the later passes read the panel from L2
 // and would otherwise leave DRAM idle. Measured on the development VM
@@ -131,8 +132,8 @@ void matmul_typed(const MatmulArgs& a) {
     auto prefetch = [&] {
       Prefetch pf;
       pf.near = pass == 0;
-      if (passes == 1) {
-        pf.far = w + kFarBytes;  // one pass: a fixed distance down the stream
+      if (passes == 1 || (next == nullptr && pass == 0)) {
+        pf.far = w + kFarBytes;  // a fixed distance down this panel's stream
         pf.far_step = kPanel * es;
       } else if (next != nullptr) {
         pf.far = next + pass * panel_bytes / passes;

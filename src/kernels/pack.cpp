@@ -1,6 +1,7 @@
 // pack.cpp — PackedMatrix::pack: row-major [n][k] -> k-major panels of kPanel
 // columns (layout in kernel_table.h). Precision is kept; only the order changes.
 #include <algorithm>
+#include <cstring>
 
 #include "core/check.h"
 #include "kernel_table.h"
@@ -9,11 +10,13 @@ namespace tandem::kernels {
 namespace {
 // Transposes one panel: `cols` source rows of k elements -> [k][kPanel].
 // kk outer / j inner keeps the writes sequential and the 64 read streams in L1.
+// `src` may be any address (safetensors data need not be aligned to the
+// element size), so it is read with memcpy; the compiler emits plain loads.
 template <typename T>
-void pack_panel(const T* src, int64_t k, int64_t cols, const int64_t* slot, T* panel) {
+void pack_panel(const uint8_t* src, int64_t k, int64_t cols, const int64_t* slot, T* panel) {
   for (int64_t kk = 0; kk < k; ++kk) {
     T* out = panel + kk * kPanel;
-    for (int64_t j = 0; j < cols; ++j) out[slot[j]] = src[j * k + kk];
+    for (int64_t j = 0; j < cols; ++j) std::memcpy(&out[slot[j]], src + (j * k + kk) * sizeof(T), sizeof(T));
   }
 }
 }  // namespace
@@ -36,9 +39,9 @@ PackedMatrix PackedMatrix::pack(const void* data, DType dtype, int64_t n, int64_
     uint8_t* panel = dst + static_cast<size_t>(p) * k * kPanel * esize;
     const uint8_t* rows = src + static_cast<size_t>(p) * kPanel * k * esize;
     if (esize == 4) {
-      pack_panel(reinterpret_cast<const uint32_t*>(rows), k, cols, slot, reinterpret_cast<uint32_t*>(panel));
+      pack_panel(rows, k, cols, slot, reinterpret_cast<uint32_t*>(panel));
     } else {
-      pack_panel(reinterpret_cast<const uint16_t*>(rows), k, cols, slot, reinterpret_cast<uint16_t*>(panel));
+      pack_panel(rows, k, cols, slot, reinterpret_cast<uint16_t*>(panel));
     }
   }
   return out;

@@ -27,6 +27,23 @@ TEST(Matmul, Bf16SlotsInterleaveHalvesOf32ColumnGroups) {
   EXPECT_EQ(packed_slot(DType::f16, 16), 16);
 }
 
+// Safetensors data need not be aligned to the element size.
+TEST(Matmul, PackAndConvertAcceptUnalignedSources) {
+  const int64_t n = 70, k = 5;
+  const auto w = random_floats(n * k, 3);
+  std::vector<uint8_t> shifted(n * k * 4 + 2);
+  std::memcpy(shifted.data() + 2, w.data(), n * k * 4);
+  PackedMatrix a = PackedMatrix::pack(w.data(), DType::f32, n, k);
+  PackedMatrix b = PackedMatrix::pack(shifted.data() + 2, DType::f32, n, k);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), panel_count(n) * kPanel * k * 4), 0);
+  for (Isa isa : testing::supported_isas()) {
+    std::vector<float> out(k);
+    const int32_t id = 3;
+    embedding(Ctx{nullptr, isa}, shifted.data() + 2, DType::f32, k, &id, 1, out.data());
+    EXPECT_TRUE(same_bits(out.data(), &w[3 * k], k)) << isa_name(isa);
+  }
+}
+
 TEST(Matmul, PackLayoutIsKMajorPanels) {
   const int64_t n = 70, k = 3;
   std::vector<float> w(n * k);

@@ -2,6 +2,7 @@
 // double accumulator in index order; transcendental ops evaluate in double and
 // round once, so the reference is also the most accurate variant.
 #include <cmath>
+#include <cstring>
 
 #include "dtype_convert.h"
 #include "reference/reference.h"
@@ -48,22 +49,16 @@ void add_inplace(float* y, const float* x, int64_t count) {
   for (int64_t i = 0; i < count; ++i) y[i] += x[i];
 }
 
+// `src` may be unaligned (mmapped safetensors), so elements are read with memcpy.
 void to_f32(const void* src, DType dtype, int64_t count, float* dst) {
-  switch (dtype) {
-    case DType::f32: {
-      const auto* s = static_cast<const float*>(src);
-      for (int64_t i = 0; i < count; ++i) dst[i] = s[i];
-      break;
-    }
-    case DType::bf16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(s[i]);
-      break;
-    }
-    case DType::f16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < count; ++i) dst[i] = f16_to_f32(s[i]);
-      break;
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < count; ++i) {
+    if (dtype == DType::f32) {
+      std::memcpy(&dst[i], bytes + i * 4, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, bytes + i * 2, 2);
+      dst[i] = dtype == DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
     }
   }
 }

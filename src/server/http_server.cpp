@@ -25,6 +25,12 @@ HttpServer::HttpServer(Service& service, HttpOptions options)
   const int threads = options_.worker_threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http_->set_payload_max_length(service_.max_body_bytes());
+  // Keep-alive: clients (undici, the openai client) reuse connections; closing
+  // one after a few requests races with a reuse and fails that request. The
+  // idle timeout stays at 5 s: above undici's 4 s, and it bounds how long an
+  // idle connection can delay shutdown.
+  http_->set_keep_alive_max_count(100000);
+  http_->set_keep_alive_timeout(5);
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let
   // a second server silently share a port that is already in use.
   http_->set_socket_options([](socket_t sock) {

@@ -2,8 +2,9 @@
 // layout and the MatmulArgs contract).
 //
 // With 16 ymm registers a single row takes the whole 64-column panel (8
-// accumulators, 8 independent FMA chains); pairs of rows take it one
-// 32-column group at a time (2 x 4 accumulators). Either way lane j of an
+// accumulators, 8 independent FMA chains); blocks of 2-4 rows take it in four
+// 16-column quarters (up to 4 x 2 accumulators, one 32-byte bf16 load widened
+// once for all rows of the block). Either way lane j of an
 // accumulator is one output column that sees exactly one FMA per k in
 // increasing k, starting from +0 — the same chain for every row grouping, so
 // results are batch invariant (and bitwise equal to the AVX-512 kernel's).
@@ -99,12 +100,74 @@ void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, 
   }
 }
 
+// Quarter q (0..3) of a panel at one k: columns 32g + 8s + (0..7) and
+// 32g + 16 + 8s + (0..7), g = q / 2, s = q % 2 — for bf16 exactly the 16
+// columns one 32-byte load holds (low and high halves of its words).
+template <DType D>
+inline void load_quarter(const uint8_t* row, int q, __m256& lo, __m256& hi) {
+  const int g = q / 2, s = q % 2;
+  if constexpr (D == DType::bf16) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 64 * g + 32 * s));
+    lo = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    hi = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  } else {
+    const int64_t c = 32 * g + 8 * s;
+    if constexpr (D == DType::f32) {
+      lo = _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+      hi = _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c + 16);
+    } else {
+      lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
+      hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * (c + 16))));
+    }
+  }
+}
+
+// R (2..4) rows x one quarter of a panel: 2R accumulators, one widening per
+// 16 columns for all R rows. w points at the panel's k_begin row; y at the
+// panel's first column; cols = valid columns of the panel.
+template <DType D, int R>
+void quarter_block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, int64_t ldy,
+                   int64_t cols, int q, Prefetch pf) {
+  constexpr int64_t kStep = kPanel * element_size<D>();
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t kk = 0; kk < kn; ++kk) {
+    const uint8_t* wk = w + kk * kStep;
+    if (pf.near) {
+      for (int64_t line = 0; line < kStep; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchBytes + line), _MM_HINT_T0);
+      }
+    }
+    if (pf.far != nullptr) {
+      const uint8_t* f = pf.far + kk * pf.far_step;
+      for (int64_t line = 0; line < pf.far_step || line == 0; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(f + line), _MM_HINT_T1);
+      }
+    }
+    __m256 lo, hi;
+    load_quarter<D>(wk, q, lo, hi);
+    for (int r = 0; r < R; ++r) {
+      const __m256 xb = _mm256_broadcast_ss(x + r * ldx + kk);
+      acc[r][0] = _mm256_fmadd_ps(xb, lo, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(xb, hi, acc[r][1]);
+    }
+  }
+  const int64_t c = 32 * (q / 2) + 8 * (q % 2);
+  for (int r = 0; r < R; ++r) {
+    store_cols(y + r * ldy + c, acc[r][0], cols - c);
+    store_cols(y + r * ldy + c + 16, acc[r][1], cols - c - 16);
+  }
+}
+
 template <DType D>
 void matmul_typed(const MatmulArgs& a) {
   constexpr int64_t es = element_size<D>();
   const int64_t kn = a.k_end - a.k_begin;
   const int64_t panel_bytes = kn * kPanel * es;
-  const int64_t passes = (a.m / 2) * 2 + a.m % 2;  // two group passes per row pair
+  // Row blocks of up to 4 take the panel in four quarter passes; a lone row
+  // takes it in one full-panel pass.
+  const int64_t blocks4 = a.m / 4, tail = a.m % 4;
+  const int64_t passes = blocks4 * 4 + (tail == 0 ? 0 : tail == 1 ? 1 : 4);
   for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
     const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
@@ -124,18 +187,30 @@ void matmul_typed(const MatmulArgs& a) {
       ++pass;
       return pf;
     };
-    int64_t r = 0;
-    for (; r + 2 <= a.m; r += 2) {
+    for (int64_t r = 0; r < a.m;) {
+      const int64_t rows = std::min<int64_t>(4, a.m - r);
       const float* x = a.x + r * a.ldx + a.k_begin;
-      block<D, 2, 1>(x, a.ldx, w, kn, y + r * a.ldy, a.ldy, cols, prefetch());
-      if (cols > 32) {
-        block<D, 2, 1>(x, a.ldx, w + 32 * es, kn, y + r * a.ldy + 32, a.ldy, cols - 32, prefetch());
+      float* yr = y + r * a.ldy;
+      if (rows == 1) {
+        block<D, 1, 2>(x, a.ldx, w, kn, yr, a.ldy, cols, prefetch());
       } else {
-        ++pass;
+        for (int q = 0; q < 4; ++q) {
+          const Prefetch pf = prefetch();
+          if (32 * (q / 2) + 8 * (q % 2) >= cols) continue;  // quarter entirely past n
+          switch (rows) {
+            case 2:
+              quarter_block<D, 2>(x, a.ldx, w, kn, yr, a.ldy, cols, q, pf);
+              break;
+            case 3:
+              quarter_block<D, 3>(x, a.ldx, w, kn, yr, a.ldy, cols, q, pf);
+              break;
+            default:
+              quarter_block<D, 4>(x, a.ldx, w, kn, yr, a.ldy, cols, q, pf);
+              break;
+          }
+        }
       }
-    }
-    if (r < a.m) {
-      block<D, 1, 2>(a.x + r * a.ldx + a.k_begin, a.ldx, w, kn, y + r * a.ldy, a.ldy, cols, prefetch());
+      r += rows;
     }
   }
 }

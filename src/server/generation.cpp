@@ -28,12 +28,17 @@ void GenerationRun::cancel() {
 }
 
 std::string GenerationRun::token_text(int32_t id) const {
+  if (!tokenizer_) return "<" + std::to_string(id) + ">";
   const int32_t one[1] = {id};
   return tokenizer_->decode_raw(one);
 }
 
 const char* GenerationRun::finish_name(const Choice& c) const {
-  return c.finish == FinishReason::length ? "length" : "stop";
+  switch (c.finish) {
+    case FinishReason::length: return "length";
+    case FinishReason::cancelled: return "abort";
+    default: return "stop";
+  }
 }
 
 std::string GenerationRun::advance(size_t i, std::chrono::milliseconds timeout, std::vector<size_t>* new_tokens) {
@@ -47,18 +52,23 @@ std::string GenerationRun::advance(size_t i, std::chrono::milliseconds timeout, 
       if (c.stop.stopped()) break;
       if (new_tokens) new_tokens->push_back(c.tokens.size());
       c.tokens.push_back(t);
-      out += c.stop.push(c.detok->push(t.token));
+      if (c.detok) out += c.stop.push(c.detok->push(t.token));
     }
     if (c.stop.stopped()) {
+      // Logprobs cover only tokens whose text starts before the stop string.
+      size_t offset = 0, keep = 0;
+      const size_t emitted = c.text.size() + out.size();
+      while (keep < c.tokens.size() && offset < emitted) offset += token_text(c.tokens[keep++].token).size();
+      c.tokens.resize(keep);
       c.finish = FinishReason::stop;
       c.stats = u.stats;
       c.request->channel->cancel();  // the engine frees its KV at the next step
       break;
     }
     if (u.finish != FinishReason::none) {
-      out += c.stop.push(c.detok->flush());
+      if (c.detok) out += c.stop.push(c.detok->flush());
       out += c.stop.flush();
-      c.finish = u.finish == FinishReason::cancelled ? FinishReason::stop : u.finish;
+      c.finish = u.finish;  // cancelled here means the server cut it (shutdown): reported as "abort"
       c.error = u.error;
       c.stats = u.stats;
     }
@@ -174,6 +184,11 @@ std::pair<int, std::string> GenerationRun::collect(const std::function<bool()>& 
     } else {
       const std::string text = request_.echo && request_.prompt_text ? *request_.prompt_text + c.text : c.text;
       choices.push_back({{"index", i}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish_name(c)}});
+      if (!tokenizer_) {
+        json ids = json::array();
+        for (const auto& t : c.tokens) ids.push_back(t.token);
+        choices.back()["token_ids"] = ids;
+      }
     }
   }
   json body = {{"id", id_},

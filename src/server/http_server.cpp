@@ -137,6 +137,25 @@ void HttpServer::install_routes() {
           [run](bool) { run->cancel(); });
     };
   };
+  // A known path with the wrong method: 405 in the OpenAI shape, not httplib's bare 400/404.
+  auto wrong_method = [](const char* allowed) {
+    return [allowed](const httplib::Request& req, httplib::Response& res) {
+      write_reply(res, error_reply({405, "invalid_request_error",
+                                    req.method + " is not allowed on " + req.path + "; use " + allowed, std::nullopt,
+                                    "method_not_allowed"}));
+      res.set_header("Allow", allowed);
+    };
+  };
+  for (const char* path : {"/health", "/v1/models", "/metrics", "/v1/internal/mtp-policy"}) {
+    http_->Post(path, wrong_method("GET"));
+    http_->Put(path, wrong_method("GET"));
+    http_->Delete(path, wrong_method("GET"));
+  }
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/completions", "/chat/completions"}) {
+    http_->Get(path, wrong_method("POST"));
+    http_->Put(path, wrong_method("POST"));
+    http_->Delete(path, wrong_method("POST"));
+  }
   http_->Post("/v1/completions", generate(Endpoint::completions));
   http_->Post("/v1/chat/completions", generate(Endpoint::chat_completions));
   http_->Post("/completions", generate(Endpoint::completions));

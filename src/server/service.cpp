@@ -125,10 +125,14 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   GenerationRequest req = std::move(std::get<GenerationRequest>(parsed));
   if (!req.model.empty() && req.model != model_id_) return model_not_found(req.model);
-  if (!served_.tokenizer)
-    return ApiError{400, "invalid_request_error", "this model directory has no tokenizer.json, so it cannot produce text",
-                    std::nullopt, "no_tokenizer"};
-  const tok::Tokenizer& tokenizer = *served_.tokenizer;
+  // Without tokenizer.json only token-id prompts work; choices then carry
+  // "token_ids" and an empty text.
+  const tok::Tokenizer* tokenizer = served_.tokenizer ? &*served_.tokenizer : nullptr;
+  if (!tokenizer && (endpoint == Endpoint::chat_completions || req.prompt_text))
+    return bad_request(endpoint == Endpoint::chat_completions ? "messages" : "prompt",
+                       "this model directory has no tokenizer.json: send the prompt as an array of token ids to "
+                       "/v1/completions",
+                       "no_tokenizer");
   scheduler::Engine& engine = *served_.engine;
 
   std::vector<int32_t> prompt;
@@ -149,9 +153,9 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
     input.add_generation_prompt = true;
     auto rendered = served_.chat_template->render(input);
     if (!rendered.ok()) return bad_request("messages", "the chat template failed: " + rendered.status().message());
-    prompt = tokenizer.encode(*rendered, false);
+    prompt = tokenizer->encode(*rendered, false);
   } else if (req.prompt_text) {
-    prompt = tokenizer.encode(*req.prompt_text, true);
+    prompt = tokenizer->encode(*req.prompt_text, true);
   } else {
     prompt = req.prompt_tokens;
   }
@@ -186,7 +190,8 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
     r->max_tokens = max_tokens;
     r->stop_tokens = served_.stop_tokens;
     r->want_logprobs = req.logprobs;
-    GenerationRun::Choice c{r, tok::StreamingDetokenizer(tokenizer, true), StopMatcher(req.stop), {}, {}, {}, {}, {}, false};
+    GenerationRun::Choice c{r, std::nullopt, StopMatcher(req.stop), {}, {}, {}, {}, {}, false};
+    if (tokenizer) c.detok.emplace(*tokenizer, true);
     choices.push_back(std::move(c));
   }
   for (auto& c : choices) {
@@ -197,7 +202,7 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
   }
   const std::string prefix = endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-";
   return std::make_unique<GenerationRun>(std::move(req), prefix + std::to_string(choices.front().request->id), model_id_,
-                                         n_prompt, &tokenizer, std::move(choices));
+                                         n_prompt, tokenizer, std::move(choices));
 }
 
 }  // namespace tandem::server

@@ -120,11 +120,6 @@ describe('client disconnect', () => {
 
   it(
     'a non-streaming client that disconnects: its request is cancelled too',
-    {
-      todo:
-        'bug: a non-streaming request whose client goes away keeps generating to max_tokens (GenerationRun::collect ' +
-        'never looks at the connection), holding its KV and a batch slot meanwhile',
-    },
     async () => {
       const client = server.client();
       const controller = new AbortController();

@@ -8,6 +8,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -64,8 +65,12 @@ export async function startServer({ extra = [], env = {}, model = models.target,
   // cores (CI builds beside the tests), fork-join decode with 2 threads measured 5-10x slower
   // than with 1, which made the timing-sensitive tests flaky.
   if (!extra.includes('-t') && !extra.includes('--threads')) args.push('-t', process.env.TANDEM_E2E_THREADS || '1');
+  // Speculation pinned on and a private cache: a verdict persisted by an earlier run (or the
+  // adaptive policy settling on "decline" on a busy machine) must not decide whether these
+  // tests exercise the speculative path. tests/policy covers the policy itself.
+  const isolated = { TANDEM_ENABLE_MTP_B1: '1', TANDEM_CACHE_DIR: path.join(os.tmpdir(), `tandem-e2e-cache-${process.pid}`) };
   const child = spawn(tandemBin, args, {
-    env: { ...process.env, ...env },
+    env: { ...process.env, ...isolated, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   live.add(child);

@@ -153,7 +153,9 @@ TEST(BundledPair, SpeculativeEqualsClassicWithBothDrafters) {
       }
       const double rate = static_cast<double>(accepted) / static_cast<double>(drafted);
       std::printf("%s temperature %.1f: acceptance %.3f over K=2..6\n", d->describe().c_str(), temperature, rate);
-      if (temperature == 0.0f) EXPECT_GT(rate, 0.3) << d->describe();
+      if (temperature == 0.0f) {
+        EXPECT_GT(rate, 0.3) << d->describe();
+      }
     }
   }
 }

@@ -15,6 +15,7 @@ namespace {
 // Executes plans the way the engine does, with a fake model that always
 // produces one token per decode and (accepted + 1) = `spec_emits` per round.
 struct FakeEngine {
+  explicit FakeEngine(BatchPlanner& p) : planner(p) {}
   BatchPlanner& planner;
   std::map<uint64_t, int64_t> generated, max_tokens;
   int spec_emits = 3;

@@ -58,7 +58,9 @@ TEST(ChatGolden, RendersMatchHuggingFaceJinja) {
     }
     ASSERT_TRUE(tpl.ok()) << name << ": " << tpl.status().to_string();
     ++templates;
-    if (t["bos_token"].is_string()) EXPECT_EQ(tpl->bos_token(), t["bos_token"].get<std::string>()) << name;
+    if (t["bos_token"].is_string()) {
+      EXPECT_EQ(tpl->bos_token(), t["bos_token"].get<std::string>()) << name;
+    }
     for (const auto& r : t["renders"]) {
       const auto& conv = convs.at(r["conversation"].get<std::string>());
       ChatRenderInput in;

@@ -6,6 +6,7 @@
 // give in-flight requests TANDEM_SHUTDOWN_DRAIN_MS (default 5000) to finish,
 // cancel the rest, exit 0.
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -92,7 +93,22 @@ int run_serve(ServeOptions o) {
   if (auto delay = env_string("TANDEM_LOAD_DELAY_MS"))
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(delay->c_str())));
   const auto t0 = std::chrono::steady_clock::now();
-  auto target = model::Model::load(o.model);
+  // Progress: a live line on a terminal, a log line per quarter otherwise.
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  int logged_quarter = 0;
+  auto progress = [&](int done, int total) {
+    if (tty) {
+      std::fprintf(stderr, "\rloading %s: layer %d/%d", o.model.c_str(), done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+      return;
+    }
+    const int quarter = done * 4 / total;
+    if (quarter > logged_quarter) {
+      logged_quarter = quarter;
+      spdlog::info("loading {}: {} of {} layers", o.model, done, total);
+    }
+  };
+  auto target = model::Model::load(o.model, progress);
   if (!target.ok()) return fail(target.status());
   spdlog::info("loaded {} ({} parameters, {:.1f} MB of weights per token) in {:.2f} s", o.model,
                (*target)->parameter_count(), (*target)->weight_bytes_per_token() / 1e6,

@@ -56,7 +56,7 @@ std::vector<float> concat_f32(const std::vector<const TensorView*>& parts) {
 
 }  // namespace
 
-Expected<std::unique_ptr<Model>> Model::load(const std::string& dir) {
+Expected<std::unique_ptr<Model>> Model::load(const std::string& dir, const std::function<void(int, int)>& progress) {
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
   TANDEM_ASSIGN_OR_RETURN(m->config_, load_config(dir));
@@ -73,7 +73,10 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& dir) {
     m->parameters_ += head->numel();
   }
   m->layers_.resize(c.num_layers);
-  for (int i = 0; i < c.num_layers; ++i) TANDEM_RETURN_IF_ERROR(m->load_layer(i, layer_prefix(i)));
+  for (int i = 0; i < c.num_layers; ++i) {
+    TANDEM_RETURN_IF_ERROR(m->load_layer(i, layer_prefix(i)));
+    if (progress) progress(i + 1, c.num_layers);
+  }
   m->lm_head_ = pack_rows({head});
   m->inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
   return m;

@@ -13,6 +13,7 @@
 // Immutable after load; safe to share between threads for reading.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,7 +43,9 @@ struct LayerWeights {
 class Model {
  public:
   // Loads DIR (config.json + safetensors). Errors name the file and tensor.
-  static Expected<std::unique_ptr<Model>> load(const std::string& dir);
+  // `progress` (optional) is called after each layer with (layers done, total).
+  static Expected<std::unique_ptr<Model>> load(const std::string& dir,
+                                               const std::function<void(int, int)>& progress = {});
   // Loads the decoder block of an MTP head directory (docs/formats.md,
   // model_type "tandem_mtp") as a one-layer model whose embedding table and
   // LM head are `target`'s (borrowed: `target` must outlive it). Its final

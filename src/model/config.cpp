@@ -302,4 +302,13 @@ Expected<ModelConfig> load_config(const std::string& dir) {
   return parse_config(text, path);
 }
 
+Expected<nlohmann::json> read_json_file(const std::string& path) {
+  TANDEM_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument(path + ": " + e.what());
+  }
+}
+
 }  // namespace tandem::model

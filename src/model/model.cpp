@@ -84,13 +84,7 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& dir, const std::
 
 Expected<std::unique_ptr<Model>> Model::load_mtp_block(const std::string& dir, const Model& target) {
   const std::string path = dir + "/config.json";
-  TANDEM_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return invalid_argument(path + ": " + e.what());
-  }
+  TANDEM_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(path));
   if (j.value("model_type", std::string()) != "tandem_mtp")
     return invalid_argument(path + ": model_type must be \"tandem_mtp\" for an MTP head");
   // The block is a decoder layer of the target's family with the head's own shapes.

@@ -47,12 +47,7 @@ int BatchPlanner::decoding() const {
 }
 
 void BatchPlanner::drop(uint64_t id, TickPlan& plan) {
-  auto it = slots_.find(id);
-  if (it == slots_.end()) return;
-  free_blocks_ += it->second.reserved;
-  std::erase(running_, id);
-  std::erase(queue_, id);
-  slots_.erase(it);
+  finish(id);
   plan.dropped.push_back(id);
 }
 

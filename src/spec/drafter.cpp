@@ -19,16 +19,10 @@ Expected<DraftKind> parse_draft_kind(const std::string& text) {
 
 Expected<DraftKind> detect_draft_kind(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  TANDEM_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return invalid_argument(path + ": " + e.what());
-  }
+  TANDEM_ASSIGN_OR_RETURN(nlohmann::json j, model::read_json_file(path));
   const std::string type = j.value("model_type", std::string());
   if (type == "tandem_mtp" || j.contains("num_nextn_predict_layers")) return DraftKind::mtp;
-  if (auto cfg = model::parse_config(text, path); cfg.ok()) return DraftKind::draft;
+  if (auto cfg = model::parse_config(j.dump(), path); cfg.ok()) return DraftKind::draft;
   return invalid_argument(path + ": cannot tell the drafter kind from model_type '" + type +
                           "' (expected tandem_mtp for an MTP head, or a causal LM: " +
                           model::supported_model_types() + "); pass --draft-kind draft|mtp");

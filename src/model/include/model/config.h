@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,8 @@ struct ModelConfig {
 
 // Parses config.json text; `path` is only used in error messages.
 Expected<ModelConfig> parse_config(const std::string& text, const std::string& path);
+// Reads and parses a JSON file; errors name the path.
+Expected<nlohmann::json> read_json_file(const std::string& path);
 // Reads DIR/config.json.
 Expected<ModelConfig> load_config(const std::string& dir);
 

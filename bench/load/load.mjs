@@ -17,6 +17,10 @@
 //   decode throughput     Σ (completion_tokens − 1) / length of the union of the requests' decode
 //                         intervals [first text chunk, last text chunk]: tokens per second while
 //                         anything is decoding (time when only prefill runs is left out)
+//   steady throughput     tokens per second while all C requests of the level decode at once
+//                         (intervals where C [first, last] spans overlap; each request's chunks in
+//                         them, scaled by its tokens per chunk): the batched decode rate, with
+//                         neither prefill nor a straggling last request in it
 //   × c=1                 a level's figure over the c=1 figure of the same run
 // --repeat N cycles through all levels N times (1,4,8,16,1,4,8,16,...) so that slow drifts of a
 // shared machine hit every level alike; the table gives per-level medians and pooled percentiles.
@@ -116,6 +120,7 @@ async function one(i) {
     last: times.at(-1),
     ttft: times.length ? times[0] - t0 : NaN,
     gaps: times.slice(1).map((t, k) => t - times[k]),
+    times,
     tpot: tokens > 1 && times.length > 1 ? (times.at(-1) - times[0]) / (tokens - 1) : NaN,
     tokens,
     prompt: usage?.prompt_tokens ?? 0,
@@ -144,6 +149,39 @@ function unionLength(intervals) {
   return total;
 }
 
+// Tokens per second inside the intervals where `c` decode spans overlap: sweep the span
+// ends, keep the stretches at full occupancy, count each request's chunks that land in them
+// (scaled by the request's tokens per chunk, 1 unless the server sends several per chunk).
+function steadyRate(all, c) {
+  const events = all
+    .filter((r) => Number.isFinite(r.first) && r.last > r.first)
+    .flatMap((r) => [
+      [r.first, 1],
+      [r.last, -1],
+    ])
+    .sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+  const full = [];
+  let active = 0;
+  for (const [t, d] of events) {
+    if (active === c && d < 0) full.at(-1)[1] = t;
+    active += d;
+    if (active === c && d > 0) full.push([t, t]);
+  }
+  const span = full.reduce((a, [x, y]) => a + (y - x), 0);
+  if (span <= 0) return { rate: NaN, span: 0 };
+  let tokens = 0;
+  for (const r of all) {
+    if (r.times.length < 2) continue;
+    const perChunk = (r.tokens - 1) / (r.times.length - 1);
+    // A chunk counts for the gap that ends with it.
+    for (let k = 1; k < r.times.length; ++k) {
+      const t = r.times[k];
+      if (full.some(([x, y]) => t > x && t <= y)) tokens += perChunk;
+    }
+  }
+  return { rate: tokens / (span / 1000), span: span / 1000 };
+}
+
 async function level(c, offset) {
   const start = now();
   const results = await Promise.all(
@@ -158,6 +196,7 @@ async function level(c, offset) {
   const tokens = all.reduce((a, r) => a + r.tokens, 0);
   const decodeTokens = all.reduce((a, r) => a + Math.max(0, r.tokens - 1), 0);
   const decodeSpan = unionLength(all.map((r) => [r.first, r.last])) / 1000;
+  const steady = steadyRate(all, c);
   return {
     concurrency: c,
     requests: all.length,
@@ -166,6 +205,8 @@ async function level(c, offset) {
     wall_s: wall,
     aggregate_tok_s: tokens / wall,
     decode_tok_s: decodeTokens / decodeSpan,
+    steady_tok_s: steady.rate,
+    steady_s: steady.span,
     ttfts: all.map((r) => r.ttft),
     gaps: all.flatMap((r) => r.gaps),
     tpots: all.map((r) => r.tpot),
@@ -189,7 +230,7 @@ for (let rep = 0; rep < Number(opt.repeat); ++rep) {
     runs.push(r);
     console.error(
       `  [${rep}] c=${c}: ${r.completion_tokens} tokens in ${f2(r.wall_s)} s → ${f1(r.aggregate_tok_s)} tok/s aggregate, ` +
-        `${f1(r.decode_tok_s)} tok/s decode, TTFT p50 ${f1(pct(r.ttfts, 50))} ms, ITL p50 ${f1(pct(r.gaps, 50))} ms`,
+        `${f1(r.decode_tok_s)} tok/s decode, ${f1(r.steady_tok_s)} tok/s steady (${f2(r.steady_s)} s), TTFT p50 ${f1(pct(r.ttfts, 50))} ms, ITL p50 ${f1(pct(r.gaps, 50))} ms`,
     );
   }
 }
@@ -207,6 +248,8 @@ const rows = levels.map((c) => {
     decode_tok_s: median(mine.map((r) => r.decode_tok_s)),
     aggregate_tok_s_each: mine.map((r) => r.aggregate_tok_s),
     decode_tok_s_each: mine.map((r) => r.decode_tok_s),
+    steady_tok_s: median(mine.map((r) => r.steady_tok_s)),
+    steady_tok_s_each: mine.map((r) => r.steady_tok_s),
     ttft_ms: { p50: pct(ttfts, 50), p90: pct(ttfts, 90), p99: pct(ttfts, 99) },
     itl_ms: { p50: pct(gaps, 50), p90: pct(gaps, 90), p99: pct(gaps, 99) },
     tpot_ms: { p50: pct(tpots, 50), p90: pct(tpots, 90) },
@@ -216,20 +259,21 @@ const base = rows.find((r) => r.concurrency === 1);
 for (const r of rows) {
   r.aggregate_x = base ? r.aggregate_tok_s / base.aggregate_tok_s : NaN;
   r.decode_x = base ? r.decode_tok_s / base.decode_tok_s : NaN;
+  r.steady_x = base ? r.steady_tok_s / base.steady_tok_s : NaN;
 }
 console.log(
-  '| concurrency | requests | tokens | aggregate tok/s | × c=1 | decode tok/s | × c=1 | TTFT p50 / p90 / p99 ms | ITL p50 / p90 / p99 ms | TPOT p50 ms |',
+  '| concurrency | requests | tokens | aggregate tok/s | × c=1 | decode tok/s | × c=1 | steady tok/s | × c=1 | TTFT p50 / p90 / p99 ms | ITL p50 / p90 / p99 ms | TPOT p50 ms |',
 );
-console.log('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |');
+console.log('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |');
 for (const r of rows) {
   console.log(
     `| ${r.concurrency} | ${r.requests} | ${r.completion_tokens} | ${f1(r.aggregate_tok_s)} | ${f2(r.aggregate_x)} | ` +
-      `${f1(r.decode_tok_s)} | ${f2(r.decode_x)} | ${f1(r.ttft_ms.p50)} / ${f1(r.ttft_ms.p90)} / ${f1(r.ttft_ms.p99)} | ` +
+      `${f1(r.decode_tok_s)} | ${f2(r.decode_x)} | ${f1(r.steady_tok_s)} | ${f2(r.steady_x)} | ${f1(r.ttft_ms.p50)} / ${f1(r.ttft_ms.p90)} / ${f1(r.ttft_ms.p99)} | ` +
       `${f1(r.itl_ms.p50)} / ${f1(r.itl_ms.p90)} / ${f1(r.itl_ms.p99)} | ${f1(r.tpot_ms.p50)} |`,
   );
 }
 if (opt.json) {
   const { writeFileSync } = await import('node:fs');
-  const slim = runs.map(({ ttfts, gaps, tpots, ...rest }) => rest);
+  const slim = runs.map(({ ttfts, gaps, tpots, times, ...rest }) => rest);
   writeFileSync(opt.json, JSON.stringify({ label: opt.label, url: opt.url, model, options: opt, rows, runs: slim }, null, 2));
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_batch.h"
 #include "bench_spec.h"
 #include "commands.h"
 #include "core/aligned_buffer.h"
@@ -34,6 +35,7 @@ struct BenchOptions {
   int decode = 64;
   int reps = 3;
   int bw_mib = 1024;
+  std::vector<int> batches;  // --batch: batched decode instead of the B=1 ceiling run
 };
 
 // Sums 64-bit words of [p, p + n) with independent accumulators: integer
@@ -147,6 +149,7 @@ int run_bench(const BenchOptions& o) {
   const kernels::Ctx probe_ctx;
   std::printf("threads: %d, kernels: %s, gemm: %s\n", o.threads, kernels::isa_name(probe_ctx.isa),
               kernels::gemm_mode_name(probe_ctx.gemm));
+  if (!o.batches.empty()) return run_batch_bench(m, pool.get(), {o.batches, o.prompt, o.decode, o.reps});
 
   AlignedBuffer<uint64_t> bw_buffer((static_cast<size_t>(o.bw_mib) << 20) / sizeof(uint64_t));
   for (size_t i = 0; i < bw_buffer.size(); ++i) bw_buffer[i] = i * 2654435761u;
@@ -223,6 +226,10 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("-r,--reps", o->reps, "Repetitions (best is reported)")->check(CLI::Range(1, 100));
   sub->add_option("--bw-mib", o->bw_mib, "Working set of the bandwidth measurement, MiB")
       ->check(CLI::Range(512, 1 << 16));
+  sub->add_option("--batch", o->batches,
+                  "Batch sizes (e.g. 1,4,8): batched decode throughput, ratios against the first")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 256));
   // With a drafter: classic vs speculative (cmd_bench_spec.cpp).
   auto spec = std::make_shared<SpecBenchOptions>();
   sub->add_option("--model-draft,--draft-model", spec->drafter.dir,

@@ -17,26 +17,31 @@ double ms_between(Clock::time_point a, Clock::time_point b) { return seconds_bet
 
 }  // namespace
 
-Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config, std::unique_ptr<model::Model> target,
+Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
+                                                 std::unique_ptr<model::Model> target,
                                                  std::unique_ptr<spec::Drafter> drafter,
                                                  std::unique_ptr<ThreadPool> pool) {
   std::unique_ptr<Engine> e(new Engine());
   e->config_ = config;
   auto& c = e->config_;
   const auto& mc = target->config();
-  if (c.context <= 0) c.context = std::min<int64_t>(mc.max_position_embeddings > 0 ? mc.max_position_embeddings : 4096, 4096);
+  if (c.context <= 0)
+    c.context = std::min<int64_t>(mc.max_position_embeddings > 0 ? mc.max_position_embeddings : 4096, 4096);
   if (c.max_running < 1) return invalid_argument("-np/--parallel must be at least 1");
   if (c.block_size < 2 || c.block_size > 16)
-    return invalid_argument("--draft-block-size must be between 2 and 16, got " + std::to_string(c.block_size));
+    return invalid_argument("--draft-block-size must be between 2 and 16, got " +
+                            std::to_string(c.block_size));
   if (c.kv_tokens <= 0) c.kv_tokens = c.context * c.max_running;
   e->target_ = std::move(target);
   e->drafter_ = std::move(drafter);
   e->pool_ = pool ? std::move(pool) : std::make_unique<ThreadPool>(c.threads);
-  TANDEM_ASSIGN_OR_RETURN(e->kv_, model::KvCache::create(mc, model::KvCache::options_for_tokens(c.kv_tokens, c.kv_block_size)));
+  TANDEM_ASSIGN_OR_RETURN(
+      e->kv_, model::KvCache::create(mc, model::KvCache::options_for_tokens(c.kv_tokens, c.kv_block_size)));
   e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), 256);
   const model::Model& m = *e->target_;
   ThreadPool* kernel_pool = e->pool_.get();
-  e->gate_ = std::make_unique<spec::ExactnessGate>(m.dir(), [&m, kernel_pool](int k) { return spec::run_exactness_probe(m, kernel_pool, k); });
+  e->gate_ = std::make_unique<spec::ExactnessGate>(
+      m.dir(), [&m, kernel_pool](int k) { return spec::run_exactness_probe(m, kernel_pool, k); });
   if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log
   PlannerConfig pc;
   pc.max_running = c.max_running;
@@ -47,6 +52,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config, std
   e->planner_ = std::make_unique<BatchPlanner>(pc);
   e->metrics_.kv_blocks_total = e->kv_.num_blocks();
   e->hardware_ = hardware_label(e->pool_->size());
+  e->samplers_.resize(static_cast<size_t>(e->pool_->size()));
   e->set_policy_env(PolicyEnv::from_process());
   return e;
 }
@@ -123,9 +129,9 @@ Status Engine::submit(std::shared_ptr<EngineRequest> r) {
   if (prompt == 0) return invalid_argument("the prompt is empty");
   if (r->max_tokens <= 0) return invalid_argument("max_tokens must be at least 1");
   if (prompt + r->max_tokens > config_.context)
-    return invalid_argument("this model's context is " + std::to_string(config_.context) + " tokens; the prompt has " +
-                            std::to_string(prompt) + " tokens and max_tokens asks for " +
-                            std::to_string(r->max_tokens) + " more");
+    return invalid_argument("this model's context is " + std::to_string(config_.context) +
+                            " tokens; the prompt has " + std::to_string(prompt) +
+                            " tokens and max_tokens asks for " + std::to_string(r->max_tokens) + " more");
   if (!planner_->fits_ever(prompt, r->max_tokens))
     return resource_exhausted("the request needs more KV cache than the server has in total");
   {
@@ -218,13 +224,14 @@ void Engine::run_tick(const TickPlan& plan) {
   if (plan.speculative) run_speculative(*plan.speculative);
 }
 
-void Engine::sample_into(Active& a, std::span<const float> row, int64_t position) {
+void Engine::sample_into(sampling::Sampler& sampler, Active& a, std::span<const float> row,
+                         int64_t position) {
   if (a.req->want_logprobs) {
-    sampling::SampleResult r = sampler_.sample(row, a.seq.params, a.seq.history(), position, true);
+    sampling::SampleResult r = sampler.sample(row, a.seq.params, a.seq.history(), position, true);
     a.details.push_back({r.token, r.logprob, std::move(r.top)});
     a.seq.generated.push_back(r.token);
   } else {
-    a.seq.generated.push_back(sampler_.pick(row, a.seq.params, a.seq.history(), position));
+    a.seq.generated.push_back(sampler.pick(row, a.seq.params, a.seq.history(), position));
   }
 }
 
@@ -233,8 +240,8 @@ void Engine::run_batched(const TickPlan& plan) {
   std::vector<uint64_t> owners;
   for (uint64_t id : plan.decode) {
     Active& a = active_.at(id);
-    steps.push_back({a.seq.seq, std::span<const int32_t>(&a.seq.generated.back(), 1), a.seq.pending_position(),
-                     model::LogitRows::last});
+    steps.push_back({a.seq.seq, std::span<const int32_t>(&a.seq.generated.back(), 1),
+                     a.seq.pending_position(), model::LogitRows::last});
     owners.push_back(id);
   }
   for (const auto& c : plan.prefill) {
@@ -254,23 +261,35 @@ void Engine::run_batched(const TickPlan& plan) {
     for (uint64_t id : owners) finish(id, FinishReason::error, out.status());
     return;
   }
+  // Bookkeeping in step order, then the rows that produce a token are sampled
+  // in parallel (one Sampler per pool thread; each row's pick depends only
+  // on its own row and request), then delivered in step order.
   int64_t input_row = 0;
+  std::vector<size_t> picks;
   for (size_t i = 0; i < steps.size(); ++i) {
     Active& a = active_.at(owners[i]);
     const int64_t rows = static_cast<int64_t>(steps[i].tokens.size());
     if (options.hidden_all_rows) a.seq.append_hidden(*out, input_row, rows);
     input_row += rows;
-    const bool is_decode = i < plan.decode.size();
-    if (!is_decode) {
+    if (i >= plan.decode.size()) {
       const auto& c = plan.prefill[i - plan.decode.size()];
       planner_->on_prefilled(c.id, c.length);
       if (!c.last) continue;
     }
-    const int64_t row = out->first_row[i];
-    const int64_t position = is_decode ? a.seq.pending_position() + 1 : static_cast<int64_t>(a.seq.prompt.size());
-    sample_into(a, {out->logits_row(row), static_cast<size_t>(out->vocab)}, position);
-    deliver(a);
+    picks.push_back(i);
   }
+  pool_->parallel_for(static_cast<int64_t>(picks.size()), 1, [&](int64_t begin, int64_t end, int thread) {
+    for (int64_t j = begin; j < end; ++j) {
+      const size_t i = picks[j];
+      Active& a = active_.at(owners[i]);
+      const bool is_decode = i < plan.decode.size();
+      const int64_t position =
+          is_decode ? a.seq.pending_position() + 1 : static_cast<int64_t>(a.seq.prompt.size());
+      sample_into(samplers_[thread], a, {out->logits_row(out->first_row[i]), static_cast<size_t>(out->vocab)},
+                  position);
+    }
+  });
+  for (size_t i : picks) deliver(active_.at(owners[i]));
 }
 
 void Engine::run_speculative(uint64_t id) {
@@ -299,7 +318,7 @@ void Engine::run_speculative(uint64_t id) {
     drafter_->reset();
     drafter_following_ = id;
   }
-  auto stats = spec::speculative_round(*forward_, *drafter_, sampler_, a.seq, config_.block_size);
+  auto stats = spec::speculative_round(*forward_, *drafter_, samplers_[0], a.seq, config_.block_size);
   if (!stats.ok()) {
     spdlog::error("speculative round failed: {}", stats.status().to_string());
     drafter_->reset();
@@ -307,8 +326,9 @@ void Engine::run_speculative(uint64_t id) {
     finish(id, FinishReason::error, stats.status());
     return;
   }
-  if (policy_) policy_->record_round(id, stats->draft_ms + stats->verify_ms + stats->overhead_ms, stats->drafted,
-                                     stats->accepted);
+  if (policy_)
+    policy_->record_round(id, stats->draft_ms + stats->verify_ms + stats->overhead_ms, stats->drafted,
+                          stats->accepted);
   a.stats.spec_rounds++;
   a.stats.draft_tokens += stats->drafted;
   a.stats.accepted_tokens += stats->accepted;
@@ -371,10 +391,18 @@ void Engine::finish(uint64_t id, FinishReason reason, Status error) {
   a.stats.decode_ms = a.stats.generated_tokens > 0 ? ms_between(a.first_token, now) : 0;
   last.stats = a.stats;
   switch (reason) {
-    case FinishReason::stop: metrics_.requests_finished_stop++; break;
-    case FinishReason::length: metrics_.requests_finished_length++; break;
-    case FinishReason::cancelled: metrics_.requests_cancelled++; break;
-    default: metrics_.requests_failed++; break;
+    case FinishReason::stop:
+      metrics_.requests_finished_stop++;
+      break;
+    case FinishReason::length:
+      metrics_.requests_finished_length++;
+      break;
+    case FinishReason::cancelled:
+      metrics_.requests_cancelled++;
+      break;
+    default:
+      metrics_.requests_failed++;
+      break;
   }
   a.req->channel->push(std::move(last));
   active_.erase(it);

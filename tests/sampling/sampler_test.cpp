@@ -44,6 +44,52 @@ TEST(Sampler, GumbelMaxFrequenciesMatchSoftmax) {
   expect_matches_softmax(0.7f);
 }
 
+// The pick skips most ids without computing their noise; it must still equal
+// the exhaustive argmax of logit + G(seed, position, id), lowest id on ties.
+int32_t exhaustive_pick(const std::vector<float>& logits, uint64_t seed, int64_t position) {
+  int32_t best = -1;
+  double best_score = -INFINITY;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!(logits[i] > -INFINITY)) continue;
+    const double score = double(logits[i]) + gumbel_noise(seed, position, int32_t(i));
+    if (score > best_score) best_score = score, best = int32_t(i);
+  }
+  return best;
+}
+
+TEST(Sampler, PrunedGumbelMaxEqualsExhaustive) {
+  SamplingParams params;
+  params.temperature = 1.0f;  // rows below are already "processed"
+  Sampler sampler;
+  uint64_t state = 7;
+  auto next_unit = [&] {  // deterministic LCG in [0, 1)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return double(state >> 11) * 0x1.0p-53;
+  };
+  int rows = 0;
+  for (double scale : {0.1, 1.0, 5.0, 30.0, 1e6}) {
+    for (int shape = 0; shape < 3; ++shape) {
+      std::vector<float> logits(5000);
+      for (size_t i = 0; i < logits.size(); ++i) {
+        const double v = (next_unit() + next_unit() + next_unit() - 1.5) * scale;
+        logits[i] = shape == 1 ? std::round(float(v)) : float(v);  // shape 1: many exact ties
+        if (shape == 2 && i % 3 == 0) logits[i] = -INFINITY;       // shape 2: a masked third
+      }
+      for (int64_t pos = 0; pos < 40; ++pos) {
+        params.seed = 1000 + rows;
+        ASSERT_EQ(sampler.pick(logits, params, {}, pos), exhaustive_pick(logits, params.seed, pos))
+            << "scale " << scale << " shape " << shape << " position " << pos;
+      }
+      ++rows;
+    }
+  }
+  std::vector<float> flat(3000, 2.5f);  // every logit equal: the noise alone decides
+  for (int64_t pos = 0; pos < 40; ++pos) {
+    params.seed = 5;
+    ASSERT_EQ(sampler.pick(flat, params, {}, pos), exhaustive_pick(flat, 5, pos));
+  }
+}
+
 TEST(Sampler, NoiseIsAPureFunctionOfSeedPositionToken) {
   EXPECT_EQ(gumbel_noise(1, 5, 7), gumbel_noise(1, 5, 7));
   EXPECT_NE(gumbel_noise(1, 5, 7), gumbel_noise(2, 5, 7));

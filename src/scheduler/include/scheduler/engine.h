@@ -44,19 +44,20 @@ namespace tandem::scheduler {
 struct EngineConfig {
   int32_t max_running = 4;       // -np
   int64_t prefill_budget = 256;  // prompt tokens per tick
-  int64_t context = 0;           // max prompt + completion tokens per request (0: model's max, capped at 4096)
-  int64_t kv_tokens = 0;         // KV pool capacity (0: context * max_running)
+  int64_t context = 0;    // max prompt + completion tokens per request (0: model's max, capped at 4096)
+  int64_t kv_tokens = 0;  // KV pool capacity (0: context * max_running)
   int32_t kv_block_size = 32;
-  int threads = 0;               // kernel threads (0: hardware threads)
-  int block_size = 4;            // speculative K (tokens per verify forward)
-  std::string drafter_dir;       // for the policy key (canonicalised)
+  int threads = 0;          // kernel threads (0: hardware threads)
+  int block_size = 4;       // speculative K (tokens per verify forward)
+  std::string drafter_dir;  // for the policy key (canonicalised)
 };
 
 class Engine {
  public:
   // `pool` (optional) is the kernel thread pool the drafter was loaded with;
   // the engine takes it over. Without one the engine makes its own.
-  static Expected<std::unique_ptr<Engine>> create(const EngineConfig& config, std::unique_ptr<model::Model> target,
+  static Expected<std::unique_ptr<Engine>> create(const EngineConfig& config,
+                                                  std::unique_ptr<model::Model> target,
                                                   std::unique_ptr<spec::Drafter> drafter,
                                                   std::unique_ptr<ThreadPool> pool = nullptr);
   ~Engine();
@@ -100,7 +101,7 @@ class Engine {
   void run_tick(const TickPlan& plan);
   void run_batched(const TickPlan& plan);
   void run_speculative(uint64_t id);
-  void sample_into(Active& a, std::span<const float> row, int64_t position);
+  void sample_into(sampling::Sampler& sampler, Active& a, std::span<const float> row, int64_t position);
   void deliver(Active& a);
   void finish(uint64_t id, FinishReason reason, Status error = Status::Ok());
   bool speculation_available();
@@ -115,8 +116,8 @@ class Engine {
   std::unique_ptr<model::Forward> forward_;
   std::unique_ptr<spec::ExactnessGate> gate_;
   std::unique_ptr<BatchPlanner> planner_;
-  sampling::Sampler sampler_;
-  std::optional<AdaptivePolicy> policy_;  // none: no drafter, or adaptation disabled without a pin
+  std::vector<sampling::Sampler> samplers_;  // one per pool thread; [0] also serves the speculative slot
+  std::optional<AdaptivePolicy> policy_;     // none: no drafter, or adaptation disabled without a pin
   std::string hardware_;
   PolicyBoard board_;
   std::map<uint64_t, Active> active_;

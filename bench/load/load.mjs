@@ -17,10 +17,11 @@
 //   decode throughput     Σ (completion_tokens − 1) / length of the union of the requests' decode
 //                         intervals [first text chunk, last text chunk]: tokens per second while
 //                         anything is decoding (time when only prefill runs is left out)
-//   steady throughput     tokens per second while all C requests of the level decode at once
-//                         (intervals where C [first, last] spans overlap; each request's chunks in
-//                         them, scaled by its tokens per chunk): the batched decode rate, with
-//                         neither prefill nor a straggling last request in it
+//   steady throughput     tokens per second while the most requests of the level decode at once
+//                         (C, or the server's parallel limit when C exceeds it): the intervals
+//                         where that many [first, last] spans overlap, counting each request's
+//                         chunks in them scaled by its tokens per chunk — the batched decode rate,
+//                         with neither prefill nor a straggling last request in it
 //   × c=1                 a level's figure over the c=1 figure of the same run
 // --repeat N cycles through all levels N times (1,4,8,16,1,4,8,16,...) so that slow drifts of a
 // shared machine hit every level alike; the table gives per-level medians and pooled percentiles.
@@ -149,9 +150,9 @@ function unionLength(intervals) {
   return total;
 }
 
-// Tokens per second inside the intervals where `c` decode spans overlap: sweep the span
-// ends, keep the stretches at full occupancy, count each request's chunks that land in them
-// (scaled by the request's tokens per chunk, 1 unless the server sends several per chunk).
+// Tokens per second inside the intervals where the most decode spans overlap (at most `c`):
+// sweep the span ends, keep the stretches at that occupancy, count each request's chunks that
+// land in them (scaled by the request's tokens per chunk, 1 unless the server sends several).
 function steadyRate(all, c) {
   const events = all
     .filter((r) => Number.isFinite(r.first) && r.last > r.first)
@@ -160,15 +161,19 @@ function steadyRate(all, c) {
       [r.last, -1],
     ])
     .sort((x, y) => x[0] - y[0] || x[1] - y[1]);
-  const full = [];
   let active = 0;
+  let peak = 0;
+  for (const [, d] of events) peak = Math.max(peak, (active += d));
+  c = Math.min(c, peak);
+  const full = [];
+  active = 0;
   for (const [t, d] of events) {
     if (active === c && d < 0) full.at(-1)[1] = t;
     active += d;
     if (active === c && d > 0) full.push([t, t]);
   }
   const span = full.reduce((a, [x, y]) => a + (y - x), 0);
-  if (span <= 0) return { rate: NaN, span: 0 };
+  if (span <= 0) return { rate: NaN, span: 0, width: c };
   let tokens = 0;
   for (const r of all) {
     if (r.times.length < 2) continue;
@@ -179,7 +184,7 @@ function steadyRate(all, c) {
       if (full.some(([x, y]) => t > x && t <= y)) tokens += perChunk;
     }
   }
-  return { rate: tokens / (span / 1000), span: span / 1000 };
+  return { rate: tokens / (span / 1000), span: span / 1000, width: c };
 }
 
 async function level(c, offset) {
@@ -207,6 +212,7 @@ async function level(c, offset) {
     decode_tok_s: decodeTokens / decodeSpan,
     steady_tok_s: steady.rate,
     steady_s: steady.span,
+    steady_width: steady.width,
     ttfts: all.map((r) => r.ttft),
     gaps: all.flatMap((r) => r.gaps),
     tpots: all.map((r) => r.tpot),
@@ -230,7 +236,7 @@ for (let rep = 0; rep < Number(opt.repeat); ++rep) {
     runs.push(r);
     console.error(
       `  [${rep}] c=${c}: ${r.completion_tokens} tokens in ${f2(r.wall_s)} s → ${f1(r.aggregate_tok_s)} tok/s aggregate, ` +
-        `${f1(r.decode_tok_s)} tok/s decode, ${f1(r.steady_tok_s)} tok/s steady (${f2(r.steady_s)} s), TTFT p50 ${f1(pct(r.ttfts, 50))} ms, ITL p50 ${f1(pct(r.gaps, 50))} ms`,
+        `${f1(r.decode_tok_s)} tok/s decode, ${f1(r.steady_tok_s)} tok/s steady (${r.steady_width} decoding, ${f2(r.steady_s)} s), TTFT p50 ${f1(pct(r.ttfts, 50))} ms, ITL p50 ${f1(pct(r.gaps, 50))} ms`,
     );
   }
 }

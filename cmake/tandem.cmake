@@ -32,4 +32,12 @@ function(tandem_test name)
   set(env "TANDEM_SOURCE_DIR=${PROJECT_SOURCE_DIR}" ${ARG_ENV})
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${name}:"
     PROPERTIES LABELS ${ARG_LABEL} ENVIRONMENT "${env}")
+  if(ARG_LABEL STREQUAL "unit")
+    if(NOT TARGET unit_tests)
+      # `cmake --build DIR --target unit_tests`: only what `ctest -L unit` runs
+      # (scripts/test.sh builds just this under the sanitizers).
+      add_custom_target(unit_tests)
+    endif()
+    add_dependencies(unit_tests ${name})
+  endif()
 endfunction()

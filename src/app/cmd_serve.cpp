@@ -33,6 +33,7 @@ struct ServeOptions {
   int port = 8080;
   int64_t context = 0;
   int parallel = 4;
+  int64_t batch = 256;
   std::string api_key, api_key_file;
   int threads = 0;
   std::string gemm;
@@ -81,7 +82,8 @@ int run_serve(ServeOptions o) {
     return 1;
   }
   std::thread http_thread([&] { http.run(); });
-  spdlog::info("listening on http://{}:{} (loading {}; /health answers 503 until ready)", o.host, http.port(), o.model);
+  spdlog::info("listening on http://{}:{} (loading {}; /health answers 503 until ready)", o.host, http.port(),
+               o.model);
   auto fail = [&](const Status& s) {
     spdlog::error("{}", s.to_string());
     http.stop();
@@ -115,6 +117,7 @@ int run_serve(ServeOptions o) {
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   scheduler::EngineConfig ec;
   ec.max_running = o.parallel;
+  ec.prefill_budget = o.batch;
   ec.context = o.context;
   ec.threads = o.threads;
   // The drafter shares the engine's kernel threads: it runs on the engine thread between target steps.
@@ -126,7 +129,8 @@ int run_serve(ServeOptions o) {
   ec.drafter_dir = o.drafter.dir;
   server::ServedModel served;
   if (Status s = server::load_text_side(o.model, served); !s.ok()) return fail(s);
-  auto engine = scheduler::Engine::create(ec, std::move(*target), std::move(loaded->drafter), std::move(pool));
+  auto engine =
+      scheduler::Engine::create(ec, std::move(*target), std::move(loaded->drafter), std::move(pool));
   if (!engine.ok()) return fail(engine.status());
   served.engine = std::move(*engine);
   served.engine->start();
@@ -156,17 +160,40 @@ Command add_serve_command(CLI::App& app) {
   sub->add_option("--model-draft,--draft-model", o->drafter.dir,
                   "Drafter directory: a small model or an MTP head (env LLAMA_ARG_MODEL_DRAFT)");
   sub->add_option("--draft-kind", o->drafter.kind, "draft|mtp (default: detected; env TANDEM_DRAFT_KIND)");
-  sub->add_option("--draft-block-size", o->drafter.block_size,
-                  "Tokens per verify forward, 2..16 (env TANDEM_DRAFT_BLOCK_SIZE; default: drafter config, else 4)");
-  sub->add_option("--host", o->host, "Address to listen on")->capture_default_str();
-  sub->add_option("--port", o->port, "Port (0: any free port)")->capture_default_str();
-  sub->add_option("-c,--ctx-size", o->context, "Context per sequence in tokens (default: model's, at most 4096)");
-  sub->add_option("--parallel", o->parallel, "Sequences decoded concurrently")->capture_default_str();
-  sub->add_option("--api-key", o->api_key, "API key(s), comma-separated (env TANDEM_API_KEY / LLAMA_API_KEY)");
+  sub->add_option(
+      "--draft-block-size", o->drafter.block_size,
+      "Tokens per verify forward, 2..16 (env TANDEM_DRAFT_BLOCK_SIZE; default: drafter config, else 4)");
+  // Every flag below also reads TANDEM_<NAME> (main.cpp copies llama-server's
+  // LLAMA_ARG_<NAME> spelling over when TANDEM_<NAME> is unset); the flag wins.
+  sub->add_option("--host", o->host, "Address to listen on")->envname("TANDEM_HOST")->capture_default_str();
+  sub->add_option("--port", o->port, "Port (0: any free port)")
+      ->envname("TANDEM_PORT")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  sub->add_option("-c,--ctx-size", o->context,
+                  "Context per sequence in tokens (default: model's, at most 4096)")
+      ->envname("TANDEM_CTX_SIZE")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  sub->add_option("--parallel", o->parallel, "Sequences decoded concurrently (-np)")
+      ->envname("TANDEM_PARALLEL")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  sub->add_option("-b,--batch-size", o->batch,
+                  "Prompt tokens prefilled per engine step, shared by the requests being prefilled; smaller "
+                  "keeps decoding streams smoother while prompts arrive, larger gives faster first tokens")
+      ->envname("TANDEM_BATCH_SIZE")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+      ->capture_default_str();
+  sub->add_option("--api-key", o->api_key,
+                  "API key(s), comma-separated (env TANDEM_API_KEY / LLAMA_API_KEY)");
   sub->add_option("--api-key-file", o->api_key_file, "File with one API key per line");
-  sub->add_option("-t,--threads", o->threads, "Kernel threads (default: all hardware threads)");
+  sub->add_option("-t,--threads", o->threads, "Kernel threads (default: all hardware threads)")
+      ->envname("TANDEM_THREADS")
+      ->check(CLI::Range(0, 1024));
   sub->add_option("--gemm", o->gemm, "Matmul kernel request: invariant|splitk|auto (TANDEM_GEMM pins)");
-  sub->add_option("--max-body-bytes", o->max_body, "Largest request body accepted")->capture_default_str();
+  sub->add_option("--max-body-bytes", o->max_body, "Largest request body accepted")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32))
+      ->capture_default_str();
   return {sub, [o] { return run_serve(*o); }};
 }
 

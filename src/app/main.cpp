@@ -2,6 +2,7 @@
 // (cmd_*.cpp) and registers itself on the CLI11 app here.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,25 @@ std::vector<std::string> llama_style_args(int argc, char** argv) {
   return args;
 }
 
+// llama-server reads LLAMA_ARG_<NAME> for its flags; the same names work here
+// when the TANDEM_ spelling is unset (the TANDEM_ names are the documented ones).
+void adopt_llama_env() {
+  static const char* const kPairs[][2] = {
+      {"TANDEM_HOST", "LLAMA_ARG_HOST"},         {"TANDEM_PORT", "LLAMA_ARG_PORT"},
+      {"TANDEM_CTX_SIZE", "LLAMA_ARG_CTX_SIZE"}, {"TANDEM_PARALLEL", "LLAMA_ARG_N_PARALLEL"},
+      {"TANDEM_THREADS", "LLAMA_ARG_THREADS"},   {"TANDEM_BATCH_SIZE", "LLAMA_ARG_BATCH"},
+  };
+  for (const auto& pair : kPairs) {
+    const char* llama = std::getenv(pair[1]);
+    if (std::getenv(pair[0]) == nullptr && llama != nullptr) setenv(pair[0], llama, 0);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   tandem::init_logging();
+  adopt_llama_env();
   CLI::App app{"tandem: an exact, measured LLM inference server"};
   app.set_version_flag("--version", "tandem 0.1.0");
   app.require_subcommand(1);
@@ -37,7 +53,8 @@ int main(int argc, char** argv) {
     for (auto& a : args) ptrs.push_back(a.data());
     app.parse(static_cast<int>(ptrs.size()), ptrs.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help / --version exit 0; any usage error exits 2 (CLI11's own codes vary).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   for (auto& c : commands) {
     if (c.sub->parsed()) return c.run();

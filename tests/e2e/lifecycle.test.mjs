@@ -1,10 +1,11 @@
 // Request and process lifecycle: a streaming client that disconnects frees its KV while
 // another request completes; requests beyond -np queue and still come out right;
-// SIGTERM and SIGINT drain and exit 0.
+// SIGTERM and SIGINT drain and exit 0; serve's flags, their ranges and their environment mirrors.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 
-import { sleep, startServer, waitFor } from './harness.mjs';
+import { models, sleep, startServer, tandemBin, waitFor } from './harness.mjs';
 
 const NO_EOS = { 0: -100, 2: -100 };
 
@@ -208,6 +209,45 @@ describe('shutdown', () => {
       assert.ok(Date.now() - t0 < 5000);
     } finally {
       await server.stop();
+    }
+  });
+});
+
+describe('flags and their environment mirrors', () => {
+  it('out-of-range flags and variables exit 2 naming the option, before anything loads', () => {
+    const cases = [
+      [['-np', '0'], {}, /--parallel/],
+      [['--port', '70000'], {}, /--port/],
+      [['-b', '0'], {}, /--batch-size/],
+      [['-t', '-1'], {}, /--threads/],
+      [[], { TANDEM_PARALLEL: 'many' }, /--parallel|TANDEM_PARALLEL/],
+    ];
+    for (const [flags, env, message] of cases) {
+      const r = spawnSync(tandemBin, ['serve', '-m', models.target, ...flags], {
+        env: { ...process.env, ...env },
+        encoding: 'utf8',
+        timeout: 10000,
+      });
+      assert.equal(r.status, 2, `${flags.join(' ')} ${JSON.stringify(env)}: ${r.stderr}`);
+      assert.match(r.stderr + r.stdout, message);
+    }
+  });
+
+  it('TANDEM_* and llama-server LLAMA_ARG_* variables set the flags; a flag wins', async () => {
+    const runs = [
+      [{ TANDEM_PARALLEL: '3', TANDEM_BATCH_SIZE: '16' }, [], /3 parallel sequences/],
+      [{ LLAMA_ARG_N_PARALLEL: '2', LLAMA_ARG_CTX_SIZE: '512' }, [], /context 512 tokens, 2 parallel sequences/],
+      [{ TANDEM_PARALLEL: '3' }, ['-np', '5'], /5 parallel sequences/],
+    ];
+    for (const [env, extra, ready] of runs) {
+      const server = await startServer({ env, extra });
+      try {
+        assert.match(server.log, ready, server.log);
+        const r = await server.client().completions.create({ prompt: 'The sea', max_tokens: 4, temperature: 0 });
+        assert.equal(r.usage.completion_tokens > 0, true);
+      } finally {
+        await server.stop();
+      }
     }
   });
 });

@@ -235,7 +235,8 @@ void Engine::sample_into(sampling::Sampler& sampler, Active& a, std::span<const 
   }
 }
 
-void Engine::run_batched(const TickPlan& plan) {
+double Engine::run_batched(const TickPlan& plan) {
+  const auto t0 = Clock::now();
   std::vector<model::SequenceStep> steps;
   std::vector<uint64_t> owners;
   for (uint64_t id : plan.decode) {
@@ -259,7 +260,7 @@ void Engine::run_batched(const TickPlan& plan) {
   if (!out.ok()) {
     spdlog::error("forward failed: {}", out.status().to_string());
     for (uint64_t id : owners) finish(id, FinishReason::error, out.status());
-    return;
+    return ms_between(t0, Clock::now());
   }
   // Bookkeeping in step order, then the rows that produce a token are sampled
   // in parallel (one Sampler per pool thread; each row's pick depends only
@@ -289,7 +290,9 @@ void Engine::run_batched(const TickPlan& plan) {
                   position);
     }
   });
+  const double compute_ms = ms_between(t0, Clock::now());
   for (size_t i : picks) deliver(active_.at(owners[i]));
+  return compute_ms;
 }
 
 void Engine::run_speculative(uint64_t id) {
@@ -306,12 +309,11 @@ void Engine::run_speculative(uint64_t id) {
     return;
   }
   if (policy_ && policy_->wants_plain_step(id)) {
-    // Profiling: time a plain single-token step on this very request (its output is real).
-    const auto t0 = Clock::now();
+    // Profiling: time a plain single-token step on this very request (its output is real):
+    // the forward and the pick, as a round's draft + verify + walk — delivery is in neither.
     TickPlan single;
     single.decode.push_back(id);
-    run_batched(single);
-    policy_->record_plain_step(id, ms_between(t0, Clock::now()));
+    policy_->record_plain_step(id, run_batched(single));
     return;
   }
   if (drafter_following_ != id) {

@@ -29,9 +29,12 @@ double round2(double v) { return std::round(v * 100.0) / 100.0; }
 
 const char* policy_state_name(PolicyState state) {
   switch (state) {
-    case PolicyState::forced: return "forced";
-    case PolicyState::profiling: return "profiling";
-    case PolicyState::settled: return "settled";
+    case PolicyState::forced:
+      return "forced";
+    case PolicyState::profiling:
+      return "profiling";
+    case PolicyState::settled:
+      return "settled";
   }
   return "profiling";
 }
@@ -99,20 +102,23 @@ void AdaptivePolicy::load_hint() {
   try {
     if (!j.is_object()) return warn("not a JSON object");
     if (j.value("version", -1) != kHintVersion)
-      return warn("version " + j.value("version", json(nullptr)).dump() + " is not " + std::to_string(kHintVersion));
-    if (j.at("target") != key_.target || j.at("drafter") != key_.drafter || j.at("hardware") != key_.hardware ||
-        j.at("block_size") != key_.block_size)
+      return warn("version " + j.value("version", json(nullptr)).dump() + " is not " +
+                  std::to_string(kHintVersion));
+    if (j.at("target") != key_.target || j.at("drafter") != key_.drafter ||
+        j.at("hardware") != key_.hardware || j.at("block_size") != key_.block_size)
       return warn("it was written for another key");
     const std::string verdict = j.at("verdict").get<std::string>();
-    if (verdict != "enable" && verdict != "decline") return warn("verdict '" + verdict + "' is not enable/decline");
+    if (verdict != "enable" && verdict != "decline")
+      return warn("verdict '" + verdict + "' is not enable/decline");
     const int samples = j.at("samples").get<int>();
     if (samples < kSamplesRequired) return warn("only " + std::to_string(samples) + " samples");
     verdict_ = verdict == "enable";
     acceptance_rate_ = j.at("acceptance_rate").get<double>();
     samples_ = samples;
     state_ = PolicyState::settled;
-    spdlog::info("speculation policy: settled from {}: verdict {} (acceptance {:.2f}, {} samples, block_size={})",
-                 hint_path_, verdict, acceptance_rate_, samples_, key_.block_size);
+    spdlog::info(
+        "speculation policy: settled from {}: verdict {} (acceptance {:.2f}, {} samples, block_size={})",
+        hint_path_, verdict, acceptance_rate_, samples_, key_.block_size);
   } catch (const json::exception& e) {
     warn(std::string("missing or mistyped field (") + e.what() + ")");
   }
@@ -120,9 +126,12 @@ void AdaptivePolicy::load_hint() {
 
 bool AdaptivePolicy::should_run() const {
   switch (state_) {
-    case PolicyState::forced: return forced_on_;
-    case PolicyState::profiling: return true;
-    case PolicyState::settled: return verdict_;
+    case PolicyState::forced:
+      return forced_on_;
+    case PolicyState::profiling:
+      return true;
+    case PolicyState::settled:
+      return verdict_;
   }
   return false;
 }
@@ -148,7 +157,9 @@ PolicySnapshot AdaptivePolicy::snapshot() const {
 bool AdaptivePolicy::wants_plain_step(uint64_t request) const {
   if (state_ != PolicyState::profiling) return false;
   auto it = open_.find(request);
-  return it == open_.end() || static_cast<int>(it->second.plain_ms.size()) < kPlainStepsPerRequest;
+  if (it == open_.end()) return false;  // no speculative round yet: warm up first
+  return it->second.rounds >= kWarmupRounds &&
+         static_cast<int>(it->second.plain_ms.size()) < kPlainStepsPerRequest;
 }
 
 void AdaptivePolicy::record_plain_step(uint64_t request, double ms) {
@@ -188,7 +199,8 @@ void AdaptivePolicy::settle() {
   }
   std::sort(plain_means.begin(), plain_means.end());
   const size_t n = plain_means.size();
-  const double classic_step_ms = n % 2 ? plain_means[n / 2] : (plain_means[n / 2 - 1] + plain_means[n / 2]) / 2;
+  const double classic_step_ms =
+      n % 2 ? plain_means[n / 2] : (plain_means[n / 2 - 1] + plain_means[n / 2]) / 2;
   const double round_ms = round_total / static_cast<double>(rounds);
   const double accepted_len = static_cast<double>(accepted) / static_cast<double>(rounds);
   const double speedup = (accepted_len + 1.0) * classic_step_ms / round_ms;
@@ -202,31 +214,39 @@ void AdaptivePolicy::settle() {
     zone = ">= 1.5: enable";
   } else {
     verdict_ = fallback;
-    zone = std::string("between 1.0 and 1.5: static default for this hardware (") + (fallback ? "enable" : "decline") + ")";
+    zone = std::string("between 1.0 and 1.5: static default for this hardware (") +
+           (fallback ? "enable" : "decline") + ")";
   }
   acceptance_rate_ = drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
   samples_ = static_cast<int>(done_.size());
   last_speedup_ = speedup;
   state_ = PolicyState::settled;
   spdlog::info(
-      "speculation policy settled: verdict {} — estimated speedup {:.3f} = (accepted_len {:.3f} + 1) x classic_step_ms "
+      "speculation policy settled: verdict {} — estimated speedup {:.3f} = (accepted_len {:.3f} + 1) x "
+      "classic_step_ms "
       "{:.3f} / round_ms {:.3f}; {}; acceptance {:.2f} ({} of {} drafts), {} rounds, {} samples; hardware={} "
       "block_size={}",
-      verdict_ ? "enable" : "decline", speedup, accepted_len, classic_step_ms, round_ms, zone, acceptance_rate_,
-      accepted, drafted, rounds, samples_, key_.hardware, key_.block_size);
+      verdict_ ? "enable" : "decline", speedup, accepted_len, classic_step_ms, round_ms, zone,
+      acceptance_rate_, accepted, drafted, rounds, samples_, key_.hardware, key_.block_size);
   done_.clear();
   write_hint();
 }
 
 void AdaptivePolicy::write_hint() const {
   if (hint_path_.empty()) {
-    spdlog::warn("speculation policy: no cache directory (set TANDEM_CACHE_DIR or HOME); the verdict lives in memory only");
+    spdlog::warn(
+        "speculation policy: no cache directory (set TANDEM_CACHE_DIR or HOME); the verdict lives in memory "
+        "only");
     return;
   }
-  const json body = {{"version", kHintVersion},        {"target", key_.target},
-                     {"drafter", key_.drafter},        {"hardware", key_.hardware},
-                     {"block_size", key_.block_size},  {"verdict", verdict_ ? "enable" : "decline"},
-                     {"acceptance_rate", round2(acceptance_rate_)}, {"samples", samples_}};
+  const json body = {{"version", kHintVersion},
+                     {"target", key_.target},
+                     {"drafter", key_.drafter},
+                     {"hardware", key_.hardware},
+                     {"block_size", key_.block_size},
+                     {"verdict", verdict_ ? "enable" : "decline"},
+                     {"acceptance_rate", round2(acceptance_rate_)},
+                     {"samples", samples_}};
   std::error_code ec;
   const fs::path path(hint_path_);
   fs::create_directories(path.parent_path(), ec);
@@ -243,8 +263,8 @@ void AdaptivePolicy::write_hint() const {
   }
   fs::rename(tmp, path, ec);
   if (ec) {
-    spdlog::warn("speculation policy: cannot rename {} to {} ({}); the verdict lives in memory only", tmp, hint_path_,
-                 ec.message());
+    spdlog::warn("speculation policy: cannot rename {} to {} ({}); the verdict lives in memory only", tmp,
+                 hint_path_, ec.message());
     fs::remove(tmp, ec);
   }
 }

@@ -23,13 +23,20 @@ PolicyEnv env_in(const std::string& name) {
 
 // Feeds one profiled request: two plain steps of `step_ms`, then `rounds`
 // rounds of `round_ms` accepting `accepted` of 3 drafts each.
+// One profiled request as the engine drives it (ADR 0003): kWarmupRounds
+// speculative rounds, then the plain steps, then the rest of its rounds.
 void feed(AdaptivePolicy& p, uint64_t id, double step_ms, double round_ms, int rounds, int accepted) {
+  ASSERT_GE(rounds, kWarmupRounds);
+  for (int r = 0; r < kWarmupRounds; ++r) {
+    ASSERT_FALSE(p.wants_plain_step(id)) << "round " << r;
+    p.record_round(id, round_ms, 3, accepted);
+  }
   ASSERT_TRUE(p.wants_plain_step(id));
   p.record_plain_step(id, step_ms);
   ASSERT_TRUE(p.wants_plain_step(id));
   p.record_plain_step(id, step_ms);
   ASSERT_FALSE(p.wants_plain_step(id));
-  for (int r = 0; r < rounds; ++r) p.record_round(id, round_ms, 3, accepted);
+  for (int r = kWarmupRounds; r < rounds; ++r) p.record_round(id, round_ms, 3, accepted);
   p.request_finished(id);
 }
 

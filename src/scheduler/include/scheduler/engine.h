@@ -99,7 +99,8 @@ class Engine {
   void loop();
   bool take_incoming(bool block);
   void run_tick(const TickPlan& plan);
-  void run_batched(const TickPlan& plan);
+  // One batched forward + sampling + delivery; returns the ms of the first two.
+  double run_batched(const TickPlan& plan);
   void run_speculative(uint64_t id);
   void sample_into(sampling::Sampler& sampler, Active& a, std::span<const float> row, int64_t position);
   void deliver(Active& a);

@@ -7,9 +7,10 @@
 // - else a valid persisted hint for the key: settled; otherwise profiling.
 // should_run(): forced -> pin; profiling -> true; settled -> verdict.
 //
-// Profiling: the first kPlainStepsPerRequest rounds of each profiled request
-// run as timed plain single-token steps (their output is real); a request
-// that then ran >= 1 speculative round is a qualifying sample. After
+// Profiling: after kWarmupRounds speculative rounds, the next
+// kPlainStepsPerRequest rounds of each profiled request run as timed plain
+// single-token steps (their output is real; the time is the forward and the
+// pick, as a round's is); a request with both is a qualifying sample. After
 // kSamplesRequired samples the policy estimates
 //   speedup = (accepted_len + 1) * classic_step_ms / round_ms
 // (classic_step_ms = median of per-request plain-step means, round_ms = mean
@@ -39,6 +40,9 @@ namespace tandem::scheduler {
 
 inline constexpr int kSamplesRequired = 4;
 inline constexpr int kPlainStepsPerRequest = 2;
+// Speculative rounds a profiled request runs before its plain steps, so that
+// both are timed in the same (warm) state — see docs/adr/0003.
+inline constexpr int kWarmupRounds = 2;
 // Bump whenever the meaning of a stored verdict changes.
 inline constexpr int kHintVersion = 1;
 
@@ -55,9 +59,9 @@ struct PolicyKey {
 
 // What the environment says, read once per process (tests build their own).
 struct PolicyEnv {
-  std::optional<bool> adaptive;   // TANDEM_MTP_ADAPTIVE (nullopt: unset = on)
-  std::optional<bool> force;      // TANDEM_ENABLE_MTP_B1 (nullopt: unset)
-  std::string cache_dir;          // ${TANDEM_CACHE_DIR:-$HOME/.cache/tandem}
+  std::optional<bool> adaptive;  // TANDEM_MTP_ADAPTIVE (nullopt: unset = on)
+  std::optional<bool> force;     // TANDEM_ENABLE_MTP_B1 (nullopt: unset)
+  std::string cache_dir;         // ${TANDEM_CACHE_DIR:-$HOME/.cache/tandem}
   static PolicyEnv from_process();
 };
 
@@ -68,11 +72,11 @@ bool static_default_for(const std::string& hardware);
 
 struct PolicySnapshot {
   PolicyState state = PolicyState::profiling;
-  std::optional<bool> verdict;           // settled only
-  bool mtp_enabled = false;              // should_run()
-  std::optional<double> acceptance_rate; // profiling: running value; settled: 2 decimals
+  std::optional<bool> verdict;            // settled only
+  bool mtp_enabled = false;               // should_run()
+  std::optional<double> acceptance_rate;  // profiling: running value; settled: 2 decimals
   int samples = 0;
-  std::optional<double> last_speedup;    // the settle estimate, when one was made
+  std::optional<double> last_speedup;  // the settle estimate, when one was made
 };
 
 class AdaptivePolicy {

@@ -53,6 +53,7 @@ Status Forward::validate_and_reserve(std::span<const SequenceStep> steps) {
     }
     total_new_blocks += kv_.blocks_needed(s.seq, s.start_position + static_cast<int64_t>(s.tokens.size()));
   }
+  kv_.make_room(static_cast<int32_t>(total_new_blocks));
   if (total_new_blocks > kv_.free_blocks())
     return resource_exhausted("KV cache: batch does not fit (needs " + std::to_string(total_new_blocks) +
                               " more blocks, " + std::to_string(kv_.free_blocks()) + " of " +

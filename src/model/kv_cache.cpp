@@ -28,6 +28,7 @@ Expected<KvCache> KvCache::create(const ModelConfig& config, const KvCacheOption
     return resource_exhausted("KV cache: cannot allocate " + std::to_string(c.bytes()) + " bytes");
   }
   c.free_list_.reserve(c.num_blocks_);
+  c.refs_.assign(c.num_blocks_, 0);
   // Stack with block 0 on top, so a fresh pool hands out blocks in order.
   for (int32_t b = c.num_blocks_ - 1; b >= 0; --b) c.free_list_.push_back(b);
   return c;
@@ -74,7 +75,7 @@ const KvCache::Sequence& KvCache::seq_ref(SequenceId seq) const {
 
 void KvCache::release(SequenceId seq) {
   Sequence& s = seq_ref(seq);
-  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) free_list_.push_back(*it);
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) drop(*it);
   s = Sequence{};
   free_ids_.push_back(seq);
 }
@@ -92,6 +93,7 @@ int32_t KvCache::blocks_needed(SequenceId seq, int64_t tokens) const {
 Status KvCache::reserve(SequenceId seq, int64_t tokens) {
   Sequence& s = seq_ref(seq);
   const int32_t need = blocks_needed(seq, tokens);
+  make_room(need);
   if (need > free_blocks())
     return resource_exhausted("KV cache: " + std::to_string(tokens) + " tokens do not fit (sequence holds " +
                               std::to_string(s.blocks.size()) + " blocks, needs " + std::to_string(need) +
@@ -100,9 +102,43 @@ Status KvCache::reserve(SequenceId seq, int64_t tokens) {
                               std::to_string(block_size_) + ")");
   for (int32_t i = 0; i < need; ++i) {
     s.blocks.push_back(free_list_.back());
+    refs_[free_list_.back()] = 1;
     free_list_.pop_back();
   }
   return Status::Ok();
+}
+
+void KvCache::make_room(int32_t n) {
+  while (free_blocks() < n && reclaim_ && reclaim_()) {
+  }
+}
+
+void KvCache::adopt(SequenceId seq, std::span<const int32_t> blocks) {
+  Sequence& s = seq_ref(seq);
+  TANDEM_CHECK(s.blocks.empty() && s.length == 0);
+  for (int32_t b : blocks) {
+    retain(b);
+    s.blocks.push_back(b);
+  }
+  s.length = static_cast<int64_t>(blocks.size()) * block_size_;
+  s.frozen_tokens = s.length;
+}
+
+void KvCache::freeze(SequenceId seq, int32_t blocks) {
+  Sequence& s = seq_ref(seq);
+  TANDEM_CHECK(blocks >= 0 && static_cast<size_t>(blocks) <= s.blocks.size());
+  s.frozen_tokens = std::max<int64_t>(s.frozen_tokens, int64_t{blocks} * block_size_);
+  TANDEM_CHECK(s.frozen_tokens <= s.length);
+}
+
+void KvCache::retain(int32_t block) {
+  TANDEM_CHECK(block >= 0 && block < num_blocks_ && refs_[block] > 0);
+  ++refs_[block];
+}
+
+void KvCache::drop(int32_t block) {
+  TANDEM_CHECK(block >= 0 && block < num_blocks_ && refs_[block] > 0);
+  if (--refs_[block] == 0) free_list_.push_back(block);
 }
 
 void KvCache::set_length(SequenceId seq, int64_t tokens) {
@@ -114,13 +150,14 @@ void KvCache::set_length(SequenceId seq, int64_t tokens) {
 void KvCache::truncate(SequenceId seq, int64_t tokens) {
   Sequence& s = seq_ref(seq);
   s.length = std::clamp<int64_t>(tokens, 0, s.length);
+  TANDEM_CHECK(s.length >= s.frozen_tokens);  // shared blocks are never rewritten
 }
 
 void KvCache::shrink_to_fit(SequenceId seq) {
   Sequence& s = seq_ref(seq);
   const size_t keep = static_cast<size_t>(blocks_for(s.length));
   while (s.blocks.size() > keep) {
-    free_list_.push_back(s.blocks.back());
+    drop(s.blocks.back());
     s.blocks.pop_back();
   }
 }

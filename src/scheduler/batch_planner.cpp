@@ -6,10 +6,14 @@ namespace tandem::scheduler {
 
 const char* phase_name(Phase phase) {
   switch (phase) {
-    case Phase::queued: return "queued";
-    case Phase::prefilling: return "prefilling";
-    case Phase::decoding: return "decoding";
-    case Phase::finished: return "finished";
+    case Phase::queued:
+      return "queued";
+    case Phase::prefilling:
+      return "prefilling";
+    case Phase::decoding:
+      return "decoding";
+    case Phase::finished:
+      return "finished";
   }
   return "finished";
 }
@@ -67,6 +71,7 @@ TickPlan BatchPlanner::plan(bool speculation_available) {
     s.phase = Phase::prefilling;
     running_.push_back(queue_.front());
     plan.admitted.push_back(queue_.front());
+    if (admit_hook_) s.prefilled = std::clamp<int64_t>(admit_hook_(queue_.front()), 0, s.prompt_tokens - 1);
     queue_.pop_front();
   }
 

@@ -50,6 +50,12 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   pc.total_blocks = e->kv_.num_blocks();
   pc.spec_headroom = c.block_size;
   e->planner_ = std::make_unique<BatchPlanner>(pc);
+  Engine* self = e.get();
+  e->planner_->set_admit_hook([self](uint64_t id) { return self->admit(id); });
+  if (c.prefix_cache && !(e->drafter_ && e->drafter_->kind() == spec::DraftKind::mtp)) {
+    e->prefix_ = std::make_unique<PrefixCache>(e->kv_);
+    e->kv_.set_reclaim([p = e->prefix_.get()] { return p->evict_one(); });
+  }
   e->metrics_.kv_blocks_total = e->kv_.num_blocks();
   e->hardware_ = hardware_label(e->pool_->size());
   e->samplers_.resize(static_cast<size_t>(e->pool_->size()));
@@ -208,20 +214,37 @@ bool Engine::speculation_available() {
 void Engine::publish_gauges() {
   metrics_.running = planner_->running();
   metrics_.queued = planner_->queued();
-  metrics_.kv_blocks_used = kv_.num_blocks() - kv_.free_blocks();
+  // Blocks only the prefix cache holds are reclaimable: they count as free.
+  const int32_t idle_cached = prefix_ ? prefix_->idle_blocks() : 0;
+  metrics_.kv_blocks_used = kv_.num_blocks() - kv_.free_blocks() - idle_cached;
+  metrics_.prefix_cache_blocks = prefix_ ? prefix_->entries() : 0;
 }
 
 void Engine::run_tick(const TickPlan& plan) {
   for (uint64_t id : plan.dropped) finish(id, FinishReason::cancelled);
   for (uint64_t id : plan.admitted) {
     Active& a = active_.at(id);
-    a.seq.seq = kv_.create_sequence();
     a.admitted = Clock::now();
     a.stats.queue_ms = ms_between(a.req->submitted, a.admitted);
     metrics_.prompt_tokens_total += a.seq.prompt.size();
   }
   if (!plan.decode.empty() || !plan.prefill.empty()) run_batched(plan);
   if (plan.speculative) run_speculative(*plan.speculative);
+}
+
+int64_t Engine::admit(uint64_t id) {
+  Active& a = active_.at(id);
+  a.seq.seq = kv_.create_sequence();
+  if (!prefix_) return 0;
+  // At least the prompt's last token is prefilled: its logits give the first token.
+  const int64_t prompt = static_cast<int64_t>(a.seq.prompt.size());
+  const std::vector<int32_t> hit =
+      prefix_->lookup(a.seq.prompt, static_cast<int32_t>((prompt - 1) / kv_.block_size()));
+  kv_.adopt(a.seq.seq, hit);
+  a.stats.cached_tokens = static_cast<int64_t>(hit.size()) * kv_.block_size();
+  metrics_.prefix_cache_queries += static_cast<uint64_t>(prompt);
+  metrics_.prefix_cache_hits += static_cast<uint64_t>(a.stats.cached_tokens);
+  return a.stats.cached_tokens;
 }
 
 void Engine::sample_into(sampling::Sampler& sampler, Active& a, std::span<const float> row,
@@ -276,6 +299,11 @@ double Engine::run_batched(const TickPlan& plan) {
       const auto& c = plan.prefill[i - plan.decode.size()];
       planner_->on_prefilled(c.id, c.length);
       if (!c.last) continue;
+      if (prefix_) {  // the prompt's full blocks are complete: share them from now on
+        const auto full = static_cast<int32_t>(a.seq.prompt.size() / static_cast<size_t>(kv_.block_size()));
+        prefix_->insert(a.seq.prompt, kv_.block_table(a.seq.seq), full);
+        kv_.freeze(a.seq.seq, full);
+      }
     }
     picks.push_back(i);
   }

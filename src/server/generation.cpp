@@ -10,8 +10,9 @@ using scheduler::FinishReason;
 
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-GenerationRun::GenerationRun(GenerationRequest request, std::string id, std::string model, int64_t prompt_tokens,
-                             const tok::Tokenizer* tokenizer, std::vector<Choice> choices)
+GenerationRun::GenerationRun(GenerationRequest request, std::string id, std::string model,
+                             int64_t prompt_tokens, const tok::Tokenizer* tokenizer,
+                             std::vector<Choice> choices)
     : request_(std::move(request)),
       id_(std::move(id)),
       model_(std::move(model)),
@@ -35,13 +36,17 @@ std::string GenerationRun::token_text(int32_t id) const {
 
 const char* GenerationRun::finish_name(const Choice& c) const {
   switch (c.finish) {
-    case FinishReason::length: return "length";
-    case FinishReason::cancelled: return "abort";
-    default: return "stop";
+    case FinishReason::length:
+      return "length";
+    case FinishReason::cancelled:
+      return "abort";
+    default:
+      return "stop";
   }
 }
 
-std::string GenerationRun::advance(size_t i, std::chrono::milliseconds timeout, std::vector<size_t>* new_tokens) {
+std::string GenerationRun::advance(size_t i, std::chrono::milliseconds timeout,
+                                   std::vector<size_t>* new_tokens) {
   Choice& c = choices_[i];
   std::vector<scheduler::RequestUpdate> updates;
   c.request->channel->pop_all(updates, timeout);
@@ -77,6 +82,14 @@ std::string GenerationRun::advance(size_t i, std::chrono::milliseconds timeout, 
   return out;
 }
 
+// The prompt is billed once for all n choices: its cached part is what the
+// least lucky choice reused.
+int64_t GenerationRun::cached_tokens() const {
+  int64_t cached = prompt_tokens_;
+  for (const auto& c : choices_) cached = std::min(cached, c.stats.cached_tokens);
+  return choices_.empty() ? 0 : cached;
+}
+
 json GenerationRun::usage() const {
   int64_t completion = 0, drafted = 0, accepted = 0;
   for (const auto& c : choices_) {
@@ -87,6 +100,7 @@ json GenerationRun::usage() const {
   return {{"prompt_tokens", prompt_tokens_},
           {"completion_tokens", completion},
           {"total_tokens", prompt_tokens_ + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens()}}},
           {"completion_tokens_details",
            {{"accepted_prediction_tokens", accepted}, {"rejected_prediction_tokens", drafted - accepted}}}};
 }
@@ -102,9 +116,12 @@ json GenerationRun::timings() const {
     predicted_ms = std::max(predicted_ms, c.stats.decode_ms);
   }
   auto per_second = [](int64_t n, double ms) { return ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0; };
-  return {{"prompt_n", prompt_tokens_},
+  // llama-server's split: prompt_n tokens were prefilled, cache_n reused.
+  const int64_t cached = cached_tokens();
+  return {{"cache_n", cached},
+          {"prompt_n", prompt_tokens_ - cached},
           {"prompt_ms", prompt_ms},
-          {"prompt_per_second", per_second(prompt_tokens_, prompt_ms)},
+          {"prompt_per_second", per_second(prompt_tokens_ - cached, prompt_ms)},
           {"predicted_n", predicted},
           {"predicted_ms", predicted_ms},
           {"predicted_per_second", per_second(predicted > 0 ? predicted - 1 : 0, predicted_ms)},
@@ -128,7 +145,8 @@ json GenerationRun::logprobs_json(const Choice& c, size_t from, size_t to) const
         const std::string at = token_text(alt.token);
         top.push_back({{"token", at}, {"logprob", alt.logprob}, {"bytes", bytes_of(at)}});
       }
-      content.push_back({{"token", text}, {"logprob", t.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
+      content.push_back(
+          {{"token", text}, {"logprob", t.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
@@ -182,7 +200,8 @@ std::pair<int, std::string> GenerationRun::collect(const std::function<bool()>& 
                          {"logprobs", lp},
                          {"finish_reason", finish_name(c)}});
     } else {
-      const std::string text = request_.echo && request_.prompt_text ? *request_.prompt_text + c.text : c.text;
+      const std::string text =
+          request_.echo && request_.prompt_text ? *request_.prompt_text + c.text : c.text;
       choices.push_back({{"index", i}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish_name(c)}});
       if (!tokenizer_) {
         json ids = json::array();
@@ -229,7 +248,10 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write) {
   }
   if (request_.echo && request_.prompt_text && !chat) {
     for (size_t i = 0; i < choices_.size(); ++i)
-      if (!alive(chunk({{"index", i}, {"text", *request_.prompt_text}, {"logprobs", nullptr}, {"finish_reason", nullptr}})))
+      if (!alive(chunk({{"index", i},
+                        {"text", *request_.prompt_text},
+                        {"logprobs", nullptr},
+                        {"finish_reason", nullptr}})))
         return false;
   }
   for (;;) {
@@ -242,19 +264,29 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write) {
       const std::string text = advance(i, std::chrono::milliseconds(choices_.size() > 1 ? 5 : 50), &fresh);
       if (c.finish == FinishReason::error) {
         write("data: " +
-              dump_json({{"error", {{"message", "generation failed: " + c.error.message()}, {"type", "server_error"}}}}) +
+              dump_json(
+                  {{"error",
+                    {{"message", "generation failed: " + c.error.message()}, {"type", "server_error"}}}}) +
               "\n\n");
         continue;
       }
       if (!text.empty() || (request_.logprobs && !fresh.empty())) {
-        json lp = request_.logprobs && !fresh.empty() ? logprobs_json(c, fresh.front(), fresh.back() + 1) : json(nullptr);
-        json choice = chat ? json{{"index", i}, {"delta", {{"content", text}}}, {"logprobs", lp}, {"finish_reason", nullptr}}
+        json lp = request_.logprobs && !fresh.empty() ? logprobs_json(c, fresh.front(), fresh.back() + 1)
+                                                      : json(nullptr);
+        json choice = chat ? json{{"index", i},
+                                  {"delta", {{"content", text}}},
+                                  {"logprobs", lp},
+                                  {"finish_reason", nullptr}}
                            : json{{"index", i}, {"text", text}, {"logprobs", lp}, {"finish_reason", nullptr}};
         if (!alive(chunk(std::move(choice)))) return false;
       }
       if (c.finish != FinishReason::none) {
-        json choice = chat ? json{{"index", i}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_name(c)}}
-                           : json{{"index", i}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish_name(c)}};
+        json choice =
+            chat ? json{{"index", i},
+                        {"delta", json::object()},
+                        {"logprobs", nullptr},
+                        {"finish_reason", finish_name(c)}}
+                 : json{{"index", i}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish_name(c)}};
         if (!alive(chunk(std::move(choice)))) return false;
       }
     }

@@ -33,20 +33,36 @@ std::string metrics_text(const scheduler::EngineMetrics& m, const scheduler::Pol
   o << "tandem:request_success_total{finished_reason=\"stop\"} " << m.requests_finished_stop << '\n';
   o << "tandem:request_success_total{finished_reason=\"length\"} " << m.requests_finished_length << '\n';
   o << "tandem:request_success_total{finished_reason=\"abort\"} " << m.requests_cancelled << '\n';
-  scalar(o, "tandem:request_failure_total", "counter", "Requests that failed inside the engine.", m.requests_failed.load());
-  scalar(o, "tandem:requests_received_total", "counter", "Requests accepted by the engine.", m.requests_total.load());
-  scalar(o, "tandem:prompt_tokens_total", "counter", "Prompt tokens prefilled.", m.prompt_tokens_total.load());
-  scalar(o, "tandem:generation_tokens_total", "counter", "Tokens generated.", m.generation_tokens_total.load());
-  scalar(o, "tandem:num_requests_running", "gauge", "Requests admitted (prefilling or decoding).", m.running.load());
+  scalar(o, "tandem:request_failure_total", "counter", "Requests that failed inside the engine.",
+         m.requests_failed.load());
+  scalar(o, "tandem:requests_received_total", "counter", "Requests accepted by the engine.",
+         m.requests_total.load());
+  scalar(o, "tandem:prompt_tokens_total", "counter", "Prompt tokens prefilled.",
+         m.prompt_tokens_total.load());
+  scalar(o, "tandem:generation_tokens_total", "counter", "Tokens generated.",
+         m.generation_tokens_total.load());
+  scalar(o, "tandem:num_requests_running", "gauge", "Requests admitted (prefilling or decoding).",
+         m.running.load());
   scalar(o, "tandem:num_requests_waiting", "gauge", "Requests queued for admission.", m.queued.load());
   const double total = static_cast<double>(m.kv_blocks_total.load());
   scalar(o, "tandem:kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0..1).",
          total > 0 ? static_cast<double>(m.kv_blocks_used.load()) / total : 0.0);
   scalar(o, "tandem:kv_cache_blocks_used", "gauge", "KV-cache blocks in use.", m.kv_blocks_used.load());
-  scalar(o, "tandem:kv_cache_blocks_total", "gauge", "KV-cache blocks in the pool.", m.kv_blocks_total.load());
+  scalar(o, "tandem:kv_cache_blocks_total", "gauge", "KV-cache blocks in the pool.",
+         m.kv_blocks_total.load());
+  scalar(o, "tandem:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+         m.prefix_cache_queries.load());
+  scalar(o, "tandem:prefix_cache_hits_total", "counter",
+         "Prompt tokens found in the prefix cache (not prefilled).", m.prefix_cache_hits.load());
+  scalar(
+      o, "tandem:prefix_cache_blocks", "gauge",
+      "KV-cache blocks the prefix cache holds (those no request uses count as free in kv_cache_usage_perc).",
+      m.prefix_cache_blocks.load());
   histogram(o, "tandem:time_to_first_token_seconds", "Time from arrival to first token.", m.ttft_seconds);
-  histogram(o, "tandem:inter_token_latency_seconds", "Time between consecutive tokens.", m.inter_token_seconds);
-  scalar(o, "tandem:spec_decode_num_drafts_total", "counter", "Speculative rounds run.", m.spec_drafts.load());
+  histogram(o, "tandem:inter_token_latency_seconds", "Time between consecutive tokens.",
+            m.inter_token_seconds);
+  scalar(o, "tandem:spec_decode_num_drafts_total", "counter", "Speculative rounds run.",
+         m.spec_drafts.load());
   scalar(o, "tandem:spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed.",
          m.spec_draft_tokens.load());
   scalar(o, "tandem:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.",

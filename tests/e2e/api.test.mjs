@@ -105,7 +105,8 @@ describe('chat completions', () => {
     if (c.finish_reason === 'length') assert.equal(r.usage.completion_tokens, 24);
     const t = r.timings;
     assert.ok(t, 'timings missing');
-    assert.equal(t.prompt_n, r.usage.prompt_tokens);
+    assert.equal(t.prompt_n + t.cache_n, r.usage.prompt_tokens);
+    assert.equal(t.cache_n, r.usage.prompt_tokens_details.cached_tokens);
     assert.equal(t.predicted_n, r.usage.completion_tokens);
     for (const k of ['prompt_ms', 'predicted_ms', 'prompt_per_second', 'predicted_per_second', 'draft_n', 'draft_n_accepted'])
       assert.equal(typeof t[k], 'number', `timings.${k}`);

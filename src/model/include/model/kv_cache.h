@@ -13,10 +13,21 @@
 // shrink_to_fit() returns blocks beyond the length to the pool; release()
 // frees the sequence. Capacity accounting: free_blocks(), blocks_for(tokens).
 //
+// Sharing (prefix caching): blocks are reference-counted. A holder outside
+// any sequence (a prefix index) takes a reference with retain() and gives it
+// back with drop(); adopt() starts an empty sequence on already-computed full
+// blocks. A block returns to the pool when its last reference goes. Shared
+// blocks are immutable: freeze() marks a sequence's leading full blocks so,
+// and truncating into them is a bug (checked). When the pool runs short,
+// reserve() first asks the reclaim hook (set by the index's owner) to give
+// blocks back.
+//
 // Not thread-safe: owned and used by the engine thread only.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -77,6 +88,21 @@ class KvCache {
   // Returns blocks beyond the valid length to the pool.
   void shrink_to_fit(SequenceId seq);
 
+  // Prefix sharing (see the header comment).
+  // Starts the empty sequence `seq` on `blocks` (full blocks, in position
+  // order): takes a reference on each, length = blocks.size() * block_size.
+  void adopt(SequenceId seq, std::span<const int32_t> blocks);
+  // Marks the first `blocks` blocks of `seq` immutable (they are shared).
+  void freeze(SequenceId seq, int32_t blocks);
+  void retain(int32_t block);
+  void drop(int32_t block);
+  int32_t refs(int32_t block) const { return refs_[block]; }
+  // Called while free_blocks() < n during a reservation; returns false when
+  // it has nothing left to give back.
+  void set_reclaim(std::function<bool()> reclaim) { reclaim_ = std::move(reclaim); }
+  // Reclaims until n blocks are free or nothing more can be reclaimed.
+  void make_room(int32_t n);
+
   // The sequence's block table (stable until its next reserve/shrink/release).
   const int32_t* block_table(SequenceId seq) const;
   // Layer `layer`'s pool view for the kernels.
@@ -86,6 +112,7 @@ class KvCache {
   struct Sequence {
     bool live = false;
     int64_t length = 0;
+    int64_t frozen_tokens = 0;  // positions in shared (immutable) blocks
     std::vector<int32_t> blocks;
   };
   Sequence& seq_ref(SequenceId seq);
@@ -95,6 +122,8 @@ class KvCache {
   int num_layers_ = 0;
   std::vector<AlignedBuffer<float>> k_, v_;  // one per layer
   std::vector<int32_t> free_list_;           // stack of free block ids
+  std::vector<int32_t> refs_;                // per block; 0 = free
+  std::function<bool()> reclaim_;
   std::vector<Sequence> sequences_;
   std::vector<SequenceId> free_ids_;
 };

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -39,15 +40,15 @@ struct PlannerConfig {
   int32_t max_running = 4;       // -np
   int64_t prefill_budget = 256;  // prompt tokens per tick
   int32_t block_size = 32;
-  int32_t total_blocks = 0;      // KV pool capacity
-  int32_t spec_headroom = 16;    // extra positions a verify block may write past the end
+  int32_t total_blocks = 0;    // KV pool capacity
+  int32_t spec_headroom = 16;  // extra positions a verify block may write past the end
 };
 
 struct PrefillChunk {
   uint64_t id = 0;
-  int64_t start = 0;   // first prompt position of the chunk
+  int64_t start = 0;  // first prompt position of the chunk
   int64_t length = 0;
-  bool last = false;   // completes the prompt: sample the first token from its last row
+  bool last = false;  // completes the prompt: sample the first token from its last row
   bool operator==(const PrefillChunk&) const = default;
 };
 
@@ -55,7 +56,7 @@ struct TickPlan {
   std::vector<uint64_t> dropped;   // cancelled this tick: release their KV
   std::vector<uint64_t> admitted;  // queued -> prefilling this tick
   std::vector<PrefillChunk> prefill;
-  std::vector<uint64_t> decode;    // one classic token each, in one batched forward
+  std::vector<uint64_t> decode;  // one classic token each, in one batched forward
   std::optional<uint64_t> speculative;
   bool idle() const { return dropped.empty() && prefill.empty() && decode.empty() && !speculative; }
 };
@@ -68,6 +69,10 @@ class BatchPlanner {
   // Marks a request cancelled; it is dropped at the next plan().
   void cancel(uint64_t id);
   TickPlan plan(bool speculation_available);
+  // Called for each request as plan() admits it, before its prefill is
+  // planned; returns how many leading prompt tokens are already in KV (a
+  // prefix-cache hit, < the prompt), so prefill starts after them.
+  void set_admit_hook(std::function<int64_t(uint64_t id)> hook) { admit_hook_ = std::move(hook); }
 
   // Engine feedback after executing a plan.
   void on_prefilled(uint64_t id, int64_t tokens);  // prompt tokens now in KV
@@ -103,6 +108,7 @@ class BatchPlanner {
   std::map<uint64_t, Slot> slots_;
   std::deque<uint64_t> queue_;     // queued, FIFO
   std::vector<uint64_t> running_;  // admitted, in admission order
+  std::function<int64_t(uint64_t)> admit_hook_;
 };
 
 }  // namespace tandem::scheduler

@@ -34,6 +34,7 @@
 #include "scheduler/metrics.h"
 #include "scheduler/policy.h"
 #include "scheduler/policy_report.h"
+#include "scheduler/prefix_cache.h"
 #include "scheduler/request.h"
 #include "spec/drafter.h"
 #include "spec/exactness.h"
@@ -50,6 +51,8 @@ struct EngineConfig {
   int threads = 0;          // kernel threads (0: hardware threads)
   int block_size = 4;       // speculative K (tokens per verify forward)
   std::string drafter_dir;  // for the policy key (canonicalised)
+  bool prefix_cache =
+      true;  // reuse cached prompt prefixes (off with an MTP drafter, which needs every hidden row)
 };
 
 class Engine {
@@ -99,6 +102,9 @@ class Engine {
   void loop();
   bool take_incoming(bool block);
   void run_tick(const TickPlan& plan);
+  // The planner's admit hook: creates the request's KV sequence on its cached
+  // prefix; returns the prompt tokens that need no prefill.
+  int64_t admit(uint64_t id);
   // One batched forward + sampling + delivery; returns the ms of the first two.
   double run_batched(const TickPlan& plan);
   void run_speculative(uint64_t id);
@@ -117,6 +123,7 @@ class Engine {
   std::unique_ptr<model::Forward> forward_;
   std::unique_ptr<spec::ExactnessGate> gate_;
   std::unique_ptr<BatchPlanner> planner_;
+  std::unique_ptr<PrefixCache> prefix_;      // null: prefix caching off
   std::vector<sampling::Sampler> samplers_;  // one per pool thread; [0] also serves the speculative slot
   std::optional<AdaptivePolicy> policy_;     // none: no drafter, or adaptation disabled without a pin
   std::string hardware_;

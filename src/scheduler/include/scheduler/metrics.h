@@ -49,8 +49,11 @@ struct EngineMetrics {
   std::atomic<int64_t> queued{0};
   std::atomic<int64_t> kv_blocks_used{0};
   std::atomic<int64_t> kv_blocks_total{0};
+  std::atomic<uint64_t> prefix_cache_queries{0};  // prompt tokens looked up
+  std::atomic<uint64_t> prefix_cache_hits{0};     // of them, found in the prefix cache
+  std::atomic<int64_t> prefix_cache_blocks{0};    // blocks the prefix cache holds
   // Speculative decoding, with vLLM's / llama.cpp's names.
-  std::atomic<uint64_t> spec_drafts{0};          // rounds
+  std::atomic<uint64_t> spec_drafts{0};  // rounds
   std::atomic<uint64_t> spec_draft_tokens{0};
   std::atomic<uint64_t> spec_accepted_tokens{0};
   std::array<std::atomic<uint64_t>, kMaxSpecPositions> spec_accepted_per_pos{};

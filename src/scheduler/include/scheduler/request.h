@@ -36,10 +36,11 @@ struct GeneratedToken {
 
 struct RequestStats {
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // leading prompt tokens reused from the prefix cache
   int64_t generated_tokens = 0;
-  double queue_ms = 0;    // submit -> admitted
-  double prompt_ms = 0;   // admitted -> first token
-  double decode_ms = 0;   // first token -> finish
+  double queue_ms = 0;   // submit -> admitted
+  double prompt_ms = 0;  // admitted -> first token
+  double decode_ms = 0;  // first token -> finish
   int64_t spec_rounds = 0;
   int64_t draft_tokens = 0;     // drafts proposed
   int64_t accepted_tokens = 0;  // drafts accepted
@@ -73,8 +74,8 @@ struct EngineRequest {
   uint64_t id = 0;
   std::vector<int32_t> prompt;
   sampling::SamplingParams params;
-  int32_t max_tokens = 0;             // > 0
-  std::vector<int32_t> stop_tokens;   // e.g. EOS ids: finish "stop" when sampled (not emitted)
+  int32_t max_tokens = 0;            // > 0
+  std::vector<int32_t> stop_tokens;  // e.g. EOS ids: finish "stop" when sampled (not emitted)
   bool want_logprobs = false;
   std::shared_ptr<RequestChannel> channel = std::make_shared<RequestChannel>();
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();

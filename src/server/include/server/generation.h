@@ -58,6 +58,7 @@ class GenerationRun {
   // new text to emit (after stop matching) and appends token details.
   std::string advance(size_t i, std::chrono::milliseconds timeout, std::vector<size_t>* new_tokens = nullptr);
   nlohmann::json usage() const;
+  int64_t cached_tokens() const;
   nlohmann::json timings() const;
   nlohmann::json logprobs_json(const Choice& c, size_t from, size_t to) const;
   std::string token_text(int32_t id) const;

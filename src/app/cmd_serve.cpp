@@ -34,6 +34,7 @@ struct ServeOptions {
   int64_t context = 0;
   int parallel = 4;
   int64_t batch = 256;
+  bool no_prefix_cache = false;
   std::string api_key, api_key_file;
   int threads = 0;
   std::string gemm;
@@ -118,6 +119,7 @@ int run_serve(ServeOptions o) {
   scheduler::EngineConfig ec;
   ec.max_running = o.parallel;
   ec.prefill_budget = o.batch;
+  ec.prefix_cache = !o.no_prefix_cache;
   ec.context = o.context;
   ec.threads = o.threads;
   // The drafter shares the engine's kernel threads: it runs on the engine thread between target steps.
@@ -184,6 +186,10 @@ Command add_serve_command(CLI::App& app) {
       ->envname("TANDEM_BATCH_SIZE")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
       ->capture_default_str();
+  sub->add_flag("--no-prefix-cache", o->no_prefix_cache,
+                "Prefill every prompt in full instead of reusing cached prompt prefixes (reuse is exact: the "
+                "output is the same either way)")
+      ->envname("TANDEM_NO_PREFIX_CACHE");
   sub->add_option("--api-key", o->api_key,
                   "API key(s), comma-separated (env TANDEM_API_KEY / LLAMA_API_KEY)");
   sub->add_option("--api-key-file", o->api_key_file, "File with one API key per line");

@@ -410,7 +410,7 @@ void Engine::finish(uint64_t id, FinishReason reason, Status error) {
   const auto now = Clock::now();
   if (a.seq.seq >= 0) kv_.release(a.seq.seq);
   planner_->finish(id);
-  if (drafter_following_ == id) {
+  if (drafter_ && drafter_following_ == id) {
     drafter_->reset();
     drafter_following_ = 0;
   }

@@ -345,6 +345,47 @@ describe('completions', () => {
   });
 });
 
+describe('prefix cache', () => {
+  it('a repeated long prompt reuses cached blocks: cached_tokens, cache_n, metrics — and the same text', async () => {
+    const prompt = 'The whale and the ship and the sea under the grey sky. '.repeat(10) + 'And then';
+    const body = { model: MODEL_ID, prompt, max_tokens: 12, temperature: 0, logit_bias: { 0: -100, 2: -100 } };
+    const m0 = await server.metrics();
+    const first = await client.completions.create(body);
+    const second = await client.completions.create(body);
+    const m1 = await server.metrics();
+    assert.ok(first.usage.prompt_tokens > 64, `prompt of ${first.usage.prompt_tokens} tokens`);
+    assert.equal(first.usage.prompt_tokens_details.cached_tokens, 0);
+    const cached = second.usage.prompt_tokens_details.cached_tokens;
+    assert.ok(cached >= 32 && cached % 32 === 0 && cached < second.usage.prompt_tokens, `cached ${cached}`);
+    assert.equal(second.timings.cache_n, cached);
+    assert.equal(second.timings.prompt_n, second.usage.prompt_tokens - cached);
+    assert.equal(second.choices[0].text, first.choices[0].text, 'exact: the same completion');
+    const hits = m1.get('tandem:prefix_cache_hits_total') - m0.get('tandem:prefix_cache_hits_total');
+    const queries = m1.get('tandem:prefix_cache_queries_total') - m0.get('tandem:prefix_cache_queries_total');
+    assert.equal(hits, cached);
+    assert.equal(queries, 2 * first.usage.prompt_tokens);
+    assert.ok(m1.get('tandem:prefix_cache_blocks') >= cached / 32);
+  });
+
+  it('--no-prefix-cache: nothing is reused, the text is the same', async () => {
+    const other = await startServer({ extra: ['--no-prefix-cache'] });
+    try {
+      const prompt = 'The whale and the ship and the sea under the grey sky. '.repeat(10) + 'And then';
+      const body = { model: MODEL_ID, prompt, max_tokens: 12, temperature: 0, logit_bias: { 0: -100, 2: -100 } };
+      const c = other.client();
+      const a = await c.completions.create(body);
+      const b = await c.completions.create(body);
+      assert.equal(b.usage.prompt_tokens_details.cached_tokens, 0);
+      assert.equal(b.timings.cache_n, 0);
+      assert.equal(a.choices[0].text, b.choices[0].text);
+      const reference = await client.completions.create(body);
+      assert.equal(reference.choices[0].text, a.choices[0].text, 'cached and uncached servers agree');
+    } finally {
+      await other.stop();
+    }
+  });
+});
+
 describe('stop sequences', () => {
   // A greedy reference continuation with per-token text, long enough to pick stops from.
   let ref;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "model/config.h"
 
 namespace tandem::model {
@@ -71,6 +73,66 @@ TEST(KvCache, HandlesAreReused) {
 
 TEST(KvCache, RejectsBadOptions) {
   EXPECT_FALSE(KvCache::create(tiny_config(), {.block_size = 0, .num_blocks = 3}).ok());
+}
+
+TEST(KvCache, SharedBlocksAreRefCountedAndImmutable) {
+  auto kv = KvCache::create(tiny_config(), {.block_size = 4, .num_blocks = 6});
+  ASSERT_TRUE(kv.ok());
+  SequenceId a = kv->create_sequence();
+  ASSERT_TRUE(kv->reserve(a, 10).ok());  // 3 blocks
+  kv->set_length(a, 10);
+  const std::vector<int32_t> prefix(kv->block_table(a), kv->block_table(a) + 2);
+  kv->freeze(a, 2);
+  for (int32_t b : prefix) kv->retain(b);  // an index takes a reference
+  EXPECT_EQ(kv->refs(prefix[0]), 2);
+  SequenceId b = kv->create_sequence();
+  kv->adopt(b, prefix);
+  EXPECT_EQ(kv->length(b), 8);
+  EXPECT_EQ(kv->refs(prefix[1]), 3);
+  EXPECT_EQ(kv->free_blocks(), 3) << "adopting takes no new block";
+  ASSERT_TRUE(kv->reserve(b, 9).ok());  // the next position goes to a block of its own
+  EXPECT_NE(kv->block_table(b)[2], kv->block_table(a)[2]);
+  EXPECT_EQ(kv->free_blocks(), 2);
+  kv->release(a);
+  EXPECT_EQ(kv->free_blocks(), 3) << "a's private block returns; the shared ones stay";
+  kv->release(b);
+  EXPECT_EQ(kv->free_blocks(), 4);
+  for (int32_t blk : prefix) kv->drop(blk);  // the index lets go
+  EXPECT_EQ(kv->free_blocks(), 6);
+}
+
+TEST(KvCache, ReservationAsksTheReclaimHookFirst) {
+  auto kv = KvCache::create(tiny_config(), {.block_size = 4, .num_blocks = 2});
+  ASSERT_TRUE(kv.ok());
+  SequenceId a = kv->create_sequence();
+  ASSERT_TRUE(kv->reserve(a, 8).ok());
+  std::vector<int32_t> held(kv->block_table(a), kv->block_table(a) + 2);
+  for (int32_t blk : held) kv->retain(blk);
+  kv->release(a);
+  EXPECT_EQ(kv->free_blocks(), 0);
+  int calls = 0;
+  kv->set_reclaim([&] {
+    if (held.empty()) return false;
+    ++calls;
+    kv->drop(held.back());
+    held.pop_back();
+    return true;
+  });
+  SequenceId b = kv->create_sequence();
+  ASSERT_TRUE(kv->reserve(b, 4).ok());
+  EXPECT_EQ(calls, 1) << "one block needed, one reclaimed";
+  EXPECT_FALSE(kv->reserve(b, 12).ok()) << "nothing left to reclaim";
+}
+
+TEST(KvCacheDeathTest, TruncatingIntoSharedBlocksIsABug) {
+  auto kv = KvCache::create(tiny_config(), {.block_size = 4, .num_blocks = 2});
+  ASSERT_TRUE(kv.ok());
+  SequenceId a = kv->create_sequence();
+  ASSERT_TRUE(kv->reserve(a, 6).ok());
+  kv->set_length(a, 6);
+  kv->freeze(a, 1);
+  kv->truncate(a, 4);  // fine: the frozen block is whole
+  EXPECT_DEATH(kv->truncate(a, 3), "");
 }
 
 }  // namespace

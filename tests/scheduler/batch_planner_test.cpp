@@ -50,7 +50,8 @@ struct FakeEngine {
 };
 
 TEST(BatchPlanner, ChunkedPrefillInterleavesWithBatchedDecode) {
-  BatchPlanner planner({.max_running = 2, .prefill_budget = 8, .block_size = 4, .total_blocks = 100, .spec_headroom = 0});
+  BatchPlanner planner(
+      {.max_running = 2, .prefill_budget = 8, .block_size = 4, .total_blocks = 100, .spec_headroom = 0});
   FakeEngine e{planner};
   e.submit(1, 10, 3);
   e.submit(2, 4, 2);
@@ -65,7 +66,7 @@ TEST(BatchPlanner, ChunkedPrefillInterleavesWithBatchedDecode) {
   const Row table[] = {
       {{1, 2}, {{1, 0, 8, false}}, {}, "prefilling prefilling queued "},
       {{}, {{1, 8, 2, true}, {2, 0, 4, true}}, {}, "decoding decoding queued "},
-      {{}, {}, {1, 2}, "decoding gone queued "},  // 2 reaches max_tokens=2 and leaves
+      {{}, {}, {1, 2}, "decoding gone queued "},         // 2 reaches max_tokens=2 and leaves
       {{3}, {{3, 0, 2, true}}, {1}, "gone gone gone "},  // 1 done (3 tokens); 3 done after its first token
   };
   for (size_t i = 0; i < std::size(table); ++i) {
@@ -80,8 +81,25 @@ TEST(BatchPlanner, ChunkedPrefillInterleavesWithBatchedDecode) {
   EXPECT_TRUE(planner.plan(false).idle());
 }
 
+TEST(BatchPlanner, AdmitHookSkipsCachedPromptTokens) {
+  BatchPlanner planner(
+      {.max_running = 2, .prefill_budget = 8, .block_size = 4, .total_blocks = 100, .spec_headroom = 0});
+  // Request 1 finds 8 of its 10 prompt tokens cached; request 2 claims its whole prompt is,
+  // but its last token is always prefilled (its logits give the first token).
+  planner.set_admit_hook([](uint64_t id) -> int64_t { return id == 1 ? 8 : 4; });
+  FakeEngine e{planner};
+  e.submit(1, 10, 2);
+  e.submit(2, 4, 1);
+  TickPlan p = e.tick(false);
+  EXPECT_EQ(p.admitted, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(p.prefill, (std::vector<PrefillChunk>{{1, 8, 2, true}, {2, 3, 1, true}}));
+  EXPECT_EQ(e.phases({1, 2}), "decoding gone ");
+  EXPECT_EQ(planner.reserved_blocks(), 3) << "admission still reserves the worst case";
+}
+
 TEST(BatchPlanner, SpeculatesOnlyWhenExactlyOneRequestDecodes) {
-  BatchPlanner planner({.max_running = 4, .prefill_budget = 64, .block_size = 4, .total_blocks = 100, .spec_headroom = 4});
+  BatchPlanner planner(
+      {.max_running = 4, .prefill_budget = 64, .block_size = 4, .total_blocks = 100, .spec_headroom = 4});
   FakeEngine e{planner};
   e.submit(1, 4, 20);
   TickPlan p = e.tick(true);  // prefill 1
@@ -103,7 +121,8 @@ TEST(BatchPlanner, SpeculatesOnlyWhenExactlyOneRequestDecodes) {
 
 TEST(BatchPlanner, AdmissionQueuesWhatDoesNotFitAndNeverEvicts) {
   // 10 blocks of 4 tokens; each request needs ceil((8 + 8) / 4) = 4 blocks.
-  BatchPlanner planner({.max_running = 8, .prefill_budget = 100, .block_size = 4, .total_blocks = 10, .spec_headroom = 0});
+  BatchPlanner planner(
+      {.max_running = 8, .prefill_budget = 100, .block_size = 4, .total_blocks = 10, .spec_headroom = 0});
   FakeEngine e{planner};
   for (uint64_t id = 1; id <= 3; ++id) e.submit(id, 8, 8);
   TickPlan p = e.tick(false);
@@ -122,7 +141,8 @@ TEST(BatchPlanner, AdmissionQueuesWhatDoesNotFitAndNeverEvicts) {
 }
 
 TEST(BatchPlanner, MaxRunningCapsConcurrency) {
-  BatchPlanner planner({.max_running = 1, .prefill_budget = 100, .block_size = 4, .total_blocks = 100, .spec_headroom = 0});
+  BatchPlanner planner(
+      {.max_running = 1, .prefill_budget = 100, .block_size = 4, .total_blocks = 100, .spec_headroom = 0});
   FakeEngine e{planner};
   e.submit(1, 4, 2);
   e.submit(2, 4, 2);

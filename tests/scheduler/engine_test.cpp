@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <thread>
 
 #include "spec/draft_model.h"
 
@@ -45,7 +46,8 @@ std::unique_ptr<Engine> make_engine(bool with_drafter, int max_running = 8) {
 std::shared_ptr<EngineRequest> request(uint64_t id, float temperature) {
   auto r = std::make_shared<EngineRequest>();
   r->id = id;
-  for (int i = 0; i < 5 + static_cast<int>(id % 7) * 6; ++i) r->prompt.push_back(static_cast<int32_t>((id * 31 + i * 7) % 256));
+  for (int i = 0; i < 5 + static_cast<int>(id % 7) * 6; ++i)
+    r->prompt.push_back(static_cast<int32_t>((id * 31 + i * 7) % 256));
   r->params.temperature = temperature;
   r->params.top_p = 0.9f;
   r->params.seed = 1000 + id;
@@ -155,6 +157,108 @@ TEST(Engine, CancelReleasesKv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(e->metrics().kv_blocks_used.load(), 0);
   EXPECT_EQ(e->metrics().requests_cancelled.load(), 1u);
+}
+
+// Prefix caching is exact: requests that start on cached prompt blocks emit
+// exactly what they emit with the cache off, greedy and seeded, with and
+// without a drafter; a pool too small to keep everything reclaims cached
+// blocks and still serves every request right.
+std::unique_ptr<Engine> make_cache_engine(bool prefix_cache, bool with_drafter, int64_t kv_tokens = 0) {
+  auto target = model::Model::load(fixture_dir(kModel));
+  EXPECT_TRUE(target.ok()) << target.status().to_string();
+  std::unique_ptr<spec::Drafter> drafter;
+  if (with_drafter) {
+    auto d = spec::DraftModelDrafter::load(fixture_dir(kModel), nullptr, 1024);
+    EXPECT_TRUE(d.ok());
+    drafter = std::move(*d);
+  }
+  EngineConfig config;
+  config.max_running = 4;
+  config.prefill_budget = 24;  // chunks that do not line up with the 32-token blocks
+  config.context = 256;
+  config.threads = 2;
+  config.kv_tokens = kv_tokens;
+  config.prefix_cache = prefix_cache;
+  auto e = Engine::create(config, std::move(*target), std::move(drafter));
+  EXPECT_TRUE(e.ok()) << e.status().to_string();
+  PolicyEnv forced;
+  forced.force = true;
+  (*e)->set_policy_env(forced);
+  (*e)->start();
+  return std::move(*e);
+}
+
+// Prompts sharing a 100-token prefix (3 full blocks) plus `id`-dependent tails;
+// prompt 0 is the bare prefix.
+std::shared_ptr<EngineRequest> shared_prefix_request(uint64_t id, float temperature, int family = 0) {
+  auto r = std::make_shared<EngineRequest>();
+  r->id = id;
+  for (int i = 0; i < 100; ++i) r->prompt.push_back(static_cast<int32_t>((i * 13 + family * 101 + 5) % 256));
+  for (uint64_t i = 0; i < (id % 8) * 5; ++i)
+    r->prompt.push_back(static_cast<int32_t>((id * 17 + i * 3) % 256));
+  r->params.temperature = temperature;
+  r->params.top_p = 0.9f;
+  r->params.seed = 7 + id;
+  r->max_tokens = 24;
+  return r;
+}
+
+TEST(Engine, PrefixCacheIsExact) {
+  for (float temperature : {0.0f, 0.8f}) {
+    SCOPED_TRACE("temperature " + std::to_string(temperature));
+    std::vector<Result> reference;
+    {
+      auto e = make_cache_engine(false, false);
+      for (uint64_t id = 0; id < 8; ++id) {
+        reference.push_back(run_all(*e, {shared_prefix_request(id, temperature)})[0]);
+        EXPECT_EQ(reference.back().stats.cached_tokens, 0);
+      }
+    }
+    for (bool drafter : {false, true}) {
+      SCOPED_TRACE(drafter ? "with a drafter" : "no drafter");
+      auto e = make_cache_engine(true, drafter);
+      Result first = run_all(*e, {shared_prefix_request(3, temperature)})[0];
+      EXPECT_EQ(first.tokens, reference[3].tokens);
+      EXPECT_EQ(first.stats.cached_tokens, 0) << "nothing cached yet";
+      for (uint64_t id = 0; id < 8; ++id) {  // one at a time: each finds the prefix
+        Result r = run_all(*e, {shared_prefix_request(id, temperature)})[0];
+        EXPECT_EQ(r.tokens, reference[id].tokens) << "request " << id;
+        // Prompt 0 is exactly the 100-token prefix; its cache stops at 96 tokens
+        // anyway (3 full blocks; the last prompt token is always prefilled).
+        EXPECT_EQ(r.stats.cached_tokens, 96) << "request " << id;
+      }
+      std::vector<std::shared_ptr<EngineRequest>> reqs;  // and all at once
+      for (uint64_t id = 0; id < 8; ++id) reqs.push_back(shared_prefix_request(id, temperature));
+      auto together = run_all(*e, reqs);
+      for (size_t i = 0; i < 8; ++i) EXPECT_EQ(together[i].tokens, reference[i].tokens) << "request " << i;
+      EXPECT_GT(e->metrics().prefix_cache_hits.load(), 0u);
+    }
+  }
+}
+
+TEST(Engine, PrefixCacheReclaimsBlocksWhenThePoolIsShort) {
+  // 12 blocks in all: a request needs up to 5 (130 prompt + 24 tokens + K headroom), and
+  // the 6 prompt families leave 19 full prompt blocks behind, so the index must give some back.
+  std::vector<Result> reference;
+  {
+    auto e = make_cache_engine(false, false, 12 * 32);
+    for (int family = 0; family < 6; ++family)
+      reference.push_back(run_all(*e, {shared_prefix_request(family + 1, 0.0f, family)})[0]);
+  }
+  auto e = make_cache_engine(true, false, 12 * 32);
+  for (int round = 0; round < 2; ++round) {
+    for (int family = 0; family < 6; ++family) {
+      Result r = run_all(*e, {shared_prefix_request(family + 1, 0.0f, family)})[0];
+      EXPECT_EQ(r.finish, FinishReason::length);
+      EXPECT_EQ(r.tokens, reference[family].tokens) << "round " << round << " family " << family;
+    }
+  }
+  // The engine publishes its gauges right after the tick that finished the last request.
+  for (int i = 0; i < 200 && e->metrics().kv_blocks_used.load() != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(e->metrics().kv_blocks_used.load(), 0) << "cached blocks no request uses count as free";
+  EXPECT_GT(e->metrics().prefix_cache_blocks.load(), 0);
+  EXPECT_LE(e->metrics().prefix_cache_blocks.load(), 12) << "evicted: at most the pool";
 }
 
 }  // namespace

@@ -325,17 +325,6 @@ double Engine::run_batched(const TickPlan& plan) {
 
 void Engine::run_speculative(uint64_t id) {
   Active& a = active_.at(id);
-  if (a.req->want_logprobs) {
-    // The verify walk does not produce logprobs yet: serve this request classically.
-    if (a.stats.classic_reason.empty()) {
-      a.stats.classic_reason = "logprobs";
-      metrics_.count_classic("logprobs");
-    }
-    TickPlan single;
-    single.decode.push_back(id);
-    run_batched(single);
-    return;
-  }
   if (policy_ && policy_->wants_plain_step(id)) {
     // Profiling: time a plain single-token step on this very request (its output is real):
     // the forward and the pick, as a round's draft + verify + walk — delivery is in neither.
@@ -348,7 +337,9 @@ void Engine::run_speculative(uint64_t id) {
     drafter_->reset();
     drafter_following_ = id;
   }
-  auto stats = spec::speculative_round(*forward_, *drafter_, samplers_[0], a.seq, config_.block_size);
+  std::vector<sampling::SampleResult> logprobs;
+  auto stats = spec::speculative_round(*forward_, *drafter_, samplers_[0], a.seq, config_.block_size,
+                                       a.req->want_logprobs ? &logprobs : nullptr);
   if (!stats.ok()) {
     spdlog::error("speculative round failed: {}", stats.status().to_string());
     drafter_->reset();
@@ -356,6 +347,7 @@ void Engine::run_speculative(uint64_t id) {
     finish(id, FinishReason::error, stats.status());
     return;
   }
+  for (auto& r : logprobs) a.details.push_back({r.token, r.logprob, std::move(r.top)});
   if (policy_)
     policy_->record_round(id, stats->draft_ms + stats->verify_ms + stats->overhead_ms, stats->drafted,
                           stats->accepted);

@@ -4,13 +4,16 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/check.h"
 #include "spec/accept_walk.h"
 
 namespace tandem::spec {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
 model::ForwardOptions options_for(const SequenceState& s) {
   model::ForwardOptions o;
@@ -56,7 +59,8 @@ Status prefill(model::Forward& target, sampling::Sampler& sampler, SequenceState
 Status classic_step(model::Forward& target, sampling::Sampler& sampler, SequenceState& s) {
   if (s.generated.empty()) return failed_precondition("classic_step before prefill");
   const int64_t pos = s.pending_position();
-  model::SequenceStep step{s.seq, std::span<const int32_t>(&s.generated.back(), 1), pos, model::LogitRows::last};
+  model::SequenceStep step{s.seq, std::span<const int32_t>(&s.generated.back(), 1), pos,
+                           model::LogitRows::last};
   auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s));
   if (!out.ok()) return out.status();
   const int32_t token = sampler.pick(logits_row(*out, 0), s.params, s.history(), pos + 1);
@@ -66,9 +70,11 @@ Status classic_step(model::Forward& target, sampling::Sampler& sampler, Sequence
 }
 
 Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter, sampling::Sampler& sampler,
-                                       SequenceState& s, int block_size) {
+                                       SequenceState& s, int block_size,
+                                       std::vector<sampling::SampleResult>* logprobs) {
   if (s.generated.empty()) return failed_precondition("speculative_round before prefill");
-  if (block_size < 2) return invalid_argument("block size must be at least 2, got " + std::to_string(block_size));
+  if (block_size < 2)
+    return invalid_argument("block size must be at least 2, got " + std::to_string(block_size));
   RoundStats stats;
   const auto t_draft = Clock::now();
   DraftRequest request{s.prompt, s.generated, block_size - 1, &s.params, s.hidden, s.hidden_size};
@@ -93,6 +99,17 @@ Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter,
     if (j > 0) history.push_back(drafts[j - 1]);
     return sampler.pick(logits_row(*out, j), s.params, {s.prompt, history}, L + 1 + j);
   });
+  if (logprobs != nullptr) {
+    // Emitted token j came from verify row j with the history the walk used for it.
+    std::vector<int32_t> before = s.generated;
+    for (size_t j = 0; j < walk.emitted.size(); ++j) {
+      const int64_t pos = L + 1 + static_cast<int64_t>(j);
+      logprobs->push_back(
+          sampler.sample(logits_row(*out, static_cast<int64_t>(j)), s.params, {s.prompt, before}, pos, true));
+      TANDEM_CHECK(logprobs->back().token == walk.emitted[j]);
+      before.push_back(walk.emitted[j]);
+    }
+  }
   s.append_hidden(*out, 0, walk.accepted + 1);  // the positions that stay in the target's cache
   target.kv().truncate(s.seq, L + 1 + walk.accepted);
   s.generated.insert(s.generated.end(), walk.emitted.begin(), walk.emitted.end());

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "spec/draft_model.h"
@@ -157,6 +158,60 @@ TEST(Engine, CancelReleasesKv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(e->metrics().kv_blocks_used.load(), 0);
   EXPECT_EQ(e->metrics().requests_cancelled.load(), 1u);
+}
+
+// Logprobs ride the speculative path too: every token's logprob and
+// top_logprobs are bitwise those of plain decoding.
+TEST(Engine, LogprobsAreIdenticalWithAndWithoutSpeculation) {
+  auto with_logprobs = [](uint64_t id, float temperature) {
+    auto r = request(id, temperature);
+    r->want_logprobs = true;
+    r->params.top_logprobs = 3;
+    return r;
+  };
+  auto details = [](Engine& e, const std::shared_ptr<EngineRequest>& r, int64_t* rounds) {
+    EXPECT_TRUE(e.submit(r).ok());
+    std::vector<GeneratedToken> out;
+    for (bool done = false; !done;) {
+      std::vector<RequestUpdate> updates;
+      if (!r->channel->pop_all(updates, std::chrono::seconds(30))) {
+        ADD_FAILURE() << "timed out";
+        break;
+      }
+      for (auto& u : updates) {
+        for (auto& t : u.tokens) out.push_back(t);
+        if (u.finish != FinishReason::none) {
+          done = true;
+          *rounds += u.stats.spec_rounds;
+        }
+      }
+    }
+    return out;
+  };
+  for (float temperature : {0.0f, 0.8f}) {
+    SCOPED_TRACE("temperature " + std::to_string(temperature));
+    auto plain = make_engine(false);
+    auto spec = make_engine(true);
+    int64_t rounds = 0, no_rounds = 0;
+    for (uint64_t id = 1; id <= 3; ++id) {
+      const auto a = details(*plain, with_logprobs(id, temperature), &no_rounds);
+      const auto b = details(*spec, with_logprobs(id, temperature), &rounds);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].token, b[i].token) << "request " << id << " token " << i;
+        EXPECT_EQ(std::memcmp(&a[i].logprob, &b[i].logprob, sizeof(float)), 0)
+            << "request " << id << " token " << i;
+        ASSERT_EQ(a[i].top.size(), 3u);
+        ASSERT_EQ(b[i].top.size(), 3u);
+        for (size_t k = 0; k < 3; ++k) {
+          EXPECT_EQ(a[i].top[k].token, b[i].top[k].token);
+          EXPECT_EQ(std::memcmp(&a[i].top[k].logprob, &b[i].top[k].logprob, sizeof(float)), 0);
+        }
+      }
+    }
+    EXPECT_GT(rounds, 0) << "the logprob requests speculated";
+    EXPECT_EQ(no_rounds, 0);
+  }
 }
 
 // Prefix caching is exact: requests that start on cached prompt blocks emit

@@ -58,7 +58,11 @@ Status classic_step(model::Forward& target, sampling::Sampler& sampler, Sequence
 
 // One speculative round with block size K (1 bonus + K-1 drafts). Appends the
 // emitted tokens (accepted drafts + the target's own token) to s.generated.
+// With `logprobs`, also appends one SampleResult per emitted token (its
+// logprob and top_logprobs, from the verify row that chose it — the row a
+// classic step at that position computes bitwise).
 Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter, sampling::Sampler& sampler,
-                                       SequenceState& s, int block_size);
+                                       SequenceState& s, int block_size,
+                                       std::vector<sampling::SampleResult>* logprobs = nullptr);
 
 }  // namespace tandem::spec

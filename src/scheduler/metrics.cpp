@@ -27,19 +27,9 @@ Histogram::Snapshot Histogram::snapshot() const {
 }
 
 EngineMetrics::EngineMetrics()
-    : ttft_seconds({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                    20.0, 40.0, 80.0}),
-      inter_token_seconds({0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
-                           0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}) {}
-
-void EngineMetrics::count_classic(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++classic_reasons_[reason];
-}
-
-std::map<std::string, uint64_t> EngineMetrics::classic_reasons() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return classic_reasons_;
-}
+    : ttft_seconds({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                    10.0, 20.0, 40.0, 80.0}),
+      inter_token_seconds({0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+                           0.075, 0.1,    0.15,  0.2,  0.3,   0.4,  0.5,   0.75, 1.0,  2.5}) {}
 
 }  // namespace tandem::scheduler

@@ -21,19 +21,24 @@ uint64_t PrefixCache::chain_key(uint64_t parent, std::span<const int32_t> block_
   return h == 0 ? 1 : h;  // 0 is the root's "parent"
 }
 
+std::span<const int32_t> PrefixCache::block_tokens(std::span<const int32_t> tokens, int32_t i) const {
+  const auto bs = static_cast<size_t>(kv_.block_size());
+  return tokens.subspan(static_cast<size_t>(i) * bs, bs);
+}
+
+int32_t PrefixCache::whole_blocks(std::span<const int32_t> tokens, int32_t at_most) const {
+  return std::min(at_most, static_cast<int32_t>(tokens.size() / static_cast<size_t>(kv_.block_size())));
+}
+
 std::vector<int32_t> PrefixCache::lookup(std::span<const int32_t> tokens, int32_t max_blocks) {
-  const int64_t bs = kv_.block_size();
   std::vector<int32_t> blocks;
   uint64_t parent = 0;
   ++clock_;
-  for (int32_t i = 0; i < max_blocks && (i + 1) * bs <= static_cast<int64_t>(tokens.size()); ++i) {
-    const auto block_tokens = tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
-    const uint64_t key = chain_key(parent, block_tokens);
+  for (int32_t i = 0; i < whole_blocks(tokens, max_blocks); ++i) {
+    const auto block = block_tokens(tokens, i);
+    const uint64_t key = chain_key(parent, block);
     auto it = entries_.find(key);
-    if (it == entries_.end() || it->second.parent != parent ||
-        !std::equal(block_tokens.begin(), block_tokens.end(), it->second.tokens.begin(),
-                    it->second.tokens.end()))
-      break;
+    if (it == entries_.end() || !it->second.holds(parent, block)) break;
     it->second.last_used = clock_;
     blocks.push_back(it->second.block);
     parent = key;
@@ -42,24 +47,21 @@ std::vector<int32_t> PrefixCache::lookup(std::span<const int32_t> tokens, int32_
 }
 
 void PrefixCache::insert(std::span<const int32_t> tokens, const int32_t* table, int32_t blocks) {
-  const int64_t bs = kv_.block_size();
   uint64_t parent = 0;
   ++clock_;
-  for (int32_t i = 0; i < blocks && (i + 1) * bs <= static_cast<int64_t>(tokens.size()); ++i) {
-    const auto block_tokens = tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
-    const uint64_t key = chain_key(parent, block_tokens);
+  for (int32_t i = 0; i < whole_blocks(tokens, blocks); ++i) {
+    const auto block = block_tokens(tokens, i);
+    const uint64_t key = chain_key(parent, block);
     auto it = entries_.find(key);
     if (it != entries_.end()) {
       // Same chain: keep the cached block. A different chain under the same
       // 64-bit key (a collision): cache nothing below it.
-      if (it->second.parent != parent || !std::equal(block_tokens.begin(), block_tokens.end(),
-                                                     it->second.tokens.begin(), it->second.tokens.end()))
-        return;
+      if (!it->second.holds(parent, block)) return;
       it->second.last_used = clock_;
     } else {
       Entry e;
       e.parent = parent;
-      e.tokens.assign(block_tokens.begin(), block_tokens.end());
+      e.tokens.assign(block.begin(), block.end());
       e.block = table[i];
       e.last_used = clock_;
       kv_.retain(e.block);

@@ -72,10 +72,6 @@ std::string metrics_text(const scheduler::EngineMetrics& m, const scheduler::Pol
   for (int p = 0; p < scheduler::kMaxSpecPositions; ++p)
     o << "tandem:spec_decode_num_accepted_tokens_per_pos_total{position=\"" << p << "\"} "
       << m.spec_accepted_per_pos[p].load() << '\n';
-  header(o, "tandem:spec_decode_classic_requests_total", "counter",
-         "Requests served by classic decode although a drafter is configured, by reason.");
-  for (const auto& [reason, n] : m.classic_reasons())
-    o << "tandem:spec_decode_classic_requests_total{reason=\"" << reason << "\"} " << n << '\n';
   header(o, "tandem:mtp_policy_state", "gauge",
          "Speculation policy state (1 for the current one; see GET /v1/internal/mtp-policy).");
   for (const char* state : {"profiling", "settled", "forced", "exactness_declined", "unavailable"})

@@ -21,7 +21,17 @@ std::string fixture_dir(const std::string& name) {
 
 constexpr const char* kModel = "qwen3_qknorm_bf16_tied";
 
-std::unique_ptr<Engine> make_engine(bool with_drafter, int max_running = 8) {
+// The tests' engine settings; tests change fields before make_engine().
+EngineConfig test_config(int max_running = 8) {
+  EngineConfig config;
+  config.max_running = max_running;
+  config.prefill_budget = 16;  // forces chunked prefill interleaved with decode
+  config.context = 256;
+  config.threads = 2;
+  return config;
+}
+
+std::unique_ptr<Engine> make_engine(bool with_drafter, const EngineConfig& config = test_config()) {
   auto target = model::Model::load(fixture_dir(kModel));
   EXPECT_TRUE(target.ok()) << target.status().to_string();
   std::unique_ptr<spec::Drafter> drafter;
@@ -30,11 +40,6 @@ std::unique_ptr<Engine> make_engine(bool with_drafter, int max_running = 8) {
     EXPECT_TRUE(d.ok());
     drafter = std::move(*d);
   }
-  EngineConfig config;
-  config.max_running = max_running;
-  config.prefill_budget = 16;  // forces chunked prefill interleaved with decode
-  config.context = 256;
-  config.threads = 2;
   auto e = Engine::create(config, std::move(*target), std::move(drafter));
   EXPECT_TRUE(e.ok()) << e.status().to_string();
   PolicyEnv forced;  // speculate whenever possible; no hint files
@@ -144,7 +149,7 @@ TEST(Engine, StopTokensAndLimits) {
 }
 
 TEST(Engine, CancelReleasesKv) {
-  auto e = make_engine(false, 2);
+  auto e = make_engine(false, test_config(2));
   auto r = request(5, 0.0f);
   r->max_tokens = 200;
   ASSERT_TRUE(e->submit(r).ok());
@@ -218,29 +223,12 @@ TEST(Engine, LogprobsAreIdenticalWithAndWithoutSpeculation) {
 // exactly what they emit with the cache off, greedy and seeded, with and
 // without a drafter; a pool too small to keep everything reclaims cached
 // blocks and still serves every request right.
-std::unique_ptr<Engine> make_cache_engine(bool prefix_cache, bool with_drafter, int64_t kv_tokens = 0) {
-  auto target = model::Model::load(fixture_dir(kModel));
-  EXPECT_TRUE(target.ok()) << target.status().to_string();
-  std::unique_ptr<spec::Drafter> drafter;
-  if (with_drafter) {
-    auto d = spec::DraftModelDrafter::load(fixture_dir(kModel), nullptr, 1024);
-    EXPECT_TRUE(d.ok());
-    drafter = std::move(*d);
-  }
-  EngineConfig config;
-  config.max_running = 4;
+EngineConfig cache_config(bool prefix_cache, int64_t kv_tokens = 0) {
+  EngineConfig config = test_config(4);
   config.prefill_budget = 24;  // chunks that do not line up with the 32-token blocks
-  config.context = 256;
-  config.threads = 2;
   config.kv_tokens = kv_tokens;
   config.prefix_cache = prefix_cache;
-  auto e = Engine::create(config, std::move(*target), std::move(drafter));
-  EXPECT_TRUE(e.ok()) << e.status().to_string();
-  PolicyEnv forced;
-  forced.force = true;
-  (*e)->set_policy_env(forced);
-  (*e)->start();
-  return std::move(*e);
+  return config;
 }
 
 // Prompts sharing a 100-token prefix (3 full blocks) plus `id`-dependent tails;
@@ -263,7 +251,7 @@ TEST(Engine, PrefixCacheIsExact) {
     SCOPED_TRACE("temperature " + std::to_string(temperature));
     std::vector<Result> reference;
     {
-      auto e = make_cache_engine(false, false);
+      auto e = make_engine(false, cache_config(false));
       for (uint64_t id = 0; id < 8; ++id) {
         reference.push_back(run_all(*e, {shared_prefix_request(id, temperature)})[0]);
         EXPECT_EQ(reference.back().stats.cached_tokens, 0);
@@ -271,7 +259,7 @@ TEST(Engine, PrefixCacheIsExact) {
     }
     for (bool drafter : {false, true}) {
       SCOPED_TRACE(drafter ? "with a drafter" : "no drafter");
-      auto e = make_cache_engine(true, drafter);
+      auto e = make_engine(drafter, cache_config(true));
       Result first = run_all(*e, {shared_prefix_request(3, temperature)})[0];
       EXPECT_EQ(first.tokens, reference[3].tokens);
       EXPECT_EQ(first.stats.cached_tokens, 0) << "nothing cached yet";
@@ -296,11 +284,11 @@ TEST(Engine, PrefixCacheReclaimsBlocksWhenThePoolIsShort) {
   // the 6 prompt families leave 19 full prompt blocks behind, so the index must give some back.
   std::vector<Result> reference;
   {
-    auto e = make_cache_engine(false, false, 12 * 32);
+    auto e = make_engine(false, cache_config(false, 12 * 32));
     for (int family = 0; family < 6; ++family)
       reference.push_back(run_all(*e, {shared_prefix_request(family + 1, 0.0f, family)})[0]);
   }
-  auto e = make_cache_engine(true, false, 12 * 32);
+  auto e = make_engine(false, cache_config(true, 12 * 32));
   for (int round = 0; round < 2; ++round) {
     for (int family = 0; family < 6; ++family) {
       Result r = run_all(*e, {shared_prefix_request(family + 1, 0.0f, family)})[0];

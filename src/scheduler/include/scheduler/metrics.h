@@ -6,9 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <mutex>
-#include <string>
 #include <vector>
 
 namespace tandem::scheduler {
@@ -57,16 +55,9 @@ struct EngineMetrics {
   std::atomic<uint64_t> spec_draft_tokens{0};
   std::atomic<uint64_t> spec_accepted_tokens{0};
   std::array<std::atomic<uint64_t>, kMaxSpecPositions> spec_accepted_per_pos{};
-  // Requests served classically although a drafter is configured, by reason.
-  void count_classic(const std::string& reason);
-  std::map<std::string, uint64_t> classic_reasons() const;
 
   Histogram ttft_seconds;
   Histogram inter_token_seconds;
-
- private:
-  mutable std::mutex mu_;
-  std::map<std::string, uint64_t> classic_reasons_;
 };
 
 }  // namespace tandem::scheduler

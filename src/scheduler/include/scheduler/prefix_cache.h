@@ -16,6 +16,7 @@
 // Owned and used by the engine thread only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <unordered_map>
@@ -52,8 +53,15 @@ class PrefixCache {
     int32_t block = -1;
     int32_t children = 0;
     uint64_t last_used = 0;
+    // Exact match: the same parent chain and the same tokens (the key only finds candidates).
+    bool holds(uint64_t parent_key, std::span<const int32_t> block) const {
+      return parent == parent_key && std::ranges::equal(tokens, block);
+    }
   };
   static uint64_t chain_key(uint64_t parent, std::span<const int32_t> block_tokens);
+  // Block i of `tokens`, and how many whole blocks `tokens` has (at most `at_most`).
+  std::span<const int32_t> block_tokens(std::span<const int32_t> tokens, int32_t i) const;
+  int32_t whole_blocks(std::span<const int32_t> tokens, int32_t at_most) const;
 
   model::KvCache& kv_;
   std::unordered_map<uint64_t, Entry> entries_;

@@ -16,7 +16,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -44,7 +43,6 @@ struct RequestStats {
   int64_t spec_rounds = 0;
   int64_t draft_tokens = 0;     // drafts proposed
   int64_t accepted_tokens = 0;  // drafts accepted
-  std::string classic_reason;   // why speculation did not run for it, when it did not
 };
 
 struct RequestUpdate {

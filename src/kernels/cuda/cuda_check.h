@@ -15,6 +15,9 @@ namespace tandem::kernels::gpu {
 
 inline Status cuda_status(cudaError_t err, const std::string& call) {
   if (err == cudaSuccess) return Status::Ok();
+  // Reported here, so clear it: a later launch_status must not pick up this
+  // (non-sticky) error again. Sticky errors (a kernel fault) stay regardless.
+  cudaGetLastError();
   std::string message = call + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
   if (err == cudaErrorMemoryAllocation) return resource_exhausted(std::move(message));
   return internal_error(std::move(message));

@@ -32,49 +32,44 @@
 #include <string>
 
 #include "cuda/cuda_check.h"
+#include "cuda/gemm_variants.h"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
 namespace {
 
-constexpr int kTileK = 64;  // k per pipeline stage: two 32-wide chunks
-
-template <int BN_, int BM_, int WN_, int WM_, int STAGES_, bool F32X_>
+template <int BN_, int BM_, int WN_, int WM_, int BK_, int STAGES_, bool F32X_>
 struct Tile {
-  static constexpr int BN = BN_, BM = BM_, WN = WN_, WM = WM_, STAGES = STAGES_;
+  static constexpr int BN = BN_, BM = BM_, WN = WN_, WM = WM_, BK = BK_, STAGES = STAGES_;
   static constexpr bool F32X = F32X_;
+  static constexpr int kChunks = BK / 32;  // 32-wide k chunks per stage
   static constexpr int kThreads = WN * WM * 32;
   static constexpr int FN = BN / WN / 16;             // 16-row weight fragments per warp
   static constexpr int FM = BM / WM / 8;              // 8-row x fragments per warp
   static constexpr int kXRowBytes = F32X ? 128 : 64;  // one chunk of one x row in smem
-  static constexpr int kWStage = 2 * BN * 64;
-  static constexpr int kXStage = 2 * BM * kXRowBytes;
+  static constexpr int kWStage = kChunks * BN * 64;
+  static constexpr int kXStage = kChunks * BM * kXRowBytes;
   static constexpr int kSmem = STAGES * (kWStage + kXStage);
   static_assert(BN % (WN * 16) == 0 && BM % (WM * 8) == 0, "tile must split into whole fragments");
+  static_assert(BK % 32 == 0, "stages hold whole chunks");
 };
 
 __device__ __forceinline__ void cp_async16(uint32_t smem, const void* gmem, bool valid) {
   const int src_bytes = valid ? 16 : 0;  // 0: zero-fill, nothing is read
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes)
+               : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-__device__ __forceinline__ uint4 lds128(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr));
-  return v;
-}
-
+// Not volatile: a pure function of its operands, so the compiler may
+// interleave independent mmas (the order along one accumulator is data flow).
 __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -101,22 +96,23 @@ template <class T>
 __device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, const uint16_t* __restrict__ w,
                                            const void* __restrict__ x, int64_t n0, int64_t m0, int64_t n,
                                            int64_t m, int64_t k) {
+  constexpr int kUnitsBf16 = T::BK / 8;  // 16-byte units per row of a stage
   const uint32_t ws = smem + slot * (T::kWStage + T::kXStage);
   const uint32_t xs = ws + T::kWStage;
-  const int64_t k0 = static_cast<int64_t>(kt) * kTileK;
-  // Weights: BN rows × 8 units of 8 bf16.
-  for (int q = threadIdx.x; q < T::BN * 8; q += T::kThreads) {
-    const int r = q >> 3, uu = q & 7, j = uu >> 2, u = uu & 3;
+  const int64_t k0 = static_cast<int64_t>(kt) * T::BK;
+  for (int q = threadIdx.x; q < T::BN * kUnitsBf16; q += T::kThreads) {
+    const int r = q / kUnitsBf16, uu = q % kUnitsBf16, j = uu >> 2, u = uu & 3;
     const int64_t row = n0 + r, col = k0 + uu * 8;
     const bool valid = row < n && col < k;
     const uint16_t* src = valid ? w + row * k + col : w;
     cp_async16(ws + ((j * T::BN + r) * 64 + u * 16), src, valid);
   }
   if constexpr (T::F32X) {
-    // x: BM rows × 16 units of 4 f32; unit u of a chunk row at u ^ (row & 1).
+    // x: units of 4 f32; unit u of a chunk row at u ^ (row & 1).
+    constexpr int kUnits = T::BK / 4;
     const float* xf = static_cast<const float*>(x);
-    for (int q = threadIdx.x; q < T::BM * 16; q += T::kThreads) {
-      const int r = q >> 4, uu = q & 15, j = uu >> 3, u = uu & 7;
+    for (int q = threadIdx.x; q < T::BM * kUnits; q += T::kThreads) {
+      const int r = q / kUnits, uu = q % kUnits, j = uu >> 3, u = uu & 7;
       const int64_t row = m0 + r, col = k0 + uu * 4;
       const bool valid = row < m && col < k;
       const float* src = valid ? xf + row * k + col : xf;
@@ -124,8 +120,8 @@ __device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, cons
     }
   } else {
     const uint16_t* xb = static_cast<const uint16_t*>(x);
-    for (int q = threadIdx.x; q < T::BM * 8; q += T::kThreads) {
-      const int r = q >> 3, uu = q & 7, j = uu >> 2, u = uu & 3;
+    for (int q = threadIdx.x; q < T::BM * kUnitsBf16; q += T::kThreads) {
+      const int r = q / kUnitsBf16, uu = q % kUnitsBf16, j = uu >> 2, u = uu & 3;
       const int64_t row = m0 + r, col = k0 + uu * 8;
       const bool valid = row < m && col < k;
       const uint16_t* src = valid ? xb + row * k + col : xb;
@@ -134,52 +130,78 @@ __device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, cons
   }
 }
 
-// One 32-wide chunk of one stage: the two mma k-steps for every fragment.
+// One 32-wide chunk: all fragments loaded, then k-step 0 for every
+// accumulator, then k-step 1 (f32 x: hi then lo within each step). Along any
+// one accumulator the order is always step 0 (hi, lo), step 1 (hi, lo).
 template <class T>
-__device__ __forceinline__ void compute_chunk(uint32_t ws, uint32_t xs, int j, int warp_n, int warp_m, int g,
-                                              int c, float (&acc)[T::FN][T::FM][4]) {
+__device__ __forceinline__ void compute_chunk(const unsigned char* ws, const unsigned char* xs, int j, int warp_n,
+                                              int warp_m, int g, int c, float (&acc)[T::FN][T::FM][4]) {
   uint4 a_top[T::FN], a_bot[T::FN];
 #pragma unroll
   for (int fn = 0; fn < T::FN; ++fn) {
     const int row = warp_n + fn * 16 + g;
-    a_top[fn] = lds128(ws + (j * T::BN + row) * 64 + c * 16);
-    a_bot[fn] = lds128(ws + (j * T::BN + row + 8) * 64 + c * 16);
+    a_top[fn] = *reinterpret_cast<const uint4*>(ws + (j * T::BN + row) * 64 + c * 16);
+    a_bot[fn] = *reinterpret_cast<const uint4*>(ws + (j * T::BN + row + 8) * 64 + c * 16);
   }
+  if constexpr (T::F32X) {
+    uint32_t hi[T::FM][4], lo[T::FM][4];
 #pragma unroll
-  for (int fm = 0; fm < T::FM; ++fm) {
-    const int row = warp_m + fm * 8 + g;
-    if constexpr (T::F32X) {
-      const uint32_t base = xs + (j * T::BM + row) * 128;
+    for (int fm = 0; fm < T::FM; ++fm) {
+      const int row = warp_m + fm * 8 + g;
+      const unsigned char* base = xs + (j * T::BM + row) * 128;
       const int flip = row & 1;
-      const uint4 u0 = lds128(base + (((2 * c) ^ flip) * 16));
-      const uint4 u1 = lds128(base + (((2 * c + 1) ^ flip) * 16));
-      uint32_t hi[4], lo[4];
-      split2(__uint_as_float(u0.x), __uint_as_float(u0.y), hi[0], lo[0]);
-      split2(__uint_as_float(u0.z), __uint_as_float(u0.w), hi[1], lo[1]);
-      split2(__uint_as_float(u1.x), __uint_as_float(u1.y), hi[2], lo[2]);
-      split2(__uint_as_float(u1.z), __uint_as_float(u1.w), hi[3], lo[3]);
-#pragma unroll
-      for (int fn = 0; fn < T::FN; ++fn) {
-        mma_bf16(acc[fn][fm], a_top[fn].x, a_bot[fn].x, a_top[fn].y, a_bot[fn].y, hi[0], hi[1]);
-        mma_bf16(acc[fn][fm], a_top[fn].x, a_bot[fn].x, a_top[fn].y, a_bot[fn].y, lo[0], lo[1]);
-        mma_bf16(acc[fn][fm], a_top[fn].z, a_bot[fn].z, a_top[fn].w, a_bot[fn].w, hi[2], hi[3]);
-        mma_bf16(acc[fn][fm], a_top[fn].z, a_bot[fn].z, a_top[fn].w, a_bot[fn].w, lo[2], lo[3]);
-      }
-    } else {
-      const uint4 b = lds128(xs + (j * T::BM + row) * 64 + c * 16);
-#pragma unroll
-      for (int fn = 0; fn < T::FN; ++fn) {
-        mma_bf16(acc[fn][fm], a_top[fn].x, a_bot[fn].x, a_top[fn].y, a_bot[fn].y, b.x, b.y);
-        mma_bf16(acc[fn][fm], a_top[fn].z, a_bot[fn].z, a_top[fn].w, a_bot[fn].w, b.z, b.w);
-      }
+      const float4 u0 = *reinterpret_cast<const float4*>(base + (((2 * c) ^ flip) * 16));
+      const float4 u1 = *reinterpret_cast<const float4*>(base + (((2 * c + 1) ^ flip) * 16));
+      split2(u0.x, u0.y, hi[fm][0], lo[fm][0]);
+      split2(u0.z, u0.w, hi[fm][1], lo[fm][1]);
+      split2(u1.x, u1.y, hi[fm][2], lo[fm][2]);
+      split2(u1.z, u1.w, hi[fm][3], lo[fm][3]);
     }
+#pragma unroll
+    for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+      for (int fm = 0; fm < T::FM; ++fm)
+        mma_bf16(acc[fn][fm], a_top[fn].x, a_bot[fn].x, a_top[fn].y, a_bot[fn].y, hi[fm][0], hi[fm][1]);
+#pragma unroll
+    for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+      for (int fm = 0; fm < T::FM; ++fm)
+        mma_bf16(acc[fn][fm], a_top[fn].x, a_bot[fn].x, a_top[fn].y, a_bot[fn].y, lo[fm][0], lo[fm][1]);
+#pragma unroll
+    for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+      for (int fm = 0; fm < T::FM; ++fm)
+        mma_bf16(acc[fn][fm], a_top[fn].z, a_bot[fn].z, a_top[fn].w, a_bot[fn].w, hi[fm][2], hi[fm][3]);
+#pragma unroll
+    for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+      for (int fm = 0; fm < T::FM; ++fm)
+        mma_bf16(acc[fn][fm], a_top[fn].z, a_bot[fn].z, a_top[fn].w, a_bot[fn].w, lo[fm][2], lo[fm][3]);
+  } else {
+    uint4 b[T::FM];
+#pragma unroll
+    for (int fm = 0; fm < T::FM; ++fm) {
+      const int row = warp_m + fm * 8 + g;
+      b[fm] = *reinterpret_cast<const uint4*>(xs + (j * T::BM + row) * 64 + c * 16);
+    }
+#pragma unroll
+    for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+      for (int fm = 0; fm < T::FM; ++fm)
+        mma_bf16(acc[fn][fm], a_top[fn].x, a_bot[fn].x, a_top[fn].y, a_bot[fn].y, b[fm].x, b[fm].y);
+#pragma unroll
+    for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+      for (int fm = 0; fm < T::FM; ++fm)
+        mma_bf16(acc[fn][fm], a_top[fn].z, a_bot[fn].z, a_top[fn].w, a_bot[fn].w, b[fm].z, b[fm].w);
   }
 }
 
 template <class T>
-__global__ void __launch_bounds__(T::kThreads)
-    gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y, int64_t m,
-                int64_t n, int64_t k) {
+__global__ void __launch_bounds__(T::kThreads) gemm_kernel(const void* __restrict__ x,
+                                                           const uint16_t* __restrict__ w,
+                                                           float* __restrict__ y, int64_t m, int64_t n,
+                                                           int64_t k) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN;
@@ -197,7 +219,7 @@ __global__ void __launch_bounds__(T::kThreads)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[fn][fm][i] = 0.0f;
 
-  const int tiles = static_cast<int>((k + kTileK - 1) / kTileK);
+  const int tiles = static_cast<int>((k + T::BK - 1) / T::BK);
 #pragma unroll
   for (int s = 0; s < T::STAGES - 1; ++s) {
     if (s < tiles) load_stage<T>(smem, s, s, w, x, n0, m0, n, m, k);
@@ -209,10 +231,10 @@ __global__ void __launch_bounds__(T::kThreads)
     const int next = kt + T::STAGES - 1;
     if (next < tiles) load_stage<T>(smem, next % T::STAGES, next, w, x, n0, m0, n, m, k);
     cp_async_commit();
-    const uint32_t ws = smem + (kt % T::STAGES) * (T::kWStage + T::kXStage);
-    const uint32_t xs = ws + T::kWStage;
-    compute_chunk<T>(ws, xs, 0, warp_n, warp_m, g, c, acc);
-    compute_chunk<T>(ws, xs, 1, warp_n, warp_m, g, c, acc);
+    const unsigned char* ws = smem_raw + (kt % T::STAGES) * (T::kWStage + T::kXStage);
+    const unsigned char* xs = ws + T::kWStage;
+#pragma unroll
+    for (int j = 0; j < T::kChunks; ++j) compute_chunk<T>(ws, xs, j, warp_n, warp_m, g, c, acc);
   }
   cp_async_wait<0>();
 
@@ -236,32 +258,33 @@ __global__ void __launch_bounds__(T::kThreads)
 }
 
 template <class T>
-Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
-              float* y) {
+Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y) {
   const auto kernel = gemm_kernel<T>;
   // Raising the dynamic shared-memory limit is idempotent and cheap.
   TANDEM_RETURN_IF_ERROR(
       cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
                   "cudaFuncSetAttribute(gemm, " + std::to_string(T::kSmem) + " bytes of shared memory)"));
-  const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
-                  static_cast<unsigned>((m + T::BM - 1) / T::BM));
+  const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN), static_cast<unsigned>((m + T::BM - 1) / T::BM));
   kernel<<<grid, T::kThreads, T::kSmem, stream>>>(x, w, y, m, n, k);
   return launch_status("gemm_bf16w");
 }
 
+// Tile shapes: Tile<BN, BM, warps along N, warps along M, BK, stages, f32 x>.
 template <bool F32X>
-Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                   int64_t k, float* y) {
+Status launch_tile(GemmTile tile, int small_variant, cudaStream_t stream, const void* x, int64_t m,
+                   const uint16_t* w, int64_t n, int64_t k, float* y) {
   switch (tile) {
     case GemmTile::small:
-      return launch<Tile<32, 16, 2, 1, 8, F32X>>(stream, x, m, w, n, k, y);
+      if (small_variant == 1) return launch<Tile<16, 16, 1, 1, 256, 6, F32X>>(stream, x, m, w, n, k, y);
+      if (small_variant == 2) return launch<Tile<32, 16, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y);
+      return launch<Tile<32, 16, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y);
     case GemmTile::medium:
-      return launch<Tile<64, 64, 2, 2, 4, F32X>>(stream, x, m, w, n, k, y);
+      return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y);
     case GemmTile::large:
     case GemmTile::automatic:
       break;
   }
-  return launch<Tile<128, 128, 2, 4, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y);
+  return launch<Tile<128, 128, 2, 4, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y);
 }
 
 int current_multiprocessors() {
@@ -297,6 +320,11 @@ GemmTile gemm_tile_for(int64_t m, int64_t n, int multiprocessors) {
 
 Status gemm_bf16w(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w, int64_t n,
                   int64_t k, float* y, GemmTile tile) {
+  return gemm_bf16w_small_variant(0, stream, x, x_dtype, m, w, n, k, y, tile);
+}
+
+Status gemm_bf16w_small_variant(int small_variant, const Stream& stream, const void* x, DType x_dtype, int64_t m,
+                                const uint16_t* w, int64_t n, int64_t k, float* y, GemmTile tile) {
   if (x_dtype != DType::bf16 && x_dtype != DType::f32) {
     return invalid_argument("gemm_bf16w: activations must be bf16 or f32 (got f16)");
   }
@@ -314,8 +342,8 @@ Status gemm_bf16w(const Stream& stream, const void* x, DType x_dtype, int64_t m,
     return invalid_argument("gemm_bf16w: x, w and y must be 16-byte aligned device pointers");
   }
   if (tile == GemmTile::automatic) tile = gemm_tile_for(m, n, current_multiprocessors());
-  return x_dtype == DType::f32 ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, y)
-                               : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, y);
+  return x_dtype == DType::f32 ? launch_tile<true>(tile, small_variant, stream.handle(), x, m, w, n, k, y)
+                               : launch_tile<false>(tile, small_variant, stream.handle(), x, m, w, n, k, y);
 }
 
 }  // namespace tandem::kernels::gpu

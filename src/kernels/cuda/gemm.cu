@@ -38,15 +38,12 @@
 namespace tandem::kernels::gpu {
 namespace {
 
-// THREADS_ (0: one warp per WN×WM fragment block) may add warps that only
-// help queue the copies (memory-level parallelism for small M).
-template <int BN_, int BM_, int WN_, int WM_, int BK_, int STAGES_, bool F32X_, int THREADS_ = 0>
+template <int BN_, int BM_, int WN_, int WM_, int BK_, int STAGES_, bool F32X_>
 struct Tile {
   static constexpr int BN = BN_, BM = BM_, WN = WN_, WM = WM_, BK = BK_, STAGES = STAGES_;
   static constexpr bool F32X = F32X_;
   static constexpr int kChunks = BK / 32;  // 32-wide k chunks per stage
-  static constexpr int kComputeWarps = WN * WM;
-  static constexpr int kThreads = THREADS_ > 0 ? THREADS_ : kComputeWarps * 32;
+  static constexpr int kThreads = WN * WM * 32;
   static constexpr int FN = BN / WN / 16;             // 16-row weight fragments per warp
   static constexpr int FM = BM / WM / 8;              // 8-row x fragments per warp
   static constexpr int kXRowBytes = F32X ? 128 : 64;  // one chunk of one x row in smem
@@ -236,13 +233,10 @@ __global__ void __launch_bounds__(T::kThreads) gemm_kernel(const void* __restric
     cp_async_commit();
     const unsigned char* ws = smem_raw + (kt % T::STAGES) * (T::kWStage + T::kXStage);
     const unsigned char* xs = ws + T::kWStage;
-    if (warp < T::kComputeWarps) {
 #pragma unroll
-      for (int j = 0; j < T::kChunks; ++j) compute_chunk<T>(ws, xs, j, warp_n, warp_m, g, c, acc);
-    }
+    for (int j = 0; j < T::kChunks; ++j) compute_chunk<T>(ws, xs, j, warp_n, warp_m, g, c, acc);
   }
   cp_async_wait<0>();
-  if (warp >= T::kComputeWarps) return;
 
   // Accumulator slots: d0/d1 = (weight row g, x rows 2c, 2c+1), d2/d3 = row g + 8.
 #pragma unroll
@@ -277,12 +271,12 @@ Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, 
 
 // Tile shapes: Tile<BN, BM, warps along N, warps along M, BK, stages, f32 x>.
 template <bool F32X>
-Status launch_tile(GemmTile tile, int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w,
-                   int64_t n, int64_t k, float* y) {
+Status launch_tile(GemmTile tile, int small_variant, cudaStream_t stream, const void* x, int64_t m,
+                   const uint16_t* w, int64_t n, int64_t k, float* y) {
   switch (tile) {
     case GemmTile::small:
-      if (variant == 1) return launch<Tile<32, 16, 2, 1, 256, 4, F32X, 256>>(stream, x, m, w, n, k, y);
-      if (variant == 2) return launch<Tile<32, 16, 2, 1, 128, 6, F32X, 256>>(stream, x, m, w, n, k, y);
+      if (small_variant == 1) return launch<Tile<16, 16, 1, 1, 256, 6, F32X>>(stream, x, m, w, n, k, y);
+      if (small_variant == 2) return launch<Tile<32, 16, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y);
       return launch<Tile<32, 16, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y);
     case GemmTile::medium:
       return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y);
@@ -290,8 +284,6 @@ Status launch_tile(GemmTile tile, int variant, cudaStream_t stream, const void* 
     case GemmTile::automatic:
       break;
   }
-  if (variant == 1) return launch<Tile<128, 128, 2, 2, 64, 3, F32X>>(stream, x, m, w, n, k, y);
-  if (variant == 2) return launch<Tile<128, 128, 2, 4, 64, 3, F32X>>(stream, x, m, w, n, k, y);
   return launch<Tile<128, 128, 2, 4, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y);
 }
 
@@ -328,10 +320,10 @@ GemmTile gemm_tile_for(int64_t m, int64_t n, int multiprocessors) {
 
 Status gemm_bf16w(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w, int64_t n,
                   int64_t k, float* y, GemmTile tile) {
-  return gemm_bf16w_variant(0, stream, x, x_dtype, m, w, n, k, y, tile);
+  return gemm_bf16w_small_variant(0, stream, x, x_dtype, m, w, n, k, y, tile);
 }
 
-Status gemm_bf16w_variant(int variant, const Stream& stream, const void* x, DType x_dtype, int64_t m,
+Status gemm_bf16w_small_variant(int small_variant, const Stream& stream, const void* x, DType x_dtype, int64_t m,
                                 const uint16_t* w, int64_t n, int64_t k, float* y, GemmTile tile) {
   if (x_dtype != DType::bf16 && x_dtype != DType::f32) {
     return invalid_argument("gemm_bf16w: activations must be bf16 or f32 (got f16)");
@@ -350,8 +342,8 @@ Status gemm_bf16w_variant(int variant, const Stream& stream, const void* x, DTyp
     return invalid_argument("gemm_bf16w: x, w and y must be 16-byte aligned device pointers");
   }
   if (tile == GemmTile::automatic) tile = gemm_tile_for(m, n, current_multiprocessors());
-  return x_dtype == DType::f32 ? launch_tile<true>(tile, variant, stream.handle(), x, m, w, n, k, y)
-                               : launch_tile<false>(tile, variant, stream.handle(), x, m, w, n, k, y);
+  return x_dtype == DType::f32 ? launch_tile<true>(tile, small_variant, stream.handle(), x, m, w, n, k, y)
+                               : launch_tile<false>(tile, small_variant, stream.handle(), x, m, w, n, k, y);
 }
 
 }  // namespace tandem::kernels::gpu

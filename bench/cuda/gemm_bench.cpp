@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "cublas_reference.h"
-#include "cuda/gemm_variants.h"
 #include "dtype_convert.h"
 #include "kernels/cuda_ops.h"
 #include "stream_read.h"
@@ -193,25 +192,6 @@ void run_shape(const Shape& s, const std::vector<int64_t>& ms, const gpu::Stream
                   xt == DType::bf16 ? "bf16" : "f32", gpu::gemm_tile_name(tile), us, cublas_us,
                   cublas_us > 0 ? cublas_us / us : 0.0, flops / us / 1e6, gbs, gbs / ceil.read_gbs,
                   invariant ? "yes" : "NO");
-      std::fflush(stdout);
-    }
-  }
-  // Small-tile variants (tuning; all give the same bits).
-  for (const DType xt : {DType::bf16, DType::f32}) {
-    const gpu::DeviceBuffer& x = xt == DType::bf16 ? x_bf16 : x_f32;
-    for (const int64_t m : {int64_t{1}, int64_t{16}}) {
-      std::printf("  variants m=%ld %ldx%ld %s:", static_cast<long>(m), static_cast<long>(s.n),
-                  static_cast<long>(s.k), xt == DType::bf16 ? "bf16" : "f32");
-      for (int v = 0; v < 3; ++v) {
-        const double us = time_us(
-            [&](int i) {
-              check(gpu::gemm_bf16w_small_variant(v, stream, x.data(), xt, m, w[i % sets].as<uint16_t>(), s.n, s.k,
-                                                  y.as<float>(), gpu::GemmTile::small));
-            },
-            stream.handle());
-        std::printf("  v%d %.1f us (%.2f of read)", v, us, w_bytes / us / 1e3 / ceil.read_gbs);
-      }
-      std::printf("\n");
       std::fflush(stdout);
     }
   }

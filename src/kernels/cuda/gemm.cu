@@ -21,18 +21,18 @@
 // past M or N are zero-filled in shared memory. Blocks split N (grid x) and M
 // (grid y); K is never split.
 //
-// Pipeline: STAGES-deep cp.async ring of 64-wide k tiles (two chunks) in
+// Pipeline: a STAGES-deep cp.async ring of BK-wide k tiles (BK/32 chunks) in
 // shared memory, laid out [chunk][row][32 k] (64-byte rows for bf16, so a
 // quarter-warp's 16-byte loads cover 128 contiguous bytes: no bank
 // conflicts); f32 x rows (128 bytes per chunk) swap their 16-byte units
-// pairwise on odd rows for the same reason.
+// pairwise on odd rows for the same reason. BK and STAGES change only when
+// data arrives, never the order of the mma chain.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <string>
 
 #include "cuda/cuda_check.h"
-#include "cuda/gemm_variants.h"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -134,8 +134,9 @@ __device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, cons
 // accumulator, then k-step 1 (f32 x: hi then lo within each step). Along any
 // one accumulator the order is always step 0 (hi, lo), step 1 (hi, lo).
 template <class T>
-__device__ __forceinline__ void compute_chunk(const unsigned char* ws, const unsigned char* xs, int j, int warp_n,
-                                              int warp_m, int g, int c, float (&acc)[T::FN][T::FM][4]) {
+__device__ __forceinline__ void compute_chunk(const unsigned char* ws, const unsigned char* xs, int j,
+                                              int warp_n, int warp_m, int g, int c,
+                                              float (&acc)[T::FN][T::FM][4]) {
   uint4 a_top[T::FN], a_bot[T::FN];
 #pragma unroll
   for (int fn = 0; fn < T::FN; ++fn) {
@@ -198,10 +199,9 @@ __device__ __forceinline__ void compute_chunk(const unsigned char* ws, const uns
 }
 
 template <class T>
-__global__ void __launch_bounds__(T::kThreads) gemm_kernel(const void* __restrict__ x,
-                                                           const uint16_t* __restrict__ w,
-                                                           float* __restrict__ y, int64_t m, int64_t n,
-                                                           int64_t k) {
+__global__ void __launch_bounds__(T::kThreads)
+    gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y, int64_t m,
+                int64_t n, int64_t k) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN;
@@ -258,25 +258,27 @@ __global__ void __launch_bounds__(T::kThreads) gemm_kernel(const void* __restric
 }
 
 template <class T>
-Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y) {
+Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
+              float* y) {
   const auto kernel = gemm_kernel<T>;
   // Raising the dynamic shared-memory limit is idempotent and cheap.
   TANDEM_RETURN_IF_ERROR(
       cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
                   "cudaFuncSetAttribute(gemm, " + std::to_string(T::kSmem) + " bytes of shared memory)"));
-  const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN), static_cast<unsigned>((m + T::BM - 1) / T::BM));
+  const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
+                  static_cast<unsigned>((m + T::BM - 1) / T::BM));
   kernel<<<grid, T::kThreads, T::kSmem, stream>>>(x, w, y, m, n, k);
   return launch_status("gemm_bf16w");
 }
 
 // Tile shapes: Tile<BN, BM, warps along N, warps along M, BK, stages, f32 x>.
+// Measured on an H200 (docs/benchmarks.md): for the small tile, 16 rows × 6
+// stages of 256 k and 32 rows × 8 stages of 128 k were both slower than this.
 template <bool F32X>
-Status launch_tile(GemmTile tile, int small_variant, cudaStream_t stream, const void* x, int64_t m,
-                   const uint16_t* w, int64_t n, int64_t k, float* y) {
+Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
+                   int64_t k, float* y) {
   switch (tile) {
     case GemmTile::small:
-      if (small_variant == 1) return launch<Tile<16, 16, 1, 1, 256, 6, F32X>>(stream, x, m, w, n, k, y);
-      if (small_variant == 2) return launch<Tile<32, 16, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y);
       return launch<Tile<32, 16, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y);
     case GemmTile::medium:
       return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y);
@@ -320,11 +322,6 @@ GemmTile gemm_tile_for(int64_t m, int64_t n, int multiprocessors) {
 
 Status gemm_bf16w(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w, int64_t n,
                   int64_t k, float* y, GemmTile tile) {
-  return gemm_bf16w_small_variant(0, stream, x, x_dtype, m, w, n, k, y, tile);
-}
-
-Status gemm_bf16w_small_variant(int small_variant, const Stream& stream, const void* x, DType x_dtype, int64_t m,
-                                const uint16_t* w, int64_t n, int64_t k, float* y, GemmTile tile) {
   if (x_dtype != DType::bf16 && x_dtype != DType::f32) {
     return invalid_argument("gemm_bf16w: activations must be bf16 or f32 (got f16)");
   }
@@ -342,8 +339,8 @@ Status gemm_bf16w_small_variant(int small_variant, const Stream& stream, const v
     return invalid_argument("gemm_bf16w: x, w and y must be 16-byte aligned device pointers");
   }
   if (tile == GemmTile::automatic) tile = gemm_tile_for(m, n, current_multiprocessors());
-  return x_dtype == DType::f32 ? launch_tile<true>(tile, small_variant, stream.handle(), x, m, w, n, k, y)
-                               : launch_tile<false>(tile, small_variant, stream.handle(), x, m, w, n, k, y);
+  return x_dtype == DType::f32 ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, y)
+                               : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, y);
 }
 
 }  // namespace tandem::kernels::gpu

@@ -11,6 +11,12 @@
 #          --sanitize (also run a subset under compute-sanitizer memcheck).
 # cuBLAS (the benchmark's yardstick and one test's reference) is loaded with dlopen;
 # the script puts the toolkit's and pip's libcublas directories on LD_LIBRARY_PATH.
+#
+# On a lent GPU machine without the -dev packages (the device tool's `run`, which
+# sends the session's checkout): pack into a folder directly under that checkout's
+# root that .git/info/exclude ignores, name it in `carry`, and run
+#   bash .gpu/gpu-test.sh --bin .gpu --out "$OUT" --sanitize
+# (DIR must sit directly under the repository root: the script cd's to DIR/..).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin="" pack="" out="" quick="" sanitize=""

@@ -142,4 +142,37 @@ Status silu_mul(const Stream& stream, const float* gate, const float* up, float*
 Status rope(const Stream& stream, float* x, int64_t rows, int n_heads, int head_dim, const int32_t* positions,
             const float* inv_freq, int rotary_dim, RopeLayout layout);
 
+// ---------------------------------------------------------------- attention
+// NOT YET RUN ON A GPU (written after the lent machine was withdrawn; its tests
+// in tests/kernels/cuda/attention_test.cpp have not run): treat as unverified.
+//
+// One layer's paged K/V pool on the device, f32, the CPU KvPool layout: block
+// b, slot s, kv head h starts at base + ((b * block_size + s) * n_kv_heads + h)
+// * head_dim. Block tables are one device array: row r's table starts at
+// block_tables + r * table_stride.
+struct DeviceKvPool {
+  float* k = nullptr;
+  float* v = nullptr;
+  int32_t block_size = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+// Writes K/V rows for new tokens: k_new/v_new [rows][n_kv_heads][head_dim];
+// row r goes to position positions[r] through its block table.
+Status kv_write(const Stream& stream, const DeviceKvPool& pool, const float* k_new, const float* v_new,
+                int64_t rows, const int32_t* positions, const int32_t* block_tables, int64_t table_stride);
+
+// Causal GQA attention with the CPU attention()'s contract (kernels/ops.h):
+// q, out [rows][n_heads][head_dim]; row r attends to keys [max(0, p - window
+// + 1), p] (window <= 0: no window), p = positions[r]; head h reads kv head
+// h / (n_heads / n_kv_heads). Keys are visited in chunks of kAttentionChunk
+// aligned to absolute positions with the online-softmax merge in chunk order;
+// one block per (row, head) and a fixed reduction tree per score, so a query
+// does identical arithmetic alone (decode), in a verify block or in a prefill
+// chunk. head_dim <= 512.
+Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
+                 const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
+                 int window, float* out);
+
 }  // namespace tandem::kernels::gpu

@@ -8,7 +8,10 @@
 #                                       need only glibc, libstdc++ and the driver's libcuda)
 #   scripts/gpu-test.sh --bin DIR       run prebuilt binaries from DIR (no build)
 # Options: --quick (benchmark on 4096x4096 only), --out DIR (logs: tests.log, bench.txt),
-#          --sanitize (also run a subset under compute-sanitizer memcheck).
+#          --sanitize (also run a subset under compute-sanitizer memcheck),
+#          --tune (build with -DTANDEM_CUDA_TUNING=ON and time the GEMM's tuning candidates;
+#                  with --bin, DIR must hold such a build),
+#          --ncu (profile the shipping small- and large-M GEMM kernels with Nsight Compute).
 # cuBLAS (the benchmark's yardstick and one test's reference) is loaded with dlopen;
 # the script puts the toolkit's and pip's libcublas directories on LD_LIBRARY_PATH.
 #
@@ -19,7 +22,7 @@
 # (DIR must sit directly under the repository root: the script cd's to DIR/..).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bin="" pack="" out="" quick="" sanitize=""
+bin="" pack="" out="" quick="" sanitize="" tune="" ncu=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) bin="$2"; shift 2 ;;
@@ -27,12 +30,15 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --quick) quick="--quick"; shift ;;
     --sanitize) sanitize=1; shift ;;
-    *) echo "usage: $0 [--bin DIR | --pack DIR] [--out DIR] [--quick] [--sanitize]" >&2; exit 2 ;;
+    --tune) tune=1; shift ;;
+    --ncu) ncu=1; shift ;;
+    *) echo "usage: $0 [--bin DIR | --pack DIR] [--out DIR] [--quick] [--sanitize] [--tune] [--ncu]" >&2; exit 2 ;;
   esac
 done
 
 if [[ -z "$bin" ]]; then
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON >/dev/null || exit 1
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON \
+    -DTANDEM_CUDA_TUNING=$([[ -n "$tune" ]] && echo ON || echo OFF) >/dev/null || exit 1
   cmake --build build-gpu --target test_cuda_kernels test_cuda_devices bench_cuda_gemm || exit 1
   if [[ -n "$pack" ]]; then
     mkdir -p "$pack"
@@ -79,7 +85,19 @@ else
 fi
 echo "== tests: $([[ $status -eq 0 ]] && echo passed || echo FAILED)"
 
-"$bench" $quick 2>&1 | tee "$out/bench.txt" || status=1
+"$bench" $quick ${tune:+--variants} 2>&1 | tee "$out/bench.txt" || status=1
+
+if [[ -n "$ncu" ]] && command -v ncu >/dev/null; then
+  # The shipping small (M <= 16) and large tiles, bf16 x, one launch each; clocks left alone.
+  for spec in "32, 16, 2, 1, 256, 4, false:5" "128, 128, 2, 4, 64, 4, false:2"; do
+    name="${spec%:*}" skip="${spec##*:}"
+    timeout 200 ncu --clock-control none -k "regex:Tile<$name" --launch-skip "$skip" -c 1 \
+      --section SpeedOfLight --section WarpStateStats --section Occupancy --section MemoryWorkloadAnalysis \
+      --section LaunchStats "$bench" --quick >"$out/ncu_$skip.txt" 2>&1
+    echo "== ncu Tile<$name>: rc=$?"
+    grep -E "Duration|Throughput|Achieved Occupancy|Warp Cycles|Registers Per|Stall|stall" "$out/ncu_$skip.txt" | head -30
+  done
+fi
 
 if [[ -n "$sanitize" ]] && command -v compute-sanitizer >/dev/null; then
   tests="${bin:-build-gpu/tests/kernels}/test_cuda_kernels"

@@ -10,7 +10,10 @@
 // Also checks, at these shapes, that row 0 and row M-1 of each product equal
 // the same rows computed alone (bitwise).
 //
-// Usage: bench_cuda_gemm [--quick]   (--quick: M = 1, 16, 4096 on 4096×4096 only)
+// Usage: bench_cuda_gemm [--quick] [--variants]
+//   --quick:    M = 1, 16, 4096 on 4096×4096 only
+//   --variants: also time the tuning candidates (a -DTANDEM_CUDA_TUNING=ON build),
+//               each first checked to give the shipping kernel's bits
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "cublas_reference.h"
+#include "cuda/gemm_tuning.h"
 #include "dtype_convert.h"
 #include "kernels/cuda_ops.h"
 #include "stream_read.h"
@@ -122,8 +126,12 @@ struct Shape {
   int64_t n, k;
 };
 
+void run_variants(const Shape& s, const std::vector<gpu::DeviceBuffer>& w, const gpu::DeviceBuffer& x_bf16,
+                  const gpu::DeviceBuffer& x_f32, gpu::DeviceBuffer& y, const gpu::Stream& stream,
+                  const Ceilings& ceil);
+
 void run_shape(const Shape& s, const std::vector<int64_t>& ms, const gpu::Stream& stream, int sms,
-               const Ceilings& ceil, kernels::gpu::testing::CublasReference& cublas) {
+               const Ceilings& ceil, kernels::gpu::testing::CublasReference& cublas, bool variants) {
   const int64_t max_m = *std::max_element(ms.begin(), ms.end());
   const size_t w_bytes = static_cast<size_t>(s.n * s.k) * 2;
   const int sets = std::clamp(static_cast<int>((size_t{256} << 20) / w_bytes) + 1, 1, 8);
@@ -195,6 +203,58 @@ void run_shape(const Shape& s, const std::vector<int64_t>& ms, const gpu::Stream
       std::fflush(stdout);
     }
   }
+  if (variants) run_variants(s, w, x_bf16, x_f32, y, stream, ceil);
+}
+
+void run_variants(const Shape& s, const std::vector<gpu::DeviceBuffer>& w, const gpu::DeviceBuffer& x_bf16,
+                  const gpu::DeviceBuffer& x_f32, gpu::DeviceBuffer& y, const gpu::Stream& stream,
+                  const Ceilings& ceil) {
+  const int sets = static_cast<int>(w.size());
+  const size_t w_bytes = static_cast<size_t>(s.n * s.k) * 2;
+  struct Point {
+    gpu::GemmTile tile;
+    int64_t m;
+    DType xt;
+  };
+  const Point points[] = {{gpu::GemmTile::small, 1, DType::bf16},
+                          {gpu::GemmTile::small, 16, DType::bf16},
+                          {gpu::GemmTile::small, 1, DType::f32},
+                          {gpu::GemmTile::large, 4096, DType::bf16},
+                          {gpu::GemmTile::large, 4096, DType::f32}};
+  for (const Point& pt : points) {
+    const gpu::DeviceBuffer& x = pt.xt == DType::bf16 ? x_bf16 : x_f32;
+    const size_t out = static_cast<size_t>(pt.m * s.n);
+    std::vector<float> ref(out), got(out);
+    check(gpu::gemm_bf16w(stream, x.data(), pt.xt, pt.m, w[0].as<uint16_t>(), s.n, s.k, y.as<float>(),
+                          pt.tile));
+    check(y.download(ref.data(), out * 4, stream));
+    for (int v = 0; v <= gpu::gemm_tuning_variants(); ++v) {
+      const char* name = gpu::gemm_tuning_variant_name(pt.tile, v);
+      check(y.fill_bytes(0xFF, stream));
+      Status st = gpu::gemm_bf16w_variant(pt.tile, v, stream, x.data(), pt.xt, pt.m, w[0].as<uint16_t>(), s.n,
+                                          s.k, y.as<float>());
+      if (st.ok()) st = y.download(got.data(), out * 4, stream);
+      if (!st.ok()) {
+        std::printf("  variant %s m=%ld %ldx%ld %s %s: %s\n", gpu::gemm_tile_name(pt.tile),
+                    static_cast<long>(pt.m), static_cast<long>(s.n), static_cast<long>(s.k),
+                    pt.xt == DType::bf16 ? "bf16" : "f32", name, st.to_string().c_str());
+        continue;
+      }
+      const bool same = std::memcmp(ref.data(), got.data(), out * 4) == 0;
+      const double us = time_us(
+          [&](int i) {
+            check(gpu::gemm_bf16w_variant(pt.tile, v, stream, x.data(), pt.xt, pt.m,
+                                          w[i % sets].as<uint16_t>(), s.n, s.k, y.as<float>()));
+          },
+          stream.handle());
+      std::printf(
+          "  variant %s m=%ld %ldx%ld %s %-28s %9.1f us  %6.1f TFLOP/s  %.2f of read  same bits: %s\n",
+          gpu::gemm_tile_name(pt.tile), static_cast<long>(pt.m), static_cast<long>(s.n),
+          static_cast<long>(s.k), pt.xt == DType::bf16 ? "bf16" : "f32", name, us,
+          2.0 * pt.m * s.n * s.k / us / 1e6, w_bytes / us / 1e3 / ceil.read_gbs, same ? "yes" : "NO");
+      std::fflush(stdout);
+    }
+  }
 }
 
 }  // namespace
@@ -202,7 +262,21 @@ void run_shape(const Shape& s, const std::vector<int64_t>& ms, const gpu::Stream
 
 int main(int argc, char** argv) {
   using namespace tandem::bench;
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false, variants = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--variants") == 0) {
+      variants = true;
+    } else {
+      std::fprintf(stderr, "usage: bench_cuda_gemm [--quick] [--variants]\n");
+      return 2;
+    }
+  }
+  if (variants && tandem::kernels::gpu::gemm_tuning_variants() == 0) {
+    std::fprintf(stderr, "bench_cuda_gemm: --variants needs a -DTANDEM_CUDA_TUNING=ON build\n");
+    return 2;
+  }
   if (tandem::kernels::gpu::device_count() == 0) {
     std::printf("skipped: no CUDA device\n");
     return 0;
@@ -224,10 +298,10 @@ int main(int argc, char** argv) {
               "cublas_us", "vs_cubl", "TFLOP/s", "GB/s", "of_read", "rows==alone");
   const std::vector<int64_t> ms =
       quick ? std::vector<int64_t>{1, 16, 4096} : std::vector<int64_t>{1, 4, 16, 512, 4096};
-  run_shape({4096, 4096}, ms, *stream, prop.multiProcessorCount, ceil, cublas);
+  run_shape({4096, 4096}, ms, *stream, prop.multiProcessorCount, ceil, cublas, variants);
   if (!quick) {
-    run_shape({14336, 4096}, ms, *stream, prop.multiProcessorCount, ceil, cublas);
-    run_shape({4096, 14336}, ms, *stream, prop.multiProcessorCount, ceil, cublas);
+    run_shape({14336, 4096}, ms, *stream, prop.multiProcessorCount, ceil, cublas, variants);
+    run_shape({4096, 14336}, ms, *stream, prop.multiProcessorCount, ceil, cublas, variants);
   }
   std::printf(
       "vs_cubl = cuBLAS time / tandem time (> 1: tandem faster); of_read = GB/s / read ceiling;\n"

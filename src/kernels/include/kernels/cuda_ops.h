@@ -2,7 +2,8 @@
 //
 // Owns: RAII device memory (DeviceBuffer, plain cudaMalloc — never managed
 // memory) and streams (Stream), and the device kernels the model layer will
-// call: the bf16-weight GEMM, RMSNorm, RoPE and SiLU·mul. Numerics and the
+// call: the bf16-weight GEMM, RMSNorm, RoPE and SiLU·mul (tested on an H200),
+// and paged attention (not yet run on a GPU). Numerics and the
 // reduction orders are docs/adr/0006-cuda-kernels.md; the kernels are
 // described in docs/kernels.md ("CUDA").
 //

@@ -2,6 +2,9 @@
 # ON requires it, OFF never looks. Sets TANDEM_HAVE_CUDA. A build without it is
 # the CPU-only build, unchanged (the CUDA sources are replaced by stubs).
 set(TANDEM_HAVE_CUDA OFF)
+# TANDEM_CUDA_TUNING=ON adds the GEMM's tuning candidates (src/kernels/cuda/gemm_tuning.cu)
+# for bench_cuda_gemm --variants; off by default to keep nvcc time short.
+option(TANDEM_CUDA_TUNING "Compile the CUDA GEMM tuning candidates" OFF)
 string(TOUPPER "${TANDEM_CUDA}" TANDEM_CUDA)
 if(NOT TANDEM_CUDA MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "TANDEM_CUDA must be AUTO, ON or OFF (got '${TANDEM_CUDA}')")

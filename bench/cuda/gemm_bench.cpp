@@ -1,0 +1,310 @@
+// bench_cuda_gemm — the invariant bf16-weight GEMM (kernels/cuda_ops.h) at
+// M = 1, 4, 16, 512, 4096 on 4096×4096, 14336×4096 and 4096×14336 (N×K), with
+// bf16 and f32 activations, against cuBLAS (bf16 x, f32 out, f32 compute)
+// and against the device-memory ceilings measured in the same run:
+//   copy: cudaMemcpy device-to-device of 2 GiB (bytes read + written / time)
+//   read: a grid-stride kernel reading 2 GiB once (bytes read / time)
+// Timing: CUDA events around R back-to-back launches (R chosen for ≥ 3 ms),
+// 7 trials, median per launch. Weights rotate over enough copies (≥ 256 MiB)
+// that repeated launches do not hit the 50 MB L2. Random data (never zeros).
+// Also checks, at these shapes, that row 0 and row M-1 of each product equal
+// the same rows computed alone (bitwise).
+//
+// Usage: bench_cuda_gemm [--quick] [--variants]
+//   --quick:    M = 1, 16, 4096 on 4096×4096 only
+//   --variants: also time the tuning candidates (a -DTANDEM_CUDA_TUNING=ON build),
+//               each first checked to give the shipping kernel's bits
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cublas_reference.h"
+#include "cuda/gemm_tuning.h"
+#include "dtype_convert.h"
+#include "kernels/cuda_ops.h"
+#include "stream_read.h"
+
+namespace tandem::bench {
+namespace {
+
+using kernels::DType;
+namespace gpu = kernels::gpu;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "bench_cuda_gemm: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void check(const Status& st) {
+  if (!st.ok()) die(st.to_string());
+}
+
+void check(cudaError_t err, const char* call) {
+  if (err != cudaSuccess) die(std::string(call) + ": " + cudaGetErrorString(err));
+}
+
+gpu::DeviceBuffer allocate(size_t bytes) {
+  Expected<gpu::DeviceBuffer> b = gpu::DeviceBuffer::allocate(bytes);
+  if (!b.ok()) die(b.status().to_string());
+  return std::move(b).value();
+}
+
+// Median microseconds per call of f(i) (i = call index, for rotation).
+double time_us(const std::function<void(int)>& f, cudaStream_t stream) {
+  cudaEvent_t e0, e1;
+  check(cudaEventCreate(&e0), "cudaEventCreate");
+  check(cudaEventCreate(&e1), "cudaEventCreate");
+  for (int i = 0; i < 3; ++i) f(i);
+  check(cudaEventRecord(e0, stream), "cudaEventRecord");
+  for (int i = 0; i < 3; ++i) f(i);
+  check(cudaEventRecord(e1, stream), "cudaEventRecord");
+  check(cudaEventSynchronize(e1), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
+  const double estimate = ms * 1000.0 / 3;
+  const int reps = std::clamp(static_cast<int>(std::ceil(3000.0 / std::max(estimate, 1.0))), 3, 500);
+  std::vector<double> trials;
+  for (int t = 0; t < 7; ++t) {
+    check(cudaEventRecord(e0, stream), "cudaEventRecord");
+    for (int i = 0; i < reps; ++i) f(i);
+    check(cudaEventRecord(e1, stream), "cudaEventRecord");
+    check(cudaEventSynchronize(e1), "cudaEventSynchronize");
+    check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
+    trials.push_back(ms * 1000.0 / reps);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(trials.begin(), trials.end());
+  return trials[trials.size() / 2];
+}
+
+std::vector<uint16_t> random_bf16(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<uint16_t> v(count);
+  for (auto& h : v) h = kernels::f32_to_bf16(dist(rng));
+  return v;
+}
+
+struct Ceilings {
+  double copy_gbs = 0, read_gbs = 0;
+};
+
+Ceilings measure_ceilings(const gpu::Stream& stream, int sms) {
+  const size_t bytes = size_t{2} << 30;
+  gpu::DeviceBuffer a = allocate(bytes), b = allocate(bytes);
+  gpu::DeviceBuffer sink = allocate(static_cast<size_t>(read_sink_floats(sms)) * 4);
+  check(a.fill_bytes(0x3c, stream));
+  check(b.fill_bytes(0x3c, stream));
+  Ceilings c;
+  const double copy_us = time_us(
+      [&](int) {
+        check(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream.handle()),
+              "cudaMemcpyAsync");
+      },
+      stream.handle());
+  c.copy_gbs = 2.0 * bytes / copy_us / 1e3;
+  const double read_us = time_us(
+      [&](int i) {
+        check(
+            launch_stream_read((i & 1) ? a.data() : b.data(), bytes, sink.as<float>(), sms, stream.handle()),
+            "launch_stream_read");
+      },
+      stream.handle());
+  c.read_gbs = static_cast<double>(bytes) / read_us / 1e3;
+  return c;
+}
+
+struct Shape {
+  int64_t n, k;
+};
+
+void run_variants(const Shape& s, const std::vector<gpu::DeviceBuffer>& w, const gpu::DeviceBuffer& x_bf16,
+                  const gpu::DeviceBuffer& x_f32, gpu::DeviceBuffer& y, const gpu::Stream& stream,
+                  const Ceilings& ceil);
+
+void run_shape(const Shape& s, const std::vector<int64_t>& ms, const gpu::Stream& stream, int sms,
+               const Ceilings& ceil, kernels::gpu::testing::CublasReference& cublas, bool variants) {
+  const int64_t max_m = *std::max_element(ms.begin(), ms.end());
+  const size_t w_bytes = static_cast<size_t>(s.n * s.k) * 2;
+  const int sets = std::clamp(static_cast<int>((size_t{256} << 20) / w_bytes) + 1, 1, 8);
+  std::vector<gpu::DeviceBuffer> w;
+  {
+    const std::vector<uint16_t> host = random_bf16(static_cast<size_t>(s.n * s.k), 1);
+    for (int i = 0; i < sets; ++i) {
+      w.push_back(allocate(w_bytes));
+      check(w.back().upload(host.data(), w_bytes, stream));
+    }
+  }
+  gpu::DeviceBuffer x_bf16 = allocate(static_cast<size_t>(max_m * s.k) * 2);
+  gpu::DeviceBuffer x_f32 = allocate(static_cast<size_t>(max_m * s.k) * 4);
+  {
+    std::mt19937 rng(2);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> xf(static_cast<size_t>(max_m * s.k));
+    for (float& f : xf) f = dist(rng);
+    std::vector<uint16_t> xb(xf.size());
+    for (size_t i = 0; i < xf.size(); ++i) xb[i] = kernels::f32_to_bf16(xf[i]);
+    check(x_f32.upload(xf.data(), xf.size() * 4, stream));
+    check(x_bf16.upload(xb.data(), xb.size() * 2, stream));
+    check(stream.synchronize());
+  }
+  gpu::DeviceBuffer y = allocate(static_cast<size_t>(max_m * s.n) * 4);
+  gpu::DeviceBuffer y_alone = allocate(static_cast<size_t>(s.n) * 4);
+
+  for (const DType xt : {DType::bf16, DType::f32}) {
+    const gpu::DeviceBuffer& x = xt == DType::bf16 ? x_bf16 : x_f32;
+    const size_t x_elem = xt == DType::bf16 ? 2 : 4;
+    for (const int64_t m : ms) {
+      const gpu::GemmTile tile = gpu::gemm_tile_for(m, s.n, sms);
+      const double us = time_us(
+          [&](int i) {
+            check(gpu::gemm_bf16w(stream, x.data(), xt, m, w[i % sets].as<uint16_t>(), s.n, s.k,
+                                  y.as<float>()));
+          },
+          stream.handle());
+      double cublas_us = 0;
+      if (cublas.ok()) {
+        cublas_us = time_us(
+            [&](int i) {
+              if (!cublas.gemm_bf16(stream.handle(), x_bf16.data(), m, w[i % sets].data(), s.n, s.k,
+                                    y.as<float>()))
+                die("cublasGemmEx failed");
+            },
+            stream.handle());
+      }
+      // Invariance spot check at this shape: rows 0 and m-1 vs the same rows alone.
+      bool invariant = true;
+      check(gpu::gemm_bf16w(stream, x.data(), xt, m, w[0].as<uint16_t>(), s.n, s.k, y.as<float>()));
+      std::vector<float> in_batch(static_cast<size_t>(s.n)), alone(static_cast<size_t>(s.n));
+      for (const int64_t r : {int64_t{0}, m - 1}) {
+        check(y.download(in_batch.data(), in_batch.size() * 4, stream, static_cast<size_t>(r * s.n) * 4));
+        const void* xr = static_cast<const char*>(x.data()) + static_cast<size_t>(r * s.k) * x_elem;
+        check(gpu::gemm_bf16w(stream, xr, xt, 1, w[0].as<uint16_t>(), s.n, s.k, y_alone.as<float>()));
+        check(y_alone.download(alone.data(), alone.size() * 4, stream));
+        invariant = invariant && std::memcmp(alone.data(), in_batch.data(), alone.size() * 4) == 0;
+      }
+      const double flops = 2.0 * m * s.n * s.k;
+      const double bytes =
+          static_cast<double>(w_bytes) + static_cast<double>(m * s.k * x_elem) + m * s.n * 4.0;
+      const double gbs = bytes / us / 1e3;
+      std::printf("%6ld %6ld %6ld  %-4s %-6s %10.1f %10.1f %8.2f %9.1f %9.0f %7.2f  %s\n",
+                  static_cast<long>(m), static_cast<long>(s.n), static_cast<long>(s.k),
+                  xt == DType::bf16 ? "bf16" : "f32", gpu::gemm_tile_name(tile), us, cublas_us,
+                  cublas_us > 0 ? cublas_us / us : 0.0, flops / us / 1e6, gbs, gbs / ceil.read_gbs,
+                  invariant ? "yes" : "NO");
+      std::fflush(stdout);
+    }
+  }
+  if (variants) run_variants(s, w, x_bf16, x_f32, y, stream, ceil);
+}
+
+void run_variants(const Shape& s, const std::vector<gpu::DeviceBuffer>& w, const gpu::DeviceBuffer& x_bf16,
+                  const gpu::DeviceBuffer& x_f32, gpu::DeviceBuffer& y, const gpu::Stream& stream,
+                  const Ceilings& ceil) {
+  const int sets = static_cast<int>(w.size());
+  const size_t w_bytes = static_cast<size_t>(s.n * s.k) * 2;
+  struct Point {
+    gpu::GemmTile tile;
+    int64_t m;
+    DType xt;
+  };
+  const Point points[] = {{gpu::GemmTile::small, 1, DType::bf16},
+                          {gpu::GemmTile::small, 16, DType::bf16},
+                          {gpu::GemmTile::small, 1, DType::f32},
+                          {gpu::GemmTile::large, 4096, DType::bf16},
+                          {gpu::GemmTile::large, 4096, DType::f32}};
+  for (const Point& pt : points) {
+    const gpu::DeviceBuffer& x = pt.xt == DType::bf16 ? x_bf16 : x_f32;
+    const size_t out = static_cast<size_t>(pt.m * s.n);
+    std::vector<float> ref(out), got(out);
+    check(gpu::gemm_bf16w(stream, x.data(), pt.xt, pt.m, w[0].as<uint16_t>(), s.n, s.k, y.as<float>(),
+                          pt.tile));
+    check(y.download(ref.data(), out * 4, stream));
+    for (int v = 0; v <= gpu::gemm_tuning_variants(); ++v) {
+      const char* name = gpu::gemm_tuning_variant_name(pt.tile, v);
+      check(y.fill_bytes(0xFF, stream));
+      Status st = gpu::gemm_bf16w_variant(pt.tile, v, stream, x.data(), pt.xt, pt.m, w[0].as<uint16_t>(), s.n,
+                                          s.k, y.as<float>());
+      if (st.ok()) st = y.download(got.data(), out * 4, stream);
+      if (!st.ok()) {
+        std::printf("  variant %s m=%ld %ldx%ld %s %s: %s\n", gpu::gemm_tile_name(pt.tile),
+                    static_cast<long>(pt.m), static_cast<long>(s.n), static_cast<long>(s.k),
+                    pt.xt == DType::bf16 ? "bf16" : "f32", name, st.to_string().c_str());
+        continue;
+      }
+      const bool same = std::memcmp(ref.data(), got.data(), out * 4) == 0;
+      const double us = time_us(
+          [&](int i) {
+            check(gpu::gemm_bf16w_variant(pt.tile, v, stream, x.data(), pt.xt, pt.m,
+                                          w[i % sets].as<uint16_t>(), s.n, s.k, y.as<float>()));
+          },
+          stream.handle());
+      std::printf(
+          "  variant %s m=%ld %ldx%ld %s %-28s %9.1f us  %6.1f TFLOP/s  %.2f of read  same bits: %s\n",
+          gpu::gemm_tile_name(pt.tile), static_cast<long>(pt.m), static_cast<long>(s.n),
+          static_cast<long>(s.k), pt.xt == DType::bf16 ? "bf16" : "f32", name, us,
+          2.0 * pt.m * s.n * s.k / us / 1e6, w_bytes / us / 1e3 / ceil.read_gbs, same ? "yes" : "NO");
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::bench
+
+int main(int argc, char** argv) {
+  using namespace tandem::bench;
+  bool quick = false, variants = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--variants") == 0) {
+      variants = true;
+    } else {
+      std::fprintf(stderr, "usage: bench_cuda_gemm [--quick] [--variants]\n");
+      return 2;
+    }
+  }
+  if (variants && tandem::kernels::gpu::gemm_tuning_variants() == 0) {
+    std::fprintf(stderr, "bench_cuda_gemm: --variants needs a -DTANDEM_CUDA_TUNING=ON build\n");
+    return 2;
+  }
+  if (tandem::kernels::gpu::device_count() == 0) {
+    std::printf("skipped: no CUDA device\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  std::printf("device: %s, sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB, driver %d\n", prop.name, prop.major,
+              prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0,
+              prop.l2CacheSize >> 20, driver);
+  tandem::Expected<tandem::kernels::gpu::Stream> stream = tandem::kernels::gpu::Stream::create();
+  if (!stream.ok()) die(stream.status().to_string());
+  const Ceilings ceil = measure_ceilings(*stream, prop.multiProcessorCount);
+  std::printf("ceilings: copy %.0f GB/s (read+write), read %.0f GB/s\n", ceil.copy_gbs, ceil.read_gbs);
+  tandem::kernels::gpu::testing::CublasReference cublas;
+  if (!cublas.ok()) std::printf("cuBLAS: %s (its columns read 0)\n", cublas.error().c_str());
+  std::printf("%6s %6s %6s  %-4s %-6s %10s %10s %8s %9s %9s %7s  %s\n", "M", "N", "K", "x", "tile", "us",
+              "cublas_us", "vs_cubl", "TFLOP/s", "GB/s", "of_read", "rows==alone");
+  const std::vector<int64_t> ms =
+      quick ? std::vector<int64_t>{1, 16, 4096} : std::vector<int64_t>{1, 4, 16, 512, 4096};
+  run_shape({4096, 4096}, ms, *stream, prop.multiProcessorCount, ceil, cublas, variants);
+  if (!quick) {
+    run_shape({14336, 4096}, ms, *stream, prop.multiProcessorCount, ceil, cublas, variants);
+    run_shape({4096, 14336}, ms, *stream, prop.multiProcessorCount, ceil, cublas, variants);
+  }
+  std::printf(
+      "vs_cubl = cuBLAS time / tandem time (> 1: tandem faster); of_read = GB/s / read ceiling;\n"
+      "GB/s counts W + x + y once; cuBLAS always runs bf16 x.\n");
+  return 0;
+}

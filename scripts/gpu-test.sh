@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Runs the GPU tests (ctest label "gpu": test_cuda_kernels, test_cuda_devices)
+# and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine with a CUDA GPU.
+#
+#   scripts/gpu-test.sh                 configure + build build-gpu/ (TANDEM_CUDA=ON), then run
+#   scripts/gpu-test.sh --pack DIR      build, then copy the three binaries and this script into DIR
+#                                       (to carry to a GPU machine that cannot build: the binaries
+#                                       need only glibc, libstdc++ and the driver's libcuda)
+#   scripts/gpu-test.sh --bin DIR       run prebuilt binaries from DIR (no build)
+# Options: --quick (benchmark on 4096x4096 only), --out DIR (logs: tests.log, bench.txt),
+#          --sanitize (also run a subset under compute-sanitizer memcheck),
+#          --tune (build with -DTANDEM_CUDA_TUNING=ON and time the GEMM's tuning candidates;
+#                  with --bin, DIR must hold such a build),
+#          --ncu (profile the shipping small- and large-M GEMM kernels with Nsight Compute).
+# cuBLAS (the benchmark's yardstick and one test's reference) is loaded with dlopen;
+# the script puts the toolkit's and pip's libcublas directories on LD_LIBRARY_PATH.
+#
+# On a lent GPU machine without the -dev packages (the device tool's `run`, which
+# sends the session's checkout): pack into a folder directly under that checkout's
+# root that .git/info/exclude ignores, name it in `carry`, and run
+#   bash .gpu/gpu-test.sh --bin .gpu --out "$OUT" --sanitize
+# (DIR must sit directly under the repository root: the script cd's to DIR/..).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin="" pack="" out="" quick="" sanitize="" tune="" ncu=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bin) bin="$2"; shift 2 ;;
+    --pack) pack="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --quick) quick="--quick"; shift ;;
+    --sanitize) sanitize=1; shift ;;
+    --tune) tune=1; shift ;;
+    --ncu) ncu=1; shift ;;
+    *) echo "usage: $0 [--bin DIR | --pack DIR] [--out DIR] [--quick] [--sanitize] [--tune] [--ncu]" >&2; exit 2 ;;
+  esac
+done
+
+if [[ -z "$bin" ]]; then
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON \
+    -DTANDEM_CUDA_TUNING=$([[ -n "$tune" ]] && echo ON || echo OFF) >/dev/null || exit 1
+  cmake --build build-gpu --target test_cuda_kernels test_cuda_devices bench_cuda_gemm || exit 1
+  if [[ -n "$pack" ]]; then
+    mkdir -p "$pack"
+    cp build-gpu/tests/kernels/test_cuda_kernels build-gpu/tests/kernels/test_cuda_devices \
+      build-gpu/bench/bench_cuda_gemm scripts/gpu-test.sh "$pack"/
+    echo "packed into $pack"
+    exit 0
+  fi
+fi
+
+out="${out:-$(mktemp -d)}"
+mkdir -p "$out"
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [[ -d "$d" ]] && LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
+done
+pylib=$(python3 - 2>/dev/null <<'EOF'
+import glob, os, site
+dirs = set()
+for s in site.getsitepackages() + [site.getusersitepackages()]:
+    for f in glob.glob(os.path.join(s, "nvidia", "**", "libcublas.so*"), recursive=True):
+        dirs.add(os.path.dirname(f))
+print(":".join(sorted(dirs)))
+EOF
+)
+[[ -n "$pylib" ]] && LD_LIBRARY_PATH="$pylib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH
+
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv
+
+status=0
+if [[ -n "$bin" ]]; then
+  for t in test_cuda_devices test_cuda_kernels; do
+    "$bin/$t" >"$out/$t.log" 2>&1
+    rc=$?
+    cat "$out/$t.log" >>"$out/tests.log"
+    grep -E "^\[  (PASSED|FAILED) |^\[ accuracy|: Failure" "$out/$t.log"
+    echo "== $t: rc=$rc"
+    [[ $rc -eq 0 ]] || status=1
+  done
+  bench="$bin/bench_cuda_gemm"
+else
+  ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$out/tests.log" || status=1
+  bench=build-gpu/bench/bench_cuda_gemm
+fi
+echo "== tests: $([[ $status -eq 0 ]] && echo passed || echo FAILED)"
+
+"$bench" $quick ${tune:+--variants} 2>&1 | tee "$out/bench.txt" || status=1
+
+if [[ -n "$ncu" ]] && command -v ncu >/dev/null; then
+  # The shipping small (M <= 16) and large tiles, bf16 x, one launch each; clocks left alone.
+  for spec in "32, 16, 2, 1, 256, 4, false:5" "128, 128, 2, 4, 64, 4, false:2"; do
+    name="${spec%:*}" skip="${spec##*:}"
+    timeout 200 ncu --clock-control none -k "regex:Tile<$name" --launch-skip "$skip" -c 1 \
+      --section SpeedOfLight --section WarpStateStats --section Occupancy --section MemoryWorkloadAnalysis \
+      --section LaunchStats "$bench" --quick >"$out/ncu_$skip.txt" 2>&1
+    echo "== ncu Tile<$name>: rc=$?"
+    grep -E "Duration|Throughput|Achieved Occupancy|Warp Cycles|Registers Per|Stall|stall" "$out/ncu_$skip.txt" | head -30
+  done
+fi
+
+if [[ -n "$sanitize" ]] && command -v compute-sanitizer >/dev/null; then
+  tests="${bin:-build-gpu/tests/kernels}/test_cuda_kernels"
+  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" \
+    --gtest_filter='*EveryTileShape*:*RowAloneEqualsRowInsideEveryBatch*/bf16:Cuda*' >"$out/memcheck.log" 2>&1
+  rc=$?
+  echo "== compute-sanitizer memcheck: rc=$rc ($(grep -c 'Invalid' "$out/memcheck.log") invalid accesses)"
+  tail -3 "$out/memcheck.log"
+  [[ $rc -eq 0 ]] || status=1
+fi
+exit $status

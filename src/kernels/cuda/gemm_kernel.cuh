@@ -1,0 +1,285 @@
+// gemm_kernel.cuh — the GEMM kernel template behind gemm_bf16w (internal to
+// tandem_kernels_cuda; included by gemm.cu and, in tuning builds, gemm_tuning.cu).
+//
+// Computed as yᵀ = W·xᵀ with mma.sync.m16n8k16 (bf16 in, f32 accumulate): the
+// instruction's 16 "rows" are 16 weight rows (output columns of y), its 8
+// "columns" are 8 rows of x. A block tile is BN weight rows × BM x rows; every
+// tile origin is a multiple of 16 weight rows and 8 x rows, so output (r, j)
+// always sits in slot (j % 16, r % 8) of its instruction, whatever the tile.
+//
+// Fixed reduction order, the same for every M and every tile: k advances in
+// 32-wide chunks, chunk after chunk from k = 0, and each chunk is two mma
+// k-steps, one accumulator chain per output starting from +0. Within a chunk,
+// lane (g = lane / 4, c = lane % 4) loads 8 consecutive k (16 bytes) of its
+// weight rows and of its x row, and the k-step/slot assignment is the fixed
+// permutation
+//   step 0: slots 2c, 2c+1 <- k 8c, 8c+1;   slots 2c+8, 2c+9 <- k 8c+2, 8c+3
+//   step 1: slots 2c, 2c+1 <- k 8c+4, 8c+5; slots 2c+8, 2c+9 <- k 8c+6, 8c+7
+// applied identically to both operands (a dot product is unchanged by a
+// common permutation of k; the point is that the order never varies). f32 x
+// is split into hi = bf16(x) and lo = bf16(x - hi); each k-step issues the hi
+// mma then the lo mma into the same accumulator. Partial k tiles and rows
+// past M or N are zero-filled in shared memory. Blocks split N (grid x) and M
+// (grid y); K is never split.
+//
+// Pipeline: a STAGES-deep cp.async ring of BK-wide k tiles (BK/32 chunks) in
+// shared memory, laid out [chunk][row][32 k] (64-byte rows for bf16, so a
+// quarter-warp's 16-byte loads cover 128 contiguous bytes: no bank
+// conflicts); f32 x rows (128 bytes per chunk) swap their 16-byte units
+// pairwise on odd rows for the same reason. BK and STAGES change only when
+// data arrives, never the order of the mma chain.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/cuda_check.h"
+#include "kernels/cuda_ops.h"
+
+namespace tandem::kernels::gpu {
+namespace {  // each including TU gets its own instantiations
+
+// THREADS_ (0: one warp per fragment block, WN × WM warps) may add warps that
+// only help queue the copies (tuning: memory-level parallelism at small M).
+template <int BN_, int BM_, int WN_, int WM_, int BK_, int STAGES_, bool F32X_, int THREADS_ = 0>
+struct Tile {
+  static constexpr int BN = BN_, BM = BM_, WN = WN_, WM = WM_, BK = BK_, STAGES = STAGES_;
+  static constexpr bool F32X = F32X_;
+  static constexpr int kChunks = BK / 32;  // 32-wide k chunks per stage
+  static constexpr int kComputeWarps = WN * WM;
+  static constexpr int kThreads = THREADS_ > 0 ? THREADS_ : kComputeWarps * 32;
+  static constexpr bool kCopyOnlyWarps = kThreads > kComputeWarps * 32;
+  static constexpr int FN = BN / WN / 16;             // 16-row weight fragments per warp
+  static constexpr int FM = BM / WM / 8;              // 8-row x fragments per warp
+  static constexpr int kXRowBytes = F32X ? 128 : 64;  // one chunk of one x row in smem
+  static constexpr int kWStage = kChunks * BN * 64;
+  static constexpr int kXStage = kChunks * BM * kXRowBytes;
+  static constexpr int kSmem = STAGES * (kWStage + kXStage);
+  static_assert(BN % (WN * 16) == 0 && BM % (WM * 8) == 0, "tile must split into whole fragments");
+  static_assert(BK % 32 == 0, "stages hold whole chunks");
+};
+
+__device__ __forceinline__ void cp_async16(uint32_t smem, const void* gmem, bool valid) {
+  const int src_bytes = valid ? 16 : 0;  // 0: zero-fill, nothing is read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Not volatile: a pure function of its operands, so the compiler may
+// interleave independent mmas (the order along one accumulator is data flow).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo_k, float hi_k) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo_k, hi_k);  // .x (low half) = lower k
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// Splits 2 f32 into their bf16 hi parts and the bf16 residuals.
+__device__ __forceinline__ void split2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat16 h0 = __float2bfloat16_rn(x0), h1 = __float2bfloat16_rn(x1);
+  const float r0 = __fsub_rn(x0, __bfloat162float(h0)), r1 = __fsub_rn(x1, __bfloat162float(h1));
+  __nv_bfloat162 h;
+  h.x = h0;
+  h.y = h1;
+  hi = *reinterpret_cast<uint32_t*>(&h);
+  lo = pack_bf16(r0, r1);
+}
+
+// Queues the cp.async copies of k tile `kt` into ring slot `slot`.
+template <class T>
+__device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, const uint16_t* __restrict__ w,
+                                           const void* __restrict__ x, int64_t n0, int64_t m0, int64_t n,
+                                           int64_t m, int64_t k) {
+  constexpr int kUnitsBf16 = T::BK / 8;  // 16-byte units per row of a stage
+  const uint32_t ws = smem + slot * (T::kWStage + T::kXStage);
+  const uint32_t xs = ws + T::kWStage;
+  const int64_t k0 = static_cast<int64_t>(kt) * T::BK;
+  for (int q = threadIdx.x; q < T::BN * kUnitsBf16; q += T::kThreads) {
+    const int r = q / kUnitsBf16, uu = q % kUnitsBf16, j = uu >> 2, u = uu & 3;
+    const int64_t row = n0 + r, col = k0 + uu * 8;
+    const bool valid = row < n && col < k;
+    const uint16_t* src = valid ? w + row * k + col : w;
+    cp_async16(ws + ((j * T::BN + r) * 64 + u * 16), src, valid);
+  }
+  if constexpr (T::F32X) {
+    // x: units of 4 f32; unit u of a chunk row at u ^ (row & 1).
+    constexpr int kUnits = T::BK / 4;
+    const float* xf = static_cast<const float*>(x);
+    for (int q = threadIdx.x; q < T::BM * kUnits; q += T::kThreads) {
+      const int r = q / kUnits, uu = q % kUnits, j = uu >> 3, u = uu & 7;
+      const int64_t row = m0 + r, col = k0 + uu * 4;
+      const bool valid = row < m && col < k;
+      const float* src = valid ? xf + row * k + col : xf;
+      cp_async16(xs + ((j * T::BM + r) * 128 + ((u ^ (r & 1)) * 16)), src, valid);
+    }
+  } else {
+    const uint16_t* xb = static_cast<const uint16_t*>(x);
+    for (int q = threadIdx.x; q < T::BM * kUnitsBf16; q += T::kThreads) {
+      const int r = q / kUnitsBf16, uu = q % kUnitsBf16, j = uu >> 2, u = uu & 3;
+      const int64_t row = m0 + r, col = k0 + uu * 8;
+      const bool valid = row < m && col < k;
+      const uint16_t* src = valid ? xb + row * k + col : xb;
+      cp_async16(xs + ((j * T::BM + r) * 64 + u * 16), src, valid);
+    }
+  }
+}
+
+// One 32-wide chunk: all fragments loaded, then k-step 0 for every
+// accumulator, then k-step 1 (f32 x: hi then lo within each step). Along any
+// one accumulator the order is always step 0 (hi, lo), step 1 (hi, lo).
+template <class T>
+__device__ __forceinline__ void compute_chunk(const unsigned char* ws, const unsigned char* xs, int j,
+                                              int warp_n, int warp_m, int g, int c,
+                                              float (&acc)[T::FN][T::FM][4]) {
+  uint4 a_top[T::FN], a_bot[T::FN];
+#pragma unroll
+  for (int fn = 0; fn < T::FN; ++fn) {
+    const int row = warp_n + fn * 16 + g;
+    a_top[fn] = *reinterpret_cast<const uint4*>(ws + (j * T::BN + row) * 64 + c * 16);
+    a_bot[fn] = *reinterpret_cast<const uint4*>(ws + (j * T::BN + row + 8) * 64 + c * 16);
+  }
+  if constexpr (T::F32X) {
+    uint32_t hi[T::FM][4], lo[T::FM][4];
+#pragma unroll
+    for (int fm = 0; fm < T::FM; ++fm) {
+      const int row = warp_m + fm * 8 + g;
+      const unsigned char* base = xs + (j * T::BM + row) * 128;
+      const int flip = row & 1;
+      const float4 u0 = *reinterpret_cast<const float4*>(base + (((2 * c) ^ flip) * 16));
+      const float4 u1 = *reinterpret_cast<const float4*>(base + (((2 * c + 1) ^ flip) * 16));
+      split2(u0.x, u0.y, hi[fm][0], lo[fm][0]);
+      split2(u0.z, u0.w, hi[fm][1], lo[fm][1]);
+      split2(u1.x, u1.y, hi[fm][2], lo[fm][2]);
+      split2(u1.z, u1.w, hi[fm][3], lo[fm][3]);
+    }
+#pragma unroll
+    for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+      for (int fm = 0; fm < T::FM; ++fm)
+        mma_bf16(acc[fn][fm], a_top[fn].x, a_bot[fn].x, a_top[fn].y, a_bot[fn].y, hi[fm][0], hi[fm][1]);
+#pragma unroll
+    for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+      for (int fm = 0; fm < T::FM; ++fm)
+        mma_bf16(acc[fn][fm], a_top[fn].x, a_bot[fn].x, a_top[fn].y, a_bot[fn].y, lo[fm][0], lo[fm][1]);
+#pragma unroll
+    for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+      for (int fm = 0; fm < T::FM; ++fm)
+        mma_bf16(acc[fn][fm], a_top[fn].z, a_bot[fn].z, a_top[fn].w, a_bot[fn].w, hi[fm][2], hi[fm][3]);
+#pragma unroll
+    for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+      for (int fm = 0; fm < T::FM; ++fm)
+        mma_bf16(acc[fn][fm], a_top[fn].z, a_bot[fn].z, a_top[fn].w, a_bot[fn].w, lo[fm][2], lo[fm][3]);
+  } else {
+    uint4 b[T::FM];
+#pragma unroll
+    for (int fm = 0; fm < T::FM; ++fm) {
+      const int row = warp_m + fm * 8 + g;
+      b[fm] = *reinterpret_cast<const uint4*>(xs + (j * T::BM + row) * 64 + c * 16);
+    }
+#pragma unroll
+    for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+      for (int fm = 0; fm < T::FM; ++fm)
+        mma_bf16(acc[fn][fm], a_top[fn].x, a_bot[fn].x, a_top[fn].y, a_bot[fn].y, b[fm].x, b[fm].y);
+#pragma unroll
+    for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+      for (int fm = 0; fm < T::FM; ++fm)
+        mma_bf16(acc[fn][fm], a_top[fn].z, a_bot[fn].z, a_top[fn].w, a_bot[fn].w, b[fm].z, b[fm].w);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads)
+    gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y, int64_t m,
+                int64_t n, int64_t k) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::BM;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, c = lane & 3;
+  const int warp_n = (warp % T::WN) * (T::BN / T::WN);
+  const int warp_m = (warp / T::WN) * (T::BM / T::WM);
+
+  float acc[T::FN][T::FM][4];
+#pragma unroll
+  for (int fn = 0; fn < T::FN; ++fn)
+#pragma unroll
+    for (int fm = 0; fm < T::FM; ++fm)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[fn][fm][i] = 0.0f;
+
+  const int tiles = static_cast<int>((k + T::BK - 1) / T::BK);
+#pragma unroll
+  for (int s = 0; s < T::STAGES - 1; ++s) {
+    if (s < tiles) load_stage<T>(smem, s, s, w, x, n0, m0, n, m, k);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < tiles; ++kt) {
+    cp_async_wait<T::STAGES - 2>();
+    __syncthreads();  // tile kt is in smem for all threads; slot (kt-1) is free
+    const int next = kt + T::STAGES - 1;
+    if (next < tiles) load_stage<T>(smem, next % T::STAGES, next, w, x, n0, m0, n, m, k);
+    cp_async_commit();
+    const unsigned char* ws = smem_raw + (kt % T::STAGES) * (T::kWStage + T::kXStage);
+    const unsigned char* xs = ws + T::kWStage;
+    if (!T::kCopyOnlyWarps || warp < T::kComputeWarps) {
+#pragma unroll
+      for (int j = 0; j < T::kChunks; ++j) compute_chunk<T>(ws, xs, j, warp_n, warp_m, g, c, acc);
+    }
+  }
+  cp_async_wait<0>();
+  if (T::kCopyOnlyWarps && warp >= T::kComputeWarps) return;
+
+    // Accumulator slots: d0/d1 = (weight row g, x rows 2c, 2c+1), d2/d3 = row g + 8.
+#pragma unroll
+  for (int fn = 0; fn < T::FN; ++fn) {
+    const int64_t col = n0 + warp_n + fn * 16 + g;
+#pragma unroll
+    for (int fm = 0; fm < T::FM; ++fm) {
+      const int64_t row = m0 + warp_m + fm * 8 + 2 * c;
+      if (row < m) {
+        if (col < n) y[row * n + col] = acc[fn][fm][0];
+        if (col + 8 < n) y[row * n + col + 8] = acc[fn][fm][2];
+      }
+      if (row + 1 < m) {
+        if (col < n) y[(row + 1) * n + col] = acc[fn][fm][1];
+        if (col + 8 < n) y[(row + 1) * n + col + 8] = acc[fn][fm][3];
+      }
+    }
+  }
+}
+
+template <class T>
+Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
+              float* y) {
+  const auto kernel = gemm_kernel<T>;
+  // Raising the dynamic shared-memory limit is idempotent and cheap.
+  TANDEM_RETURN_IF_ERROR(
+      cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
+                  "cudaFuncSetAttribute(gemm, " + std::to_string(T::kSmem) + " bytes of shared memory)"));
+  const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
+                  static_cast<unsigned>((m + T::BM - 1) / T::BM));
+  kernel<<<grid, T::kThreads, T::kSmem, stream>>>(x, w, y, m, n, k);
+  return launch_status("gemm_bf16w");
+}
+
+}  // namespace
+}  // namespace tandem::kernels::gpu

@@ -1,0 +1,23 @@
+// gemm_tuning.h — internal to tandem_kernels_cuda and bench_cuda_gemm: the
+// GEMM's argument check, and (only in builds with -DTANDEM_CUDA_TUNING=ON,
+// gemm_tuning.cu) candidate tile configurations for the next tuning run.
+// Every candidate issues the same mma chain per output as gemm_bf16w, so it
+// must give the same bits; the benchmark checks that before timing it.
+#pragma once
+
+#include "kernels/cuda_ops.h"
+
+namespace tandem::kernels::gpu {
+
+// InvalidArgument for what gemm_bf16w refuses (shapes, dtype, alignment).
+Status check_gemm_args(const void* x, DType x_dtype, int64_t m, const uint16_t* w, int64_t n, int64_t k,
+                       const float* y);
+
+// Tuning builds only. Candidate `variant` (1..gemm_tuning_variants()) of the
+// tile family `tile` (small or large), else InvalidArgument.
+int gemm_tuning_variants();
+const char* gemm_tuning_variant_name(GemmTile tile, int variant);
+Status gemm_bf16w_variant(GemmTile tile, int variant, const Stream& stream, const void* x, DType x_dtype,
+                          int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y);
+
+}  // namespace tandem::kernels::gpu

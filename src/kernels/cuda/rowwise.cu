@@ -1,0 +1,118 @@
+// rowwise.cu — RMSNorm, SiLU·mul and RoPE on the device (kernels/cuda_ops.h).
+// Row-wise ops run one block of a fixed size per row, so a row's reduction
+// order (thread-strided partial sums in index order, then a fixed shuffle
+// tree) is the same whatever the number of rows. The library is compiled with
+// --fmad=false: every product and sum below rounds separately, as written.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "cuda/cuda_check.h"
+#include "kernels/cuda_ops.h"
+
+namespace tandem::kernels::gpu {
+namespace {
+
+constexpr int kRowThreads = 256;
+constexpr int kMaxRopeHeadDim = 512;
+
+__global__ void __launch_bounds__(kRowThreads)
+    rmsnorm_kernel(const float* x, const float* __restrict__ weight, float* y, int64_t dim, float eps) {
+  __shared__ float warp_sums[kRowThreads / 32];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
+  float* yr = y + static_cast<int64_t>(blockIdx.x) * dim;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += kRowThreads) sum += xr[i] * xr[i];
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = sum;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float s = threadIdx.x < kRowThreads / 32 ? warp_sums[threadIdx.x] : 0.0f;
+#pragma unroll
+    for (int offset = 4; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+    if (threadIdx.x == 0) warp_sums[0] = s;
+  }
+  __syncthreads();
+  const float mean = warp_sums[0] / static_cast<float>(dim);
+  const float inv = 1.0f / sqrtf(mean + eps);
+  // Every thread has read warp_sums[0] before any thread could write y (in place is safe:
+  // each thread rewrites only the elements it read).
+  for (int64_t i = threadIdx.x; i < dim; i += kRowThreads) yr[i] = (xr[i] * inv) * weight[i];
+}
+
+__global__ void silu_mul_kernel(const float* __restrict__ gate, const float* __restrict__ up, float* out,
+                                int64_t count) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const float g = gate[i];
+    out[i] = (g / (1.0f + expf(-g))) * up[i];
+  }
+}
+
+__global__ void rope_kernel(float* x, int n_heads, int head_dim, const int32_t* __restrict__ positions,
+                            const float* __restrict__ inv_freq, int rotary_dim, bool neox) {
+  __shared__ float cos_s[kMaxRopeHeadDim / 2], sin_s[kMaxRopeHeadDim / 2];
+  const int half = rotary_dim / 2;
+  const float pos = static_cast<float>(positions[blockIdx.x]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    // One f32 rounding of the angle (as transformers' f32 outer product), then
+    // cos/sin in double rounded once: the CPU rope()'s convention.
+    const double angle = static_cast<double>(pos * inv_freq[i]);
+    double s, c;
+    sincos(angle, &s, &c);
+    cos_s[i] = static_cast<float>(c);
+    sin_s[i] = static_cast<float>(s);
+  }
+  __syncthreads();
+  float* row = x + static_cast<int64_t>(blockIdx.x) * n_heads * head_dim;
+  for (int idx = threadIdx.x; idx < n_heads * half; idx += blockDim.x) {
+    const int h = idx / half, i = idx % half;
+    float* v = row + static_cast<int64_t>(h) * head_dim;
+    const int ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
+    const float a = v[ia], b = v[ib];
+    const float ac = a * cos_s[i], bs = b * sin_s[i];
+    const float bc = b * cos_s[i], as = a * sin_s[i];
+    v[ia] = ac - bs;
+    v[ib] = bc + as;
+  }
+}
+
+}  // namespace
+
+Status rmsnorm(const Stream& stream, const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
+               float eps) {
+  if (rows < 0 || dim <= 0 || rows > 0x7fffffffLL) {
+    return invalid_argument("rmsnorm: need 0 <= rows < 2^31 and dim > 0 (got rows=" + std::to_string(rows) +
+                            ", dim=" + std::to_string(dim) + ")");
+  }
+  if (rows == 0) return Status::Ok();
+  rmsnorm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream.handle()>>>(x, weight, y, dim, eps);
+  return launch_status("rmsnorm");
+}
+
+Status silu_mul(const Stream& stream, const float* gate, const float* up, float* out, int64_t count) {
+  if (count < 0) return invalid_argument("silu_mul: negative count " + std::to_string(count));
+  if (count == 0) return Status::Ok();
+  const int64_t blocks = std::min<int64_t>((count + 255) / 256, 65536);
+  silu_mul_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream.handle()>>>(gate, up, out, count);
+  return launch_status("silu_mul");
+}
+
+Status rope(const Stream& stream, float* x, int64_t rows, int n_heads, int head_dim, const int32_t* positions,
+            const float* inv_freq, int rotary_dim, RopeLayout layout) {
+  if (rows < 0 || rows > 0x7fffffffLL || n_heads <= 0 || head_dim <= 0 || head_dim > kMaxRopeHeadDim ||
+      rotary_dim <= 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim) {
+    return invalid_argument(
+        "rope: need n_heads > 0, 0 < rotary_dim <= head_dim <= " + std::to_string(kMaxRopeHeadDim) +
+        ", rotary_dim even (got n_heads=" + std::to_string(n_heads) +
+        ", head_dim=" + std::to_string(head_dim) + ", rotary_dim=" + std::to_string(rotary_dim) + ")");
+  }
+  if (rows == 0) return Status::Ok();
+  rope_kernel<<<static_cast<unsigned>(rows), 128, 0, stream.handle()>>>(
+      x, n_heads, head_dim, positions, inv_freq, rotary_dim, layout == RopeLayout::neox);
+  return launch_status("rope");
+}
+
+}  // namespace tandem::kernels::gpu

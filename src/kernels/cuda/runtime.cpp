@@ -1,0 +1,116 @@
+// runtime.cpp — devices, streams and device buffers over the CUDA runtime
+// (kernels/cuda_ops.h). Every runtime call's error comes back as a Status.
+#include <utility>
+
+#include "cuda/cuda_check.h"
+#include "kernels/cuda_ops.h"
+
+namespace tandem::kernels::gpu {
+
+int device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return 0;
+  }
+  return count;
+}
+
+Status set_device(int device) {
+  return cuda_status(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+}
+
+// ---------------------------------------------------------------- Stream
+
+Expected<Stream> Stream::create() {
+  cudaStream_t handle = nullptr;
+  TANDEM_RETURN_IF_ERROR(
+      cuda_status(cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"));
+  Stream stream;
+  stream.handle_ = handle;
+  return stream;
+}
+
+Stream::Stream(Stream&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+
+Stream& Stream::operator=(Stream&& other) noexcept {
+  if (this != &other) {
+    if (handle_ != nullptr) cudaStreamDestroy(handle_);
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+Stream::~Stream() {
+  if (handle_ != nullptr) cudaStreamDestroy(handle_);
+}
+
+Status Stream::synchronize() const {
+  return cuda_status(cudaStreamSynchronize(handle_), "cudaStreamSynchronize");
+}
+
+// ---------------------------------------------------------------- DeviceBuffer
+
+Expected<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
+  DeviceBuffer buffer;
+  if (bytes == 0) return buffer;
+  void* data = nullptr;
+  TANDEM_RETURN_IF_ERROR(
+      cuda_status(cudaMalloc(&data, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes)"));
+  buffer.data_ = data;
+  buffer.bytes_ = bytes;
+  return buffer;
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_ != nullptr) cudaFree(data_);
+}
+
+namespace {
+
+Status check_range(size_t offset, size_t bytes, size_t size, const char* what) {
+  if (offset > size || bytes > size - offset) {
+    return invalid_argument(std::string(what) + ": range [" + std::to_string(offset) + ", +" +
+                            std::to_string(bytes) + ") outside a buffer of " + std::to_string(size) +
+                            " bytes");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status DeviceBuffer::upload(const void* host, size_t bytes, const Stream& stream, size_t offset) {
+  TANDEM_RETURN_IF_ERROR(check_range(offset, bytes, bytes_, "DeviceBuffer::upload"));
+  if (bytes == 0) return Status::Ok();
+  return cuda_status(cudaMemcpyAsync(static_cast<char*>(data_) + offset, host, bytes, cudaMemcpyHostToDevice,
+                                     stream.handle()),
+                     "cudaMemcpyAsync(host to device, " + std::to_string(bytes) + " bytes)");
+}
+
+Status DeviceBuffer::download(void* host, size_t bytes, const Stream& stream, size_t offset) const {
+  TANDEM_RETURN_IF_ERROR(check_range(offset, bytes, bytes_, "DeviceBuffer::download"));
+  if (bytes == 0) return Status::Ok();
+  TANDEM_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(host, static_cast<const char*>(data_) + offset, bytes,
+                                                     cudaMemcpyDeviceToHost, stream.handle()),
+                                     "cudaMemcpyAsync(device to host, " + std::to_string(bytes) + " bytes)"));
+  return stream.synchronize();
+}
+
+Status DeviceBuffer::fill_bytes(uint8_t value, const Stream& stream) {
+  if (bytes_ == 0) return Status::Ok();
+  return cuda_status(cudaMemsetAsync(data_, value, bytes_, stream.handle()), "cudaMemsetAsync");
+}
+
+}  // namespace tandem::kernels::gpu

@@ -1,0 +1,179 @@
+// kernels/cuda_ops.h — the CUDA op contract (compiled only when TANDEM_HAVE_CUDA).
+//
+// Owns: RAII device memory (DeviceBuffer, plain cudaMalloc — never managed
+// memory) and streams (Stream), and the device kernels the model layer will
+// call: the bf16-weight GEMM, RMSNorm, RoPE and SiLU·mul (tested on an H200),
+// and paged attention (not yet run on a GPU). Numerics and the
+// reduction orders are docs/adr/0006-cuda-kernels.md; the kernels are
+// described in docs/kernels.md ("CUDA").
+//
+// Batch invariance (ADR 0001, on the GPU): every op computes each output
+// element with a floating-point reduction order that depends only on the
+// reduction length (and absolute positions) — never on the number of rows M,
+// on which rows share the call, or on the tile shape the launcher picks.
+// The GEMM issues, for every output, the same chain of mma.sync m16n8k16
+// instructions over k = 0, 32, 64, … in order, with the output in the same
+// slot of the same instruction; blocks and warps split N and M only, never K.
+// GemmTile selects a tile shape; every shape gives bitwise-identical results
+// (tested), so `automatic` may choose by M freely.
+//
+// Units and layouts: all pointers passed to ops are device pointers.
+// Activations are row-major [rows][dim] (f32, or bf16 where stated); weights
+// are the Hugging Face nn.Linear layout, row-major [n][k] bf16 (no repacking:
+// row n is output column n). Positions are absolute token positions (0-based).
+// bf16 values travel as uint16_t bit patterns.
+//
+// Errors: user-caused or environmental failures (bad shapes, misaligned
+// pointers, out of device memory, no device, a failed launch) come back as a
+// Status whose message names the call — never an abort. Launches are
+// asynchronous on the given stream: a fault inside a kernel surfaces at the
+// next synchronising call (Stream::synchronize, a download) as its Status.
+//
+// Thread-safety: the functions keep no global state (except the CUDA
+// runtime's own per-device context); distinct streams may be driven from
+// distinct threads. A Stream or DeviceBuffer object is thread-compatible.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+#include "kernels/ops.h"
+
+struct CUstream_st;  // cudaStream_t is CUstream_st*
+
+namespace tandem::kernels::gpu {
+
+// Number of visible CUDA devices; 0 when there is no device or no driver.
+int device_count();
+// Makes `device` current for the calling thread (cudaSetDevice).
+Status set_device(int device);
+
+// An owned CUDA stream (non-blocking with respect to the legacy stream).
+class Stream {
+ public:
+  Stream() = default;
+  static Expected<Stream> create();
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+
+  CUstream_st* handle() const { return handle_; }
+  // Waits for all work queued on the stream; a kernel fault is reported here.
+  Status synchronize() const;
+
+ private:
+  CUstream_st* handle_ = nullptr;
+};
+
+// An owned device allocation (cudaMalloc; 256-byte aligned). Empty when
+// default-constructed or moved from.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  static Expected<DeviceBuffer> allocate(size_t bytes);
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  size_t bytes() const { return bytes_; }
+
+  // Copies to/from host memory, ordered on `stream`; upload returns once the
+  // copy is queued, download once the bytes are on the host. Ranges must lie
+  // inside the buffer (else InvalidArgument).
+  Status upload(const void* host, size_t bytes, const Stream& stream, size_t offset = 0);
+  Status download(void* host, size_t bytes, const Stream& stream, size_t offset = 0) const;
+  // Sets every byte to `value` (asynchronous on `stream`); tests poison outputs with it.
+  Status fill_bytes(uint8_t value, const Stream& stream);
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// ---------------------------------------------------------------- GEMM
+// Tile shapes of the one GEMM kernel. All give identical bits (tested).
+//   small:  32 weight rows × 16 rows of x per block, deep pipeline — M ≤ 16.
+//   medium: 64 × 64 — mid-sized M.
+//   large:  128 × 128 — prefill-sized M.
+enum class GemmTile : uint8_t { automatic, small, medium, large };
+const char* gemm_tile_name(GemmTile tile);
+// The tile `automatic` picks for this shape (depends on M, N and the device's
+// multiprocessor count, which never changes a bit of the result).
+GemmTile gemm_tile_for(int64_t m, int64_t n, int multiprocessors);
+
+// y[r][j] = sum_k x[r][k] * w[j][k]  (y = x·Wᵀ), r < m, j < n; y is f32 [m][n].
+// w: bf16 [n][k]. x: [m][k] of x_dtype — DType::bf16 (one mma per k-step) or
+// DType::f32 (split x = hi + lo into two bf16 terms, two mmas per k-step,
+// ≈ 2^-17 relative representation error; ADR 0006). f32 accumulation.
+// Each output's reduction is the fixed mma chain described at the top; the
+// result does not depend on m, on the other rows of x, or on `tile`.
+// Requires k % 8 == 0, n > 0, m >= 0 (m == 0 is a no-op), x/w/y 16-byte
+// aligned; else InvalidArgument. Asynchronous on `stream`; no allocation.
+Status gemm_bf16w(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w, int64_t n,
+                  int64_t k, float* y, GemmTile tile = GemmTile::automatic);
+
+// ---------------------------------------------------------------- row-wise ops
+// One block per row; fixed block size and fixed reduction tree, so each row's
+// bits are independent of `rows`. f32 throughout.
+
+// y[r] = x[r] * (1 / sqrt(mean(x[r]^2) + eps)) * weight   (in place allowed)
+Status rmsnorm(const Stream& stream, const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
+               float eps);
+
+// out[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up
+Status silu_mul(const Stream& stream, const float* gate, const float* up, float* out, int64_t count);
+
+// Rotates the first rotary_dim dims of each head of each row in place, the
+// convention of the CPU rope() (kernels/ops.h): angle = f32(position) ·
+// inv_freq[i] rounded to f32, cos/sin evaluated in double and rounded once,
+// rotation a·c − b·s, b·c + a·s with every product rounded (no FMA).
+// x: [rows][n_heads][head_dim]; positions: [rows] (device); inv_freq:
+// [rotary_dim / 2] (device, from kernels::rope_inv_freq). rotary_dim even,
+// ≤ head_dim ≤ 512.
+Status rope(const Stream& stream, float* x, int64_t rows, int n_heads, int head_dim, const int32_t* positions,
+            const float* inv_freq, int rotary_dim, RopeLayout layout);
+
+// ---------------------------------------------------------------- attention
+// NOT YET RUN ON A GPU (written after the lent machine was withdrawn; its tests
+// in tests/kernels/cuda/attention_test.cpp have not run): treat as unverified.
+//
+// One layer's paged K/V pool on the device, f32, the CPU KvPool layout: block
+// b, slot s, kv head h starts at base + ((b * block_size + s) * n_kv_heads + h)
+// * head_dim. Block tables are one device array: row r's table starts at
+// block_tables + r * table_stride.
+struct DeviceKvPool {
+  float* k = nullptr;
+  float* v = nullptr;
+  int32_t block_size = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+// Writes K/V rows for new tokens: k_new/v_new [rows][n_kv_heads][head_dim];
+// row r goes to position positions[r] through its block table.
+Status kv_write(const Stream& stream, const DeviceKvPool& pool, const float* k_new, const float* v_new,
+                int64_t rows, const int32_t* positions, const int32_t* block_tables, int64_t table_stride);
+
+// Causal GQA attention with the CPU attention()'s contract (kernels/ops.h):
+// q, out [rows][n_heads][head_dim]; row r attends to keys [max(0, p - window
+// + 1), p] (window <= 0: no window), p = positions[r]; head h reads kv head
+// h / (n_heads / n_kv_heads). Keys are visited in chunks of kAttentionChunk
+// aligned to absolute positions with the online-softmax merge in chunk order;
+// one block per (row, head) and a fixed reduction tree per score, so a query
+// does identical arithmetic alone (decode), in a verify block or in a prefill
+// chunk. head_dim <= 512.
+Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
+                 const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
+                 int window, float* out);
+
+}  // namespace tandem::kernels::gpu

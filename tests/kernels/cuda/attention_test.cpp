@@ -1,0 +1,180 @@
+// CUDA paged attention (kernels/cuda_ops.h): kv_write places rows exactly where
+// the CPU kv_write does; attention matches a double-precision softmax and a
+// query's bits are the same alone (decode), in a verify block and in a whole
+// prefill, across chunk boundaries, with GQA and a window. Skipped without a
+// CUDA device. (These tests had not yet run on a GPU when they were written.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "kernels/ops.h"
+
+namespace tandem::kernels::gpu {
+namespace {
+
+using testing::random_floats;
+using testing::same_bits;
+
+struct AttentionCase {
+  int n_heads, n_kv, head_dim, block_size, len, window;
+};
+
+// One sequence of `len` positions in a pool whose blocks are shuffled; the
+// same K/V written on the host (CPU kv_write) and on the device.
+struct Fixture {
+  AttentionCase ac;
+  std::vector<float> k, v, k_new, v_new, q;
+  std::vector<int32_t> table;
+  KvPool host_pool;
+  DeviceBuffer dk, dv, dtable_rows, dpos, dq;
+  DeviceKvPool pool;
+
+  Fixture(const AttentionCase& c, const Stream& stream) : ac(c) {
+    const int blocks = (c.len + c.block_size - 1) / c.block_size + 2;  // two spare blocks
+    const size_t floats = static_cast<size_t>(blocks) * c.block_size * c.n_kv * c.head_dim;
+    k.assign(floats, 0.0f);
+    v.assign(floats, 0.0f);
+    host_pool = KvPool{k.data(), v.data(), c.block_size, c.n_kv, c.head_dim};
+    table.resize(blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::reverse(table.begin(), table.end());
+    std::rotate(table.begin(), table.begin() + blocks / 3, table.end());
+    const int64_t row = static_cast<int64_t>(c.n_kv) * c.head_dim;
+    k_new = random_floats(c.len * row, 100, -2.0f, 2.0f);
+    v_new = random_floats(c.len * row, 200);
+    std::vector<int32_t> positions(c.len);
+    std::iota(positions.begin(), positions.end(), 0);
+    std::vector<const int32_t*> bt(c.len, table.data());
+    kv_write(host_pool, k_new.data(), v_new.data(), c.len, positions.data(), bt.data());
+    q = random_floats(static_cast<size_t>(c.len) * c.n_heads * c.head_dim, 300, -2.0f, 2.0f);
+
+    dk = testing::to_device(std::vector<float>(floats, 0.0f), stream);
+    dv = testing::to_device(std::vector<float>(floats, 0.0f), stream);
+    pool = DeviceKvPool{dk.as<float>(), dv.as<float>(), c.block_size, c.n_kv, c.head_dim};
+    // Every row uses the same table: a [len][blocks] array of copies.
+    std::vector<int32_t> rows_tables;
+    for (int r = 0; r < c.len; ++r) rows_tables.insert(rows_tables.end(), table.begin(), table.end());
+    dtable_rows = testing::to_device(rows_tables, stream);
+    dpos = testing::to_device(positions, stream);
+    dq = testing::to_device(q, stream);
+    DeviceBuffer dkn = testing::to_device(k_new, stream), dvn = testing::to_device(v_new, stream);
+    const Status st = kv_write(stream, pool, dkn.as<float>(), dvn.as<float>(), c.len, dpos.as<int32_t>(),
+                               dtable_rows.as<int32_t>(), blocks);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    EXPECT_TRUE(stream.synchronize().ok());
+  }
+
+  int64_t row_floats() const { return static_cast<int64_t>(ac.n_heads) * ac.head_dim; }
+
+  // Queries at positions [first, first + count) in one call.
+  std::vector<float> run(int first, int count, const Stream& stream) const {
+    DeviceBuffer out = testing::poisoned(static_cast<size_t>(count * row_floats()) * 4, stream);
+    const Status st = attention(
+        stream, dq.as<float>() + first * row_floats(), count, ac.n_heads, pool, dpos.as<int32_t>() + first,
+        dtable_rows.as<int32_t>() + first * table.size(), static_cast<int64_t>(table.size()),
+        1.0f / std::sqrt(static_cast<float>(ac.head_dim)), ac.window, out.as<float>());
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return testing::to_host<float>(out, count * row_floats(), stream);
+  }
+
+  // Double-precision softmax attention for (pos, head).
+  std::vector<double> exact(int pos, int head) const {
+    const int kvh = head / (ac.n_heads / ac.n_kv);
+    const int lo = ac.window > 0 ? std::max(0, pos - ac.window + 1) : 0;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(static_cast<float>(ac.head_dim)));
+    const float* qv = &q[pos * row_floats() + head * ac.head_dim];
+    auto row = [&](const std::vector<float>& plane, int p) {
+      return &plane[(static_cast<int64_t>(p) * ac.n_kv + kvh) * ac.head_dim];
+    };
+    std::vector<double> s;
+    for (int p = lo; p <= pos; ++p) {
+      double dot = 0;
+      for (int d = 0; d < ac.head_dim; ++d) dot += static_cast<double>(qv[d]) * row(k_new, p)[d];
+      s.push_back(dot * static_cast<float>(scale));
+    }
+    const double mx = *std::max_element(s.begin(), s.end());
+    double sum = 0;
+    for (double& x : s) sum += (x = std::exp(x - mx));
+    std::vector<double> o(ac.head_dim, 0.0);
+    for (int p = lo; p <= pos; ++p) {
+      for (int d = 0; d < ac.head_dim; ++d) o[d] += s[p - lo] / sum * row(v_new, p)[d];
+    }
+    return o;
+  }
+};
+
+const AttentionCase kCases[] = {{4, 2, 64, 16, 140, 0}, {8, 8, 128, 32, 100, 40}, {2, 1, 256, 16, 70, 0}};
+
+TEST(CudaKvWrite, PlacesRowsExactlyWhereTheCpuDoes) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  for (const AttentionCase& c : kCases) {
+    const Fixture f(c, *stream);
+    const std::vector<float> k = testing::to_host<float>(f.dk, f.k.size(), *stream);
+    const std::vector<float> v = testing::to_host<float>(f.dv, f.v.size(), *stream);
+    EXPECT_TRUE(same_bits(k.data(), f.k.data(), k.size())) << "head_dim=" << c.head_dim;
+    EXPECT_TRUE(same_bits(v.data(), f.v.data(), v.size())) << "head_dim=" << c.head_dim;
+  }
+}
+
+TEST(CudaAttention, MatchesDoubleSoftmax) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  for (const AttentionCase& c : kCases) {
+    const Fixture f(c, *stream);
+    const std::vector<float> all = f.run(0, c.len, *stream);
+    // 2e-5 at head_dim 64 (the CPU bound), scaled with head_dim.
+    const double tol = 2e-5 * std::max(1.0, c.head_dim / 64.0);
+    for (int pos : {0, 1, 31, 32, 33, 64, c.len - 1}) {
+      for (int h = 0; h < c.n_heads; ++h) {
+        const std::vector<double> ref = f.exact(pos, h);
+        for (int d = 0; d < c.head_dim; ++d) {
+          ASSERT_NEAR(all[pos * f.row_floats() + h * c.head_dim + d], ref[d], tol)
+              << "head_dim=" << c.head_dim << " pos=" << pos << " head=" << h << " d=" << d;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, QueryBitsIndependentOfGrouping) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  for (const AttentionCase& c : kCases) {
+    const Fixture f(c, *stream);
+    const std::vector<float> prefill = f.run(0, c.len, *stream);
+    const int64_t w = f.row_floats();
+    for (int pos : {0, 1, 30, 31, 32, 33, 63, 64, 65, c.len - 1}) {
+      if (pos >= c.len) continue;
+      const std::vector<float> decode = f.run(pos, 1, *stream);
+      ASSERT_TRUE(same_bits(decode.data(), prefill.data() + pos * w, w)) << "decode != prefill at " << pos;
+      const int first = std::max(0, pos - 2), count = std::min(c.len - first, 5);  // a verify block
+      const std::vector<float> verify = f.run(first, count, *stream);
+      ASSERT_TRUE(same_bits(verify.data() + (pos - first) * w, prefill.data() + pos * w, w))
+          << "verify != prefill at " << pos;
+    }
+  }
+}
+
+TEST(CudaAttentionArguments, BadShapesAreInvalidArgument) {
+  const Stream stream;
+  const DeviceKvPool pool{nullptr, nullptr, 16, 2, 64};
+  EXPECT_EQ(attention(stream, nullptr, 1, 3, pool, nullptr, nullptr, 1, 1.0f, 0, nullptr).code(),
+            StatusCode::kInvalidArgument);  // 3 heads over 2 kv heads
+  const DeviceKvPool wide{nullptr, nullptr, 16, 2, 1024};
+  EXPECT_EQ(attention(stream, nullptr, 1, 2, wide, nullptr, nullptr, 1, 1.0f, 0, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv_write(stream, DeviceKvPool{}, nullptr, nullptr, 1, nullptr, nullptr, 1).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(attention(stream, nullptr, 0, 2, pool, nullptr, nullptr, 1, 1.0f, 0, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace tandem::kernels::gpu

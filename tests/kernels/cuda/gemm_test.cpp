@@ -1,0 +1,245 @@
+// The CUDA bf16-weight GEMM (kernels/cuda_ops.h): bitwise batch invariance
+// (row alone == the same row inside an M-row call, M = 1..64 and large M;
+// every tile shape gives the same bits), accuracy against a CPU double
+// reference within a derived bound, agreement with cuBLAS, and argument
+// errors as Status values. GPU tests skip without a device; the argument
+// checks run everywhere (they fail before touching the device).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cublas_reference.h"
+#include "cuda_test_util.h"
+
+namespace tandem::kernels::gpu {
+namespace {
+
+using testing::from_bf16;
+using testing::random_floats;
+using testing::same_bits;
+using testing::to_bf16;
+
+// W (bf16 [n][k]) and x (max_m rows of bf16 or f32) on the device, with the
+// exact values the device sees (bf16-rounded where bf16) kept on the host.
+struct Problem {
+  int64_t n = 0, k = 0, max_m = 0;
+  DType x_dtype = DType::bf16;
+  std::vector<float> w_values, x_values;
+  DeviceBuffer w, x;
+};
+
+Problem make_problem(int64_t n, int64_t k, int64_t max_m, DType x_dtype, uint32_t seed,
+                     const Stream& stream) {
+  Problem p;
+  p.n = n, p.k = k, p.max_m = max_m, p.x_dtype = x_dtype;
+  const std::vector<uint16_t> w_bits = to_bf16(random_floats(n * k, seed));
+  p.w_values = from_bf16(w_bits);
+  p.w = testing::to_device(w_bits, stream);
+  std::vector<float> x = random_floats(max_m * k, seed + 1);
+  if (x_dtype == DType::bf16) {
+    const std::vector<uint16_t> x_bits = to_bf16(x);
+    p.x_values = from_bf16(x_bits);
+    p.x = testing::to_device(x_bits, stream);
+  } else {
+    p.x_values = x;
+    p.x = testing::to_device(x, stream);
+  }
+  return p;
+}
+
+// Rows [row0, row0 + m) of x times Wᵀ, into a poisoned buffer.
+std::vector<float> run(const Problem& p, int64_t row0, int64_t m, const Stream& stream,
+                       GemmTile tile = GemmTile::automatic) {
+  DeviceBuffer y = testing::poisoned(static_cast<size_t>(m * p.n) * sizeof(float), stream);
+  const size_t x_elem = p.x_dtype == DType::bf16 ? 2 : 4;
+  const void* x = static_cast<const char*>(p.x.data()) + row0 * p.k * x_elem;
+  const Status st = gemm_bf16w(stream, x, p.x_dtype, m, p.w.as<uint16_t>(), p.n, p.k, y.as<float>(), tile);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return testing::to_host<float>(y, m * p.n, stream);
+}
+
+bool all_finite(const std::vector<float>& v) {
+  for (float f : v) {
+    if (!std::isfinite(f)) return false;
+  }
+  return true;
+}
+
+class GemmInvariance : public ::testing::TestWithParam<DType> {};
+
+TEST_P(GemmInvariance, RowAloneEqualsRowInsideEveryBatchUpTo64) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  // n = 200: a partial 16-row fragment and partial tiles; k = 136: a partial 64-wide k tile.
+  const Problem p = make_problem(200, 136, 64, GetParam(), 7, *stream);
+  std::vector<std::vector<float>> alone(64);
+  for (int64_t r = 0; r < 64; ++r) {
+    alone[r] = run(p, r, 1, *stream);
+    ASSERT_TRUE(all_finite(alone[r])) << "row " << r << " not fully written";
+  }
+  for (int64_t m = 1; m <= 64; ++m) {
+    const std::vector<float> y = run(p, 0, m, *stream);
+    ASSERT_TRUE(all_finite(y)) << "m=" << m << ": an output was not written";
+    for (int64_t r = 0; r < m; ++r) {
+      ASSERT_TRUE(same_bits(y.data() + r * p.n, alone[r].data(), p.n))
+          << "m=" << m << " row " << r << " differs from the row computed alone (tile "
+          << gemm_tile_name(gemm_tile_for(m, p.n, 132)) << ")";
+    }
+  }
+}
+
+TEST_P(GemmInvariance, RowAloneEqualsRowInsideLargeBatches) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  const Problem p = make_problem(136, 512, 4099, GetParam(), 11, *stream);
+  for (int64_t m : {300, 1000, 4099}) {
+    const std::vector<float> y = run(p, 0, m, *stream);
+    ASSERT_TRUE(all_finite(y)) << "m=" << m;
+    for (int64_t r : {0L, 1L, 7L, 8L, 15L, 16L, 17L, 127L, 128L, 129L, 299L}) {
+      if (r >= m) continue;
+      const std::vector<float> one = run(p, r, 1, *stream);
+      ASSERT_TRUE(same_bits(y.data() + r * p.n, one.data(), p.n)) << "m=" << m << " row " << r;
+    }
+    const std::vector<float> last = run(p, m - 1, 1, *stream);
+    ASSERT_TRUE(same_bits(y.data() + (m - 1) * p.n, last.data(), p.n)) << "m=" << m << " last row";
+  }
+}
+
+TEST_P(GemmInvariance, EveryTileShapeGivesTheSameBits) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{200, 136}, {256, 4096}}) {
+    const Problem p = make_problem(n, k, 130, GetParam(), 13, *stream);
+    for (int64_t m : {1, 7, 16, 33, 130}) {
+      const std::vector<float> small = run(p, 0, m, *stream, GemmTile::small);
+      ASSERT_TRUE(all_finite(small));
+      for (GemmTile tile : {GemmTile::medium, GemmTile::large}) {
+        const std::vector<float> other = run(p, 0, m, *stream, tile);
+        ASSERT_TRUE(same_bits(small.data(), other.data(), small.size()))
+            << "n=" << n << " k=" << k << " m=" << m << ": tile " << gemm_tile_name(tile) << " != small";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, GemmInvariance, ::testing::Values(DType::bf16, DType::f32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Error bound per output (ADR 0006): the products x·w are exact in f32 (bf16
+// × bf16) and any order of k f32 additions, rounded or truncated, is within
+// k·2⁻²³·Σ|x·w|; f32 activations add the hi/lo split residual, |x − hi − lo|
+// ≤ 2⁻¹⁸|x|.
+double bound(const Problem& p, double sum_abs) {
+  const double accumulate = static_cast<double>(p.k) * std::ldexp(1.0, -23);
+  const double split = p.x_dtype == DType::f32 ? std::ldexp(1.0, -18) : 0.0;
+  return (accumulate + split) * sum_abs + 1e-30;
+}
+
+class GemmAccuracy : public ::testing::TestWithParam<DType> {};
+
+TEST_P(GemmAccuracy, MatchesDoubleReferenceWithinTheBound) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  for (const auto& [n, k, m] : {std::tuple<int64_t, int64_t, int64_t>{1024, 4096, 9}, {300, 1032, 150}}) {
+    const Problem p = make_problem(n, k, m, GetParam(), 17, *stream);
+    const std::vector<float> y = run(p, 0, m, *stream);
+    double err2 = 0, ref2 = 0, worst = 0;
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0, sum_abs = 0;
+        for (int64_t i = 0; i < k; ++i) {
+          const double prod = static_cast<double>(p.x_values[r * k + i]) * p.w_values[j * k + i];
+          ref += prod;
+          sum_abs += std::fabs(prod);
+        }
+        const double err = std::fabs(y[r * n + j] - ref);
+        ASSERT_LE(err, bound(p, sum_abs)) << "n=" << n << " k=" << k << " row " << r << " col " << j;
+        err2 += err * err;
+        ref2 += ref * ref;
+        worst = std::max(worst, err / sum_abs);
+      }
+    }
+    const double relative = std::sqrt(err2 / ref2);
+    // f32 accumulation of random data lands near 1e-7; the f32-activation split near 1e-6.
+    EXPECT_LT(relative, GetParam() == DType::bf16 ? 1e-5 : 2e-5) << "n=" << n << " k=" << k;
+    std::printf("[ accuracy ] %s x, n=%ld k=%ld m=%ld: |y-ref|/|ref| = %.3g, max err/sum|xw| = %.3g\n",
+                dtype_name(GetParam()), static_cast<long>(n), static_cast<long>(k), static_cast<long>(m),
+                relative, worst);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, GemmAccuracy, ::testing::Values(DType::bf16, DType::f32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(GemmCublas, AgreesWithCublasWithinTheBound) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  testing::CublasReference cublas;
+  if (!cublas.ok()) GTEST_SKIP() << "skipped: " << cublas.error();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  const int64_t n = 1024, k = 4096;
+  const Problem p = make_problem(n, k, 100, DType::bf16, 19, *stream);
+  for (int64_t m : {1, 16, 100}) {
+    const std::vector<float> ours = run(p, 0, m, *stream);
+    DeviceBuffer yb = testing::poisoned(static_cast<size_t>(m * n) * sizeof(float), *stream);
+    ASSERT_TRUE(cublas.gemm_bf16(stream->handle(), p.x.data(), m, p.w.data(), n, k, yb.as<float>()));
+    const std::vector<float> theirs = testing::to_host<float>(yb, m * n, *stream);
+    double err2 = 0, ref2 = 0;
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum_abs = 0;
+        for (int64_t i = 0; i < k; ++i) sum_abs += std::fabs(p.x_values[r * k + i] * p.w_values[j * k + i]);
+        const double diff = std::fabs(static_cast<double>(ours[r * n + j]) - theirs[r * n + j]);
+        ASSERT_LE(diff, 2 * bound(p, sum_abs)) << "m=" << m << " row " << r << " col " << j;
+        err2 += diff * diff;
+        ref2 += static_cast<double>(theirs[r * n + j]) * theirs[r * n + j];
+      }
+    }
+    EXPECT_LT(std::sqrt(err2 / ref2), 1e-5) << "m=" << m;
+  }
+}
+
+// Argument errors come back as Status before any device work, so these run
+// on machines without a GPU too.
+TEST(GemmArguments, BadShapesAndPointersAreInvalidArgument) {
+  const Stream stream;  // never used: validation fails first
+  alignas(16) static uint16_t w[64];
+  alignas(16) static float y[64];
+  EXPECT_EQ(gemm_bf16w(stream, w, DType::bf16, 1, w, 4, 12, y).code(),
+            StatusCode::kInvalidArgument);                                                            // k % 8
+  EXPECT_EQ(gemm_bf16w(stream, w, DType::f16, 1, w, 4, 16, y).code(), StatusCode::kInvalidArgument);  // dtype
+  EXPECT_EQ(gemm_bf16w(stream, w, DType::bf16, -1, w, 4, 16, y).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(gemm_bf16w(stream, w, DType::bf16, 1, w, 0, 16, y).code(), StatusCode::kInvalidArgument);
+  const Status misaligned = gemm_bf16w(stream, w + 1, DType::bf16, 1, w, 4, 16, y);
+  EXPECT_EQ(misaligned.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(misaligned.message().find("aligned"), std::string::npos) << misaligned.message();
+  EXPECT_TRUE(gemm_bf16w(stream, w, DType::bf16, 0, w, 4, 16, y).ok());  // m == 0: nothing to do
+}
+
+TEST(DeviceBufferErrors, AFailedAllocationIsAStatusNamingTheCall) {
+  // With a device: 2^60 bytes cannot be had. Without one: the runtime refuses.
+  Expected<DeviceBuffer> huge = DeviceBuffer::allocate(size_t{1} << 60);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("cudaMalloc"), std::string::npos) << huge.status().to_string();
+  if (device_count() > 0) {
+    EXPECT_EQ(huge.status().code(), StatusCode::kResourceExhausted);
+  }
+}
+
+TEST(DeviceBufferErrors, OutOfRangeCopiesAreInvalidArgument) {
+  DeviceBuffer empty;
+  const Stream stream;
+  char host[16] = {};
+  EXPECT_EQ(empty.upload(host, 16, stream).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(empty.download(host, 1, stream, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(empty.upload(host, 0, stream).ok());
+}
+
+}  // namespace
+}  // namespace tandem::kernels::gpu

@@ -87,15 +87,25 @@ function checkShape(body) {
   assert.equal(body.samples_max, 12);
 }
 
+// The engine counts a finished request just after the client has its last
+// byte; wait (bounded) until the policy has seen `n` samples or settled.
+async function policyAfter(s, n) {
+  for (let i = 0; ; i++) {
+    const r = await policy(s);
+    if (r.body.state !== 'profiling' || r.body.samples >= n || i >= 100) return r;
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
+
 // Sends requests while the policy profiles (it settles once the speedup's
 // interval clears the threshold, at most at samples_max); returns the body.
 async function profileUntilSettled(s, prefix) {
   for (let i = 0; i < 12; i++) {
-    const { body } = await policy(s);
+    const { body } = await policyAfter(s, i);
     if (body.state !== 'profiling') return body;
     await complete(s, `${prefix} ${i}`);
   }
-  return (await policy(s)).body;
+  return (await policyAfter(s, 12)).body;
 }
 
 function checkKeyFields(body, set) {
@@ -178,7 +188,7 @@ test('profiling counts 4 -> 1, settles, persists, and a restart is settled at on
       }
     });
     for (let i = 0; i < 4; i++) {
-      const { body } = await policy(s);
+      const { body } = await policyAfter(s, i);
       assert.equal(body.state, 'profiling');
       assert.equal(body.samples, i);
       assert.equal(body.samples_remaining, 4 - i);
@@ -191,7 +201,7 @@ test('profiling counts 4 -> 1, settles, persists, and a restart is settled at on
     }
     // Past the minimum the policy may sample more while the interval straddles the threshold.
     for (let i = 4; i < 12; i++) {
-      const { body } = await policy(s);
+      const { body } = await policyAfter(s, i);
       if (body.state !== 'profiling') break;
       assert.equal(body.samples, i);
       assert.equal(body.samples_remaining, 12 - i);
@@ -200,7 +210,7 @@ test('profiling counts 4 -> 1, settles, persists, and a restart is settled at on
     }
     polling = false;
     await Promise.all(pollers);
-    const { body } = await policy(s);
+    const { body } = await policyAfter(s, 12);
     assert.equal(body.state, 'settled');
     assert.ok(['enable', 'decline'].includes(body.verdict));
     assert.equal(body.mtp_enabled, body.verdict === 'enable');

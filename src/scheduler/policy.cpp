@@ -131,7 +131,7 @@ void AdaptivePolicy::load_hint() {
   e.samples = hint->samples;
   e.acceptance_rate = hint->acceptance_rate;
   e.speedup = hint->speedup;
-  e.stddev = hint->speedup_stddev;
+  e.log_stddev = hint->speedup_log_stddev;
   e.low = hint->speedup_low;
   e.high = hint->speedup_high;
   e.has_interval = true;
@@ -206,9 +206,9 @@ void AdaptivePolicy::request_finished(uint64_t request) {
   if (rule_.confident(e)) return settle(e, kIntervalCleared);
   if (n >= kSamplesMax) return settle(e, kMaxSamples);
   spdlog::info(
-      "speculation policy: {} samples, speedup {:.3f} in [{:.3f}, {:.3f}] (stddev {:.3f}) straddles the "
+      "speculation policy: {} samples, speedup {:.3f} in [{:.3f}, {:.3f}] (log stddev {:.3f}) straddles the "
       "threshold {:.2f}; sampling more (at most {}) (block_size={})",
-      n, e.speedup, e.low, e.high, e.stddev, rule_.threshold(), kSamplesMax, key_.block_size);
+      n, e.speedup, e.low, e.high, e.log_stddev, rule_.threshold(), kSamplesMax, key_.block_size);
 }
 
 void AdaptivePolicy::settle(const SpeedupEstimate& e, const char* reason) {
@@ -228,12 +228,13 @@ void AdaptivePolicy::settle(const SpeedupEstimate& e, const char* reason) {
   check_due_ = false;
   spdlog::info(
       "speculation policy settled: verdict {} — estimated speedup {:.3f} = (accepted_len {:.3f} + 1) x "
-      "classic_step_ms {:.3f} / round_ms {:.3f}; {}; 95% interval [{:.3f}, {:.3f}] (stddev {:.3f}) against "
+      "classic_step_ms {:.3f} / round_ms {:.3f}; {}; 95% interval [{:.3f}, {:.3f}] (log stddev {:.3f}) "
+      "against "
       "threshold {:.2f}: {}; acceptance {:.2f} ({} of {} drafts), {} rounds, {} samples; hardware={} "
       "block_size={}",
       verdict_name(verdict_), e.speedup, e.accepted_len, e.classic_step_ms, e.round_ms, rule_.zone(e.speedup),
-      e.low, e.high, e.stddev, rule_.threshold(), reason, acceptance_rate_, e.accepted, e.drafted, e.rounds,
-      samples_, key_.hardware, key_.block_size);
+      e.low, e.high, e.log_stddev, rule_.threshold(), reason, acceptance_rate_, e.accepted, e.drafted,
+      e.rounds, samples_, key_.hardware, key_.block_size);
   done_.clear();
   write_hint();
 }
@@ -298,7 +299,7 @@ PolicySnapshot AdaptivePolicy::snapshot() const {
   auto set_estimate = [&s](const SpeedupEstimate& e) {
     s.speedup = e.speedup;
     if (!e.has_interval) return;
-    s.speedup_stddev = e.stddev;
+    s.speedup_log_stddev = e.log_stddev;
     s.speedup_low = e.low;
     s.speedup_high = e.high;
   };
@@ -337,7 +338,7 @@ void AdaptivePolicy::write_hint() const {
   h.acceptance_rate = acceptance_rate_;
   h.samples = samples_;
   h.speedup = settled_estimate_->speedup;
-  h.speedup_stddev = settled_estimate_->stddev;
+  h.speedup_log_stddev = settled_estimate_->log_stddev;
   h.speedup_low = settled_estimate_->low;
   h.speedup_high = settled_estimate_->high;
   h.settle_reason = settle_reason_;
@@ -358,7 +359,7 @@ void describe_policy(const PolicySnapshot& s, PolicyReport& r) {
     r.samples_remaining =
         s.samples < kSamplesRequired ? kSamplesRequired - s.samples : kSamplesMax - s.samples;
   r.speedup = s.speedup;
-  r.speedup_stddev = s.speedup_stddev;
+  r.speedup_log_stddev = s.speedup_log_stddev;
   r.speedup_low = s.speedup_low;
   r.speedup_high = s.speedup_high;
   r.speedup_threshold = s.threshold;

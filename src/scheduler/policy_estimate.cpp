@@ -53,14 +53,16 @@ SpeedupEstimate estimate_speedup(const std::vector<PolicySample>& samples) {
   e.speedup = (e.accepted_len + 1.0) * e.classic_step_ms / e.round_ms;
   e.low = e.high = e.speedup;
   if (n >= 2) {
-    const double m = mean(ratios);
+    std::vector<double> logs;
+    for (double r : ratios) logs.push_back(std::log(r));
+    const double m = mean(logs);
     double ss = 0;
-    for (double r : ratios) ss += (r - m) * (r - m);
-    e.stddev = std::sqrt(ss / static_cast<double>(n - 1));
+    for (double l : logs) ss += (l - m) * (l - m);
+    e.log_stddev = std::sqrt(ss / static_cast<double>(n - 1));
     const double half =
-        t_quantile_975(static_cast<int>(n) - 1) * e.stddev / std::sqrt(static_cast<double>(n));
-    e.low = std::max(0.0, e.speedup - half);
-    e.high = e.speedup + half;
+        t_quantile_975(static_cast<int>(n) - 1) * e.log_stddev / std::sqrt(static_cast<double>(n));
+    e.low = e.speedup * std::exp(-half);
+    e.high = e.speedup * std::exp(half);
     e.has_interval = true;
   }
   return e;

@@ -74,10 +74,10 @@ Status check_consistent(const Hint& h, const VerdictRule& rule) {
     return invalid_argument("speedup " + json(h.speedup).dump() + " is outside its own interval [" +
                             json(h.speedup_low).dump() + ", " + json(h.speedup_high).dump() + "]");
   const double half =
-      t_quantile_975(h.samples - 1) * h.speedup_stddev / std::sqrt(static_cast<double>(h.samples));
-  if (std::fabs(h.speedup_high - (h.speedup + half)) > 1e-6 ||
-      std::fabs(h.speedup_low - std::max(0.0, h.speedup - half)) > 1e-6)
-    return invalid_argument("the interval does not follow from speedup, speedup_stddev and samples");
+      t_quantile_975(h.samples - 1) * h.speedup_log_stddev / std::sqrt(static_cast<double>(h.samples));
+  if (std::fabs(h.speedup_high - h.speedup * std::exp(half)) > 1e-9 * h.speedup_high ||
+      std::fabs(h.speedup_low - h.speedup * std::exp(-half)) > 1e-9 * h.speedup_high)
+    return invalid_argument("the interval does not follow from speedup, speedup_log_stddev and samples");
   const char* verdict = h.verdict ? "enable" : "decline";
   if (h.settle_reason == "interval_cleared") {
     SpeedupEstimate e;
@@ -109,7 +109,7 @@ std::string hint_json(const PolicyKey& key, const Hint& h) {
                      {"acceptance_rate", round2(h.acceptance_rate)},
                      {"samples", h.samples},
                      {"speedup", h.speedup},
-                     {"speedup_stddev", h.speedup_stddev},
+                     {"speedup_log_stddev", h.speedup_log_stddev},
                      {"speedup_low", h.speedup_low},
                      {"speedup_high", h.speedup_high},
                      {"settle_reason", h.settle_reason}};
@@ -143,9 +143,9 @@ Expected<Hint> parse_hint(const std::string& text, const PolicyKey& key, int ker
   TANDEM_ASSIGN_OR_RETURN(h.acceptance_rate, number_in(j, "acceptance_rate", 0.0, 1.0));
   TANDEM_ASSIGN_OR_RETURN(h.speedup, number_in(j, "speedup", 0.0, kHintMaxSpeedup));
   if (h.speedup <= 0) return invalid_argument("field speedup must be above 0");
-  TANDEM_ASSIGN_OR_RETURN(h.speedup_stddev, number_in(j, "speedup_stddev", 0.0, kHintMaxSpeedup));
+  TANDEM_ASSIGN_OR_RETURN(h.speedup_log_stddev, number_in(j, "speedup_log_stddev", 0.0, kHintMaxLogStddev));
   TANDEM_ASSIGN_OR_RETURN(h.speedup_low, number_in(j, "speedup_low", 0.0, kHintMaxSpeedup));
-  TANDEM_ASSIGN_OR_RETURN(h.speedup_high, number_in(j, "speedup_high", 0.0, 1e6));
+  TANDEM_ASSIGN_OR_RETURN(h.speedup_high, number_in(j, "speedup_high", 0.0, 1e9));
   TANDEM_ASSIGN_OR_RETURN(h.settle_reason, string_of(j, "settle_reason"));
   TANDEM_RETURN_IF_ERROR(check_consistent(h, rule));
   return h;

@@ -103,7 +103,7 @@ json Service::mtp_policy_json() const {
           // Additive within schema_version 1 (docs/adr/0005-policy-confidence.md).
           {"samples_max", scheduler::kSamplesMax},
           {"speedup", opt(r.speedup)},
-          {"speedup_stddev", opt(r.speedup_stddev)},
+          {"speedup_log_stddev", opt(r.speedup_log_stddev)},
           {"speedup_low", opt(r.speedup_low)},
           {"speedup_high", opt(r.speedup_high)},
           {"speedup_threshold", opt(r.speedup_threshold)},

@@ -16,7 +16,7 @@ const KEY = 'sk-policy-test';
 const FIELDS = ['schema_version', 'state', 'reason', 'decline_detail', 'verdict', 'mtp_enabled', 'draft_kind', 'target',
   'drafter', 'hardware', 'block_size', 'acceptance_rate', 'samples', 'samples_required', 'samples_remaining',
   // additive (docs/adr/0005-policy-confidence.md)
-  'samples_max', 'speedup', 'speedup_stddev', 'speedup_low', 'speedup_high', 'speedup_threshold', 'settle_reason',
+  'samples_max', 'speedup', 'speedup_log_stddev', 'speedup_low', 'speedup_high', 'speedup_threshold', 'settle_reason',
   'verdict_source', 'reprofile_reason', 'reprofiles', 'served_speedup', 'contradicting_windows'];
 
 function tempDir(name) {
@@ -221,7 +221,7 @@ test('profiling counts 4 -> 1, settles, persists, and a restart is settled at on
     if (body.settle_reason === 'max_samples') assert.equal(body.samples, 12);
     assert.equal(body.verdict_source, 'measured');
     assert.ok(body.speedup_low <= body.speedup && body.speedup <= body.speedup_high);
-    assert.ok(body.speedup_stddev >= 0);
+    assert.ok(body.speedup_log_stddev >= 0);
     assert.equal(body.speedup_threshold, 1.0);  // a CPU's static default enables: one threshold at 1.0
     assert.equal(body.reprofile_reason, null);
     assert.equal(body.reprofiles, 0);

@@ -88,10 +88,13 @@ TEST(PolicyEstimate, PooledPointAndIntervalFromPerRequestSpread) {
   const SpeedupEstimate e = estimate_speedup(samples);
   // Pooled (SPEC §4): (1 + 1) * 10 / mean(20, 10, 6.667) = 20 / 12.222 = 1.636.
   EXPECT_NEAR(e.speedup, 20.0 / ((20.0 + 10.0 + 20.0 / 3.0) / 3.0), 1e-12);
-  EXPECT_NEAR(e.stddev, 1.0, 1e-12);  // of 1, 2, 3
-  const double half = 4.303 / std::sqrt(3.0);
-  EXPECT_NEAR(e.high, e.speedup + half, 1e-12);
-  EXPECT_EQ(e.low, 0.0);  // clamped: speedup - half < 0
+  // The spread of ln 1, ln 2, ln 3, and the multiplicative interval around the pooled point.
+  const double l1 = 0.0, l2 = std::log(2.0), l3 = std::log(3.0), m = (l1 + l2 + l3) / 3.0;
+  const double sd = std::sqrt(((l1 - m) * (l1 - m) + (l2 - m) * (l2 - m) + (l3 - m) * (l3 - m)) / 2.0);
+  EXPECT_NEAR(e.log_stddev, sd, 1e-12);
+  const double half = 4.303 * sd / std::sqrt(3.0);
+  EXPECT_NEAR(e.high, e.speedup * std::exp(half), 1e-12);
+  EXPECT_NEAR(e.low, e.speedup * std::exp(-half), 1e-12);
   EXPECT_TRUE(e.has_interval);
   EXPECT_NEAR(e.acceptance_rate, 1.0 / 3.0, 1e-12);
 }
@@ -130,7 +133,7 @@ TEST(PolicyConfidence, ClearCasesSettleAtTheMinimum) {
     EXPECT_EQ(s.verdict, std::optional<bool>(c.verdict));
     EXPECT_EQ(s.samples, kSamplesRequired);
     EXPECT_EQ(s.settle_reason, std::optional<std::string>("interval_cleared"));
-    EXPECT_GT(*s.speedup_stddev, 0.0);
+    EXPECT_GT(*s.speedup_log_stddev, 0.0);
     EXPECT_TRUE(c.verdict ? *s.speedup_low > 1.0 : *s.speedup_high <= 1.0);
   }
 }
@@ -197,8 +200,9 @@ TEST(PolicyConfidence, ANoisyMachineSettlesOnlyWhenTheIntervalClearsOrAtTheCap) 
       const PolicySnapshot s = p->snapshot();
       if (s.samples == kSamplesRequired) wrong_by_four += !rule.verdict(*s.speedup);  // what 4 samples said
       if (s.state == PolicyState::profiling) {
-        if (s.samples >= kSamplesRequired)
+        if (s.samples >= kSamplesRequired) {
           EXPECT_TRUE(*s.speedup_low <= 1.0 && *s.speedup_high > 1.0) << seed;
+        }
         continue;
       }
       ASSERT_GE(s.samples, kSamplesRequired) << seed;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -126,7 +127,7 @@ nlohmann::json good_hint() {
           {"acceptance_rate", 0.67},
           {"samples", 4},
           {"speedup", 2.5},
-          {"speedup_stddev", 0.0},
+          {"speedup_log_stddev", 0.0},
           {"speedup_low", 2.5},
           {"speedup_high", 2.5},
           {"settle_reason", "interval_cleared"}};
@@ -169,9 +170,9 @@ TEST(AdaptivePolicy, BadHintsMeanReprofileNeverACrash) {
   issue["acceptance_rate"] = 7.5;
   issue["samples"] = 1000000;
   nlohmann::json wide = good_hint();  // an interval that straddles the threshold cannot be "cleared"
-  wide["speedup_stddev"] = 1.0;
-  wide["speedup_low"] = 2.5 - 3.182 / 2;
-  wide["speedup_high"] = 2.5 + 3.182 / 2;
+  wide["speedup_log_stddev"] = 1.0;
+  wide["speedup_low"] = 2.5 * std::exp(-3.182 * 1.0 / 2.0);  // 0.51
+  wide["speedup_high"] = 2.5 * std::exp(3.182 * 1.0 / 2.0);
   nlohmann::json capped = good_hint();  // max_samples needs the cap and the point estimate's verdict
   capped["settle_reason"] = "max_samples";
   nlohmann::json contradicted = good_hint();
@@ -206,8 +207,8 @@ TEST(AdaptivePolicy, BadHintsMeanReprofileNeverACrash) {
       {with("speedup", 0.0), "speedup must be above 0"},
       {with("speedup", 1e9), "speedup = 1000000000.0 is outside"},
       {with("speedup", nullptr), "speedup is not a number"},
-      {with("speedup_stddev", -1.0), "speedup_stddev = -1.0 is outside"},
-      {without("speedup_stddev"), "missing field speedup_stddev"},
+      {with("speedup_log_stddev", -1.0), "speedup_log_stddev = -1.0 is outside"},
+      {without("speedup_log_stddev"), "missing field speedup_log_stddev"},
       {with("speedup_low", 3.0), "outside its own interval"},
       {with("speedup_high", 9.0), "does not follow from"},
       {with("settle_reason", "vibes"), "settle_reason 'vibes'"},

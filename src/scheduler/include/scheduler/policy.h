@@ -107,7 +107,7 @@ struct PolicySnapshot {
   std::optional<double> last_speedup;  // the settle estimate, when one was made
   // The estimate behind the verdict (settled) or the running one (profiling,
   // from 2 samples on): point, spread and 95% interval.
-  std::optional<double> speedup, speedup_stddev, speedup_low, speedup_high;
+  std::optional<double> speedup, speedup_log_stddev, speedup_low, speedup_high;
   std::optional<double> threshold;              // profiling and settled
   std::optional<std::string> settle_reason;     // settled: interval_cleared | max_samples
   std::optional<std::string> verdict_source;    // settled: measured | hint

@@ -40,11 +40,12 @@ struct SpeedupEstimate {
   double acceptance_rate = 0;  // accepted / drafted (0 when nothing was drafted)
   int64_t rounds = 0, drafted = 0, accepted = 0;
   double speedup = 0;  // (accepted_len + 1) * classic_step_ms / round_ms
-  // Spread: the sample standard deviation of the per-request speedups, and
-  // the 95% interval speedup ± t(n-1) * stddev / sqrt(n) (low clamped at 0).
-  // With one sample: stddev 0 and no interval (low = high = speedup, and
-  // `has_interval` false).
-  double stddev = 0, low = 0, high = 0;
+  // Spread: speedups are ratios of noisy times, so the spread is taken on
+  // the log scale — log_stddev is the sample standard deviation of
+  // ln(per-request speedup) — and the 95% interval is multiplicative:
+  // speedup * exp(± t(n-1) * log_stddev / sqrt(n)). With one sample:
+  // log_stddev 0 and no interval (low = high = speedup, `has_interval` false).
+  double log_stddev = 0, low = 0, high = 0;
   bool has_interval = false;
 };
 

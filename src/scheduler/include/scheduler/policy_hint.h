@@ -3,7 +3,7 @@
 //
 // A hint is a JSON object {version, kernel_version, target, drafter,
 // hardware, block_size, verdict, acceptance_rate, samples, speedup,
-// speedup_stddev, speedup_low, speedup_high, settle_reason}. parse_hint()
+// speedup_log_stddev, speedup_low, speedup_high, settle_reason}. parse_hint()
 // validates every field — presence, type, range, the key, the kernel version
 // and that the verdict is the one its own numbers imply — and says what is
 // wrong as an InvalidArgument; the caller WARNs and profiles again.
@@ -29,13 +29,15 @@ inline constexpr int kHintVersion = 2;  // bump whenever the meaning of a stored
 
 // No B=1 speculative round can plausibly beat classic decode by more.
 inline constexpr double kHintMaxSpeedup = 64.0;
+// A spread of e^4 (55x) between requests is no measurement either.
+inline constexpr double kHintMaxLogStddev = 4.0;
 
 struct Hint {
   int kernel_version = 0;
   bool verdict = false;
   double acceptance_rate = 0;  // 0..1, stored with 2 decimals
   int samples = 0;
-  double speedup = 0, speedup_stddev = 0, speedup_low = 0, speedup_high = 0;
+  double speedup = 0, speedup_log_stddev = 0, speedup_low = 0, speedup_high = 0;
   std::string settle_reason;  // "interval_cleared" | "max_samples"
 };
 

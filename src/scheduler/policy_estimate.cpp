@@ -53,8 +53,8 @@ SpeedupEstimate estimate_speedup(const std::vector<PolicySample>& samples) {
   e.speedup = (e.accepted_len + 1.0) * e.classic_step_ms / e.round_ms;
   e.low = e.high = e.speedup;
   if (n >= 2) {
-    std::vector<double> logs;
-    for (double r : ratios) logs.push_back(std::log(r));
+    std::vector<double> logs(ratios.size());
+    std::transform(ratios.begin(), ratios.end(), logs.begin(), [](double r) { return std::log(r); });
     const double m = mean(logs);
     double ss = 0;
     for (double l : logs) ss += (l - m) * (l - m);

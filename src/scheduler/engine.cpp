@@ -106,16 +106,8 @@ void Engine::publish_policy() {
     r.mtp_enabled = false;
     set_key();
   } else if (policy_) {
-    const PolicySnapshot s = policy_->snapshot();
-    r.state = policy_state_name(s.state);
-    r.mtp_enabled = s.mtp_enabled;
+    describe_policy(policy_->snapshot(), r);
     set_key();
-    r.samples = s.samples;
-    r.acceptance_rate = s.acceptance_rate;
-    r.last_speedup = s.last_speedup;
-    if (s.state == PolicyState::settled) r.verdict = *s.verdict ? "enable" : "decline";
-    if (s.state == PolicyState::profiling) r.samples_remaining = kSamplesRequired - s.samples;
-    if (s.state == PolicyState::forced) r.samples = 0;
   } else {
     r.state = "unavailable";
     r.reason = "adaptive_disabled";
@@ -428,7 +420,7 @@ void Engine::finish(uint64_t id, FinishReason reason, Status error) {
   }
   a.req->channel->push(std::move(last));
   active_.erase(it);
-  if (policy_ && policy_->state() == PolicyState::profiling) {
+  if (policy_ && policy_->state() != PolicyState::forced) {  // settled policies keep measuring (ADR 0005)
     policy_->request_finished(id);
     publish_policy();
   }

@@ -99,7 +99,20 @@ json Service::mtp_policy_json() const {
           {"acceptance_rate", opt(r.acceptance_rate)},
           {"samples", r.samples},
           {"samples_required", scheduler::kSamplesRequired},
-          {"samples_remaining", opt(r.samples_remaining)}};
+          {"samples_remaining", opt(r.samples_remaining)},
+          // Additive within schema_version 1 (docs/adr/0005-policy-confidence.md).
+          {"samples_max", scheduler::kSamplesMax},
+          {"speedup", opt(r.speedup)},
+          {"speedup_log_stddev", opt(r.speedup_log_stddev)},
+          {"speedup_low", opt(r.speedup_low)},
+          {"speedup_high", opt(r.speedup_high)},
+          {"speedup_threshold", opt(r.speedup_threshold)},
+          {"settle_reason", opt(r.settle_reason)},
+          {"verdict_source", opt(r.verdict_source)},
+          {"reprofile_reason", opt(r.reprofile_reason)},
+          {"reprofiles", r.reprofiles},
+          {"served_speedup", opt(r.served_speedup)},
+          {"contradicting_windows", r.contradicting_windows}};
 }
 
 HttpReply Service::mtp_policy() const { return {200, "application/json", dump_json(mtp_policy_json())}; }

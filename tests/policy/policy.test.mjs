@@ -14,7 +14,10 @@ const TARGET = path.join(ROOT, 'models/tandem-target');
 const DRAFT = path.join(ROOT, 'models/tandem-draft');
 const KEY = 'sk-policy-test';
 const FIELDS = ['schema_version', 'state', 'reason', 'decline_detail', 'verdict', 'mtp_enabled', 'draft_kind', 'target',
-  'drafter', 'hardware', 'block_size', 'acceptance_rate', 'samples', 'samples_required', 'samples_remaining'];
+  'drafter', 'hardware', 'block_size', 'acceptance_rate', 'samples', 'samples_required', 'samples_remaining',
+  // additive (docs/adr/0005-policy-confidence.md)
+  'samples_max', 'speedup', 'speedup_log_stddev', 'speedup_low', 'speedup_high', 'speedup_threshold', 'settle_reason',
+  'verdict_source', 'reprofile_reason', 'reprofiles', 'served_speedup', 'contradicting_windows'];
 
 function tempDir(name) {
   return fs.mkdtempSync(path.join(os.tmpdir(), `tandem-policy-${name}-`));
@@ -81,6 +84,28 @@ function checkShape(body) {
   assert.deepEqual(Object.keys(body).sort(), [...FIELDS].sort());
   assert.equal(body.schema_version, 1);
   assert.equal(body.samples_required, 4);
+  assert.equal(body.samples_max, 12);
+}
+
+// The engine counts a finished request just after the client has its last
+// byte; wait (bounded) until the policy has seen `n` samples or settled.
+async function policyAfter(s, n) {
+  for (let i = 0; ; i++) {
+    const r = await policy(s);
+    if (r.body.state !== 'profiling' || r.body.samples >= n || i >= 100) return r;
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
+
+// Sends requests while the policy profiles (it settles once the speedup's
+// interval clears the threshold, at most at samples_max); returns the body.
+async function profileUntilSettled(s, prefix) {
+  for (let i = 0; i < 12; i++) {
+    const { body } = await policyAfter(s, i);
+    if (body.state !== 'profiling') return body;
+    await complete(s, `${prefix} ${i}`);
+  }
+  return (await policyAfter(s, 12)).body;
 }
 
 function checkKeyFields(body, set) {
@@ -148,6 +173,7 @@ for (const [value, enabled] of [['1', true], ['0', false]]) {
 
 test('profiling counts 4 -> 1, settles, persists, and a restart is settled at once', async () => {
   const cacheDir = tempDir('profile');
+  let settledSamples = 0;
   await withServer({ cacheDir }, async (s) => {
     await ready(s);
     // Poll from several concurrent loops while profiling: every body must be complete.
@@ -162,7 +188,7 @@ test('profiling counts 4 -> 1, settles, persists, and a restart is settled at on
       }
     });
     for (let i = 0; i < 4; i++) {
-      const { body } = await policy(s);
+      const { body } = await policyAfter(s, i);
       assert.equal(body.state, 'profiling');
       assert.equal(body.samples, i);
       assert.equal(body.samples_remaining, 4 - i);
@@ -173,23 +199,45 @@ test('profiling counts 4 -> 1, settles, persists, and a restart is settled at on
       else assert.ok(body.acceptance_rate > 0 && body.acceptance_rate <= 1);
       await complete(s, `Call me Ishmael. Some years ago ${i}`);
     }
+    // Past the minimum the policy may sample more while the interval straddles the threshold.
+    for (let i = 4; i < 12; i++) {
+      const { body } = await policyAfter(s, i);
+      if (body.state !== 'profiling') break;
+      assert.equal(body.samples, i);
+      assert.equal(body.samples_remaining, 12 - i);
+      assert.ok(body.speedup_low <= body.speedup_threshold && body.speedup_high > body.speedup_threshold);
+      await complete(s, `Call me Ishmael. Some years ago ${i}`);
+    }
     polling = false;
     await Promise.all(pollers);
-    const { body } = await policy(s);
+    const { body } = await policyAfter(s, 12);
     assert.equal(body.state, 'settled');
     assert.ok(['enable', 'decline'].includes(body.verdict));
     assert.equal(body.mtp_enabled, body.verdict === 'enable');
-    assert.equal(body.samples, 4);
+    assert.ok(body.samples >= 4 && body.samples <= 12);
     assert.equal(body.samples_remaining, null);
     assert.equal(Math.round(body.acceptance_rate * 100) / 100, body.acceptance_rate);
+    assert.ok(['interval_cleared', 'max_samples'].includes(body.settle_reason));
+    if (body.settle_reason === 'max_samples') assert.equal(body.samples, 12);
+    assert.equal(body.verdict_source, 'measured');
+    assert.ok(body.speedup_low <= body.speedup && body.speedup <= body.speedup_high);
+    assert.ok(body.speedup_log_stddev >= 0);
+    assert.equal(body.speedup_threshold, 1.0);  // a CPU's static default enables: one threshold at 1.0
+    assert.equal(body.reprofile_reason, null);
+    assert.equal(body.reprofiles, 0);
     assert.match(s.log(), /speculation policy settled: verdict (enable|decline) — estimated speedup [0-9.]+ = \(accepted_len/);
     const hints = fs.readdirSync(path.join(cacheDir, 'mtp-policy'));
     assert.equal(hints.length, 1);
     assert.match(hints[0], /^[0-9a-f]{16}\.json$/);
     const hint = JSON.parse(fs.readFileSync(path.join(cacheDir, 'mtp-policy', hints[0]), 'utf8'));
-    assert.equal(hint.version, 1);
+    assert.equal(hint.version, 2);
+    assert.ok(Number.isInteger(hint.kernel_version));
     assert.equal(hint.verdict, body.verdict);
-    assert.equal(hint.samples, 4);
+    assert.equal(hint.samples, body.samples);
+    assert.equal(hint.settle_reason, body.settle_reason);
+    assert.equal(hint.speedup_low, body.speedup_low);
+    assert.equal(hint.speedup_high, body.speedup_high);
+    settledSamples = body.samples;
     const metrics = await (await fetch(`${s.base}/metrics`, { headers: { 'X-Api-Key': KEY } })).text();
     assert.match(metrics, /tandem:mtp_policy_state\{state="settled"\} 1/);
     assert.match(metrics, /tandem:mtp_policy_estimated_speedup [0-9.]+/);
@@ -198,7 +246,8 @@ test('profiling counts 4 -> 1, settles, persists, and a restart is settled at on
     await ready(s);
     const { body } = await policy(s);
     assert.equal(body.state, 'settled');
-    assert.equal(body.samples, 4);
+    assert.equal(body.samples, settledSamples);
+    assert.equal(body.verdict_source, 'hint');
   });
 });
 
@@ -207,8 +256,7 @@ test('bad hint files mean WARN and profiling again; an unwritable cache works in
   // Settle once to learn the hint's path and body.
   await withServer({ cacheDir, env: {} }, async (s) => {
     await ready(s);
-    for (let i = 0; i < 4; i++) await complete(s, `The sea ${i}`);
-    assert.equal((await policy(s)).body.state, 'settled');
+    assert.equal((await profileUntilSettled(s, 'The sea')).state, 'settled');
   });
   const dir = path.join(cacheDir, 'mtp-policy');
   const file = path.join(dir, fs.readdirSync(dir)[0]);
@@ -218,6 +266,8 @@ test('bad hint files mean WARN and profiling again; an unwritable cache works in
     truncated: '',
     wrong_version: JSON.stringify({ ...good, version: 99 }),
     key_mismatch: JSON.stringify({ ...good, target: '/somewhere/else' }),
+    out_of_range: JSON.stringify({ ...good, acceptance_rate: 7.5, samples: 1000000 }),
+    kernel_version: JSON.stringify({ ...good, kernel_version: good.kernel_version + 1 }),
   };
   for (const [name, text] of Object.entries(variants)) {
     fs.writeFileSync(file, text);
@@ -225,6 +275,7 @@ test('bad hint files mean WARN and profiling again; an unwritable cache works in
       await ready(s);
       const { body } = await policy(s);
       assert.equal(body.state, 'profiling', name);
+      assert.match(body.reprofile_reason, /^hint rejected: /, name);
       assert.match(s.log(), /WARN.*speculation policy: ignoring hint/i, name);
     });
   }
@@ -232,8 +283,7 @@ test('bad hint files mean WARN and profiling again; an unwritable cache works in
   fs.writeFileSync(path.join(ro, 'mtp-policy'), 'a file where a directory should be');
   await withServer({ cacheDir: ro }, async (s) => {
     await ready(s);
-    for (let i = 0; i < 4; i++) await complete(s, `Whales ${i}`);
-    const { body } = await policy(s);
+    const body = await profileUntilSettled(s, 'Whales');
     assert.equal(body.state, 'settled');
     assert.match(s.log(), /WARN.*lives in memory only/i);
   });

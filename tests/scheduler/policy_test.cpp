@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 
 namespace tandem::scheduler {
 namespace {
@@ -21,8 +24,6 @@ PolicyEnv env_in(const std::string& name) {
   return e;
 }
 
-// Feeds one profiled request: two plain steps of `step_ms`, then `rounds`
-// rounds of `round_ms` accepting `accepted` of 3 drafts each.
 // One profiled request as the engine drives it (ADR 0003): kWarmupRounds
 // speculative rounds, then the plain steps, then the rest of its rounds.
 void feed(AdaptivePolicy& p, uint64_t id, double step_ms, double round_ms, int rounds, int accepted) {
@@ -114,27 +115,175 @@ TEST(AdaptivePolicy, EstimatorZones) {
   EXPECT_FALSE(static_default_for("gpu:Some GPU|sm132"));
 }
 
+// A hint as the policy writes it after four identical samples of speedup 2.5.
+nlohmann::json good_hint() {
+  return {{"version", kHintVersion},
+          {"kernel_version", kernels::kKernelVersion},
+          {"target", "/m/target"},
+          {"drafter", "/m/draft"},
+          {"hardware", "cpu:Test CPU|t2|avx512"},
+          {"block_size", 4},
+          {"verdict", "enable"},
+          {"acceptance_rate", 0.67},
+          {"samples", 4},
+          {"speedup", 2.5},
+          {"speedup_log_stddev", 0.0},
+          {"speedup_low", 2.5},
+          {"speedup_high", 2.5},
+          {"settle_reason", "interval_cleared"}};
+}
+
+TEST(AdaptivePolicy, TheHintRecordsSpreadCountIntervalAndVersions) {
+  PolicyEnv e = env_in("hintbody");
+  auto p = AdaptivePolicy::create(key(), e);
+  for (uint64_t id = 1; id <= 4; ++id) feed(*p, id, 10.0, 12.0, 5, 2);
+  ASSERT_EQ(p->state(), PolicyState::settled);
+  std::ifstream in(p->hint_path());
+  const nlohmann::json written = nlohmann::json::parse(in);
+  EXPECT_EQ(written, good_hint()) << written.dump(2);
+  auto again = AdaptivePolicy::create(key(), e);
+  const PolicySnapshot s = again->snapshot();
+  EXPECT_EQ(s.state, PolicyState::settled);
+  EXPECT_EQ(s.verdict_source, std::optional<std::string>("hint"));
+  EXPECT_EQ(s.settle_reason, std::optional<std::string>("interval_cleared"));
+  EXPECT_EQ(s.speedup_low, std::optional<double>(2.5));
+  EXPECT_EQ(s.samples, 4);
+  EXPECT_FALSE(s.reprofile_reason);
+}
+
 TEST(AdaptivePolicy, BadHintsMeanReprofileNeverACrash) {
   PolicyEnv e = env_in("bad");
   auto p = AdaptivePolicy::create(key(), e);
   const std::string path = p->hint_path();
   fs::create_directories(fs::path(path).parent_path());
-  const char* bodies[] = {
-      "",                                 // empty / truncated
-      "{\"version\": 1, \"target\"",      // truncated JSON
-      "[1, 2, 3]",                        // not an object
-      "{\"version\": 99, \"target\": \"/m/target\", \"drafter\": \"/m/draft\", \"hardware\": \"cpu:Test CPU|t2|avx512\", "
-      "\"block_size\": 4, \"verdict\": \"enable\", \"acceptance_rate\": 0.5, \"samples\": 4}",  // wrong version
-      "{\"version\": 1, \"target\": \"/other\", \"drafter\": \"/m/draft\", \"hardware\": \"cpu:Test CPU|t2|avx512\", "
-      "\"block_size\": 4, \"verdict\": \"enable\", \"acceptance_rate\": 0.5, \"samples\": 4}",  // other key
-      "{\"version\": 1, \"target\": \"/m/target\", \"drafter\": \"/m/draft\", \"hardware\": \"cpu:Test CPU|t2|avx512\", "
-      "\"block_size\": 4, \"verdict\": 7, \"acceptance_rate\": 0.5, \"samples\": 4}",  // mistyped field
+  auto with = [](const char* field, nlohmann::json value) {
+    nlohmann::json j = good_hint();
+    j[field] = std::move(value);
+    return j.dump();
   };
-  for (const char* body : bodies) {
-    std::ofstream(path, std::ios::trunc) << body;
+  auto without = [](const char* field) {
+    nlohmann::json j = good_hint();
+    j.erase(field);
+    return j.dump();
+  };
+  nlohmann::json issue = good_hint();  // issue 13: served as settled before hints were validated
+  issue["acceptance_rate"] = 7.5;
+  issue["samples"] = 1000000;
+  nlohmann::json wide = good_hint();  // an interval that straddles the threshold cannot be "cleared"
+  wide["speedup_log_stddev"] = 1.0;
+  wide["speedup_low"] = 2.5 * std::exp(-3.182 * 1.0 / 2.0);  // 0.51
+  wide["speedup_high"] = 2.5 * std::exp(3.182 * 1.0 / 2.0);
+  nlohmann::json capped = good_hint();  // max_samples needs the cap and the point estimate's verdict
+  capped["settle_reason"] = "max_samples";
+  nlohmann::json contradicted = good_hint();
+  contradicted["verdict"] = "decline";
+  struct Case {
+    std::string body, why;  // `why`: a piece of the WARN
+  };
+  const Case cases[] = {
+      {"", "malformed JSON"},
+      {"{\"version\": 2, \"target\"", "malformed JSON"},
+      {"[1, 2, 3]", "not a JSON object"},
+      {with("version", 99), "version 99 is not 2"},
+      {with("version", 1), "version 1 is not 2"},
+      {with("version", "2"), "is not 2"},
+      {without("version"), "version null"},
+      {with("kernel_version", kernels::kKernelVersion + 1), "kernel version"},
+      {with("kernel_version", "1"), "kernel_version is not an integer"},
+      {without("kernel_version"), "missing field kernel_version"},
+      {with("target", "/other"), "another key (target)"},
+      {with("drafter", "/other"), "another key (drafter)"},
+      {with("hardware", "cpu:Other|t2|avx512"), "another key (hardware)"},
+      {with("block_size", 8), "another key (block_size)"},
+      {with("verdict", 7), "verdict is not a string"},
+      {with("verdict", "maybe"), "verdict 'maybe'"},
+      {issue.dump(), "samples = 1000000 is outside [4, 12]"},
+      {with("samples", 3), "samples = 3 is outside"},
+      {with("samples", 4.5), "samples is not an integer"},
+      {with("acceptance_rate", 7.5), "acceptance_rate = 7.5 is outside [0.0, 1.0]"},
+      {with("acceptance_rate", -0.1), "acceptance_rate = -0.1 is outside"},
+      {with("acceptance_rate", "0.5"), "acceptance_rate is not a number"},
+      {without("acceptance_rate"), "missing field acceptance_rate"},
+      {with("speedup", 0.0), "speedup must be above 0"},
+      {with("speedup", 1e9), "speedup = 1000000000.0 is outside"},
+      {with("speedup", nullptr), "speedup is not a number"},
+      {with("speedup_log_stddev", -1.0), "speedup_log_stddev = -1.0 is outside"},
+      {without("speedup_log_stddev"), "missing field speedup_log_stddev"},
+      {with("speedup_low", 3.0), "outside its own interval"},
+      {with("speedup_high", 9.0), "does not follow from"},
+      {with("settle_reason", "vibes"), "settle_reason 'vibes'"},
+      {without("settle_reason"), "missing field settle_reason"},
+      {wide.dump(), "not what its interval clears"},
+      {capped.dump(), "max_samples with 4 samples"},
+      {contradicted.dump(), "not what its interval clears"},
+  };
+  for (const Case& c : cases) {
+    std::ofstream(path, std::ios::trunc) << c.body;
     auto q = AdaptivePolicy::create(key(), e);
-    EXPECT_EQ(q->state(), PolicyState::profiling) << body;
+    EXPECT_EQ(q->state(), PolicyState::profiling) << c.body;
+    const auto why = q->snapshot().reprofile_reason;
+    ASSERT_TRUE(why) << c.body;
+    EXPECT_EQ(why->rfind("hint rejected: ", 0), 0u) << *why;
+    EXPECT_NE(why->find(c.why), std::string::npos) << "reason: " << *why << "\nwanted: " << c.why;
   }
+  // The control: the good body, and unknown extra fields, are accepted.
+  nlohmann::json extra = good_hint();
+  extra["comment"] = "fields a later version adds are ignored";
+  for (const std::string& body : {good_hint().dump(), extra.dump()}) {
+    std::ofstream(path, std::ios::trunc) << body;
+    EXPECT_EQ(AdaptivePolicy::create(key(), e)->state(), PolicyState::settled) << body;
+  }
+}
+
+TEST(AdaptivePolicy, AHintFromAnotherKernelVersionIsReprofiled) {
+  PolicyEnv e = env_in("kernel");
+  auto p = AdaptivePolicy::create(key(), e);
+  for (uint64_t id = 1; id <= 4; ++id) feed(*p, id, 10.0, 12.0, 5, 2);
+  ASSERT_EQ(AdaptivePolicy::create(key(), e)->state(), PolicyState::settled);
+  PolicyEnv upgraded = e;  // the same cache, read by a build whose kernels changed
+  upgraded.kernel_version = kernels::kKernelVersion + 1;
+  auto q = AdaptivePolicy::create(key(), upgraded);
+  EXPECT_EQ(q->state(), PolicyState::profiling);
+  EXPECT_EQ(*q->snapshot().reprofile_reason,
+            "hint rejected: it was measured with kernel version " + std::to_string(kernels::kKernelVersion) +
+                ", this build runs " + std::to_string(kernels::kKernelVersion + 1));
+  // Once it settles again, the hint carries the new version and the old build rejects it in turn.
+  for (uint64_t id = 1; id <= 4; ++id) feed(*q, id, 10.0, 12.0, 5, 2);
+  EXPECT_EQ(AdaptivePolicy::create(key(), upgraded)->state(), PolicyState::settled);
+  EXPECT_EQ(AdaptivePolicy::create(key(), e)->state(), PolicyState::profiling);
+}
+
+TEST(PolicyEnv, MalformedFlagsAreErrorsNotOn) {
+  auto lookup = [](std::map<std::string, std::string> vars) {
+    return [vars](const char* name) -> std::optional<std::string> {
+      auto it = vars.find(name);
+      if (it == vars.end()) return std::nullopt;
+      return it->second;
+    };
+  };
+  auto none = PolicyEnv::parse(lookup({{"HOME", "/home/u"}}));
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->adaptive);
+  EXPECT_FALSE(none->force);
+  EXPECT_EQ(none->cache_dir, "/home/u/.cache/tandem");
+  EXPECT_EQ(none->kernel_version, kernels::kKernelVersion);
+  auto set = PolicyEnv::parse(lookup({{"TANDEM_MTP_ADAPTIVE", " Off "},
+                                      {"TANDEM_ENABLE_MTP_B1", "YES"},
+                                      {"TANDEM_CACHE_DIR", "/c"},
+                                      {"HOME", "/home/u"}}));
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set->adaptive, std::optional<bool>(false));
+  EXPECT_EQ(set->force, std::optional<bool>(true));
+  EXPECT_EQ(set->cache_dir, "/c");
+  auto bad = PolicyEnv::parse(lookup({{"TANDEM_ENABLE_MTP_B1", "maybe"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(),
+            "TANDEM_ENABLE_MTP_B1='maybe' is not a boolean (use 1/true/yes/on or 0/false/no/off)");
+  auto both = PolicyEnv::parse(lookup({{"TANDEM_MTP_ADAPTIVE", "2"}, {"TANDEM_ENABLE_MTP_B1", ""}}));
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("TANDEM_MTP_ADAPTIVE='2'"), std::string::npos);
+  EXPECT_NE(both.status().message().find("TANDEM_ENABLE_MTP_B1=''"), std::string::npos);
 }
 
 TEST(AdaptivePolicy, UnwritableCacheKeepsTheVerdictInMemory) {

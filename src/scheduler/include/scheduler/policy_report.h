@@ -23,6 +23,14 @@ struct PolicyReport {
   int samples = 0;
   std::optional<int> samples_remaining;
   std::optional<double> last_speedup;  // the settle estimate (metrics only)
+  // Additive fields of docs/adr/0005-policy-confidence.md (profiling/settled only).
+  std::optional<double> speedup, speedup_log_stddev, speedup_low, speedup_high, speedup_threshold;
+  std::optional<std::string> settle_reason;     // interval_cleared | max_samples
+  std::optional<std::string> verdict_source;    // measured | hint
+  std::optional<std::string> reprofile_reason;  // why the policy last (re-)profiled, if it did
+  int reprofiles = 0;
+  std::optional<double> served_speedup;
+  int contradicting_windows = 0;
 };
 
 class PolicyBoard {

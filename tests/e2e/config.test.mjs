@@ -83,7 +83,11 @@ describe('environment variables: a malformed or out-of-range value exits 2 namin
     ];
     for (const [name, value, detail] of cases) {
       const message = new RegExp(`${name}='${value}'[^\\n]*${detail.source}`);
-      expectStartupError(COMMANDS.serve(false), { [name]: value }, message);
+      // Without the flag the variable mirrors (a given flag wins: the variable is not read).
+      const args = ['serve', '-m', target, '--host', '127.0.0.1'];
+      if (!/PORT/.test(name)) args.push('--port', '0');
+      if (!/THREADS/.test(name)) args.push('-t', '1');
+      expectStartupError(args, { [name]: value }, message);
     }
   });
 

@@ -127,9 +127,8 @@ Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model:
       if (std::ifstream(dir + "/tokenizer.json").good()) continue;
       spdlog::warn(
           "{}/tokenizer.json not found: the vocabularies of the drafter {} and the target {} could not be "
-          "compared, only their vocab_size ({}); a drafter with another vocabulary still gives exact output, "
-          "but "
-          "its drafts would be rejected",
+          "compared, only their vocab_size ({}); a drafter with another vocabulary still gives exact "
+          "output, but its drafts would be rejected",
           dir, options.dir, target.dir(), target.config().vocab_size);
       break;
     }

@@ -42,7 +42,10 @@ Status check_choice(const char* name, const std::vector<std::string>& accepted) 
 
 Status apply_log_level() {
   auto v = non_blank("TANDEM_LOG_LEVEL");
-  if (!v) return Status::Ok();
+  if (!v) {
+    spdlog::set_level(spdlog::level::info);  // blank: the default (init_logging read "" as "off")
+    return Status::Ok();
+  }
   TANDEM_RETURN_IF_ERROR(check_choice_value(
       "TANDEM_LOG_LEVEL", *v, {"trace", "debug", "info", "warn", "warning", "error", "critical", "off"}));
   spdlog::set_level(spdlog::level::from_str(to_lower(trim(*v))));

@@ -92,10 +92,21 @@ describe('environment variables: a malformed or out-of-range value exits 2 namin
   });
 
   it('a blank value counts as unset', () => {
-    const blank = { TANDEM_MTP_ADAPTIVE: ' ', TANDEM_ENABLE_MTP_B1: '', TANDEM_GEMM: '', TANDEM_DRAFT_BLOCK_SIZE: ' ' };
+    const blank = {
+      TANDEM_MTP_ADAPTIVE: ' ',
+      TANDEM_ENABLE_MTP_B1: '',
+      TANDEM_GEMM: '',
+      TANDEM_DRAFT_BLOCK_SIZE: ' ',
+      TANDEM_LOG_LEVEL: '',
+    };
     const r = run(COMMANDS.probe(), blank);
     assert.equal(r.status, 0, r.out);
-    assert.match(r.stdout, /^block_size: 4$/m, 'the drafter config decides K');
+    assert.match(r.stdout, /^block_size: 4$/m, 'the default K (the draft config declares none)');
+    assert.match(r.out, / info .*block size 4 from default/, 'a blank TANDEM_LOG_LEVEL is the default, info');
+    // Values are trimmed and case-insensitive.
+    const warn = run(COMMANDS.probe(), { TANDEM_LOG_LEVEL: ' Warn ', TANDEM_GEMM: ' Invariant' });
+    assert.equal(warn.status, 0, warn.out);
+    assert.doesNotMatch(warn.out, / info /);
   });
 
   it('a flag wins over its variable, which is then not read (even when malformed)', async () => {
@@ -129,7 +140,7 @@ describe('--draft-block-size', () => {
     expectStartupError(['probe', '-m', target], {}, /-md\/--model-draft DIR is required/);
   });
 
-  it('the flag beats TANDEM_DRAFT_BLOCK_SIZE, which beats the drafter config', () => {
+  it('the flag beats TANDEM_DRAFT_BLOCK_SIZE, which beats the drafter config and the default', () => {
     const flag = run([...COMMANDS.probe(), '--draft-block-size', '3'], { TANDEM_DRAFT_BLOCK_SIZE: '5' });
     assert.equal(flag.status, 0, flag.out);
     assert.match(flag.stdout, /^block_size: 3$/m);
@@ -140,6 +151,14 @@ describe('--draft-block-size', () => {
     assert.equal(env.status, 0, env.out);
     assert.match(env.stdout, /^block_size: 5$/m);
     assert.match(env.out, /block size 5 from TANDEM_DRAFT_BLOCK_SIZE/);
+    // The MTP head's config.json declares draft_block_size 4: the variable beats it.
+    const mtp = ['probe', '-m', target, '-md', models.mtp, '-t', '1'];
+    const declared = run(mtp);
+    assert.equal(declared.status, 0, declared.out);
+    assert.match(declared.out, /block size 4 from drafter config/);
+    const over = run(mtp, { TANDEM_DRAFT_BLOCK_SIZE: '5' });
+    assert.equal(over.status, 0, over.out);
+    assert.match(over.stdout, /^block_size: 5$/m);
   });
 });
 

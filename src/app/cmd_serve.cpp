@@ -37,6 +37,7 @@ struct ServeOptions {
   int64_t batch = 256;
   bool no_prefix_cache = false;
   std::string api_key, api_key_file;
+  std::string api_key_from;  // the variables the keys came from, when no flag gave them ("" otherwise)
   int threads = 0;
   std::string gemm;
   int64_t max_body = 8 << 20;
@@ -44,14 +45,20 @@ struct ServeOptions {
 };
 
 void apply_env(ServeOptions& o) {
-  auto fill = [](std::string& field, std::initializer_list<const char*> names) {
+  // Returns the variable that filled the field, if one did.
+  auto fill = [](std::string& field, std::initializer_list<const char*> names) -> std::string {
     for (const char* n : names)
       if (field.empty())
-        if (auto v = env_string(n)) field = *v;
+        if (auto v = env_string(n); v && !v->empty()) {
+          field = *v;
+          return n;
+        }
+    return "";
   };
   fill(o.model, {"TANDEM_MODEL", "LLAMA_ARG_MODEL"});
-  fill(o.api_key, {"TANDEM_API_KEY", "LLAMA_API_KEY"});
-  fill(o.api_key_file, {"TANDEM_API_KEY_FILE"});
+  const std::string key_from = fill(o.api_key, {"TANDEM_API_KEY", "LLAMA_API_KEY"});
+  const std::string file_from = fill(o.api_key_file, {"TANDEM_API_KEY_FILE"});
+  o.api_key_from = key_from + (!key_from.empty() && !file_from.empty() ? ", " : "") + file_from;
 }
 
 int run_serve(ServeOptions& o) {
@@ -77,8 +84,9 @@ int run_serve(ServeOptions& o) {
 
   auto keys = server::ApiKeys::load(o.api_key, o.api_key_file);
   if (!keys.ok()) {
-    spdlog::error("{}", keys.status().message());
-    return 2;
+    // The message names the flag; the value is a secret and is not repeated.
+    const std::string from = o.api_key_from.empty() ? "" : " (from " + o.api_key_from + ")";
+    return usage_error("serve", invalid_argument(keys.status().message() + from));
   }
   if (Status s = apply_gemm_option(o.gemm); !s.ok()) return usage_error("serve", s);
   const std::string id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;

@@ -91,6 +91,13 @@ describe('environment variables: a malformed or out-of-range value exits 2 namin
     }
   });
 
+  it('API keys from the environment: errors name the variable (the keys themselves are not repeated)', () => {
+    const args = COMMANDS.serve(false);
+    expectStartupError(args, { TANDEM_API_KEY_FILE: '/nonexistent/keys' }, /--api-key-file \/nonexistent\/keys: cannot open \(from TANDEM_API_KEY_FILE\)/);
+    expectStartupError(args, { LLAMA_API_KEY: 'sk-secret-1,,sk-secret-2' }, /--api-key: empty key .*\(from LLAMA_API_KEY\)/);
+    assert.doesNotMatch(run(args, { LLAMA_API_KEY: 'sk-secret-1,,sk-secret-2' }, 10000).out, /sk-secret/);
+  });
+
   it('a blank value counts as unset', () => {
     const blank = {
       TANDEM_MTP_ADAPTIVE: ' ',

@@ -19,8 +19,11 @@
 #include "bench_spec.h"
 #include "commands.h"
 #include "core/aligned_buffer.h"
+#include "drafter_setup.h"
+#include "environment.h"
 #include "kernels/ops.h"
 #include "model/forward.h"
+#include "scheduler/metrics.h"
 
 namespace tandem::app {
 namespace {
@@ -231,17 +234,35 @@ Command add_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::Range(1, 256));
   // With a drafter: classic vs speculative (cmd_bench_spec.cpp).
+  // With -md (a drafter): classic vs speculative decoding instead.
   auto spec = std::make_shared<SpecBenchOptions>();
-  sub->add_option("--model-draft,--draft-model", spec->drafter.dir,
-                  "Drafter (-md): compare classic and speculative decoding instead");
-  sub->add_option("--draft-kind", spec->drafter.kind, "draft|mtp (default: detected)");
-  sub->add_option("--k-min", spec->k_min, "Smallest block size K to measure")->check(CLI::Range(2, 16));
-  sub->add_option("--k-max", spec->k_max, "Largest block size K to measure")->check(CLI::Range(2, 16));
+  add_drafter_options(sub, spec->drafter, false);
+  const auto k_range = CLI::Range(scheduler::kMinDraftBlockSize, scheduler::kMaxDraftBlockSize);
+  CLI::Option* k_min =
+      sub->add_option("--k-min", spec->k_min,
+                      "Smallest block size K to measure (default 2, or TANDEM_DRAFT_BLOCK_SIZE)")
+          ->check(k_range);
+  CLI::Option* k_max =
+      sub->add_option("--k-max", spec->k_max,
+                      "Largest block size K to measure (default 6, or TANDEM_DRAFT_BLOCK_SIZE)")
+          ->check(k_range);
   sub->add_option("--temp", spec->temperature, "Sampling temperature (0 = greedy)");
   sub->add_option("--seed", spec->seed, "Sampling seed");
   sub->add_option("--prompt-file", spec->prompt_file, "Prompts, one per line (held-out text)");
   sub->add_option("--prompts", spec->prompts, "Number of prompts")->check(CLI::Range(1, 1000));
-  return {sub, [o, spec] {
+  return {sub, [o, spec, k_min, k_max] {
+            auto startup = [&]() -> Status {
+              TANDEM_RETURN_IF_ERROR(validate_environment());
+              TANDEM_RETURN_IF_ERROR(resolve_drafter_options(spec->drafter));
+              // TANDEM_DRAFT_BLOCK_SIZE measures that one K unless --k-min / --k-max say otherwise.
+              if (spec->drafter.block_size > 0 && k_min->count() == 0 && k_max->count() == 0)
+                spec->k_min = spec->k_max = spec->drafter.block_size;
+              if (spec->k_min > spec->k_max)
+                return invalid_argument("--k-min " + std::to_string(spec->k_min) +
+                                        " is larger than --k-max " + std::to_string(spec->k_max));
+              return Status::Ok();
+            };
+            if (Status s = startup(); !s.ok()) return usage_error("bench", s);
             if (spec->drafter.dir.empty()) return run_bench(*o);
             spec->model_dir = o->model_dir;
             spec->threads = o->threads;

@@ -21,7 +21,9 @@ namespace tandem::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
 Expected<std::vector<std::vector<int32_t>>> load_prompts(const SpecBenchOptions& o, const model::Model& m) {
   std::vector<std::vector<int32_t>> prompts;
@@ -45,7 +47,8 @@ Expected<std::vector<std::vector<int32_t>>> load_prompts(const SpecBenchOptions&
     prompts.push_back(std::move(ids));
   }
   if (prompts.empty())
-    return invalid_argument("--prompt-file " + o.prompt_file + ": no line has " + std::to_string(o.prompt_tokens) + " tokens");
+    return invalid_argument("--prompt-file " + o.prompt_file + ": no line has " +
+                            std::to_string(o.prompt_tokens) + " tokens");
   return prompts;
 }
 
@@ -100,7 +103,6 @@ int run_spec_bench(SpecBenchOptions o) {
     std::fprintf(stderr, "tandem bench: %s\n", s.to_string().c_str());
     return 1;
   };
-  apply_drafter_env(o.drafter);
   auto loaded = model::Model::load(o.model_dir);
   if (!loaded.ok()) return fail(loaded.status());
   const model::Model& m = **loaded;
@@ -112,7 +114,10 @@ int run_spec_bench(SpecBenchOptions o) {
   if (!kv.ok()) return fail(kv.status());
   model::Forward f(m, *kv, &pool);
   o.drafter.max_tokens = capacity;
-  if (o.drafter.block_size == 0) o.drafter.block_size = o.k_min;
+  // Every K of the sweep is measured; the drafter is loaded (and logged) with the first.
+  o.drafter.block_size = o.k_min;
+  o.drafter.block_size_rule =
+      "the first K of the sweep " + std::to_string(o.k_min) + ".." + std::to_string(o.k_max);
   auto drafter = load_drafter(o.drafter, m, &pool);
   if (!drafter.ok()) return fail(drafter.status());
   sampling::SamplingParams params;
@@ -132,12 +137,14 @@ int run_spec_bench(SpecBenchOptions o) {
   }
   const double step_ms = classic_ms / static_cast<double>(classic_steps);
   const double classic_tps = 1000.0 / step_ms;
-  std::printf("model %s, drafter %s, %zu prompts x %d tokens, %d new tokens each, temperature %.2f, seed %llu, %d threads\n",
-              o.model_dir.c_str(), drafter->drafter->describe().c_str(), prompts->size(), o.prompt_tokens, o.decode,
-              o.temperature, static_cast<unsigned long long>(o.seed), pool.size());
+  std::printf(
+      "model %s, drafter %s, %zu prompts x %d tokens, %d new tokens each, temperature %.2f, seed %llu, %d "
+      "threads\n",
+      o.model_dir.c_str(), drafter->drafter->describe().c_str(), prompts->size(), o.prompt_tokens, o.decode,
+      o.temperature, static_cast<unsigned long long>(o.seed), pool.size());
   std::printf("classic: %.2f tok/s (%.3f ms per decode step)\n", classic_tps, step_ms);
-  std::printf("%3s %10s %8s %11s %13s %10s %14s %15s %10s %s\n", "K", "tok/s", "speedup", "acceptance", "mean_accepted",
-              "round_ms", "round/classic", "verify/classic", "output", "probe");
+  std::printf("%3s %10s %8s %11s %13s %10s %14s %15s %10s %s\n", "K", "tok/s", "speedup", "acceptance",
+              "mean_accepted", "round_ms", "round/classic", "verify/classic", "output", "probe");
   bool all_identical = true;
   for (int k = o.k_min; k <= o.k_max; ++k) {
     spec::ExactnessGate gate(m.dir(), [&](int kk) { return spec::run_exactness_probe(m, &pool, kk); });

@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "core/log.h"
 #include "drafter_setup.h"
+#include "environment.h"
 #include "model/forward.h"
 #include "spec/exactness.h"
 #include "spec/sequence.h"
@@ -68,7 +69,8 @@ Expected<std::vector<int32_t>> build_prompt(const GenerateOptions& o, Text& text
   TANDEM_ASSIGN_OR_RETURN(tok::Tokenizer t, tok::Tokenizer::from_file(o.model_dir + "/tokenizer.json"));
   text.tokenizer = std::move(t);
   if (!o.chat) return text.tokenizer->encode(o.prompt, true);
-  TANDEM_ASSIGN_OR_RETURN(tok::ChatTemplate c, tok::ChatTemplate::from_tokenizer_config(o.model_dir + "/tokenizer_config.json"));
+  TANDEM_ASSIGN_OR_RETURN(tok::ChatTemplate c,
+                          tok::ChatTemplate::from_tokenizer_config(o.model_dir + "/tokenizer_config.json"));
   text.chat = std::move(c);
   tok::ChatRenderInput input;
   input.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", o.prompt}}});
@@ -82,15 +84,21 @@ int run_generate(GenerateOptions o) {
     std::fprintf(stderr, "tandem generate: %s\n", s.to_string().c_str());
     return 1;
   };
-  apply_drafter_env(o.drafter);
-  if (Status s = apply_gemm_option(o.gemm); !s.ok()) return fail(s);
+  // Start-up checks (exit 2), in order: nothing reads a variable before it is validated.
+  auto startup = [&]() -> Status {
+    TANDEM_RETURN_IF_ERROR(validate_environment());
+    TANDEM_RETURN_IF_ERROR(resolve_drafter_options(o.drafter));
+    return apply_gemm_option(o.gemm);
+  };
+  if (Status s = startup(); !s.ok()) return usage_error("generate", s);
   Text text;
   auto prompt = build_prompt(o, text);
   if (!prompt.ok()) return fail(prompt.status());
   auto loaded = model::Model::load(o.model_dir);
   if (!loaded.ok()) return fail(loaded.status());
   const model::Model& m = **loaded;
-  if (Status s = sampling::validate(o.sampling, static_cast<int32_t>(m.config().vocab_size)); !s.ok()) return fail(s);
+  if (Status s = sampling::validate(o.sampling, static_cast<int32_t>(m.config().vocab_size)); !s.ok())
+    return fail(s);
   const int64_t total = static_cast<int64_t>(prompt->size()) + o.max_tokens + 16;
   auto kv = model::KvCache::create(m.config(), model::KvCache::options_for_tokens(total));
   if (!kv.ok()) return fail(kv.status());
@@ -169,7 +177,8 @@ int run_generate(GenerateOptions o) {
     if (drafter->drafter) {
       std::fprintf(stderr, "drafter: %s, block size %d (%s)\n", drafter->drafter->describe().c_str(),
                    drafter->block_size, drafter->block_size_rule.c_str());
-      std::fprintf(stderr, "exactness probe: %s — %s\n", gate->exact ? "exact" : (gate->allowed ? "inexact, engaged anyway" : "declined"),
+      std::fprintf(stderr, "exactness probe: %s — %s\n",
+                   gate->exact ? "exact" : (gate->allowed ? "inexact, engaged anyway" : "declined"),
                    gate->decline_reason.value_or(gate->probe_reason).c_str());
       std::fprintf(stderr, "speculative rounds: %lld, acceptance rate %.3f, mean accepted length %.2f\n",
                    static_cast<long long>(rounds), drafted ? static_cast<double>(accepted) / drafted : 0.0,
@@ -184,11 +193,10 @@ int run_generate(GenerateOptions o) {
 Command add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   o->sampling.temperature = 0.8f;
-  CLI::App* sub = app.add_subcommand("generate", "Generate one completion (classic, or speculative with -md)");
+  CLI::App* sub =
+      app.add_subcommand("generate", "Generate one completion (classic, or speculative with -md)");
   sub->add_option("-m,--model", o->model_dir, "Hugging Face model directory")->required();
-  sub->add_option("--model-draft,--draft-model", o->drafter.dir, "Drafter directory (-md)");
-  sub->add_option("--draft-kind", o->drafter.kind, "draft|mtp (default: detected)");
-  sub->add_option("--draft-block-size", o->drafter.block_size, "Tokens per verify forward, 2..16");
+  add_drafter_options(sub, o->drafter, true);
   sub->add_option("-p,--prompt", o->prompt, "Prompt text");
   sub->add_flag("--chat", o->chat, "Treat the prompt as a user message and apply the chat template");
   sub->add_option("--tokens", o->tokens, "Prompt token ids, comma separated (instead of -p); prints ids");

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "drafter_setup.h"
+#include "environment.h"
 #include "spec/exactness.h"
 
 namespace tandem::app {
@@ -22,9 +23,15 @@ int run_probe(ProbeOptions o) {
     std::fprintf(stderr, "tandem probe: %s\n", s.to_string().c_str());
     return 1;
   };
-  apply_drafter_env(o.drafter);
-  if (o.drafter.dir.empty()) return fail(invalid_argument("-md/--model-draft DIR is required"));
-  if (Status s = apply_gemm_option(o.gemm); !s.ok()) return fail(s);
+  // Start-up checks (exit 2), in order: nothing reads a variable before it is validated.
+  auto startup = [&]() -> Status {
+    TANDEM_RETURN_IF_ERROR(validate_environment());
+    TANDEM_RETURN_IF_ERROR(resolve_drafter_options(o.drafter));
+    return apply_gemm_option(o.gemm);
+  };
+  if (Status s = startup(); !s.ok()) return usage_error("probe", s);
+  if (o.drafter.dir.empty())
+    return usage_error("probe", invalid_argument("-md/--model-draft DIR is required"));
   auto target = model::Model::load(o.model_dir);
   if (!target.ok()) return fail(target.status());
   ThreadPool pool(o.threads);
@@ -33,7 +40,8 @@ int run_probe(ProbeOptions o) {
   const model::Model& m = **target;
   spec::ExactnessGate gate(m.dir(), [&](int k) { return spec::run_exactness_probe(m, &pool, k); });
   const spec::GateDecision& d = gate.decide(drafter->block_size);
-  const char* verdict = d.exact ? "exact" : (d.allowed ? "inexact (engaged anyway: TANDEM_MTP_ALLOW_INEXACT)" : "declined");
+  const char* verdict =
+      d.exact ? "exact" : (d.allowed ? "inexact (engaged anyway: TANDEM_MTP_ALLOW_INEXACT)" : "declined");
   std::printf("verdict: %s\nblock_size: %d\nreason: %s\n", verdict, drafter->block_size,
               d.decline_reason.value_or(d.probe_reason).c_str());
   return d.allowed ? 0 : 3;
@@ -43,11 +51,10 @@ int run_probe(ProbeOptions o) {
 
 Command add_probe_command(CLI::App& app) {
   auto o = std::make_shared<ProbeOptions>();
-  CLI::App* sub = app.add_subcommand("probe", "Check that a verify block is byte-identical to single-token decode");
+  CLI::App* sub =
+      app.add_subcommand("probe", "Check that a verify block is byte-identical to single-token decode");
   sub->add_option("-m,--model", o->model_dir, "Target model directory")->required();
-  sub->add_option("--model-draft,--draft-model", o->drafter.dir, "Drafter directory (-md)");
-  sub->add_option("--draft-kind", o->drafter.kind, "draft|mtp (default: detected)");
-  sub->add_option("--draft-block-size", o->drafter.block_size, "Tokens per verify forward, 2..16");
+  add_drafter_options(sub, o->drafter, true);
   sub->add_option("--gemm", o->gemm, "Matmul kernel request: invariant|splitk|auto (TANDEM_GEMM pins)");
   sub->add_option("-t,--threads", o->threads, "Kernel threads (default: all)");
   return {sub, [o] { return run_probe(*o); }};

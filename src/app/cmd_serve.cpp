@@ -17,6 +17,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "drafter_setup.h"
+#include "environment.h"
 #include "model/model.h"
 #include "scheduler/engine.h"
 #include "server/http_server.h"
@@ -36,25 +37,40 @@ struct ServeOptions {
   int64_t batch = 256;
   bool no_prefix_cache = false;
   std::string api_key, api_key_file;
+  std::string api_key_from;  // the variables the keys came from, when no flag gave them ("" otherwise)
   int threads = 0;
   std::string gemm;
   int64_t max_body = 8 << 20;
+  std::vector<EnvMirror> mirrors;  // flags that TANDEM_* / LLAMA_ARG_* variables mirror
 };
 
 void apply_env(ServeOptions& o) {
-  auto fill = [](std::string& field, std::initializer_list<const char*> names) {
+  // Returns the variable that filled the field, if one did.
+  auto fill = [](std::string& field, std::initializer_list<const char*> names) -> std::string {
     for (const char* n : names)
       if (field.empty())
-        if (auto v = env_string(n)) field = *v;
+        if (auto v = env_string(n); v && !v->empty()) {
+          field = *v;
+          return n;
+        }
+    return "";
   };
   fill(o.model, {"TANDEM_MODEL", "LLAMA_ARG_MODEL"});
-  fill(o.api_key, {"TANDEM_API_KEY", "LLAMA_API_KEY"});
-  fill(o.api_key_file, {"TANDEM_API_KEY_FILE"});
-  apply_drafter_env(o.drafter);
+  const std::string key_from = fill(o.api_key, {"TANDEM_API_KEY", "LLAMA_API_KEY"});
+  const std::string file_from = fill(o.api_key_file, {"TANDEM_API_KEY_FILE"});
+  o.api_key_from = key_from + (!key_from.empty() && !file_from.empty() ? ", " : "") + file_from;
 }
 
-int run_serve(ServeOptions o) {
+int run_serve(ServeOptions& o) {
   apply_env(o);
+  // Start-up checks (exit 2): the flags' environment mirrors, then every other variable serve reads.
+  auto startup = [&]() -> Status {
+    TANDEM_RETURN_IF_ERROR(apply_env_mirrors(o.mirrors));
+    TANDEM_RETURN_IF_ERROR(validate_environment());
+    TANDEM_RETURN_IF_ERROR(validate_serve_environment());
+    return resolve_drafter_options(o.drafter);
+  };
+  if (Status s = startup(); !s.ok()) return usage_error("serve", s);
   if (o.model.empty()) {
     std::fprintf(stderr, "tandem serve: -m/--model DIR is required (or TANDEM_MODEL)\n");
     return 2;
@@ -68,13 +84,11 @@ int run_serve(ServeOptions o) {
 
   auto keys = server::ApiKeys::load(o.api_key, o.api_key_file);
   if (!keys.ok()) {
-    spdlog::error("{}", keys.status().message());
-    return 2;
+    // The message names the flag; the value is a secret and is not repeated.
+    const std::string from = o.api_key_from.empty() ? "" : " (from " + o.api_key_from + ")";
+    return usage_error("serve", invalid_argument(keys.status().message() + from));
   }
-  if (Status s = apply_gemm_option(o.gemm); !s.ok()) {
-    spdlog::error("{}", s.message());
-    return 2;
-  }
+  if (Status s = apply_gemm_option(o.gemm); !s.ok()) return usage_error("serve", s);
   const std::string id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
   server::Service service(id.empty() ? "tandem" : id, std::move(*keys), static_cast<size_t>(o.max_body));
   server::HttpServer http(service, {o.host, o.port, std::max(8, o.parallel * 2 + 4)});
@@ -93,8 +107,7 @@ int run_serve(ServeOptions o) {
   };
 
   // TANDEM_LOAD_DELAY_MS: hold the loading state this long (for testing readiness probes).
-  if (auto delay = env_string("TANDEM_LOAD_DELAY_MS"))
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(delay->c_str())));
+  std::this_thread::sleep_for(std::chrono::milliseconds(env_int_or("TANDEM_LOAD_DELAY_MS", 0)));
   const auto t0 = std::chrono::steady_clock::now();
   // Progress: a live line on a terminal, a log line per quarter otherwise.
   const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -142,7 +155,7 @@ int run_serve(ServeOptions o) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  const int drain_ms = static_cast<int>(std::stol(env_string("TANDEM_SHUTDOWN_DRAIN_MS").value_or("5000")));
+  const int drain_ms = static_cast<int>(env_int_or("TANDEM_SHUTDOWN_DRAIN_MS", 5000));
   spdlog::info("signal {}: shutting down (in-flight requests get {} ms to finish)", sig, drain_ms);
   service.begin_shutdown();
   service.engine()->shutdown(std::chrono::milliseconds(drain_ms));
@@ -159,43 +172,52 @@ Command add_serve_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
   sub->add_option("-m,--model", o->model, "Hugging Face model directory (env TANDEM_MODEL)");
   sub->add_option("-a,--alias", o->alias, "Model id to serve under (default: the directory name)");
-  sub->add_option("--model-draft,--draft-model", o->drafter.dir,
-                  "Drafter directory: a small model or an MTP head (env LLAMA_ARG_MODEL_DRAFT)");
-  sub->add_option("--draft-kind", o->drafter.kind, "draft|mtp (default: detected; env TANDEM_DRAFT_KIND)");
-  sub->add_option(
-      "--draft-block-size", o->drafter.block_size,
-      "Tokens per verify forward, 2..16 (env TANDEM_DRAFT_BLOCK_SIZE; default: drafter config, else 4)");
-  // Every flag below also reads TANDEM_<NAME> (main.cpp copies llama-server's
-  // LLAMA_ARG_<NAME> spelling over when TANDEM_<NAME> is unset); the flag wins.
-  sub->add_option("--host", o->host, "Address to listen on")->envname("TANDEM_HOST")->capture_default_str();
-  sub->add_option("--port", o->port, "Port (0: any free port)")
-      ->envname("TANDEM_PORT")
-      ->check(CLI::Range(0, 65535))
-      ->capture_default_str();
-  sub->add_option("-c,--ctx-size", o->context,
-                  "Context per sequence in tokens (default: model's, at most 4096)")
-      ->envname("TANDEM_CTX_SIZE")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
-  sub->add_option("--parallel", o->parallel, "Sequences decoded concurrently (-np)")
-      ->envname("TANDEM_PARALLEL")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  sub->add_option("-b,--batch-size", o->batch,
-                  "Prompt tokens prefilled per engine step, shared by the requests being prefilled; smaller "
-                  "keeps decoding streams smoother while prompts arrive, larger gives faster first tokens")
-      ->envname("TANDEM_BATCH_SIZE")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
-      ->capture_default_str();
-  sub->add_flag("--no-prefix-cache", o->no_prefix_cache,
-                "Prefill every prompt in full instead of reusing cached prompt prefixes (reuse is exact: the "
-                "output is the same either way)")
-      ->envname("TANDEM_NO_PREFIX_CACHE");
+  add_drafter_options(sub, o->drafter, true);
+  // Every flag below also reads TANDEM_<NAME>, then llama-server's LLAMA_ARG_<NAME>
+  // (apply_env_mirrors, at start-up: an invalid value exits 2 naming the variable); the flag wins.
+  auto mirror = [o](CLI::Option* option, std::vector<const char*> names, bool boolean = false) {
+    o->mirrors.push_back({option, std::move(names), boolean});
+    return option;
+  };
+  mirror(sub->add_option("--host", o->host, "Address to listen on (env TANDEM_HOST, LLAMA_ARG_HOST)")
+             ->capture_default_str(),
+         {"TANDEM_HOST", "LLAMA_ARG_HOST"});
+  mirror(sub->add_option("--port", o->port, "Port (0: any free port; env TANDEM_PORT, LLAMA_ARG_PORT)")
+             ->check(CLI::Range(0, 65535))
+             ->capture_default_str(),
+         {"TANDEM_PORT", "LLAMA_ARG_PORT"});
+  mirror(
+      sub->add_option("-c,--ctx-size", o->context,
+                      "Context per sequence in tokens (default: model's, at most 4096; env TANDEM_CTX_SIZE, "
+                      "LLAMA_ARG_CTX_SIZE)")
+          ->check(CLI::Range(int64_t{0}, int64_t{1} << 24)),
+      {"TANDEM_CTX_SIZE", "LLAMA_ARG_CTX_SIZE"});
+  mirror(sub->add_option("--parallel", o->parallel,
+                         "Sequences decoded concurrently (-np; env TANDEM_PARALLEL, LLAMA_ARG_N_PARALLEL)")
+             ->check(CLI::Range(1, 1024))
+             ->capture_default_str(),
+         {"TANDEM_PARALLEL", "LLAMA_ARG_N_PARALLEL"});
+  mirror(sub->add_option(
+                "-b,--batch-size", o->batch,
+                "Prompt tokens prefilled per engine step, shared by the requests being prefilled; smaller "
+                "keeps decoding streams smoother while prompts arrive, larger gives faster first tokens "
+                "(env TANDEM_BATCH_SIZE, LLAMA_ARG_BATCH)")
+             ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
+             ->capture_default_str(),
+         {"TANDEM_BATCH_SIZE", "LLAMA_ARG_BATCH"});
+  mirror(sub->add_flag(
+             "--no-prefix-cache", o->no_prefix_cache,
+             "Prefill every prompt in full instead of reusing cached prompt prefixes (reuse is exact: the "
+             "output is the same either way; env TANDEM_NO_PREFIX_CACHE)"),
+         {"TANDEM_NO_PREFIX_CACHE"}, true);
   sub->add_option("--api-key", o->api_key,
                   "API key(s), comma-separated (env TANDEM_API_KEY / LLAMA_API_KEY)");
   sub->add_option("--api-key-file", o->api_key_file, "File with one API key per line");
-  sub->add_option("-t,--threads", o->threads, "Kernel threads (default: all hardware threads)")
-      ->envname("TANDEM_THREADS")
-      ->check(CLI::Range(0, 1024));
+  mirror(
+      sub->add_option("-t,--threads", o->threads,
+                      "Kernel threads (default: all hardware threads; env TANDEM_THREADS, LLAMA_ARG_THREADS)")
+          ->check(CLI::Range(0, 1024)),
+      {"TANDEM_THREADS", "LLAMA_ARG_THREADS"});
   sub->add_option("--gemm", o->gemm, "Matmul kernel request: invariant|splitk|auto (TANDEM_GEMM pins)");
   sub->add_option("--max-body-bytes", o->max_body, "Largest request body accepted")
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32))

@@ -1,9 +1,12 @@
 // Drafter resolution shared by serve, generate, probe and bench
 // (SPEC-speculative.md §1 steps 1-4): which directory, which kind, whether
 // it is compatible with the target, and the block size K — logging which
-// rule decided each.
+// rule decided each. Flags beat their variables; a kind or K without a
+// drafter, or a K outside kMinDraftBlockSize..kMaxDraftBlockSize, is a
+// start-up error (resolve_drafter_options).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,22 +19,32 @@
 namespace tandem::app {
 
 struct DrafterOptions {
-  std::string dir;         // -md / --model-draft / --draft-model (env LLAMA_ARG_MODEL_DRAFT)
-  std::string kind;        // --draft-kind (env TANDEM_DRAFT_KIND); empty: detect
-  int block_size = 0;      // --draft-block-size (env TANDEM_DRAFT_BLOCK_SIZE); 0: unset
-  int64_t max_tokens = 4096;  // draft KV capacity
+  std::string dir;              // -md / --model-draft / --draft-model (env LLAMA_ARG_MODEL_DRAFT)
+  std::string kind;             // --draft-kind (env TANDEM_DRAFT_KIND); empty: detect
+  std::string kind_rule;        // "--draft-kind" or "TANDEM_DRAFT_KIND" when kind is set
+  int block_size = 0;           // --draft-block-size (env TANDEM_DRAFT_BLOCK_SIZE); 0: unset
+  std::string block_size_rule;  // "--draft-block-size" or "TANDEM_DRAFT_BLOCK_SIZE" when block_size is set
+  int64_t max_tokens = 4096;    // draft KV capacity
 };
 
 struct LoadedDrafter {
   std::unique_ptr<spec::Drafter> drafter;  // null when no drafter is configured
   int block_size = 4;
-  std::string block_size_rule;  // "--draft-block-size", "TANDEM_DRAFT_BLOCK_SIZE", "drafter config", "default"
+  std::string
+      block_size_rule;  // "--draft-block-size", "TANDEM_DRAFT_BLOCK_SIZE", "drafter config", "default"
 };
 
-// Fills unset options from the environment.
-void apply_drafter_env(DrafterOptions& options);
+// Adds --model-draft (-md), --draft-kind and, when `block_size`, --draft-block-size
+// (range-checked by CLI11, so a bad K exits 2 naming the flag) to a subcommand.
+void add_drafter_options(CLI::App* sub, DrafterOptions& options, bool block_size);
 
-Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target, ThreadPool* pool);
+// Fills unset options from the environment and checks them: a malformed or
+// out-of-range TANDEM_DRAFT_KIND / TANDEM_DRAFT_BLOCK_SIZE, or a kind or block
+// size without a drafter directory, is InvalidArgument (a start-up error).
+Status resolve_drafter_options(DrafterOptions& options);
+
+Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target,
+                                     ThreadPool* pool);
 
 // Applies --gemm (a request; TANDEM_GEMM pins and wins). Errors list the accepted values.
 Status apply_gemm_option(const std::string& gemm);

@@ -2,12 +2,12 @@
 // (cmd_*.cpp) and registers itself on the CLI11 app here.
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "commands.h"
 #include "core/log.h"
+#include "environment.h"
 
 namespace {
 
@@ -23,25 +23,16 @@ std::vector<std::string> llama_style_args(int argc, char** argv) {
   return args;
 }
 
-// llama-server reads LLAMA_ARG_<NAME> for its flags; the same names work here
-// when the TANDEM_ spelling is unset (the TANDEM_ names are the documented ones).
-void adopt_llama_env() {
-  static const char* const kPairs[][2] = {
-      {"TANDEM_HOST", "LLAMA_ARG_HOST"},         {"TANDEM_PORT", "LLAMA_ARG_PORT"},
-      {"TANDEM_CTX_SIZE", "LLAMA_ARG_CTX_SIZE"}, {"TANDEM_PARALLEL", "LLAMA_ARG_N_PARALLEL"},
-      {"TANDEM_THREADS", "LLAMA_ARG_THREADS"},   {"TANDEM_BATCH_SIZE", "LLAMA_ARG_BATCH"},
-  };
-  for (const auto& pair : kPairs) {
-    const char* llama = std::getenv(pair[1]);
-    if (std::getenv(pair[0]) == nullptr && llama != nullptr) setenv(pair[0], llama, 0);
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   tandem::init_logging();
-  adopt_llama_env();
+  // TANDEM_LOG_LEVEL is every subcommand's; serve's LLAMA_ARG_* mirrors are
+  // read with its flags (environment.h).
+  if (tandem::Status s = tandem::app::apply_log_level(); !s.ok()) {
+    std::fprintf(stderr, "tandem: %s\n", s.message().c_str());
+    return 2;
+  }
   CLI::App app{"tandem: an exact, measured LLM inference server"};
   app.set_version_flag("--version", "tandem 0.1.0");
   app.require_subcommand(1);

@@ -12,20 +12,43 @@ std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error
 
 GenerationRun::GenerationRun(GenerationRequest request, std::string id, std::string model,
                              int64_t prompt_tokens, const tok::Tokenizer* tokenizer,
-                             std::vector<Choice> choices)
+                             std::vector<Choice> choices, ServerMetrics* metrics)
     : request_(std::move(request)),
       id_(std::move(id)),
       model_(std::move(model)),
       prompt_tokens_(prompt_tokens),
       created_(static_cast<int64_t>(std::time(nullptr))),
       tokenizer_(tokenizer),
-      choices_(std::move(choices)) {}
+      choices_(std::move(choices)),
+      metrics_(metrics) {}
 
 GenerationRun::~GenerationRun() { cancel(); }
 
 void GenerationRun::cancel() {
-  for (auto& c : choices_)
-    if (c.finish == FinishReason::none) c.request->channel->cancel();
+  for (auto& c : choices_) {
+    if (c.finish != FinishReason::none) continue;
+    c.request->channel->cancel();
+    finish(c, FinishReason::cancelled);
+  }
+}
+
+void GenerationRun::finish(Choice& c, FinishReason reason) {
+  if (c.finish != FinishReason::none) return;
+  c.finish = reason;
+  if (!metrics_) return;
+  switch (reason) {
+    case FinishReason::stop:
+      metrics_->finished_stop++;
+      break;
+    case FinishReason::length:
+      metrics_->finished_length++;
+      break;
+    case FinishReason::cancelled:
+      metrics_->finished_abort++;
+      break;
+    default:
+      break;  // errors: the engine's request_failure_total
+  }
 }
 
 std::string GenerationRun::token_text(int32_t id) const {
@@ -65,7 +88,7 @@ std::string GenerationRun::advance(size_t i, std::chrono::milliseconds timeout,
       const size_t emitted = c.text.size() + out.size();
       while (keep < c.tokens.size() && offset < emitted) offset += token_text(c.tokens[keep++].token).size();
       c.tokens.resize(keep);
-      c.finish = FinishReason::stop;
+      finish(c, FinishReason::stop);  // the engine sees a cancelled request; the client a stop
       c.stats = u.stats;
       c.request->channel->cancel();  // the engine frees its KV at the next step
       break;
@@ -73,9 +96,9 @@ std::string GenerationRun::advance(size_t i, std::chrono::milliseconds timeout,
     if (u.finish != FinishReason::none) {
       if (c.detok) out += c.stop.push(c.detok->flush());
       out += c.stop.flush();
-      c.finish = u.finish;  // cancelled here means the server cut it (shutdown): reported as "abort"
       c.error = u.error;
       c.stats = u.stats;
+      finish(c, u.finish);  // cancelled here means the server cut it (shutdown): reported as "abort"
     }
   }
   c.text += out;

@@ -27,12 +27,22 @@ void histogram(std::ostringstream& o, const char* name, const char* help, const 
 
 }  // namespace
 
-std::string metrics_text(const scheduler::EngineMetrics& m, const scheduler::PolicyReport& policy) {
+std::string server_metrics_text(const ServerMetrics& s, const std::string& state) {
   std::ostringstream o;
-  header(o, "tandem:request_success_total", "counter", "Finished requests by finish reason.");
-  o << "tandem:request_success_total{finished_reason=\"stop\"} " << m.requests_finished_stop << '\n';
-  o << "tandem:request_success_total{finished_reason=\"length\"} " << m.requests_finished_length << '\n';
-  o << "tandem:request_success_total{finished_reason=\"abort\"} " << m.requests_cancelled << '\n';
+  header(o, "tandem:server_state", "gauge",
+         "Server state (1 for the current one): loading the model, ready, shutting down.");
+  for (const char* st : {"loading", "ready", "shutting_down"})
+    o << "tandem:server_state{state=\"" << st << "\"} " << (state == st ? 1 : 0) << '\n';
+  header(o, "tandem:request_success_total", "counter",
+         "Finished choices by the finish_reason their clients were told.");
+  o << "tandem:request_success_total{finished_reason=\"stop\"} " << s.finished_stop.load() << '\n';
+  o << "tandem:request_success_total{finished_reason=\"length\"} " << s.finished_length.load() << '\n';
+  o << "tandem:request_success_total{finished_reason=\"abort\"} " << s.finished_abort.load() << '\n';
+  return o.str();
+}
+
+std::string engine_metrics_text(const scheduler::EngineMetrics& m, const scheduler::PolicyReport& policy) {
+  std::ostringstream o;
   scalar(o, "tandem:request_failure_total", "counter", "Requests that failed inside the engine.",
          m.requests_failed.load());
   scalar(o, "tandem:requests_received_total", "counter", "Requests accepted by the engine.",

@@ -12,7 +12,9 @@ namespace tandem::server {
 
 using nlohmann::json;
 
-HttpReply error_reply(const ApiError& error) { return {error.http_status, "application/json", error_body(error)}; }
+HttpReply error_reply(const ApiError& error) {
+  return {error.http_status, "application/json", error_body(error)};
+}
 
 namespace {
 
@@ -43,7 +45,8 @@ Status load_text_side(const std::string& dir, ServedModel& served) {
     TANDEM_ASSIGN_OR_RETURN(tok::Tokenizer t, tok::Tokenizer::from_file(tok_path));
     served.tokenizer = std::move(t);
   } else {
-    spdlog::warn("{} not found: text prompts and chat need a tokenizer; only token-id prompts will work", tok_path);
+    spdlog::warn("{} not found: text prompts and chat need a tokenizer; only token-id prompts will work",
+                 tok_path);
   }
   const std::string cfg_path = dir + "/tokenizer_config.json";
   if (std::ifstream(cfg_path).good()) {
@@ -57,10 +60,12 @@ Status load_text_side(const std::string& dir, ServedModel& served) {
   read_eos_ids(dir + "/config.json", served.stop_tokens);
   read_eos_ids(dir + "/generation_config.json", served.stop_tokens);
   if (served.tokenizer && served.chat_template && !served.chat_template->eos_token().empty()) {
-    if (auto id = served.tokenizer->token_to_id(served.chat_template->eos_token())) served.stop_tokens.push_back(*id);
+    if (auto id = served.tokenizer->token_to_id(served.chat_template->eos_token()))
+      served.stop_tokens.push_back(*id);
   }
   std::sort(served.stop_tokens.begin(), served.stop_tokens.end());
-  served.stop_tokens.erase(std::unique(served.stop_tokens.begin(), served.stop_tokens.end()), served.stop_tokens.end());
+  served.stop_tokens.erase(std::unique(served.stop_tokens.begin(), served.stop_tokens.end()),
+                           served.stop_tokens.end());
   return Status::Ok();
 }
 
@@ -78,12 +83,14 @@ void Service::attach(ServedModel served) {
 }
 
 HttpReply Service::health() const {
-  json body = {{"status", ready() ? "ok" : "loading"}, {"observability", {{"mtp_policy", mtp_policy_json()}}}};
+  json body = {{"status", ready() ? "ok" : "loading"},
+               {"observability", {{"mtp_policy", mtp_policy_json()}}}};
   return {ready() ? 200 : 503, "application/json", dump_json(body)};
 }
 
 json Service::mtp_policy_json() const {
-  const scheduler::PolicyReport r = ready() ? served_.engine->policy_board().read() : scheduler::PolicyReport{};
+  const scheduler::PolicyReport r =
+      ready() ? served_.engine->policy_board().read() : scheduler::PolicyReport{};
   auto opt = [](const auto& v) { return v ? json(*v) : json(nullptr); };
   return {{"schema_version", 1},
           {"state", r.state},
@@ -119,19 +126,22 @@ HttpReply Service::mtp_policy() const { return {200, "application/json", dump_js
 
 HttpReply Service::models() const {
   json model = {{"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "tandem"}};
-  if (ready()) model["meta"] = {{"context_length", served_.engine->context()},
-                               {"vocab_size", served_.engine->target().config().vocab_size}};
+  if (ready())
+    model["meta"] = {{"context_length", served_.engine->context()},
+                     {"vocab_size", served_.engine->target().config().vocab_size}};
   return {200, "application/json", dump_json({{"object", "list"}, {"data", json::array({model})}})};
 }
 
 HttpReply Service::metrics() const {
-  if (!ready()) return {200, "text/plain; version=0.0.4", ""};
-  return {200, "text/plain; version=0.0.4",
-          metrics_text(served_.engine->metrics(), served_.engine->policy_board().read())};
+  const char* state = !ready() ? "loading" : shutting_down_.load() ? "shutting_down" : "ready";
+  std::string body = server_metrics_text(metrics_, state);
+  // The engine's series exist once it is attached.
+  if (ready()) body += engine_metrics_text(served_.engine->metrics(), served_.engine->policy_board().read());
+  return {200, "text/plain; version=0.0.4", std::move(body)};
 }
 
 std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation(Endpoint endpoint,
-                                                                                  const std::string& body) {
+                                                                                 const std::string& body) {
   if (!ready()) return unavailable("the model is still loading; GET /health says when it is ready");
   if (shutting_down_.load()) return unavailable("the server is shutting down");
   ParseResult parsed = parse_generation_request(endpoint, body);
@@ -142,16 +152,18 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
   // "token_ids" and an empty text.
   const tok::Tokenizer* tokenizer = served_.tokenizer ? &*served_.tokenizer : nullptr;
   if (!tokenizer && (endpoint == Endpoint::chat_completions || req.prompt_text))
-    return bad_request(endpoint == Endpoint::chat_completions ? "messages" : "prompt",
-                       "this model directory has no tokenizer.json: send the prompt as an array of token ids to "
-                       "/v1/completions",
-                       "no_tokenizer");
+    return bad_request(
+        endpoint == Endpoint::chat_completions ? "messages" : "prompt",
+        "this model directory has no tokenizer.json: send the prompt as an array of token ids to "
+        "/v1/completions",
+        "no_tokenizer");
   scheduler::Engine& engine = *served_.engine;
 
   std::vector<int32_t> prompt;
   if (endpoint == Endpoint::chat_completions) {
     if (!served_.chat_template)
-      return bad_request("messages", "this model has no chat template (tokenizer_config.json); use /v1/completions",
+      return bad_request("messages",
+                         "this model has no chat template (tokenizer_config.json); use /v1/completions",
                          "no_chat_template");
     tok::ChatRenderInput input;
     input.messages = nlohmann::ordered_json::parse(req.messages.dump());
@@ -165,7 +177,8 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
     if (!req.tools.is_null()) input.tools = nlohmann::ordered_json::parse(req.tools.dump());
     input.add_generation_prompt = true;
     auto rendered = served_.chat_template->render(input);
-    if (!rendered.ok()) return bad_request("messages", "the chat template failed: " + rendered.status().message());
+    if (!rendered.ok())
+      return bad_request("messages", "the chat template failed: " + rendered.status().message());
     prompt = tokenizer->encode(*rendered, false);
   } else if (req.prompt_text) {
     prompt = tokenizer->encode(*req.prompt_text, true);
@@ -174,7 +187,8 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
   }
   const int64_t vocab = engine.target().config().vocab_size;
   for (int32_t t : prompt)
-    if (t < 0 || t >= vocab) return bad_request("prompt", "token id " + std::to_string(t) + " is outside the vocabulary");
+    if (t < 0 || t >= vocab)
+      return bad_request("prompt", "token id " + std::to_string(t) + " is outside the vocabulary");
   if (prompt.empty()) return bad_request("prompt", "the prompt is empty");
   if (Status s = sampling::validate(req.sampling, static_cast<int32_t>(vocab)); !s.ok()) {
     const std::string& m = s.message();
@@ -184,14 +198,18 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   if (n_prompt >= context || (req.max_tokens && n_prompt + *req.max_tokens > context)) {
     return ApiError{400, "invalid_request_error",
-                    "This model's maximum context length is " + std::to_string(context) + " tokens. However, you requested " +
-                        std::to_string(n_prompt + req.max_tokens.value_or(1)) + " tokens (" + std::to_string(n_prompt) +
-                        " in the prompt, " + std::to_string(req.max_tokens.value_or(1)) +
+                    "This model's maximum context length is " + std::to_string(context) +
+                        " tokens. However, you requested " +
+                        std::to_string(n_prompt + req.max_tokens.value_or(1)) + " tokens (" +
+                        std::to_string(n_prompt) + " in the prompt, " +
+                        std::to_string(req.max_tokens.value_or(1)) +
                         " for the completion). Please reduce the prompt or max_tokens.",
-                    std::string(endpoint == Endpoint::chat_completions ? "messages" : "prompt"), "context_length_exceeded"};
+                    std::string(endpoint == Endpoint::chat_completions ? "messages" : "prompt"),
+                    "context_length_exceeded"};
   }
   const int32_t max_tokens = req.max_tokens.value_or(static_cast<int32_t>(context - n_prompt));
-  if (!req.seed_given) req.sampling.seed = (next_id_.load() * 0x9e3779b97f4a7c15ull) ^ static_cast<uint64_t>(std::time(nullptr));
+  if (!req.seed_given)
+    req.sampling.seed = (next_id_.load() * 0x9e3779b97f4a7c15ull) ^ static_cast<uint64_t>(std::time(nullptr));
 
   std::vector<GenerationRun::Choice> choices;
   for (int32_t i = 0; i < req.n; ++i) {
@@ -214,8 +232,8 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
     }
   }
   const std::string prefix = endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-";
-  return std::make_unique<GenerationRun>(std::move(req), prefix + std::to_string(choices.front().request->id), model_id_,
-                                         n_prompt, tokenizer, std::move(choices));
+  return std::make_unique<GenerationRun>(std::move(req), prefix + std::to_string(choices.front().request->id),
+                                         model_id_, n_prompt, tokenizer, std::move(choices), &metrics_);
 }
 
 }  // namespace tandem::server

@@ -431,6 +431,19 @@ describe('stop sequences', () => {
     assert.ok(!r.choices[0].text.includes(s.stop));
   });
 
+  it('/metrics counts a request ended by a stop string as finished_reason "stop", not "abort"', async () => {
+    const s = straddlingStop();
+    const reasons = (m) => ['stop', 'length', 'abort'].map((r) => m.get(`tandem:request_success_total{finished_reason="${r}"}`));
+    const [stop0, length0, abort0] = reasons(await server.metrics());
+    const body = { prompt: PROMPT, max_tokens: 40, temperature: 0, stop: s.stop, logit_bias: { 0: -100, 2: -100 } };
+    const whole = await client.completions.create(body);
+    assert.equal(whole.choices[0].finish_reason, 'stop');
+    const streamed = await collectStream(await client.completions.create({ ...body, stream: true }), { chat: false });
+    assert.equal(streamed.finish, 'stop');
+    // Counted when the response is made; the engine frees the request a step later either way.
+    assert.deepEqual(reasons(await server.metrics()), [stop0 + 2, length0, abort0]);
+  });
+
   it('the same across chunk boundaries when streaming (chat and completions)', async () => {
     const s = straddlingStop();
     const st = await collectStream(

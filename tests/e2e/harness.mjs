@@ -59,7 +59,15 @@ export { sleep };
 
 // Starts `tandem serve -m <model> --port 0 --api-key <key> ...extra` and resolves once
 // /health says 200. Rejects (and kills the process) if it exits or times out.
-export async function startServer({ extra = [], env = {}, model = models.target, key = API_KEY, timeoutMs = 60000 } = {}) {
+// whileLoading(server) (optional) runs once the port is known, before the wait for readiness.
+export async function startServer({
+  extra = [],
+  env = {},
+  model = models.target,
+  key = API_KEY,
+  timeoutMs = 60000,
+  whileLoading,
+} = {}) {
   const args = ['serve', '-m', model, '--host', '127.0.0.1', '--port', '0', ...(key ? ['--api-key', key] : []), ...extra];
   // One kernel thread unless told otherwise: on a machine with more runnable threads than
   // cores (CI builds beside the tests), fork-join decode with 2 threads measured 5-10x slower
@@ -149,6 +157,14 @@ export async function startServer({ extra = [], env = {}, model = models.target,
       return r;
     },
   };
+  if (whileLoading) {
+    try {
+      await whileLoading(server);
+    } catch (e) {
+      child.kill('SIGKILL');
+      throw e;
+    }
+  }
   // Wait for readiness (bounded); remember what /health said on the way.
   const deadline = Date.now() + timeoutMs;
   for (;;) {

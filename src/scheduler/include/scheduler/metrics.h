@@ -31,7 +31,13 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
-inline constexpr int kMaxSpecPositions = 16;
+// The block size K (tokens per verify forward) tandem accepts, from
+// --draft-block-size, TANDEM_DRAFT_BLOCK_SIZE or the drafter's config.json:
+// kMinDraftBlockSize..kMaxDraftBlockSize.
+inline constexpr int kMinDraftBlockSize = 2;
+inline constexpr int kMaxDraftBlockSize = 16;
+// Per-position acceptance counters: a round accepts fewer than K drafts.
+inline constexpr int kMaxSpecPositions = kMaxDraftBlockSize;
 
 struct EngineMetrics {
   EngineMetrics();

@@ -5,7 +5,7 @@
 // Created by Service::start_generation on an HTTP worker thread and driven
 // by that thread only. If the client goes away, cancel() (or the
 // destructor) cancels every engine request so the engine frees their KV at
-// its next step.
+// its next step; the choices not finished by then count as "abort".
 #pragma once
 
 #include <chrono>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "scheduler/request.h"
+#include "server/metrics_text.h"
 #include "server/openai_request.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/streaming.h"
@@ -38,8 +39,10 @@ class GenerationRun {
     bool sent_role = false;
   };
 
+  // `metrics` (optional) counts each choice once, by the finish_reason its client is told.
   GenerationRun(GenerationRequest request, std::string id, std::string model, int64_t prompt_tokens,
-                const tok::Tokenizer* tokenizer, std::vector<Choice> choices);
+                const tok::Tokenizer* tokenizer, std::vector<Choice> choices,
+                ServerMetrics* metrics = nullptr);
   ~GenerationRun();
 
   bool stream() const { return request_.stream; }
@@ -63,6 +66,8 @@ class GenerationRun {
   nlohmann::json logprobs_json(const Choice& c, size_t from, size_t to) const;
   std::string token_text(int32_t id) const;
   const char* finish_name(const Choice& c) const;
+  // Sets the choice's finish reason (once) and counts it in metrics_.
+  void finish(Choice& c, scheduler::FinishReason reason);
 
   GenerationRequest request_;
   std::string id_, model_;
@@ -70,6 +75,7 @@ class GenerationRun {
   int64_t created_;
   const tok::Tokenizer* tokenizer_;
   std::vector<Choice> choices_;
+  ServerMetrics* metrics_;
 };
 
 // Serializes JSON for the wire; invalid UTF-8 is replaced, never thrown.

@@ -1,7 +1,16 @@
-// Prometheus text exposition (format 0.0.4) of the engine's metrics, with
-// vLLM's metric names under the `tandem:` prefix so dashboards carry over.
+// Prometheus text exposition (format 0.0.4) of the server's and the engine's
+// metrics, with vLLM's metric names under the `tandem:` prefix so dashboards
+// carry over.
+//
+// ServerMetrics are the server's own series, there from start-up (while the
+// model loads, GET /metrics answers them alone): the server state and the
+// finished choices by the finish_reason their clients were told — counted
+// where the response is made (GenerationRun), so a request the server ends on
+// a stop string counts as "stop", one whose client went away as "abort".
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "scheduler/metrics.h"
@@ -9,6 +18,14 @@
 
 namespace tandem::server {
 
-std::string metrics_text(const scheduler::EngineMetrics& m, const scheduler::PolicyReport& policy);
+struct ServerMetrics {
+  std::atomic<uint64_t> finished_stop{0};    // finish_reason "stop" (EOS, a stop token or a stop string)
+  std::atomic<uint64_t> finished_length{0};  // "length"
+  std::atomic<uint64_t> finished_abort{0};   // "abort": cancelled (client gone, shutdown)
+};
+
+// `state`: "loading", "ready" or "shutting_down".
+std::string server_metrics_text(const ServerMetrics& s, const std::string& state);
+std::string engine_metrics_text(const scheduler::EngineMetrics& m, const scheduler::PolicyReport& policy);
 
 }  // namespace tandem::server

@@ -18,6 +18,7 @@
 #include "scheduler/engine.h"
 #include "server/api_error.h"
 #include "server/api_keys.h"
+#include "server/metrics_text.h"
 #include "server/openai_request.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -34,7 +35,7 @@ HttpReply error_reply(const ApiError& error);
 
 struct ServedModel {
   std::unique_ptr<scheduler::Engine> engine;
-  std::optional<tok::Tokenizer> tokenizer;        // absent: only token-id prompts work
+  std::optional<tok::Tokenizer> tokenizer;         // absent: only token-id prompts work
   std::optional<tok::ChatTemplate> chat_template;  // absent: chat completions are refused
   std::vector<int32_t> stop_tokens;                // EOS / end-of-turn ids
 };
@@ -70,7 +71,8 @@ class Service {
   nlohmann::json mtp_policy_json() const;
 
   // Parses and validates; on success returns a run ready to stream or collect.
-  std::variant<std::unique_ptr<GenerationRun>, ApiError> start_generation(Endpoint endpoint, const std::string& body);
+  std::variant<std::unique_ptr<GenerationRun>, ApiError> start_generation(Endpoint endpoint,
+                                                                          const std::string& body);
 
  private:
   std::string model_id_;
@@ -80,6 +82,7 @@ class Service {
   std::atomic<bool> ready_{false};
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_id_{1};
+  ServerMetrics metrics_;  // finish reasons as told to the clients; GET /metrics
   int64_t created_;
 };
 

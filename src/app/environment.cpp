@@ -1,0 +1,109 @@
+#include "environment.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/env.h"
+#include "core/log.h"
+#include "kernels/ops.h"
+
+namespace tandem::app {
+namespace {
+
+// The variable's value when it is set and not blank. A blank one is removed
+// from the environment: some readers below (the scheduler policy) would
+// otherwise take a set-but-empty TANDEM_ENABLE_MTP_B1 as "on". Start-up is
+// single-threaded here, so unsetenv is safe.
+std::optional<std::string> non_blank(const char* name) {
+  auto v = env_string(name);
+  if (v && is_blank(*v)) {
+    ::unsetenv(name);
+    return std::nullopt;
+  }
+  return v;
+}
+
+Status check_bool(const char* name) {
+  if (auto v = non_blank(name)) return check_bool_value(name, *v);
+  return Status::Ok();
+}
+
+Status check_int(const char* name, int64_t lo, int64_t hi) {
+  if (auto v = non_blank(name)) return check_int_value(name, *v, lo, hi);
+  return Status::Ok();
+}
+
+Status check_choice(const char* name, const std::vector<std::string>& accepted) {
+  if (auto v = non_blank(name)) return check_choice_value(name, *v, accepted);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status apply_log_level() {
+  auto v = non_blank("TANDEM_LOG_LEVEL");
+  if (!v) {
+    spdlog::set_level(spdlog::level::info);  // blank: the default (init_logging read "" as "off")
+    return Status::Ok();
+  }
+  TANDEM_RETURN_IF_ERROR(check_choice_value(
+      "TANDEM_LOG_LEVEL", *v, {"trace", "debug", "info", "warn", "warning", "error", "critical", "off"}));
+  spdlog::set_level(spdlog::level::from_str(to_lower(trim(*v))));
+  return Status::Ok();
+}
+
+Status validate_environment() {
+  TANDEM_RETURN_IF_ERROR(check_choice("TANDEM_KERNELS", {"scalar", "reference", "avx2", "avx512"}));
+  if (auto v = non_blank("TANDEM_GEMM")) {
+    kernels::GemmMode mode;
+    if (!kernels::parse_gemm_mode(v->c_str(), &mode))
+      return invalid_argument("TANDEM_GEMM='" + *v + "' is not one of: invariant, splitk");
+  }
+  for (const char* name : {"TANDEM_MTP_ALLOW_INEXACT", "TANDEM_MTP_ADAPTIVE", "TANDEM_ENABLE_MTP_B1"})
+    TANDEM_RETURN_IF_ERROR(check_bool(name));
+  return Status::Ok();
+}
+
+Status validate_serve_environment() {
+  constexpr int64_t kHourMs = 3'600'000;
+  TANDEM_RETURN_IF_ERROR(check_int("TANDEM_SHUTDOWN_DRAIN_MS", 0, kHourMs));
+  TANDEM_RETURN_IF_ERROR(check_int("TANDEM_LOAD_DELAY_MS", 0, kHourMs));
+  return Status::Ok();
+}
+
+int64_t env_int_or(const char* name, int64_t fallback) {
+  auto v = env_string(name);
+  if (!v) return fallback;
+  return parse_int(*v).value_or(fallback);
+}
+
+Status apply_env_mirrors(const std::vector<EnvMirror>& mirrors) {
+  for (const EnvMirror& m : mirrors) {
+    if (m.option->count() > 0) continue;  // the flag wins
+    for (const char* name : m.names) {
+      auto v = env_string(name);
+      if (!v || is_blank(*v)) continue;
+      std::string value = trim(*v);
+      if (m.boolean) {
+        TANDEM_RETURN_IF_ERROR(check_bool_value(name, *v));
+        value = *parse_bool(value) ? "true" : "false";
+      }
+      try {
+        m.option->add_result(value);
+        m.option->run_callback();  // the option's own checks (ranges) and conversion
+      } catch (const CLI::Error& e) {
+        return invalid_argument(std::string(name) + "='" + *v + "' is not valid for " + m.option->get_name() +
+                                ": " + e.what());
+      }
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+int usage_error(const char* command, const Status& status) {
+  std::fprintf(stderr, "tandem %s: %s\n", command, status.message().c_str());
+  return 2;
+}
+
+}  // namespace tandem::app

@@ -1,0 +1,54 @@
+// Start-up validation of the environment (docs/environment.md). Every
+// TANDEM_* variable a subcommand reads is checked before anything loads, so
+// a malformed or out-of-range value is an error (exit 2) naming the variable
+// and the value — never ignored, taken as a default, or failing later. The
+// checks run before the lower layers first read their variables (the kernels'
+// TANDEM_KERNELS / TANDEM_GEMM, the exactness gate's TANDEM_MTP_ALLOW_INEXACT,
+// the scheduler policy's TANDEM_MTP_ADAPTIVE / TANDEM_ENABLE_MTP_B1). A blank
+// value counts as unset everywhere: validate_environment removes blank ones
+// from the environment so that those readers agree.
+//
+// Serve's flags that variables mirror (--port / TANDEM_PORT / LLAMA_ARG_PORT,
+// ...) go through apply_env_mirrors: the flag wins; otherwise the variable's
+// value is checked by the flag's own validators, and an error names the
+// variable, its value and the flag.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tandem::app {
+
+// TANDEM_LOG_LEVEL, read by every subcommand: checks it and applies it.
+Status apply_log_level();
+
+// The variables serve, generate, probe and bench read below the app layer:
+// TANDEM_KERNELS, TANDEM_GEMM, TANDEM_MTP_ALLOW_INEXACT, TANDEM_MTP_ADAPTIVE,
+// TANDEM_ENABLE_MTP_B1. (The drafter's are resolve_drafter_options'.)
+Status validate_environment();
+
+// Serve's own: TANDEM_SHUTDOWN_DRAIN_MS, TANDEM_LOAD_DELAY_MS.
+Status validate_serve_environment();
+
+// An integer variable already validated: its value, or `fallback` when unset or blank.
+int64_t env_int_or(const char* name, int64_t fallback);
+
+struct EnvMirror {
+  CLI::Option* option;
+  std::vector<const char*> names;  // in precedence order: TANDEM_* first, then LLAMA_ARG_*
+  bool boolean = false;            // a flag: the value must be a boolean (parse_bool)
+};
+
+// For each mirror whose option was not given on the command line, the first
+// of its variables that is set and not blank becomes the option's value.
+Status apply_env_mirrors(const std::vector<EnvMirror>& mirrors);
+
+// Prints "tandem <command>: <message>" to stderr and returns 2, the exit
+// status of a start-up (usage) error.
+int usage_error(const char* command, const Status& status);
+
+}  // namespace tandem::app

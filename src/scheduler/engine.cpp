@@ -48,7 +48,6 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   pc.prefill_budget = c.prefill_budget;
   pc.block_size = c.kv_block_size;
   pc.total_blocks = e->kv_.num_blocks();
-  pc.spec_headroom = c.block_size;
   e->planner_ = std::make_unique<BatchPlanner>(pc);
   Engine* self = e.get();
   e->planner_->set_admit_hook([self](uint64_t id) { return self->admit(id); });
@@ -333,13 +332,24 @@ void Engine::run_speculative(uint64_t id) {
     policy_->record_plain_step(id, run_batched(single));
     return;
   }
+  // A round touches only positions classic decoding feeds too (< prompt + max_tokens - 1):
+  // within the request's KV reservation and, with the drafter's cache sized to the
+  // context, within the drafter's. Where that leaves no room for a draft, a classic step.
+  const int64_t limit =
+      std::min(static_cast<int64_t>(a.seq.prompt.size()) + a.req->max_tokens - 1, drafter_->position_limit());
+  if (spec::fitting_block_size(config_.block_size, a.seq.pending_position(), limit) < 2) {
+    TickPlan single;
+    single.decode.push_back(id);
+    run_batched(single);
+    return;
+  }
   if (drafter_following_ != id) {
     drafter_->reset();
     drafter_following_ = id;
   }
   std::vector<sampling::SampleResult> logprobs;
   auto stats = spec::speculative_round(*forward_, *drafter_, samplers_[0], a.seq, config_.block_size,
-                                       a.req->want_logprobs ? &logprobs : nullptr);
+                                       a.req->want_logprobs ? &logprobs : nullptr, limit);
   if (!stats.ok()) {
     spdlog::error("speculative round failed: {}", stats.status().to_string());
     drafter_->reset();
@@ -348,7 +358,7 @@ void Engine::run_speculative(uint64_t id) {
     return;
   }
   for (auto& r : logprobs) a.details.push_back({r.token, r.logprob, std::move(r.top)});
-  if (policy_)
+  if (policy_ && stats->block_size == config_.block_size)  // the policy measures the configured K only
     policy_->record_round(id, stats->draft_ms + stats->verify_ms + stats->overhead_ms, stats->drafted,
                           stats->accepted);
   a.stats.spec_rounds++;

@@ -16,22 +16,26 @@
 namespace tandem::app {
 
 struct DrafterOptions {
-  std::string dir;         // -md / --model-draft / --draft-model (env LLAMA_ARG_MODEL_DRAFT)
-  std::string kind;        // --draft-kind (env TANDEM_DRAFT_KIND); empty: detect
-  int block_size = 0;      // --draft-block-size (env TANDEM_DRAFT_BLOCK_SIZE); 0: unset
-  int64_t max_tokens = 4096;  // draft KV capacity
+  std::string dir;     // -md / --model-draft / --draft-model (env LLAMA_ARG_MODEL_DRAFT)
+  std::string kind;    // --draft-kind (env TANDEM_DRAFT_KIND); empty: detect
+  int block_size = 0;  // --draft-block-size (env TANDEM_DRAFT_BLOCK_SIZE); 0: unset
+  // Draft KV capacity in positions. The context suffices: the engine's rounds stay below
+  // prompt + max_tokens - 1 (a smaller cache only shrinks rounds, never fails them).
+  int64_t max_tokens = 4096;
 };
 
 struct LoadedDrafter {
   std::unique_ptr<spec::Drafter> drafter;  // null when no drafter is configured
   int block_size = 4;
-  std::string block_size_rule;  // "--draft-block-size", "TANDEM_DRAFT_BLOCK_SIZE", "drafter config", "default"
+  // "--draft-block-size", "TANDEM_DRAFT_BLOCK_SIZE", "drafter config", "default"
+  std::string block_size_rule;
 };
 
 // Fills unset options from the environment.
 void apply_drafter_env(DrafterOptions& options);
 
-Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target, ThreadPool* pool);
+Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target,
+                                     ThreadPool* pool);
 
 // Applies --gemm (a request; TANDEM_GEMM pins and wins). Errors list the accepted values.
 Status apply_gemm_option(const std::string& gemm);

@@ -249,6 +249,8 @@ TEST(Engine, SpeculationNearTheContextEndMatchesClassic) {
     r->prompt.clear();
     for (int64_t i = 0; i < prompt; ++i) r->prompt.push_back(static_cast<int32_t>((id * 29 + i * 11) % 256));
     r->max_tokens = static_cast<int32_t>(config.context - prompt);
+    r->want_logprobs = id % 2 == 0;  // the classic fallback keeps per-token details aligned too
+    r->params.top_logprobs = r->want_logprobs ? 2 : 0;
     return r;
   };
   const std::vector<int64_t> prompts = {5, 70, 113, 126, 127};

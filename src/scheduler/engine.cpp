@@ -436,12 +436,13 @@ void Engine::finish(uint64_t id, FinishReason reason, Status error) {
       metrics_.requests_failed++;
       break;
   }
-  a.req->channel->push(std::move(last));
-  active_.erase(it);
+  // The policy first: a client that sees its request finish must see the sample it gave.
   if (policy_ && policy_->state() == PolicyState::profiling) {
     policy_->request_finished(id);
     publish_policy();
   }
+  a.req->channel->push(std::move(last));
+  active_.erase(it);
 }
 
 }  // namespace tandem::scheduler

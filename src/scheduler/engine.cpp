@@ -358,7 +358,9 @@ void Engine::run_speculative(uint64_t id) {
     return;
   }
   for (auto& r : logprobs) a.details.push_back({r.token, r.logprob, std::move(r.top)});
-  if (policy_ && stats->block_size == config_.block_size)  // the policy measures the configured K only
+  // Shrunk rounds count too (SPEC-speculative.md §4: any real round): skipping them would
+  // keep requests shorter than two full rounds from ever becoming a profiling sample.
+  if (policy_)
     policy_->record_round(id, stats->draft_ms + stats->verify_ms + stats->overhead_ms, stats->drafted,
                           stats->accepted);
   a.stats.spec_rounds++;

@@ -24,14 +24,16 @@ struct DrafterOptions {
   std::string kind_rule;        // "--draft-kind" or "TANDEM_DRAFT_KIND" when kind is set
   int block_size = 0;           // --draft-block-size (env TANDEM_DRAFT_BLOCK_SIZE); 0: unset
   std::string block_size_rule;  // "--draft-block-size" or "TANDEM_DRAFT_BLOCK_SIZE" when block_size is set
-  int64_t max_tokens = 4096;    // draft KV capacity
+  // Draft KV capacity in positions. The context suffices: the engine's rounds stay below
+  // prompt + max_tokens - 1 (a smaller cache only shrinks rounds, never fails them).
+  int64_t max_tokens = 4096;
 };
 
 struct LoadedDrafter {
   std::unique_ptr<spec::Drafter> drafter;  // null when no drafter is configured
   int block_size = 4;
-  std::string
-      block_size_rule;  // "--draft-block-size", "TANDEM_DRAFT_BLOCK_SIZE", "drafter config", "default"
+  // "--draft-block-size", "TANDEM_DRAFT_BLOCK_SIZE", "drafter config", "default"
+  std::string block_size_rule;
 };
 
 // Adds --model-draft (-md), --draft-kind and, when `block_size`, --draft-block-size

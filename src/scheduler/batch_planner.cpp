@@ -21,7 +21,7 @@ const char* phase_name(Phase phase) {
 BatchPlanner::BatchPlanner(PlannerConfig config) : config_(config), free_blocks_(config.total_blocks) {}
 
 int32_t BatchPlanner::blocks_needed(int64_t prompt_tokens, int64_t max_tokens) const {
-  const int64_t positions = prompt_tokens + max_tokens + config_.spec_headroom;
+  const int64_t positions = prompt_tokens + max_tokens;
   return static_cast<int32_t>((positions + config_.block_size - 1) / config_.block_size);
 }
 

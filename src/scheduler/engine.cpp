@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "kernels/ops.h"
+#include "scheduler/metrics.h"
 
 namespace tandem::scheduler {
 namespace {
@@ -27,10 +28,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   const auto& mc = target->config();
   if (c.context <= 0)
     c.context = std::min<int64_t>(mc.max_position_embeddings > 0 ? mc.max_position_embeddings : 4096, 4096);
-  if (c.max_running < 1) return invalid_argument("-np/--parallel must be at least 1");
-  if (c.block_size < 2 || c.block_size > 16)
-    return invalid_argument("--draft-block-size must be between 2 and 16, got " +
-                            std::to_string(c.block_size));
+  if (c.max_running < 1) return invalid_argument("engine: max_running must be at least 1");
+  if (c.block_size < kMinDraftBlockSize || c.block_size > kMaxDraftBlockSize)
+    return invalid_argument("engine: speculative block size must be between " +
+                            std::to_string(kMinDraftBlockSize) + " and " +
+                            std::to_string(kMaxDraftBlockSize) + ", got " + std::to_string(c.block_size));
   if (c.kv_tokens <= 0) c.kv_tokens = c.context * c.max_running;
   e->target_ = std::move(target);
   e->drafter_ = std::move(drafter);
@@ -48,7 +50,6 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   pc.prefill_budget = c.prefill_budget;
   pc.block_size = c.kv_block_size;
   pc.total_blocks = e->kv_.num_blocks();
-  pc.spec_headroom = c.block_size;
   e->planner_ = std::make_unique<BatchPlanner>(pc);
   Engine* self = e.get();
   e->planner_->set_admit_hook([self](uint64_t id) { return self->admit(id); });
@@ -325,13 +326,24 @@ void Engine::run_speculative(uint64_t id) {
     policy_->record_plain_step(id, run_batched(single));
     return;
   }
+  // A round touches only positions classic decoding feeds too (< prompt + max_tokens - 1):
+  // within the request's KV reservation and, with the drafter's cache sized to the
+  // context, within the drafter's. Where that leaves no room for a draft, a classic step.
+  const int64_t limit =
+      std::min(static_cast<int64_t>(a.seq.prompt.size()) + a.req->max_tokens - 1, drafter_->position_limit());
+  if (spec::fitting_block_size(config_.block_size, a.seq.pending_position(), limit) < 2) {
+    TickPlan single;
+    single.decode.push_back(id);
+    run_batched(single);
+    return;
+  }
   if (drafter_following_ != id) {
     drafter_->reset();
     drafter_following_ = id;
   }
   std::vector<sampling::SampleResult> logprobs;
   auto stats = spec::speculative_round(*forward_, *drafter_, samplers_[0], a.seq, config_.block_size,
-                                       a.req->want_logprobs ? &logprobs : nullptr);
+                                       a.req->want_logprobs ? &logprobs : nullptr, limit);
   if (!stats.ok()) {
     spdlog::error("speculative round failed: {}", stats.status().to_string());
     drafter_->reset();
@@ -340,6 +352,8 @@ void Engine::run_speculative(uint64_t id) {
     return;
   }
   for (auto& r : logprobs) a.details.push_back({r.token, r.logprob, std::move(r.top)});
+  // Shrunk rounds count too (SPEC-speculative.md §4: any real round): skipping them would
+  // keep requests shorter than two full rounds from ever becoming a profiling sample.
   if (policy_)
     policy_->record_round(id, stats->draft_ms + stats->verify_ms + stats->overhead_ms, stats->drafted,
                           stats->accepted);
@@ -418,12 +432,14 @@ void Engine::finish(uint64_t id, FinishReason reason, Status error) {
       metrics_.requests_failed++;
       break;
   }
-  a.req->channel->push(std::move(last));
-  active_.erase(it);
-  if (policy_ && policy_->state() != PolicyState::forced) {  // settled policies keep measuring (ADR 0005)
+  // The policy first: a client that sees its request finish must see the sample it gave.
+  // Settled policies keep measuring (ADR 0005).
+  if (policy_ && policy_->state() != PolicyState::forced) {
     policy_->request_finished(id);
     publish_policy();
   }
+  a.req->channel->push(std::move(last));
+  active_.erase(it);
 }
 
 }  // namespace tandem::scheduler

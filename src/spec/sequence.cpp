@@ -69,21 +69,35 @@ Status classic_step(model::Forward& target, sampling::Sampler& sampler, Sequence
   return Status::Ok();
 }
 
+int fitting_block_size(int block_size, int64_t pending_position, int64_t position_limit) {
+  return static_cast<int>(std::clamp<int64_t>(position_limit - pending_position, 1, block_size));
+}
+
 Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter, sampling::Sampler& sampler,
                                        SequenceState& s, int block_size,
-                                       std::vector<sampling::SampleResult>* logprobs) {
+                                       std::vector<sampling::SampleResult>* logprobs,
+                                       int64_t position_limit) {
   if (s.generated.empty()) return failed_precondition("speculative_round before prefill");
   if (block_size < 2)
     return invalid_argument("block size must be at least 2, got " + std::to_string(block_size));
+  const int64_t L = s.pending_position();
+  if (position_limit <= 0) {
+    const model::KvCache& kv = target.kv();
+    position_limit = int64_t{kv.held_blocks(s.seq) + kv.free_blocks()} * kv.block_size();
+  }
+  const int k = fitting_block_size(block_size, L, std::min(position_limit, drafter.position_limit()));
   RoundStats stats;
+  stats.block_size = k;
   const auto t_draft = Clock::now();
-  DraftRequest request{s.prompt, s.generated, block_size - 1, &s.params, s.hidden, s.hidden_size};
-  TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> drafts, drafter.propose(request));
+  std::vector<int32_t> drafts;
+  if (k >= 2) {
+    DraftRequest request{s.prompt, s.generated, k - 1, &s.params, s.hidden, s.hidden_size};
+    TANDEM_ASSIGN_OR_RETURN(drafts, drafter.propose(request));
+  }
   stats.draft_ms = ms_since(t_draft);
   stats.drafted = static_cast<int32_t>(drafts.size());
 
   const auto t_verify = Clock::now();
-  const int64_t L = s.pending_position();
   std::vector<int32_t> block;
   block.reserve(drafts.size() + 1);
   block.push_back(s.generated.back());

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <thread>
 
+#include "../spec/random_mtp_head.h"
 #include "spec/draft_model.h"
+#include "spec/mtp.h"
 
 namespace tandem::scheduler {
 namespace {
@@ -31,13 +33,23 @@ EngineConfig test_config(int max_running = 8) {
   return config;
 }
 
-std::unique_ptr<Engine> make_engine(bool with_drafter, const EngineConfig& config = test_config()) {
+enum class TestDrafter { none, copy, mtp };
+
+// A copy of the target as draft model (acceptance 1.0) whose cache holds
+// `drafter_positions`, or a random MTP head.
+std::unique_ptr<Engine> make_engine(TestDrafter kind, const EngineConfig& config,
+                                    int64_t drafter_positions = 1024) {
   auto target = model::Model::load(fixture_dir(kModel));
   EXPECT_TRUE(target.ok()) << target.status().to_string();
   std::unique_ptr<spec::Drafter> drafter;
-  if (with_drafter) {
-    auto d = spec::DraftModelDrafter::load(fixture_dir(kModel), nullptr, 1024);
+  if (kind == TestDrafter::copy) {
+    auto d = spec::DraftModelDrafter::load(fixture_dir(kModel), nullptr, drafter_positions);
     EXPECT_TRUE(d.ok());
+    drafter = std::move(*d);
+  } else if (kind == TestDrafter::mtp) {
+    auto d = spec::MtpDrafter::load(spec::testing::write_random_mtp_head((*target)->config(), "engine"),
+                                    **target, nullptr, drafter_positions);
+    EXPECT_TRUE(d.ok()) << d.status().to_string();
     drafter = std::move(*d);
   }
   auto e = Engine::create(config, std::move(*target), std::move(drafter));
@@ -47,6 +59,10 @@ std::unique_ptr<Engine> make_engine(bool with_drafter, const EngineConfig& confi
   (*e)->set_policy_env(forced);
   (*e)->start();
   return std::move(*e);
+}
+
+std::unique_ptr<Engine> make_engine(bool with_drafter, const EngineConfig& config = test_config()) {
+  return make_engine(with_drafter ? TestDrafter::copy : TestDrafter::none, config);
 }
 
 std::shared_ptr<EngineRequest> request(uint64_t id, float temperature) {
@@ -219,6 +235,63 @@ TEST(Engine, LogprobsAreIdenticalWithAndWithoutSpeculation) {
   }
 }
 
+// Speculation never fails a request that classic decoding serves: requests
+// that fill the context exactly, on one sequence's worth of KV (-np 1: the
+// pool is one context, no headroom) with a drafter whose cache holds exactly
+// the context (as `tandem serve` sizes it) or an MTP head, at K = 2, 4 and
+// 16, emit classic decoding's tokens and finish with "length" — the rounds
+// near the end shrink, or become classic steps.
+TEST(Engine, SpeculationNearTheContextEndMatchesClassic) {
+  EngineConfig config = test_config(1);
+  config.context = 128;
+  auto near_end = [&](uint64_t id, int64_t prompt, float temperature) {
+    auto r = request(id, temperature);
+    r->prompt.clear();
+    for (int64_t i = 0; i < prompt; ++i) r->prompt.push_back(static_cast<int32_t>((id * 29 + i * 11) % 256));
+    r->max_tokens = static_cast<int32_t>(config.context - prompt);
+    r->want_logprobs = id % 2 == 0;  // the classic fallback keeps per-token details aligned too
+    r->params.top_logprobs = r->want_logprobs ? 2 : 0;
+    return r;
+  };
+  const std::vector<int64_t> prompts = {60, 113, 126, 127};
+  for (float temperature : {0.0f, 0.8f}) {
+    SCOPED_TRACE("temperature " + std::to_string(temperature));
+    std::vector<Result> reference;
+    {
+      auto e = make_engine(TestDrafter::none, config);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        reference.push_back(run_all(*e, {near_end(i + 1, prompts[i], temperature)})[0]);
+        EXPECT_EQ(reference.back().finish, FinishReason::length) << "prompt " << prompts[i];
+        EXPECT_EQ(static_cast<int64_t>(reference.back().tokens.size()) + prompts[i], config.context);
+      }
+    }
+    for (int k : {2, 4, 16}) {
+      for (TestDrafter kind : {TestDrafter::copy, TestDrafter::mtp}) {
+        SCOPED_TRACE(std::string(kind == TestDrafter::copy ? "draft model" : "MTP head") +
+                     " K=" + std::to_string(k));
+        config.block_size = k;
+        auto e = make_engine(kind, config, config.context);
+        ASSERT_EQ(e->drafter()->position_limit(),
+                  kind == TestDrafter::copy ? config.context : config.context + 32);
+        int64_t rounds = 0;
+        for (size_t i = 0; i < prompts.size(); ++i) {
+          Result r = run_all(*e, {near_end(i + 1, prompts[i], temperature)})[0];
+          EXPECT_EQ(r.finish, FinishReason::length) << "prompt " << prompts[i];
+          EXPECT_EQ(r.tokens, reference[i].tokens) << "prompt " << prompts[i];
+          rounds += r.stats.spec_rounds;
+          if (kind == TestDrafter::copy) {
+            EXPECT_EQ(r.stats.accepted_tokens, r.stats.draft_tokens);
+            // Rounds touch only the positions classic decoding feeds: no draft past max_tokens.
+            EXPECT_LT(r.stats.draft_tokens, r.stats.generated_tokens) << "prompt " << prompts[i];
+          }
+        }
+        EXPECT_GT(rounds, 0);
+        EXPECT_EQ(e->metrics().requests_failed.load(), 0u);
+      }
+    }
+  }
+}
+
 // Prefix caching is exact: requests that start on cached prompt blocks emit
 // exactly what they emit with the cache off, greedy and seeded, with and
 // without a drafter; a pool too small to keep everything reclaims cached
@@ -280,7 +353,7 @@ TEST(Engine, PrefixCacheIsExact) {
 }
 
 TEST(Engine, PrefixCacheReclaimsBlocksWhenThePoolIsShort) {
-  // 12 blocks in all: a request needs up to 5 (130 prompt + 24 tokens + K headroom), and
+  // 12 blocks in all: a request needs up to 5 (130 prompt + 24 tokens), and
   // the 6 prompt families leave 19 full prompt blocks behind, so the index must give some back.
   std::vector<Result> reference;
   {

@@ -5,6 +5,7 @@
 // unrelated random drafter (acceptance near 0), and with a random MTP head.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -12,11 +13,7 @@
 #include "model/forward.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
-#include <filesystem>
-#include <fstream>
-#include <random>
-
-#include "model/safetensors.h"
+#include "random_mtp_head.h"
 #include "spec/draft_model.h"
 #include "spec/mtp.h"
 #include "spec/sequence.h"
@@ -37,7 +34,7 @@ struct Target {
   std::unique_ptr<model::Forward> forward;
 };
 
-std::unique_ptr<Target> load_target(const std::string& name) {
+std::unique_ptr<Target> load_target(const std::string& name, int64_t kv_tokens = 512) {
   auto t = std::make_unique<Target>();
   auto m = model::Model::load(fixture_dir(name));
   if (!m.ok()) {
@@ -45,7 +42,8 @@ std::unique_ptr<Target> load_target(const std::string& name) {
     return nullptr;
   }
   t->model = std::move(*m);
-  t->kv = std::move(*model::KvCache::create(t->model->config(), model::KvCache::options_for_tokens(512, 16)));
+  t->kv = std::move(
+      *model::KvCache::create(t->model->config(), model::KvCache::options_for_tokens(kv_tokens, 16)));
   t->forward = std::make_unique<model::Forward>(*t->model, t->kv, nullptr, 64);
   return t;
 }
@@ -64,11 +62,12 @@ SequenceState start(Target& t, const sampling::SamplingParams& params) {
   return s;
 }
 
-std::vector<int32_t> classic(Target& t, const sampling::SamplingParams& params) {
+std::vector<int32_t> classic(Target& t, const sampling::SamplingParams& params,
+                             size_t new_tokens = kNewTokens) {
   sampling::Sampler sampler;
   SequenceState s = start(t, params);
   EXPECT_TRUE(prefill(*t.forward, sampler, s).ok());
-  while (s.generated.size() < kNewTokens) EXPECT_TRUE(classic_step(*t.forward, sampler, s).ok());
+  while (s.generated.size() < new_tokens) EXPECT_TRUE(classic_step(*t.forward, sampler, s).ok());
   t.kv.release(s.seq);
   return s.generated;
 }
@@ -115,49 +114,6 @@ std::vector<sampling::SamplingParams> sampling_cases() {
   return cases;
 }
 
-// A random MTP head (docs/formats.md) sized for `target`, written to a temp dir.
-std::string write_random_mtp_head(const model::ModelConfig& target, const std::string& name) {
-  namespace fs = std::filesystem;
-  const std::string dir = ::testing::TempDir() + "tandem_mtp_" + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const int64_t h = target.hidden_size, inter = 96, heads = 4, kv = 2, hd = 16, v = target.vocab_size;
-  std::ofstream(dir + "/config.json")
-      << "{\"model_type\": \"tandem_mtp\", \"architectures\": [\"TandemMTPHead\"], \"hidden_size\": " << h
-      << ", \"intermediate_size\": " << inter << ", \"num_attention_heads\": " << heads
-      << ", \"num_key_value_heads\": " << kv << ", \"head_dim\": " << hd
-      << ", \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0, \"max_position_embeddings\": 1024, \"vocab_size\": " << v
-      << ", \"num_nextn_predict_layers\": 1, \"target_model_type\": \"llama\", \"torch_dtype\": \"float32\"}";
-  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(name)));
-  std::normal_distribution<float> normal(0.0f, 0.08f);
-  std::vector<std::vector<float>> storage;
-  std::vector<model::TensorToWrite> tensors;
-  auto add = [&](const std::string& n, std::vector<int64_t> shape, bool ones) {
-    int64_t count = 1;
-    for (int64_t d : shape) count *= d;
-    std::vector<float> data(static_cast<size_t>(count));
-    for (float& x : data) x = ones ? 1.0f : normal(rng);
-    storage.push_back(std::move(data));
-    tensors.push_back({n, kernels::DType::f32, shape, nullptr});
-  };
-  add("enorm.weight", {h}, true);
-  add("hnorm.weight", {h}, true);
-  add("eh_proj.weight", {h, 2 * h}, false);
-  add("layer.input_layernorm.weight", {h}, true);
-  add("layer.self_attn.q_proj.weight", {heads * hd, h}, false);
-  add("layer.self_attn.k_proj.weight", {kv * hd, h}, false);
-  add("layer.self_attn.v_proj.weight", {kv * hd, h}, false);
-  add("layer.self_attn.o_proj.weight", {h, heads * hd}, false);
-  add("layer.post_attention_layernorm.weight", {h}, true);
-  add("layer.mlp.gate_proj.weight", {inter, h}, false);
-  add("layer.mlp.up_proj.weight", {inter, h}, false);
-  add("layer.mlp.down_proj.weight", {h, inter}, false);
-  add("final_norm.weight", {h}, true);
-  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].data = storage[i].data();
-  EXPECT_TRUE(model::write_safetensors(dir + "/model.safetensors", tensors).ok());
-  return dir;
-}
-
 struct Pairing {
   const char* target;
   const char* unrelated;  // a different random model with the same vocabulary size
@@ -171,8 +127,8 @@ TEST_P(SpecEqualsClassic, ForEveryBlockSizeAndSampling) {
   ASSERT_NE(target, nullptr);
   auto self = DraftModelDrafter::load(fixture_dir(pairing.target), nullptr, 512);
   auto other = DraftModelDrafter::load(fixture_dir(pairing.unrelated), nullptr, 512);
-  auto mtp = MtpDrafter::load(write_random_mtp_head(target->model->config(), pairing.target), *target->model,
-                              nullptr, 512);
+  auto mtp = MtpDrafter::load(testing::write_random_mtp_head(target->model->config(), pairing.target),
+                              *target->model, nullptr, 512);
   ASSERT_TRUE(self.ok()) << self.status().to_string();
   ASSERT_TRUE(other.ok()) << other.status().to_string();
   ASSERT_TRUE(mtp.ok()) << mtp.status().to_string();
@@ -213,6 +169,64 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SpecEqualsClassic,
                                            Pairing{"qwen3_qknorm_bf16_tied", "llama3_rope_v5_f32"},
                                            Pairing{"qwen3_qknorm_f16", "qwen2_bias_bf16_tied"}),
                          [](const auto& info) { return std::string(info.param.target); });
+
+// Near the end of the caches a round shrinks its block to the room left in
+// the target's cache and in the drafter's, and where no draft fits it is a
+// classic step: with the target's cache (64 positions) run full, every K
+// emits exactly the classic tokens and never fails with "does not fit" —
+// drafters whose cache holds as much as the target's (a copy of the target,
+// a random MTP head) and one whose cache holds only half.
+TEST(SpecNearCacheEnd, RoundsShrinkToTheRoomLeftInBothCaches) {
+  constexpr int64_t kPositions = 64;  // the target's cache: 4 blocks of 16
+  const char* name = "llama_default_bf16";
+  auto target = load_target(name, kPositions);
+  ASSERT_NE(target, nullptr);
+  ASSERT_EQ(target->kv.num_blocks() * target->kv.block_size(), kPositions);
+  auto copy = DraftModelDrafter::load(fixture_dir(name), nullptr, kPositions);
+  auto half = DraftModelDrafter::load(fixture_dir(name), nullptr, kPositions / 2);
+  auto mtp = MtpDrafter::load(testing::write_random_mtp_head(target->model->config(), "near_end"),
+                              *target->model, nullptr, kPositions / 2);
+  ASSERT_TRUE(copy.ok() && half.ok() && mtp.ok());
+  ASSERT_EQ((*copy)->position_limit(), kPositions);
+  ASSERT_EQ((*half)->position_limit(), kPositions / 2);
+  ASSERT_GE((*mtp)->position_limit(), kPositions);
+  // Classic decoding feeds positions 0 .. 63: the 12-token prompt and 52 generated tokens, so
+  // it emits 53 tokens before the cache is full.
+  const size_t fits = kPositions - prompt_for(target->model->config().vocab_size).size() + 1;
+  for (const auto& params : sampling_cases()) {
+    const std::vector<int32_t> expected = classic(*target, params, fits);
+    for (int k : {2, 3, 4, 8, 16}) {
+      for (Drafter* drafter : std::initializer_list<Drafter*>{copy->get(), half->get(), mtp->get()}) {
+        SCOPED_TRACE(drafter->describe() + " limit " + std::to_string(drafter->position_limit()) +
+                     " K=" + std::to_string(k) + " temperature=" + std::to_string(params.temperature) +
+                     " seed=" + std::to_string(params.seed));
+        sampling::Sampler sampler;
+        SequenceState s = start(*target, params);
+        s.keep_hidden = drafter->kind() == DraftKind::mtp;
+        ASSERT_TRUE(prefill(*target->forward, sampler, s).ok());
+        int64_t drafted = 0, accepted = 0;
+        while (s.generated.size() < fits) {
+          const int64_t L = s.pending_position();
+          const int64_t room = std::min(kPositions, drafter->position_limit());
+          auto stats = speculative_round(*target->forward, *drafter, sampler, s, k);
+          ASSERT_TRUE(stats.ok()) << "at position " << L << ": " << stats.status().to_string();
+          EXPECT_EQ(stats->block_size, std::clamp<int64_t>(room - L, 1, k)) << "at position " << L;
+          EXPECT_EQ(stats->drafted, stats->block_size - 1);
+          EXPECT_LE(target->kv.length(s.seq), kPositions);
+          drafted += stats->drafted;
+          accepted += stats->accepted;
+        }
+        EXPECT_EQ(s.generated, expected) << "exactly the classic tokens, none past the cache";
+        EXPECT_GT(drafted, 0);
+        if (drafter != mtp->get()) {
+          EXPECT_EQ(accepted, drafted) << "a copy of the target accepts everything";
+        }
+        drafter->reset();
+        target->kv.release(s.seq);
+      }
+    }
+  }
+}
 
 TEST(DraftCompatibility, VocabularySizeMismatchNamesBoth) {
   auto a = model::load_config(fixture_dir("llama_default_bf16"));

@@ -9,10 +9,12 @@
 // Rules, in order, every tick:
 // 1. Cancelled requests are dropped and their KV reservation released.
 // 2. Admission is FIFO: the head of the queue is admitted while fewer than
-//    max_running requests run and its worst-case KV (prompt + max_tokens +
-//    speculative headroom, in blocks) fits in the free blocks. A head that
-//    does not fit waits (and blocks the queue: no starvation of big
-//    requests). Running requests are never evicted.
+//    max_running requests run and its worst-case KV (prompt + max_tokens, in
+//    blocks) fits in the free blocks. A head that does not fit waits (and
+//    blocks the queue: no starvation of big requests). Running requests are
+//    never evicted. There is no speculative headroom: a speculative round
+//    touches only positions classic decoding feeds too (the engine shrinks
+//    its block near the end), so what classic decoding fits, speculation fits.
 // 3. Every decoding request advances one token in one batched classic step —
 //    except when exactly one request is decoding and speculation is
 //    available: then it advances by one speculative round instead.
@@ -40,8 +42,7 @@ struct PlannerConfig {
   int32_t max_running = 4;       // -np
   int64_t prefill_budget = 256;  // prompt tokens per tick
   int32_t block_size = 32;
-  int32_t total_blocks = 0;    // KV pool capacity
-  int32_t spec_headroom = 16;  // extra positions a verify block may write past the end
+  int32_t total_blocks = 0;  // KV pool capacity
 };
 
 struct PrefillChunk {

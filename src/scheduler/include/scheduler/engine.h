@@ -6,9 +6,13 @@
 // cancelled ones, ask the planner for a tick, run one batched forward for
 // the tick's prefill chunks and classic decode steps, then — when exactly
 // one request decodes and the exactness gate and policy allow — one
-// speculative round for it. Every token a request receives is the seeded
-// sampler's pick at its absolute position, so its output does not depend on
-// what else runs (batch invariance) or on which path produced it.
+// speculative round for it. A round touches only positions classic decoding
+// feeds too (its block shrinks near the end of the request's reservation or
+// of the drafter's cache; where no draft fits it is a classic step), so
+// speculation never fails a request that classic decoding serves. Every
+// token a request receives is the seeded sampler's pick at its absolute
+// position, so its output does not depend on what else runs (batch
+// invariance) or on which path produced it.
 //
 // shutdown(): stop accepting, let in-flight requests finish within the drain
 // time, cancel the rest, join. Errors inside a step fail only the requests

@@ -33,6 +33,8 @@ class DraftModelDrafter final : public Drafter {
   DraftKind kind() const override { return DraftKind::draft; }
   Expected<std::vector<int32_t>> propose(const DraftRequest& request) override;
   void reset() override;
+  // The cache's capacity: propose() feeds positions up to the last-but-one draft.
+  int64_t position_limit() const override { return int64_t{kv_.num_blocks()} * kv_.block_size(); }
   std::string describe() const override { return "draft:" + model_->dir(); }
   const model::Model& model() const { return *model_; }
 

@@ -49,6 +49,11 @@ class Drafter {
   virtual Expected<std::vector<int32_t>> propose(const DraftRequest& request) = 0;
   // Forget the current sequence and free its cache.
   virtual void reset() = 0;
+  // Absolute positions its cache holds for one sequence: a request whose
+  // bonus and drafts all sit below this bound (prompt.size() +
+  // generated.size() + count - 1 < position_limit()) fits. speculative_round
+  // shrinks its block to stay below it.
+  virtual int64_t position_limit() const = 0;
   // A short description for logs and stats ("draft:/path", "mtp:/path").
   virtual std::string describe() const = 0;
 };

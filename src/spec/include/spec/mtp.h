@@ -25,7 +25,8 @@ namespace tandem::spec {
 
 class MtpDrafter final : public Drafter {
  public:
-  // Loads the head in DIR for `target` (which must outlive the drafter).
+  // Loads the head in DIR for `target` (which must outlive the drafter); its
+  // cache holds `max_tokens` positions plus a margin.
   // Errors name the file and the mismatching value (hidden or vocab size).
   static Expected<std::unique_ptr<MtpDrafter>> load(const std::string& dir, const model::Model& target,
                                                     ThreadPool* pool, int64_t max_tokens);
@@ -33,6 +34,9 @@ class MtpDrafter final : public Drafter {
   DraftKind kind() const override { return DraftKind::mtp; }
   Expected<std::vector<int32_t>> propose(const DraftRequest& request) override;
   void reset() override;
+  // The cache's capacity (an entry for position p sits in slot p - 1, so this
+  // is one position conservative).
+  int64_t position_limit() const override { return int64_t{kv_.num_blocks()} * kv_.block_size(); }
   std::string describe() const override { return "mtp:" + block_->dir(); }
 
   // Depth-1 logits for real entries at token positions [first, first + count)
@@ -56,7 +60,7 @@ class MtpDrafter final : public Drafter {
   std::unique_ptr<model::Forward> forward_;
   sampling::Sampler sampler_;
   model::SequenceId seq_ = -1;
-  int64_t real_entries_ = 0;  // entries for positions 1..real_entries_ are real
+  int64_t real_entries_ = 0;           // entries for positions 1..real_entries_ are real
   std::vector<int32_t> entry_tokens_;  // x_p of each real entry, to detect a changed context
   std::vector<float> emb_, cat_, fused_, last_out_;
   std::vector<int32_t> history_;

@@ -41,6 +41,7 @@ struct SequenceState {
 };
 
 struct RoundStats {
+  int32_t block_size = 0;  // K this round used: the requested one, or less near a cache's end
   int32_t drafted = 0;
   int32_t accepted = 0;
   int32_t emitted = 0;
@@ -56,13 +57,28 @@ Status prefill(model::Forward& target, sampling::Sampler& sampler, SequenceState
 // Feeds the pending token and samples the next one.
 Status classic_step(model::Forward& target, sampling::Sampler& sampler, SequenceState& s);
 
+// The block size a round at pending position L may use when every position it
+// touches (the target's verify rows L .. L+K-1, the drafts at L+1 .. L+K-1)
+// must lie below `position_limit`: min(block_size, position_limit - L), and
+// at least 1. Below 2 there is no room for a draft: a classic step is what
+// fits.
+int fitting_block_size(int block_size, int64_t pending_position, int64_t position_limit);
+
 // One speculative round with block size K (1 bonus + K-1 drafts). Appends the
 // emitted tokens (accepted drafts + the target's own token) to s.generated.
 // With `logprobs`, also appends one SampleResult per emitted token (its
 // logprob and top_logprobs, from the verify row that chose it — the row a
 // classic step at that position computes bitwise).
+//
+// K shrinks (fitting_block_size) so that the round stays below
+// `position_limit` (0: the room the target's cache has for s.seq, its held
+// blocks plus the free pool) and below the drafter's position_limit(); when
+// it would drop below 2 the round verifies the bonus alone without asking
+// the drafter — exactly a classic step. Near the end of a cache the output is
+// therefore still classic decoding's, never a "does not fit" error.
 Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter, sampling::Sampler& sampler,
                                        SequenceState& s, int block_size,
-                                       std::vector<sampling::SampleResult>* logprobs = nullptr);
+                                       std::vector<sampling::SampleResult>* logprobs = nullptr,
+                                       int64_t position_limit = 0);
 
 }  // namespace tandem::spec

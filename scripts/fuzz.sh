@@ -38,7 +38,21 @@ for f in tests/fixtures/models/*/model*.safetensors; do
   # The smaller files only: libFuzzer's input length limit follows the largest seed.
   if (($(stat -c %s "$f") <= 300000)); then cp "$f" "$seeds/safetensors/$((n++)).safetensors"; fi
 done
-for f in models/*/tokenizer.json; do cp "$f" "$seeds/tokenizer/$((n++)).json"; done
+# The bundled tokenizer.json cut to its first 400 tokens and the merges among
+# them (node is a test dependency anyway): the real structure, small enough
+# that the fuzzer runs hundreds of inputs a second instead of a few.
+node -e '
+  const fs = require("fs");
+  const t = JSON.parse(fs.readFileSync(process.argv[1]));
+  const kept = Object.entries(t.model.vocab).filter(([, id]) => id < 400);
+  const has = new Set(kept.map(([token]) => token));
+  t.model.vocab = Object.fromEntries(kept);
+  t.model.merges = t.model.merges.filter((m) => {
+    const [a, b] = Array.isArray(m) ? m : m.split(" ");
+    return has.has(a) && has.has(b) && has.has(a + b);
+  });
+  fs.writeFileSync(process.argv[2], JSON.stringify(t));
+' models/tandem-target/tokenizer.json "$seeds/tokenizer/tandem_400.json"
 for f in tests/tokenizer/chat/*.jinja; do cp "$f" "$seeds/chat_template/$((n++)).jinja"; done
 for t in config safetensors tokenizer chat_template openai_request policy_hint; do
   cp tests/fuzz/seeds/"$t"/* "$seeds/$t/" 2>/dev/null || true

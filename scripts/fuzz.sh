@@ -72,9 +72,9 @@ for target in "${targets[@]}"; do
   esac
   log="$build/fuzz-$kind.log"
   echo "fuzz: $target for ${seconds}s"
-  # -timeout: one input may take at most 10 s; -rss_limit_mb / -malloc_limit_mb:
-  # a single allocation or the process over 2 GiB is a finding too.
-  if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  # -timeout: one input may take at most 25 s (generous: CI machines are slow);
+  # -rss_limit_mb / -malloc_limit_mb: a single allocation or the process over 2 GiB is a finding too.
+  if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
     -malloc_limit_mb=2048 -print_final_stats=1 "${dict[@]}" -artifact_prefix="$artifacts/$target-" \
     "$corpus" "$seeds/$kind" >"$log" 2>&1; then
     status=1

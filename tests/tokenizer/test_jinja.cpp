@@ -283,7 +283,7 @@ TEST(Jinja, IntegerOverflowIsAnErrorNotUndefinedBehaviour) {
   for (const char* src :
        {"{{ 9223372036854775807 + 1 }}", "{{ -9223372036854775807 - 2 }}", "{{ 9223372036854775807 * 3 }}",
         "{{ 2 ** 100 }}", "{{ 2 ** 9999999999999 }}", "{{ (-9223372036854775807 - 1) // -1 }}"}) {
-    EXPECT_NE(render(src).find("RENDER ERROR: template line 1: integer overflow"), std::string::npos)
+    EXPECT_NE(render(src).find("template line 1: integer overflow"), std::string::npos)
         << src << " -> " << render(src);
   }
   EXPECT_EQ(render("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 1 ** 9999999999999 }} {{ (-1) ** 9999999999999 }}"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine (as root) to ctest's
 # summary: dependencies, npm fixtures (lockfiles), Release build + tests,
-# then the unit tests again under AddressSanitizer + UBSan.
+# then the unit tests again under AddressSanitizer + UBSan, then the fuzz targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -28,3 +28,8 @@ ctest --test-dir build-asan -L unit -j "$jobs" --output-on-failure
 
 echo "test: full suite (Release)"
 ctest --test-dir build -j "$jobs" --output-on-failure
+
+# Every parser of user-supplied input under libFuzzer for a bounded time
+# (clang build in build-fuzz/; scripts/fuzz.sh, docs/fuzzing.md).
+echo "test: libFuzzer targets (${TANDEM_FUZZ_SECONDS:-20} s each)"
+scripts/fuzz.sh "${TANDEM_FUZZ_SECONDS:-20}"

@@ -1,6 +1,8 @@
 #include "model/config.h"
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
@@ -10,28 +12,67 @@ namespace {
 
 using json = nlohmann::json;
 
+// Upper bounds, generous next to published checkpoints (the largest vocabularies
+// are ~260k, hidden sizes ~16k, intermediate ~100k, 128 layers, 128 heads,
+// head_dim 256, contexts 10M), so that no config value makes the loader or the
+// KV cache size anything absurd or overflow an int.
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxHidden = int64_t{1} << 16;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxHeads = 1024;
+constexpr int64_t kMaxHeadDim = 1024;
+constexpr int64_t kMaxPositions = int64_t{1} << 30;
+constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
+constexpr double kMaxRopeTheta = 1e12;
+constexpr double kMaxRopeFactor = 1e6;
+
 // Reads config fields with errors that name the file and the field.
 class Reader {
  public:
   Reader(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
 
+  static std::string type_name(const json& v) {
+    if (v.is_boolean()) return "a boolean";
+    if (v.is_number()) return "a number";
+    if (v.is_string()) return "a string";
+    if (v.is_array()) return "an array";
+    return v.is_object() ? "an object" : "null";
+  }
   Status error(const std::string& field, const std::string& what) const {
     return invalid_argument(path_ + ": field \"" + field + "\" " + what);
   }
   bool has(const char* field) const { return j_.contains(field) && !j_[field].is_null(); }
 
-  Status get_int(const char* field, int64_t& out, bool required, int64_t min_value = 1) const {
+  // An integer in [min_value, max_value]; absent (or null) leaves `out` as is.
+  Status get_int(const char* field, int64_t& out, bool required, int64_t min_value = 1,
+                 int64_t max_value = std::numeric_limits<int32_t>::max()) const {
     if (!has(field)) return required ? error(field, "is missing") : Status::Ok();
     const json& v = j_[field];
-    if (!v.is_number_integer()) return error(field, "must be an integer");
+    if (!v.is_number_integer()) return error(field, "must be an integer, got " + type_name(v));
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max_value))
+      return error(field, "(" + v.dump() + ") must be at most " + std::to_string(max_value));
     out = v.get<int64_t>();
-    if (out < min_value) return error(field, "must be >= " + std::to_string(min_value));
+    if (out < min_value)
+      return error(field, "(" + std::to_string(out) + ") must be >= " + std::to_string(min_value));
+    if (out > max_value)
+      return error(field, "(" + std::to_string(out) + ") must be at most " + std::to_string(max_value));
     return Status::Ok();
   }
-  Status get_double(const json& obj, const std::string& field, double& out) const {
+  // A finite number in (min_exclusive, max_value]; absent (or null) leaves `out` as is.
+  // `name` is the field as the error shows it (e.g. "rope_scaling.factor").
+  Status get_double(const json& obj, const std::string& field, const std::string& name, double& out,
+                    double min_exclusive = -std::numeric_limits<double>::infinity(),
+                    double max_value = std::numeric_limits<double>::max()) const {
     if (!obj.contains(field) || obj[field].is_null()) return Status::Ok();
-    if (!obj[field].is_number()) return error(field, "must be a number");
-    out = obj[field].get<double>();
+    if (!obj[field].is_number()) return error(name, "must be a number, got " + type_name(obj[field]));
+    const double v = obj[field].get<double>();
+    if (!std::isfinite(v)) return error(name, "must be finite");
+    if (!(v > min_exclusive))
+      return error(name, "(" + obj[field].dump() + ") must be > " + json(min_exclusive).dump());
+    if (v > max_value)
+      return error(name, "(" + obj[field].dump() + ") must be at most " + json(max_value).dump());
+    out = v;
     return Status::Ok();
   }
   Status get_bool(const char* field, bool& out) const {
@@ -69,25 +110,27 @@ Status parse_rope(const Reader& r, ModelConfig& c) {
     if (!p.is_object()) return r.error(field, "must be an object");
     // Per-layer-type parameters (e.g. {"full_attention": {...}}) are not used by these families.
     if (p.contains("full_attention")) return r.error(field, "per-layer-type RoPE is not supported");
-    TANDEM_RETURN_IF_ERROR(r.get_double(p, "rope_theta", c.rope_theta));
+    TANDEM_RETURN_IF_ERROR(
+        r.get_double(p, "rope_theta", "rope_parameters.rope_theta", c.rope_theta, 0, kMaxRopeTheta));
     scaling = &p;
   } else {
-    TANDEM_RETURN_IF_ERROR(r.get_double(j, "rope_theta", c.rope_theta));
+    TANDEM_RETURN_IF_ERROR(r.get_double(j, "rope_theta", "rope_theta", c.rope_theta, 0, kMaxRopeTheta));
     if (r.has("rope_scaling")) {
       if (!j["rope_scaling"].is_object()) return r.error(field, "must be an object or null");
       scaling = &j["rope_scaling"];
     }
   }
-  if (!(c.rope_theta > 0)) return r.error("rope_theta", "must be positive");
   if (scaling == nullptr) return Status::Ok();
   std::string type = "default";
-  if (scaling->contains("rope_type") && (*scaling)["rope_type"].is_string()) {
-    type = (*scaling)["rope_type"].get<std::string>();
-  } else if (scaling->contains("type") && (*scaling)["type"].is_string()) {
-    type = (*scaling)["type"].get<std::string>();
+  for (const char* key : {"type", "rope_type"}) {  // rope_type wins when both are present
+    if (!scaling->contains(key) || (*scaling)[key].is_null()) continue;
+    if (!(*scaling)[key].is_string()) return r.error(field + "." + key, "must be a string");
+    type = (*scaling)[key].get<std::string>();
   }
-  if (scaling->contains("partial_rotary_factor") && (*scaling)["partial_rotary_factor"].is_number() &&
-      (*scaling)["partial_rotary_factor"].get<double>() != 1.0) {
+  double partial = 1.0;
+  TANDEM_RETURN_IF_ERROR(
+      r.get_double(*scaling, "partial_rotary_factor", field + ".partial_rotary_factor", partial));
+  if (partial != 1.0) {
     return unimplemented(r.path() + ": field \"" + field + ".partial_rotary_factor\" != 1 is not supported");
   }
   kernels::RopeScaling& s = c.rope_scaling;
@@ -99,8 +142,8 @@ Status parse_rope(const Reader& r, ModelConfig& c) {
     return unimplemented(r.path() + ": field \"" + field + "\" has rope type \"" + type +
                          "\", which is not supported (supported: default, linear, llama3)");
   if (!scaling->contains("factor")) return r.error(field + ".factor", "is missing");
-  TANDEM_RETURN_IF_ERROR(r.get_double(*scaling, "factor", s.factor));
-  if (!(s.factor > 0)) return r.error(field + ".factor", "must be positive");
+  TANDEM_RETURN_IF_ERROR(r.get_double(*scaling, "factor", field + ".factor", s.factor, 0, kMaxRopeFactor));
+  if ((*scaling)["factor"].is_null()) return r.error(field + ".factor", "is missing");
   if (type == "linear") {
     s.kind = kernels::RopeScaling::Kind::linear;
     return Status::Ok();
@@ -109,10 +152,17 @@ Status parse_rope(const Reader& r, ModelConfig& c) {
   for (const char* f : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
     if (!scaling->contains(f)) return r.error(field + "." + f, "is missing (required by rope type llama3)");
   }
-  TANDEM_RETURN_IF_ERROR(r.get_double(*scaling, "low_freq_factor", s.low_freq_factor));
-  TANDEM_RETURN_IF_ERROR(r.get_double(*scaling, "high_freq_factor", s.high_freq_factor));
-  TANDEM_RETURN_IF_ERROR(r.get_double(*scaling, "original_max_position_embeddings", s.original_max_position));
-  if (!(s.high_freq_factor > s.low_freq_factor) || !(s.original_max_position > 0))
+  TANDEM_RETURN_IF_ERROR(r.get_double(*scaling, "low_freq_factor", field + ".low_freq_factor",
+                                      s.low_freq_factor, 0, kMaxRopeFactor));
+  TANDEM_RETURN_IF_ERROR(r.get_double(*scaling, "high_freq_factor", field + ".high_freq_factor",
+                                      s.high_freq_factor, 0, kMaxRopeFactor));
+  TANDEM_RETURN_IF_ERROR(r.get_double(*scaling, "original_max_position_embeddings",
+                                      field + ".original_max_position_embeddings", s.original_max_position, 0,
+                                      static_cast<double>(kMaxPositions)));
+  for (const char* f : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+    if ((*scaling)[f].is_null()) return r.error(field + "." + f, "is missing (required by rope type llama3)");
+  }
+  if (!(s.high_freq_factor > s.low_freq_factor))
     return r.error(
         field, "llama3 needs high_freq_factor > low_freq_factor and original_max_position_embeddings > 0");
   return Status::Ok();
@@ -123,7 +173,7 @@ Status parse_rope(const Reader& r, ModelConfig& c) {
 Status parse_windows(const Reader& r, ModelConfig& c) {
   c.layer_window.assign(c.num_layers, 0);
   int64_t window = 0;
-  if (r.has("sliding_window")) TANDEM_RETURN_IF_ERROR(r.get_int("sliding_window", window, false, 1));
+  TANDEM_RETURN_IF_ERROR(r.get_int("sliding_window", window, false, 1, kMaxPositions));
   const json& j = r.j();
   if (r.has("layer_types")) {
     const json& lt = j["layer_types"];
@@ -148,10 +198,11 @@ Status parse_windows(const Reader& r, ModelConfig& c) {
     bool use = false;
     TANDEM_RETURN_IF_ERROR(r.get_bool("use_sliding_window", use));
     int64_t max_window_layers = c.num_layers;
-    TANDEM_RETURN_IF_ERROR(r.get_int("max_window_layers", max_window_layers, false, 0));
+    // Layers from max_window_layers on slide (transformers' rule); larger values mean none do.
+    TANDEM_RETURN_IF_ERROR(
+        r.get_int("max_window_layers", max_window_layers, false, 0, std::numeric_limits<int64_t>::max()));
     if (use) {
-      for (int i = static_cast<int>(max_window_layers); i < c.num_layers; ++i)
-        c.layer_window[i] = static_cast<int>(window);
+      for (int64_t i = max_window_layers; i < c.num_layers; ++i) c.layer_window[i] = static_cast<int>(window);
     }
   }
   return Status::Ok();
@@ -174,55 +225,73 @@ Status parse_dtype(const Reader& r, ModelConfig& c) {
   return Status::Ok();
 }
 
+// A token id in a config field: a non-negative integer that fits int32.
+Status read_token_id(const Reader& r, const char* field, const json& v, int32_t& out) {
+  if (!v.is_number_integer()) return r.error(field, "must be an integer or array of integers");
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t{kMaxTokenId} : v.get<int64_t>() < 0)
+    return r.error(field,
+                   "(" + v.dump() + ") must be a token id in [0, " + std::to_string(kMaxTokenId) + "]");
+  out = static_cast<int32_t>(v.get<int64_t>());
+  return Status::Ok();
+}
+
 Status parse_token_ids(const Reader& r, ModelConfig& c) {
   const json& j = r.j();
   if (r.has("eos_token_id")) {
     const json& e = j["eos_token_id"];
-    if (e.is_number_integer())
-      c.eos_token_ids.push_back(e.get<int32_t>());
-    else if (e.is_array()) {
+    if (e.is_array()) {
       for (const auto& x : e) {
-        if (!x.is_number_integer()) return r.error("eos_token_id", "must be an integer or array of integers");
-        c.eos_token_ids.push_back(x.get<int32_t>());
+        int32_t id = 0;
+        TANDEM_RETURN_IF_ERROR(read_token_id(r, "eos_token_id", x, id));
+        c.eos_token_ids.push_back(id);
       }
-    } else
-      return r.error("eos_token_id", "must be an integer or array of integers");
+    } else {
+      int32_t id = 0;
+      TANDEM_RETURN_IF_ERROR(read_token_id(r, "eos_token_id", e, id));
+      c.eos_token_ids.push_back(id);
+    }
   }
+  // A bos_token_id that is not an integer is ignored (some configs carry a list here; unused).
   if (r.has("bos_token_id") && j["bos_token_id"].is_number_integer())
-    c.bos_token_id = j["bos_token_id"].get<int32_t>();
+    TANDEM_RETURN_IF_ERROR(read_token_id(r, "bos_token_id", j["bos_token_id"], c.bos_token_id));
   return Status::Ok();
 }
 
 Status parse_shapes(const Reader& r, ModelConfig& c) {
   int64_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
-  TANDEM_RETURN_IF_ERROR(r.get_int("vocab_size", c.vocab_size, true));
-  TANDEM_RETURN_IF_ERROR(r.get_int("hidden_size", c.hidden_size, true));
-  TANDEM_RETURN_IF_ERROR(r.get_int("intermediate_size", c.intermediate_size, true));
-  TANDEM_RETURN_IF_ERROR(r.get_int("num_hidden_layers", layers, true));
-  TANDEM_RETURN_IF_ERROR(r.get_int("num_attention_heads", heads, true));
+  TANDEM_RETURN_IF_ERROR(r.get_int("vocab_size", c.vocab_size, true, 1, kMaxVocab));
+  TANDEM_RETURN_IF_ERROR(r.get_int("hidden_size", c.hidden_size, true, 1, kMaxHidden));
+  TANDEM_RETURN_IF_ERROR(r.get_int("intermediate_size", c.intermediate_size, true, 1, kMaxIntermediate));
+  TANDEM_RETURN_IF_ERROR(r.get_int("num_hidden_layers", layers, true, 1, kMaxLayers));
+  TANDEM_RETURN_IF_ERROR(r.get_int("num_attention_heads", heads, true, 1, kMaxHeads));
   kv_heads = heads;
-  TANDEM_RETURN_IF_ERROR(r.get_int("num_key_value_heads", kv_heads, false));
-  if (layers > 4096 || heads > 4096)
-    return r.error("num_hidden_layers", "or num_attention_heads is implausibly large");
+  TANDEM_RETURN_IF_ERROR(r.get_int("num_key_value_heads", kv_heads, false, 1, kMaxHeads));
   if (heads % kv_heads != 0)
     return r.error(
         "num_key_value_heads",
         "(" + std::to_string(kv_heads) + ") must divide num_attention_heads (" + std::to_string(heads) + ")");
   if (r.has("head_dim")) {
-    TANDEM_RETURN_IF_ERROR(r.get_int("head_dim", head_dim, true));
+    TANDEM_RETURN_IF_ERROR(r.get_int("head_dim", head_dim, true, 2, kMaxHeadDim));
   } else {
-    if (c.hidden_size % heads != 0) return r.error("hidden_size", "is not a multiple of num_attention_heads");
+    if (c.hidden_size % heads != 0)
+      return r.error("hidden_size", "(" + std::to_string(c.hidden_size) +
+                                        ") is not a multiple of num_attention_heads (" +
+                                        std::to_string(heads) + ") and there is no head_dim");
     head_dim = c.hidden_size / heads;
   }
-  if (head_dim % 2 != 0 || head_dim > 1024) return r.error("head_dim", "must be even and at most 1024");
+  if (head_dim % 2 != 0 || head_dim < 2 || head_dim > kMaxHeadDim)
+    return r.error("head_dim", "(" + std::to_string(head_dim) + ") must be even and in [2, " +
+                                   std::to_string(kMaxHeadDim) +
+                                   "] (hidden_size / num_attention_heads when absent)");
   c.num_layers = static_cast<int>(layers);
   c.num_heads = static_cast<int>(heads);
   c.num_kv_heads = static_cast<int>(kv_heads);
   c.head_dim = static_cast<int>(head_dim);
-  TANDEM_RETURN_IF_ERROR(r.get_int("max_position_embeddings", c.max_position_embeddings, false));
+  TANDEM_RETURN_IF_ERROR(
+      r.get_int("max_position_embeddings", c.max_position_embeddings, false, 1, kMaxPositions));
   double eps = c.rms_norm_eps;
-  TANDEM_RETURN_IF_ERROR(r.get_double(r.j(), "rms_norm_eps", eps));
-  if (!(eps > 0)) return r.error("rms_norm_eps", "must be positive");
+  // Below ~1e-30 the float the kernels use would be (nearly) zero; above 1 it is no epsilon.
+  TANDEM_RETURN_IF_ERROR(r.get_double(r.j(), "rms_norm_eps", "rms_norm_eps", eps, 1e-30, 1.0));
   c.rms_norm_eps = static_cast<float>(eps);
   return Status::Ok();
 }

@@ -56,7 +56,8 @@ std::vector<float> concat_f32(const std::vector<const TensorView*>& parts) {
 
 }  // namespace
 
-Expected<std::unique_ptr<Model>> Model::load(const std::string& dir, const std::function<void(int, int)>& progress) {
+Expected<std::unique_ptr<Model>> Model::load(const std::string& dir,
+                                             const std::function<void(int, int)>& progress) {
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
   TANDEM_ASSIGN_OR_RETURN(m->config_, load_config(dir));
@@ -85,10 +86,17 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& dir, const std::
 Expected<std::unique_ptr<Model>> Model::load_mtp_block(const std::string& dir, const Model& target) {
   const std::string path = dir + "/config.json";
   TANDEM_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(path));
-  if (j.value("model_type", std::string()) != "tandem_mtp")
+  if (!j.is_object()) return invalid_argument(path + ": not a JSON object");
+  if (!j.contains("model_type") || j["model_type"] != "tandem_mtp")
     return invalid_argument(path + ": model_type must be \"tandem_mtp\" for an MTP head");
   // The block is a decoder layer of the target's family with the head's own shapes.
-  j["model_type"] = j.value("target_model_type", std::string(family_name(target.config().family)));
+  std::string block_type = family_name(target.config().family);
+  if (j.contains("target_model_type") && !j["target_model_type"].is_null()) {
+    if (!j["target_model_type"].is_string())
+      return invalid_argument(path + ": field \"target_model_type\" must be a string");
+    block_type = j["target_model_type"].get<std::string>();
+  }
+  j["model_type"] = block_type;
   j["num_hidden_layers"] = 1;
   j["tie_word_embeddings"] = true;
   std::unique_ptr<Model> m(new Model());
@@ -96,11 +104,11 @@ Expected<std::unique_ptr<Model>> Model::load_mtp_block(const std::string& dir, c
   TANDEM_ASSIGN_OR_RETURN(m->config_, parse_config(j.dump(), path));
   const ModelConfig& c = m->config_;
   if (c.hidden_size != target.config().hidden_size)
-    return invalid_argument(path + ": hidden_size " + std::to_string(c.hidden_size) + " does not match the target's " +
-                            std::to_string(target.config().hidden_size));
+    return invalid_argument(path + ": hidden_size " + std::to_string(c.hidden_size) +
+                            " does not match the target's " + std::to_string(target.config().hidden_size));
   if (c.vocab_size != target.config().vocab_size)
-    return invalid_argument(path + ": vocab_size " + std::to_string(c.vocab_size) + " does not match the target's " +
-                            std::to_string(target.config().vocab_size));
+    return invalid_argument(path + ": vocab_size " + std::to_string(c.vocab_size) +
+                            " does not match the target's " + std::to_string(target.config().vocab_size));
   TANDEM_ASSIGN_OR_RETURN(m->checkpoint_, Checkpoint::open_dir(dir));
   TANDEM_ASSIGN_OR_RETURN(const TensorView* norm, m->checkpoint_.get("final_norm.weight", {c.hidden_size}));
   m->final_norm_ = to_f32_vector(*norm);

@@ -90,8 +90,20 @@ std::string TensorView::shape_string() const {
 Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   SafetensorsFile f;
   TANDEM_ASSIGN_OR_RETURN(f.file_, MappedFile::open(path));
-  const uint8_t* base = f.file_.data();
-  const uint64_t size = f.file_.size();
+  f.path_ = path;
+  TANDEM_RETURN_IF_ERROR(f.parse_image(f.file_.data(), f.file_.size()));
+  return f;
+}
+
+Expected<SafetensorsFile> SafetensorsFile::parse(const uint8_t* data, size_t size, const std::string& path) {
+  SafetensorsFile f;
+  f.path_ = path;
+  TANDEM_RETURN_IF_ERROR(f.parse_image(data, size));
+  return f;
+}
+
+Status SafetensorsFile::parse_image(const uint8_t* base, uint64_t size) {
+  const std::string& path = path_;
   auto fail = [&](const Status& s) { return s.with_context(path); };
   if (size < 8)
     return fail(invalid_argument("file is " + std::to_string(size) + " bytes, too short for a header"));
@@ -122,7 +134,7 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) return fail(invalid_argument("__metadata__ is not an object"));
       for (auto m = it->begin(); m != it->end(); ++m) {
-        if (m->is_string()) f.metadata_[m.key()] = m->get<std::string>();
+        if (m->is_string()) metadata_[m.key()] = m->get<std::string>();
       }
       continue;
     }
@@ -132,7 +144,7 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     uint64_t begin = 0, end = 0;
     Status s = parse_entry(*it, data_base, data_size, view, begin, end);
     if (!s.ok()) return fail(s.with_context("tensor \"" + it.key() + "\""));
-    auto [pos, inserted] = f.tensors_.emplace(view.name, std::move(view));
+    auto [pos, inserted] = tensors_.emplace(view.name, std::move(view));
     spans.push_back({begin, end, &pos->first});
   }
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
@@ -143,7 +155,7 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
       return fail(invalid_argument("tensor \"" + *spans[i].name + "\" overlaps tensor \"" +
                                    *spans[i - 1].name + "\" in the data section"));
   }
-  return f;
+  return Status::Ok();
 }
 
 const TensorView* SafetensorsFile::find(const std::string& name) const {

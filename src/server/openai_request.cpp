@@ -51,8 +51,8 @@ std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, i
     fail(name, std::string("'") + name + "' must be an integer, got " + type_name(*v));
   const double d = v->get<double>();
   if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
-    fail(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
-                   ", got " + v->dump());
+    fail(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
+                   std::to_string(hi) + ", got " + v->dump());
   return static_cast<int64_t>(d);
 }
 
@@ -114,7 +114,8 @@ void parse_prompt(const json& body, GenerationRequest& r) {
       return;
     }
     for (const auto& t : *v) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+          t.get<int64_t>() > std::numeric_limits<int32_t>::max())
         fail("prompt", "'prompt' must be a string, a one-string array, or an array of token ids");
       r.prompt_tokens.push_back(t.get<int32_t>());
     }
@@ -141,7 +142,8 @@ void parse_messages(const json& body, GenerationRequest& r) {
       for (const auto& part : *content) {
         const json* type = part.is_object() ? field(part, "type") : nullptr;
         if (!type || *type != "text" || !part.contains("text") || !part["text"].is_string())
-          fail(where + ".content", "'" + where + ".content' supports only {\"type\": \"text\", \"text\": ...} parts");
+          fail(where + ".content",
+               "'" + where + ".content' supports only {\"type\": \"text\", \"text\": ...} parts");
       }
     }
   }
@@ -159,7 +161,8 @@ void parse_sampling(const json& body, GenerationRequest& r) {
     if (*p == 0.0) fail("top_p", "'top_p' must be greater than 0");
     s.top_p = static_cast<float>(*p);
   }
-  if (auto k = integer(body, "top_k", -1, std::numeric_limits<int32_t>::max())) s.top_k = *k < 0 ? 0 : static_cast<int32_t>(*k);
+  if (auto k = integer(body, "top_k", -1, std::numeric_limits<int32_t>::max()))
+    s.top_k = *k < 0 ? 0 : static_cast<int32_t>(*k);
   if (auto m = number(body, "min_p", 0.0, 1.0)) s.min_p = static_cast<float>(*m);
   if (auto p = number(body, "presence_penalty", -2.0, 2.0)) s.presence_penalty = static_cast<float>(*p);
   if (auto f = number(body, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = static_cast<float>(*f);
@@ -167,7 +170,8 @@ void parse_sampling(const json& body, GenerationRequest& r) {
     if (*rp == 0.0) fail("repetition_penalty", "'repetition_penalty' must be greater than 0");
     s.repetition_penalty = static_cast<float>(*rp);
   }
-  if (auto seed = integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
+  if (auto seed =
+          integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
     s.seed = static_cast<uint64_t>(*seed);
     r.seed_given = true;
   }
@@ -225,10 +229,12 @@ ParseResult parse_generation_request(Endpoint endpoint, const std::string& body)
   json parsed;
   try {
     parsed = json::parse(body);
-  } catch (const json::parse_error& e) {
-    return bad_request("body", std::string("The request body is not valid JSON: ") + e.what(), "invalid_json");
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number that overflows a double
+    return bad_request("body", std::string("The request body is not valid JSON: ") + e.what(),
+                       "invalid_json");
   }
-  if (!parsed.is_object()) return bad_request("body", "The request body must be a JSON object", "invalid_json");
+  if (!parsed.is_object())
+    return bad_request("body", "The request body must be a JSON object", "invalid_json");
   try {
     return parse_fields(endpoint, parsed);
   } catch (const FieldError& e) {

@@ -44,7 +44,8 @@ Expected<bool> apply_test(const std::string& name, const Value& v, const Args& a
   if (name == "callable") return v.is_callable();
   if (name == "odd") return v.is_int() && (v.as_int() % 2 != 0);
   if (name == "even") return v.is_int() && (v.as_int() % 2 == 0);
-  if (name == "divisibleby") return arg.as_int() != 0 && v.as_int() % arg.as_int() == 0;
+  if (name == "divisibleby")  // (% -1 is always 0; INT64_MIN % -1 would trap)
+    return arg.as_int() != 0 && (arg.as_int() == -1 || v.as_int() % arg.as_int() == 0);
   if (name == "eq" || name == "equalto" || name == "==") return v == arg;
   if (name == "ne" || name == "!=") return !(v == arg);
   if (name == "lt" || name == "lessthan" || name == "<") return less_than(v, arg);
@@ -190,9 +191,10 @@ Object builtin_globals() {
           }
           if (step == 0) return invalid_argument("range() step must not be zero");
           Array out;
-          for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+          for (int64_t k = start; step > 0 ? k < stop : k > stop;) {
             out.push_back(Value(k));
             if (out.size() > 1000000) return invalid_argument("range() too large");
+            if (__builtin_add_overflow(k, step, &k)) break;  // past INT64's end: so past stop too
           }
           return Value::array(std::move(out));
         }));

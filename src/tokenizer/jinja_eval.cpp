@@ -41,14 +41,31 @@ class Interpreter {
   }
 
  private:
+  // Every statement and loop iteration costs a step: a template (say, a macro
+  // that calls itself twice, or three nested loops over range(1000)) cannot
+  // run for hours.
+  Status step(int line) {
+    if (++steps_ <= kMaxSteps) return Status::Ok();
+    return invalid_argument("template line " + std::to_string(line) + ": the template ran more than " +
+                            std::to_string(kMaxSteps) + " statements and loop iterations");
+  }
+  static Status check_output(const std::string& out, int line) {
+    if (out.size() <= kMaxStringBytes) return Status::Ok();
+    return invalid_argument("template line " + std::to_string(line) + ": output is larger than " +
+                            std::to_string(kMaxStringBytes) + " bytes");
+  }
+
   Expected<Flow> exec(const Stmt& s, Scope& scope, std::string& out) {
+    TANDEM_RETURN_IF_ERROR(step(s.line));
     switch (s.kind) {
       case Stmt::Kind::kText:
         out += s.text;
+        TANDEM_RETURN_IF_ERROR(check_output(out, s.line));
         return Flow::kNormal;
       case Stmt::Kind::kOutput: {
         TANDEM_ASSIGN_OR_RETURN(Value v, eval(*s.expr, scope));
         out += v.str();
+        TANDEM_RETURN_IF_ERROR(check_output(out, s.line));
         return Flow::kNormal;
       }
       case Stmt::Kind::kIf:
@@ -170,6 +187,7 @@ class Interpreter {
     }
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t k = 0; k < n; ++k) {
+      TANDEM_RETURN_IF_ERROR(step(s.line));
       Scope inner{{}, &scope};
       TANDEM_RETURN_IF_ERROR(assign(inner, s.targets, items[k], s.line));
       Object loop;
@@ -371,7 +389,7 @@ class Interpreter {
       return eval(*e.children[1], scope);
     }
     TANDEM_ASSIGN_OR_RETURN(Value r, eval(*e.children[1], scope));
-    if (op == "~") return Value(l.str() + r.str());
+    if (op == "~") return concat(l.str(), r.str());
     if (op == "==") return Value(l == r);
     if (op == "!=") return Value(!(l == r));
     if (op == "<")
@@ -396,8 +414,11 @@ class Interpreter {
   static Expected<Value> arithmetic(const std::string& op, const Value& l, const Value& r) {
     if (op == "%" && l.is_string()) return percent_format(l.as_string(), r);
     if (op == "+") {
-      if (l.is_string() && r.is_string()) return Value(l.as_string() + r.as_string());
+      if (l.is_string() && r.is_string()) return concat(l.as_string(), r.as_string());
       if (l.is_array() && r.is_array()) {
+        if (l.as_array().size() + r.as_array().size() > kMaxArrayItems)
+          return invalid_argument("list concatenation longer than " + std::to_string(kMaxArrayItems) +
+                                  " items");
         Array a = l.as_array();
         a.insert(a.end(), r.as_array().begin(), r.as_array().end());
         return Value::array(std::move(a));
@@ -406,6 +427,10 @@ class Interpreter {
     if (op == "*" && ((l.is_string() && r.is_int()) || (l.is_int() && r.is_string()))) {
       const std::string& s = l.is_string() ? l.as_string() : r.as_string();
       int64_t n = l.is_int() ? l.as_int() : r.as_int();
+      if (n <= 0 || s.empty()) return Value(std::string());
+      if (static_cast<uint64_t>(n) > kMaxStringBytes / s.size())
+        return invalid_argument("string repetition longer than " + std::to_string(kMaxStringBytes) +
+                                " bytes");
       std::string out;
       for (int64_t k = 0; k < n; ++k) out += s;
       return Value(std::move(out));
@@ -420,9 +445,14 @@ class Interpreter {
       return Value(l.as_float() / r.as_float());
     }
     if (op == "**") {
-      if (!use_float && r.as_int() >= 0) {
-        int64_t out = 1;
-        for (int64_t k = 0; k < r.as_int(); ++k) out *= l.as_int();
+      if (!use_float && r.as_int() >= 0) {  // by squaring: any overflow means the result overflows
+        int64_t out = 1, base = l.as_int();
+        bool overflow = false;
+        for (int64_t e = r.as_int(); e > 0; e >>= 1) {
+          if (e & 1) overflow |= __builtin_mul_overflow(out, base, &out);
+          if (e > 1) overflow |= __builtin_mul_overflow(base, base, &base);
+          if (overflow) return integer_overflow(op);
+        }
         return Value(out);
       }
       return Value(std::pow(l.as_float(), r.as_float()));
@@ -436,11 +466,16 @@ class Interpreter {
       if (op == "//") return Value(std::floor(a / b));
       if (op == "%") return Value(a - b * std::floor(a / b));
     } else {
-      int64_t a = l.as_int(), b = r.as_int();
-      if (op == "+") return Value(a + b);
-      if (op == "-") return Value(a - b);
-      if (op == "*") return Value(a * b);
+      // Python's ints do not overflow; ours are int64, so overflow is an error.
+      int64_t a = l.as_int(), b = r.as_int(), c = 0;
+      if (op == "+") return __builtin_add_overflow(a, b, &c) ? integer_overflow(op) : Value(c);
+      if (op == "-") return __builtin_sub_overflow(a, b, &c) ? integer_overflow(op) : Value(c);
+      if (op == "*") return __builtin_mul_overflow(a, b, &c) ? integer_overflow(op) : Value(c);
       if (b == 0) return invalid_argument("division by zero");
+      if (b == -1) {  // INT64_MIN / -1 traps
+        if (op == "%") return Value(int64_t{0});
+        if (op == "//") return __builtin_sub_overflow(int64_t{0}, a, &c) ? integer_overflow(op) : Value(c);
+      }
       int64_t q = a / b;
       if ((a % b != 0) && ((a < 0) != (b < 0))) --q;  // Python floors
       if (op == "//") return Value(q);
@@ -449,10 +484,27 @@ class Interpreter {
     return invalid_argument("unsupported operator " + op);
   }
 
+  static Expected<Value> integer_overflow(const std::string& op) {
+    return invalid_argument("integer overflow in " + op + " (integers are 64-bit)");
+  }
+  static Expected<Value> concat(const std::string& a, const std::string& b) {
+    if (a.size() + b.size() > kMaxStringBytes)
+      return invalid_argument("string concatenation longer than " + std::to_string(kMaxStringBytes) +
+                              " bytes");
+    return Value(a + b);
+  }
+
+  // Limits far above any chat template's needs (a rendered prompt is at most
+  // megabytes; a request body is at most 8 MiB), so that no template can
+  // exhaust memory or time.
+  static constexpr size_t kMaxStringBytes = size_t{64} << 20;
+  static constexpr size_t kMaxArrayItems = 1000000;
+  static constexpr int64_t kMaxSteps = 100000;
   static constexpr int kMaxCallDepth = 100;
   static constexpr uint32_t kMaxValueDepth = 256;
   Scope* root_;
   int call_depth_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace

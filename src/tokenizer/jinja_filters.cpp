@@ -1,6 +1,7 @@
 // Jinja filters (tojson, trim, join, map, selectattr, ...) with Jinja2 semantics.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "jinja_eval.h"
 #include "jinja_pyops.h"
@@ -79,9 +80,11 @@ Expected<Value> sorted(const Value& input, const Args& args) {
 }
 
 std::string indent(const std::string& s, const Value& width, bool first, bool blank) {
-  std::string pad = width.is_string()
-                        ? width.as_string()
-                        : std::string(static_cast<size_t>(width.is_undefined() ? 4 : width.as_int()), ' ');
+  // Python's " " * width: nothing for a negative width; capped at 64 columns.
+  std::string pad = width.is_string() ? width.as_string()
+                                      : std::string(static_cast<size_t>(std::clamp<int64_t>(
+                                                        width.is_undefined() ? 4 : width.as_int(), 0, 64)),
+                                                    ' ');
   std::string out;
   size_t pos = 0;
   bool at_first = true;
@@ -137,7 +140,8 @@ int64_t length_of(const Value& v) {
 Expected<Value> apply_filter(const std::string& name, const Value& in, const Args& args) {
   if (name == "tojson") {
     Value ind = args.get(0, "indent");
-    return Value(in.to_json(ind.is_int() ? static_cast<int>(ind.as_int()) : -1));
+    // Capped: an absurd indent would make every line that many bytes.
+    return Value(in.to_json(ind.is_int() ? static_cast<int>(std::clamp<int64_t>(ind.as_int(), -1, 64)) : -1));
   }
   if (name == "trim") return Value(strip(in.str(), args.get(0, "chars"), true, true));
   if (name == "length" || name == "count") return Value(length_of(in));
@@ -235,8 +239,10 @@ Expected<Value> apply_filter(const std::string& name, const Value& in, const Arg
     for (const auto& item : list.as_array()) {
       Value v = attr.is_undefined() ? item : attribute_path(item, attr.str());
       if (name == "sum") {
-        best = best.is_float() || v.is_float() ? Value(best.as_float() + v.as_float())
-                                               : Value(best.as_int() + v.as_int());
+        int64_t sum = 0;  // an int sum that overflows continues as a float
+        best = best.is_float() || v.is_float() || __builtin_add_overflow(best.as_int(), v.as_int(), &sum)
+                   ? Value(best.as_float() + v.as_float())
+                   : Value(sum);
         continue;
       }
       if (best.is_undefined()) {
@@ -270,6 +276,7 @@ Expected<Value> apply_filter(const std::string& name, const Value& in, const Arg
   }
   if (name == "abs") {
     if (in.is_float()) return Value(std::fabs(in.as_float()));
+    if (in.is_int() && in.as_int() == std::numeric_limits<int64_t>::min()) return Value(-in.as_float());
     if (in.is_int()) return Value(in.as_int() < 0 ? -in.as_int() : in.as_int());
     return invalid_argument("abs() needs a number");
   }

@@ -1,6 +1,8 @@
 // Python str/list semantics for the Jinja builtins (see jinja_pyops.h).
 #include "jinja_pyops.h"
 
+#include <algorithm>
+
 #include "normalizers.h"
 #include "unicode.h"
 
@@ -143,7 +145,8 @@ Expected<Value> percent_format(const std::string& fmt, const Value& args) {
     int precision = -1;
     if (fmt[i] == '.') {
       precision = 0;
-      while (++i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') precision = precision * 10 + (fmt[i] - '0');
+      while (++i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9')
+        precision = std::min(precision * 10 + (fmt[i] - '0'), 1000);  // the output buffer holds 64 anyway
       if (i >= fmt.size()) return invalid_argument("incomplete format in '%' string formatting");
     }
     char conv = fmt[i];

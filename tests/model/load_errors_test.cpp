@@ -111,6 +111,59 @@ TEST(LoadErrors, MissingShard) {
   expect_error(Model::load(dir), {"model-00003-of-00007.safetensors"});
 }
 
+// config.json values that parse but disagree with the tensors: the error names the tensor.
+TEST(LoadErrors, ConfigDisagreeingWithTensorsNamesTheTensor) {
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    const char* tensor;
+  };
+  const std::vector<Case> cases = {
+      {"vocab_size", 255, "model.embed_tokens.weight"},
+      {"hidden_size", 128, "model.embed_tokens.weight"},
+      {"intermediate_size", 64, "model.layers.0.mlp.gate_proj.weight"},
+      {"num_key_value_heads", 1, "model.layers.0.self_attn.k_proj.weight"},
+      {"num_attention_heads", 2, "model.layers.0.self_attn.q_proj.weight"},
+      {"head_dim", 32, "model.layers.0.self_attn.q_proj.weight"},
+      {"num_hidden_layers", 3, "model.layers.2.input_layernorm.weight"},
+      {"attention_bias", true, "model.layers.0.self_attn.q_proj.bias"},
+      {"mlp_bias", true, "model.layers.0.mlp.gate_proj.bias"},
+  };
+  std::string dir = testing::copy_fixture(kFixture, "config_vs_tensors");
+  const std::string original = testing::read_file(dir + "/config.json");
+  for (const auto& c : cases) {
+    auto cfg = nlohmann::json::parse(original);
+    cfg[c.field] = c.value;
+    testing::write_file(dir + "/config.json", cfg.dump());
+    auto m = Model::load(dir);
+    ASSERT_FALSE(m.ok()) << c.field;
+    EXPECT_NE(m.status().message().find(c.tensor), std::string::npos)
+        << c.field << ": " << m.status().message();
+  }
+}
+
+TEST(LoadErrors, TiedEmbeddingsWithoutEmbeddingTable) {
+  std::string dir = testing::copy_fixture("qwen2_bias_bf16_tied", "tied_no_embedding");
+  rewrite_weights(
+      dir, [](TensorToWrite& t, std::vector<uint8_t>&) { return t.name != "model.embed_tokens.weight"; });
+  expect_error(Model::load(dir), {"model.embed_tokens.weight", "is missing"});
+}
+
+// A broken MTP head config.json is an error naming the file, never an exception.
+TEST(LoadErrors, MalformedMtpHeadConfig) {
+  auto target = Model::load(testing::fixture_path(kFixture));
+  ASSERT_TRUE(target.ok());
+  std::string dir = testing::make_temp_dir("bad_mtp");
+  for (const char* text :
+       {"[1, 2]", "{\"model_type\": 7}", "{\"model_type\": \"tandem_mtp\", \"target_model_type\": 3}",
+        "{\"model_type\": \"tandem_mtp\", \"hidden_size\": -1}", "{\"model_type\": \"llama\"}"}) {
+    testing::write_file(dir + "/config.json", text);
+    auto m = Model::load_mtp_block(dir, **target);
+    ASSERT_FALSE(m.ok()) << text;
+    EXPECT_NE(m.status().message().find(dir + "/config.json"), std::string::npos) << m.status().message();
+  }
+}
+
 TEST(LoadErrors, ShardedLoads) {
   auto m = Model::load(testing::fixture_path("llama_sharded_bf16"));
   ASSERT_TRUE(m.ok()) << m.status().to_string();

@@ -37,6 +37,24 @@ TEST(Safetensors, ReadsValidFile) {
   EXPECT_EQ(f->find("nope"), nullptr);
 }
 
+// parse() validates an in-memory image exactly as open() validates the file.
+TEST(Safetensors, ParseFromMemoryMatchesOpen) {
+  const std::string path = make_temp_dir("st_memory") + "/a.safetensors";
+  write_raw_safetensors(path, R"({"w":{"dtype":"F16","shape":[3],"data_offsets":[0,6]}})",
+                        std::string(6, '\x01'));
+  const std::string image = testing::read_file(path);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(image.data());
+  auto f = SafetensorsFile::parse(bytes, image.size(), "mem.safetensors");
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(f->path(), "mem.safetensors");
+  ASSERT_NE(f->find("w"), nullptr);
+  EXPECT_EQ(f->find("w")->data, bytes + image.size() - 6);
+  EXPECT_EQ(f->find("w")->file, "mem.safetensors");
+  expect_error(SafetensorsFile::parse(bytes, image.size() - 1, "mem.safetensors"), "mem.safetensors",
+               "truncated");
+  expect_error(SafetensorsFile::parse(bytes, 7, "mem.safetensors"), "mem.safetensors", "too short");
+}
+
 TEST(Safetensors, WriterRoundTrips) {
   const std::string path = make_temp_dir("st_write") + "/w.safetensors";
   std::vector<float> a = {1, 2, 3, 4, 5, 6};

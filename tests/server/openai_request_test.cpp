@@ -20,6 +20,22 @@ ApiError parse_err(Endpoint e, const std::string& body) {
   return std::get<ApiError>(r);
 }
 
+// Found by tests/fuzz/fuzz_openai_request: a number beyond double's range makes
+// nlohmann::json throw out_of_range (not parse_error), which used to escape the
+// parser and terminate the process.
+TEST(OpenAIRequest, NumberOverflowingADoubleIsInvalidJson) {
+  for (Endpoint e : {Endpoint::completions, Endpoint::chat_completions}) {
+    for (const char* body : {R"({"prompt": [1, 2, 31e308], "max_tokens": 4})", R"({"temperature": -1e400})",
+                             R"({"messages": [{"role": "user", "content": "hi"}], "top_p": 9e99999})"}) {
+      ApiError err = parse_err(e, body);
+      EXPECT_EQ(err.http_status, 400);
+      EXPECT_EQ(err.param, "body");
+      EXPECT_EQ(err.code, "invalid_json");
+      EXPECT_NE(err.message.find("number overflow"), std::string::npos) << err.message;
+    }
+  }
+}
+
 TEST(OpenAIRequest, ChatWithEveryField) {
   auto r = parse_ok(Endpoint::chat_completions, R"({
     "model": "tandem", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
@@ -68,9 +84,10 @@ TEST(OpenAIRequest, ErrorsNameTheField) {
       {Endpoint::chat_completions, R"({})", "messages"},
       {Endpoint::chat_completions, R"({"messages": []})", "messages"},
       {Endpoint::chat_completions, R"({"messages": [{"content": "x"}]})", "messages[0].role"},
-      {Endpoint::chat_completions, R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
-      {Endpoint::chat_completions, R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})",
-       "temperature"},
+      {Endpoint::chat_completions, R"({"messages": [{"role": "user", "content": 5}]})",
+       "messages[0].content"},
+      {Endpoint::chat_completions,
+       R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})", "temperature"},
       {Endpoint::chat_completions, R"({"messages": [{"role": "user", "content": "x"}], "temperature": 3})",
        "temperature"},
       {Endpoint::chat_completions, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",

@@ -276,5 +276,57 @@ TEST(Jinja, DeepValuesFailOrDegradeCleanly) {
   EXPECT_EQ(out, "True{'next': ");
 }
 
+// Found by tests/fuzz/fuzz_chat_template (and the hand-written inputs around
+// its findings): each used to hit undefined behaviour (signed overflow,
+// INT64_MIN / -1), an unbounded allocation or a practically endless loop.
+TEST(Jinja, IntegerOverflowIsAnErrorNotUndefinedBehaviour) {
+  for (const char* src :
+       {"{{ 9223372036854775807 + 1 }}", "{{ -9223372036854775807 - 2 }}", "{{ 9223372036854775807 * 3 }}",
+        "{{ 2 ** 100 }}", "{{ 2 ** 9999999999999 }}", "{{ (-9223372036854775807 - 1) // -1 }}"}) {
+    EXPECT_NE(render(src).find("template line 1: integer overflow"), std::string::npos)
+        << src << " -> " << render(src);
+  }
+  EXPECT_EQ(render("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 1 ** 9999999999999 }} {{ (-1) ** 9999999999999 }}"),
+            "4611686018427387904 -9223372036854775808 1 -1");
+  EXPECT_EQ(render("{{ (-9223372036854775807 - 1) % -1 }} {{ 7 // -1 }} {{ 7 % -1 }}"), "0 -7 0");
+  EXPECT_EQ(render("{{ (-9223372036854775807 - 1) is divisibleby(-1) }} {{ 9 is divisibleby(3) }}"),
+            "True True");
+  EXPECT_EQ(render("{{ [9223372036854775807, 1]|sum }}"), "9.223372036854776e+18");
+  EXPECT_EQ(render("{{ (-9223372036854775807 - 1)|abs }} {{ -3|abs }}"), "9.223372036854776e+18 3");
+  EXPECT_EQ(render("{{ range(9223372036854775000, 9223372036854775807, 500)|list }}"),
+            "[9223372036854775000, 9223372036854775500]");
+  EXPECT_EQ(render("{{ '%.99999999999999999999f' % 1.5 }}").substr(0, 5), "1.500");
+}
+
+TEST(Jinja, RunawayTemplatesStopWithAnError) {
+  auto fails = [](const std::string& src, const std::string& needle) {
+    std::string got = render(src);
+    EXPECT_EQ(got.rfind("RENDER ERROR: ", 0), 0u) << src << " -> " << got.substr(0, 200);
+    EXPECT_NE(got.find(needle), std::string::npos) << src << " -> " << got.substr(0, 200);
+  };
+  fails("{{ 'a' * 10000000000 }}", "string repetition longer than");
+  fails("{% set ns = namespace(x='ab') %}{% for i in range(64) %}{% set ns.x = ns.x + ns.x %}{% endfor %}",
+        "string concatenation longer than");
+  fails("{% set ns = namespace(x='ab') %}{% for i in range(64) %}{% set ns.x = ns.x ~ ns.x %}{% endfor %}",
+        "string concatenation longer than");
+  fails("{% set ns = namespace(x=[1]) %}{% for i in range(64) %}{% set ns.x = ns.x + ns.x %}{% endfor %}",
+        "list concatenation longer than");
+  fails(
+      "{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(1000) %}{% endfor %}{% endfor %}"
+      "{% endfor %}",
+      "ran more than 100000 statements and loop iterations");
+  fails("{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}",
+        "ran more than");
+  fails("{% set s = 'x' * 60000000 %}{% for i in range(3) %}{{ s }}{% endfor %}", "output is larger than");
+  EXPECT_EQ(render("{{ '' * 9223372036854775807 }}|{{ 'ab' * -3 }}|{{ 3 * 'ab' }}"), "||ababab");
+}
+
+TEST(Jinja, AbsurdIndentsAreCapped) {
+  EXPECT_EQ(render("{{ 'a\nb'|indent(-1) }}"), "a\nb");
+  EXPECT_EQ(render("{{ 'a\nb'|indent(9999999999999) }}"), "a\n" + std::string(64, ' ') + "b");
+  EXPECT_EQ(render("{{ [1]|tojson(indent=999999999) }}"), "[\n" + std::string(64, ' ') + "1\n]");
+  EXPECT_EQ(render("{{ 'a\nb'|indent(2) }}"), "a\n  b");
+}
+
 }  // namespace
 }  // namespace tandem::tok

@@ -6,8 +6,13 @@
 //     {type|rope_type, factor, ...}, torch_dtype
 //   transformers 5: rope_parameters {rope_type, rope_theta, factor, ...}, dtype,
 //     layer_types
-// Errors are Status values naming the file and the field; an unsupported
-// model_type lists the supported ones. Plain data, freely copyable.
+// Every field is checked for type and range — sizes positive and bounded
+// (config.cpp's kMax*), heads divisible by kv heads, head_dim even, RoPE
+// parameters finite, token ids in int32 — so an accepted config never makes
+// the loader overflow or allocate from a config value alone (tensor shapes are
+// then checked against it by Model::load). Errors are Status values naming the
+// file and the field; an unsupported model_type lists the supported ones.
+// Plain data, freely copyable.
 #pragma once
 
 #include <cstdint>

@@ -46,15 +46,22 @@ struct TensorView {
 class SafetensorsFile {
  public:
   static Expected<SafetensorsFile> open(const std::string& path);
+  // Validates an in-memory file image exactly as open() does (for fuzzing and
+  // tests); `path` only names it in errors. The views point into `data`,
+  // which must outlive the result.
+  static Expected<SafetensorsFile> parse(const uint8_t* data, size_t size, const std::string& path);
 
-  const std::string& path() const { return file_.path(); }
+  const std::string& path() const { return path_; }
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // nullptr when absent.
   const TensorView* find(const std::string& name) const;
 
  private:
-  MappedFile file_;
+  Status parse_image(const uint8_t* base, uint64_t size);
+
+  MappedFile file_;  // empty for parse()
+  std::string path_;
   std::map<std::string, TensorView> tensors_;
   std::map<std::string, std::string> metadata_;
 };

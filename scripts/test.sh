@@ -19,7 +19,8 @@ cmake --build build -j "$jobs"
 
 # Only what `ctest -L unit` runs, at -O1 with line tables (enough for the
 # sanitizers' stack traces): the sanitized build is the longest step of CI.
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON \
+# CPU only: the Release build above compiles the CUDA code (when nvcc is found).
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON -DTANDEM_CUDA=OFF \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DTANDEM_BUILD_BENCH=OFF >/dev/null
 cmake --build build-asan -j "$jobs" --target unit_tests
 

@@ -13,8 +13,8 @@
 #include "bench_spec.h"
 #include "drafter_setup.h"
 #include "model/forward.h"
-#include "spec/exactness.h"
-#include "spec/sequence.h"
+#include "speculative/exactness.h"
+#include "speculative/sequence.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem::app {
@@ -59,24 +59,24 @@ struct Run {
   double round_ms = 0, verify_ms = 0;
 };
 
-Expected<Run> decode(model::Forward& f, model::KvCache& kv, spec::Drafter* drafter, int k,
+Expected<Run> decode(model::Forward& f, model::KvCache& kv, speculative::Drafter* drafter, int k,
                      const std::vector<int32_t>& prompt, const sampling::SamplingParams& params, int n) {
   sampling::Sampler sampler;
-  spec::SequenceState s;
+  speculative::SequenceState s;
   s.seq = kv.create_sequence();
   s.prompt = prompt;
   s.params = params;
-  s.keep_hidden = drafter && drafter->kind() == spec::DraftKind::mtp;
+  s.keep_hidden = drafter && drafter->kind() == speculative::DraftKind::mtp;
   Run run;
-  Status st = spec::prefill(f, sampler, s);
+  Status st = speculative::prefill(f, sampler, s);
   const auto t0 = Clock::now();
   while (st.ok() && static_cast<int>(s.generated.size()) < n) {
     if (!drafter) {
-      st = spec::classic_step(f, sampler, s);
+      st = speculative::classic_step(f, sampler, s);
       ++run.steps;
       continue;
     }
-    auto r = spec::speculative_round(f, *drafter, sampler, s, k);
+    auto r = speculative::speculative_round(f, *drafter, sampler, s, k);
     if (!r.ok()) {
       st = r.status();
       break;
@@ -147,8 +147,8 @@ int run_spec_bench(SpecBenchOptions o) {
               "mean_accepted", "round_ms", "round/classic", "verify/classic", "output", "probe");
   bool all_identical = true;
   for (int k = o.k_min; k <= o.k_max; ++k) {
-    spec::ExactnessGate gate(m.dir(), [&](int kk) { return spec::run_exactness_probe(m, &pool, kk); });
-    const spec::GateDecision& d = gate.decide(k);
+    speculative::ExactnessGate gate(m.dir(), [&](int kk) { return speculative::run_exactness_probe(m, &pool, kk); });
+    const speculative::GateDecision& d = gate.decide(k);
     double ms = 0, round_ms = 0, verify_ms = 0;
     int64_t rounds = 0, drafted = 0, accepted = 0, tokens = 0;
     bool identical = true;

@@ -18,8 +18,8 @@
 #include "drafter_setup.h"
 #include "environment.h"
 #include "model/forward.h"
-#include "spec/exactness.h"
-#include "spec/sequence.h"
+#include "speculative/exactness.h"
+#include "speculative/sequence.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/streaming.h"
 
@@ -108,20 +108,20 @@ int run_generate(GenerateOptions o) {
   if (!drafter.ok()) return fail(drafter.status());
   model::Forward forward(m, *kv, &pool);
 
-  std::optional<spec::GateDecision> gate;
+  std::optional<speculative::GateDecision> gate;
   if (drafter->drafter) {
-    spec::ExactnessGate g(m.dir(), [&](int k) { return spec::run_exactness_probe(m, &pool, k); });
+    speculative::ExactnessGate g(m.dir(), [&](int k) { return speculative::run_exactness_probe(m, &pool, k); });
     gate = g.decide(drafter->block_size);
   }
   const bool speculate = gate && gate->allowed;
 
   sampling::Sampler sampler;
-  spec::SequenceState s;
+  speculative::SequenceState s;
   s.seq = kv->create_sequence();
   s.prompt = *prompt;
   s.params = o.sampling;
   s.params.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
-  s.keep_hidden = speculate && drafter->drafter->kind() == spec::DraftKind::mtp;
+  s.keep_hidden = speculate && drafter->drafter->kind() == speculative::DraftKind::mtp;
   std::vector<int32_t> stops = m.config().eos_token_ids;
   if (text.tokenizer && text.chat && !text.chat->eos_token().empty())
     if (auto id = text.tokenizer->token_to_id(text.chat->eos_token())) stops.push_back(*id);
@@ -148,18 +148,18 @@ int run_generate(GenerateOptions o) {
   };
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  if (Status st = spec::prefill(forward, sampler, s); !st.ok()) return fail(st);
+  if (Status st = speculative::prefill(forward, sampler, s); !st.ok()) return fail(st);
   const auto t1 = Clock::now();
   emit();
   int64_t rounds = 0, drafted = 0, accepted = 0;
   while (!done) {
     if (speculate) {
-      auto r = spec::speculative_round(forward, *drafter->drafter, sampler, s, drafter->block_size);
+      auto r = speculative::speculative_round(forward, *drafter->drafter, sampler, s, drafter->block_size);
       if (!r.ok()) return fail(r.status());
       ++rounds;
       drafted += r->drafted;
       accepted += r->accepted;
-    } else if (Status st = spec::classic_step(forward, sampler, s); !st.ok()) {
+    } else if (Status st = speculative::classic_step(forward, sampler, s); !st.ok()) {
       return fail(st);
     }
     emit();

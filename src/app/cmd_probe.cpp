@@ -1,12 +1,12 @@
 // `tandem probe -m DIR -md DIR [--draft-block-size K]`: runs the exactness
-// gate (SPEC-speculative.md §2) and prints the verdict and reason.
+// gate (docs/spec-speculative.md §2) and prints the verdict and reason.
 // Exit status: 0 when speculative decoding may engage, 3 when it is declined.
 #include <cstdio>
 
 #include "commands.h"
 #include "drafter_setup.h"
 #include "environment.h"
-#include "spec/exactness.h"
+#include "speculative/exactness.h"
 
 namespace tandem::app {
 namespace {
@@ -38,8 +38,8 @@ int run_probe(ProbeOptions o) {
   auto drafter = load_drafter(o.drafter, **target, &pool);
   if (!drafter.ok()) return fail(drafter.status());
   const model::Model& m = **target;
-  spec::ExactnessGate gate(m.dir(), [&](int k) { return spec::run_exactness_probe(m, &pool, k); });
-  const spec::GateDecision& d = gate.decide(drafter->block_size);
+  speculative::ExactnessGate gate(m.dir(), [&](int k) { return speculative::run_exactness_probe(m, &pool, k); });
+  const speculative::GateDecision& d = gate.decide(drafter->block_size);
   const char* verdict =
       d.exact ? "exact" : (d.allowed ? "inexact (engaged anyway: TANDEM_MTP_ALLOW_INEXACT)" : "declined");
   std::printf("verdict: %s\nblock_size: %d\nreason: %s\n", verdict, drafter->block_size,

@@ -8,8 +8,8 @@
 #include "core/mapped_file.h"
 #include "kernels/ops.h"
 #include "scheduler/metrics.h"
-#include "spec/draft_model.h"
-#include "spec/mtp.h"
+#include "speculative/draft_model.h"
+#include "speculative/mtp.h"
 
 namespace tandem::app {
 
@@ -96,11 +96,11 @@ Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model:
                                      ThreadPool* pool) {
   LoadedDrafter out;
   if (options.dir.empty()) return out;
-  spec::DraftKind kind;
+  speculative::DraftKind kind;
   if (!options.kind.empty()) {
-    TANDEM_ASSIGN_OR_RETURN(kind, spec::parse_draft_kind(options.kind));
+    TANDEM_ASSIGN_OR_RETURN(kind, speculative::parse_draft_kind(options.kind));
   } else {
-    TANDEM_ASSIGN_OR_RETURN(kind, spec::detect_draft_kind(options.dir));
+    TANDEM_ASSIGN_OR_RETURN(kind, speculative::detect_draft_kind(options.dir));
   }
   // Block size: flag > env (both in options, resolve_drafter_options) > drafter config > default 4.
   if (options.block_size > 0) {
@@ -118,10 +118,10 @@ Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model:
                             std::to_string(scheduler::kMinDraftBlockSize) + " and " +
                             std::to_string(scheduler::kMaxDraftBlockSize) + ", got " +
                             std::to_string(out.block_size) + " (from " + out.block_size_rule + ")");
-  if (kind == spec::DraftKind::draft) {
+  if (kind == speculative::DraftKind::draft) {
     TANDEM_ASSIGN_OR_RETURN(model::ModelConfig draft_config, model::load_config(options.dir));
     TANDEM_RETURN_IF_ERROR(
-        spec::DraftModelDrafter::check_compatible(target.dir(), target.config(), options.dir, draft_config));
+        speculative::DraftModelDrafter::check_compatible(target.dir(), target.config(), options.dir, draft_config));
     // check_compatible compares the tokenizers only when both directories ship one.
     for (const std::string& dir : {target.dir(), options.dir}) {
       if (std::ifstream(dir + "/tokenizer.json").good()) continue;
@@ -132,13 +132,13 @@ Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model:
           dir, options.dir, target.dir(), target.config().vocab_size);
       break;
     }
-    TANDEM_ASSIGN_OR_RETURN(auto d, spec::DraftModelDrafter::load(options.dir, pool, options.max_tokens));
+    TANDEM_ASSIGN_OR_RETURN(auto d, speculative::DraftModelDrafter::load(options.dir, pool, options.max_tokens));
     out.drafter = std::move(d);
   } else {
-    TANDEM_ASSIGN_OR_RETURN(auto d, spec::MtpDrafter::load(options.dir, target, pool, options.max_tokens));
+    TANDEM_ASSIGN_OR_RETURN(auto d, speculative::MtpDrafter::load(options.dir, target, pool, options.max_tokens));
     out.drafter = std::move(d);
   }
-  spdlog::info("drafter {} (kind {}, {}); block size {} from {}", options.dir, spec::draft_kind_name(kind),
+  spdlog::info("drafter {} (kind {}, {}); block size {} from {}", options.dir, speculative::draft_kind_name(kind),
                options.kind.empty() ? "detected from config.json" : "from " + options.kind_rule,
                out.block_size, out.block_size_rule);
   return out;

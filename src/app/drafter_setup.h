@@ -1,5 +1,5 @@
 // Drafter resolution shared by serve, generate, probe and bench
-// (SPEC-speculative.md §1 steps 1-4): which directory, which kind, whether
+// (docs/spec-speculative.md §1 steps 1-4): which directory, which kind, whether
 // it is compatible with the target, and the block size K — logging which
 // rule decided each. Flags beat their variables; a kind or K without a
 // drafter, or a K outside kMinDraftBlockSize..kMaxDraftBlockSize, is a
@@ -14,7 +14,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
 namespace tandem::app {
 
@@ -30,7 +30,7 @@ struct DrafterOptions {
 };
 
 struct LoadedDrafter {
-  std::unique_ptr<spec::Drafter> drafter;  // null when no drafter is configured
+  std::unique_ptr<speculative::Drafter> drafter;  // null when no drafter is configured
   int block_size = 4;
   // "--draft-block-size", "TANDEM_DRAFT_BLOCK_SIZE", "drafter config", "default"
   std::string block_size_rule;

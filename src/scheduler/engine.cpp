@@ -20,7 +20,7 @@ double ms_between(Clock::time_point a, Clock::time_point b) { return seconds_bet
 
 Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
                                                  std::unique_ptr<model::Model> target,
-                                                 std::unique_ptr<spec::Drafter> drafter,
+                                                 std::unique_ptr<speculative::Drafter> drafter,
                                                  std::unique_ptr<ThreadPool> pool) {
   std::unique_ptr<Engine> e(new Engine());
   e->config_ = config;
@@ -42,8 +42,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), 256);
   const model::Model& m = *e->target_;
   ThreadPool* kernel_pool = e->pool_.get();
-  e->gate_ = std::make_unique<spec::ExactnessGate>(
-      m.dir(), [&m, kernel_pool](int k) { return spec::run_exactness_probe(m, kernel_pool, k); });
+  e->gate_ = std::make_unique<speculative::ExactnessGate>(
+      m.dir(), [&m, kernel_pool](int k) { return speculative::run_exactness_probe(m, kernel_pool, k); });
   if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log
   PlannerConfig pc;
   pc.max_running = c.max_running;
@@ -53,7 +53,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   e->planner_ = std::make_unique<BatchPlanner>(pc);
   Engine* self = e.get();
   e->planner_->set_admit_hook([self](uint64_t id) { return self->admit(id); });
-  if (c.prefix_cache && !(e->drafter_ && e->drafter_->kind() == spec::DraftKind::mtp)) {
+  if (c.prefix_cache && !(e->drafter_ && e->drafter_->kind() == speculative::DraftKind::mtp)) {
     e->prefix_ = std::make_unique<PrefixCache>(e->kv_);
     e->kv_.set_reclaim([p = e->prefix_.get()] { return p->evict_one(); });
   }
@@ -93,8 +93,8 @@ void Engine::publish_policy() {
     board_.publish(r);
     return;
   }
-  r.draft_kind = spec::draft_kind_name(drafter_->kind());
-  const spec::GateDecision& gate = gate_->decide(config_.block_size);
+  r.draft_kind = speculative::draft_kind_name(drafter_->kind());
+  const speculative::GateDecision& gate = gate_->decide(config_.block_size);
   auto set_key = [&] {
     r.target = canonical(target_->dir());
     r.drafter = canonical(config_.drafter_dir);
@@ -171,7 +171,7 @@ bool Engine::take_incoming(bool block) {
     Active a;
     a.seq.prompt = r->prompt;
     a.seq.params = r->params;
-    a.seq.keep_hidden = drafter_ && drafter_->kind() == spec::DraftKind::mtp;
+    a.seq.keep_hidden = drafter_ && drafter_->kind() == speculative::DraftKind::mtp;
     a.stats.prompt_tokens = static_cast<int64_t>(r->prompt.size());
     planner_->enqueue(r->id, static_cast<int64_t>(r->prompt.size()), r->max_tokens);
     a.req = std::move(r);
@@ -268,7 +268,7 @@ double Engine::run_batched(const TickPlan& plan) {
     owners.push_back(c.id);
   }
   model::ForwardOptions options;
-  if (drafter_ && drafter_->kind() == spec::DraftKind::mtp) {
+  if (drafter_ && drafter_->kind() == speculative::DraftKind::mtp) {
     options.hidden = model::HiddenOutput::after_final_norm;  // one row per input row, for the MTP head
     options.hidden_all_rows = true;
   }
@@ -331,7 +331,7 @@ void Engine::run_speculative(uint64_t id) {
   // context, within the drafter's. Where that leaves no room for a draft, a classic step.
   const int64_t limit =
       std::min(static_cast<int64_t>(a.seq.prompt.size()) + a.req->max_tokens - 1, drafter_->position_limit());
-  if (spec::fitting_block_size(config_.block_size, a.seq.pending_position(), limit) < 2) {
+  if (speculative::fitting_block_size(config_.block_size, a.seq.pending_position(), limit) < 2) {
     TickPlan single;
     single.decode.push_back(id);
     run_batched(single);
@@ -342,7 +342,7 @@ void Engine::run_speculative(uint64_t id) {
     drafter_following_ = id;
   }
   std::vector<sampling::SampleResult> logprobs;
-  auto stats = spec::speculative_round(*forward_, *drafter_, samplers_[0], a.seq, config_.block_size,
+  auto stats = speculative::speculative_round(*forward_, *drafter_, samplers_[0], a.seq, config_.block_size,
                                        a.req->want_logprobs ? &logprobs : nullptr, limit);
   if (!stats.ok()) {
     spdlog::error("speculative round failed: {}", stats.status().to_string());
@@ -352,7 +352,7 @@ void Engine::run_speculative(uint64_t id) {
     return;
   }
   for (auto& r : logprobs) a.details.push_back({r.token, r.logprob, std::move(r.top)});
-  // Shrunk rounds count too (SPEC-speculative.md §4: any real round): skipping them would
+  // Shrunk rounds count too (docs/spec-speculative.md §4: any real round): skipping them would
   // keep requests shorter than two full rounds from ever becoming a profiling sample.
   if (policy_)
     policy_->record_round(id, stats->draft_ms + stats->verify_ms + stats->overhead_ms, stats->drafted,

@@ -1,8 +1,8 @@
 #include "tokenizer/chat_template.h"
 
 #include "core/mapped_file.h"
-#include "jinja_ast.h"
-#include "jinja_eval.h"
+#include "jinja/jinja_ast.h"
+#include "jinja/jinja_eval.h"
 
 namespace tandem::tok {
 

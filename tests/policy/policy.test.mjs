@@ -1,6 +1,6 @@
 // GET /v1/internal/mtp-policy end to end: real `tandem serve` processes on the
 // bundled models, API key enabled, every row of the state table
-// (SPEC-speculative.md §5) and every field. Uses only Node's standard library.
+// (docs/spec-speculative.md §5) and every field. Uses only Node's standard library.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

@@ -9,9 +9,9 @@
 #include <cstring>
 #include <thread>
 
-#include "../spec/random_mtp_head.h"
-#include "spec/draft_model.h"
-#include "spec/mtp.h"
+#include "../speculative/random_mtp_head.h"
+#include "speculative/draft_model.h"
+#include "speculative/mtp.h"
 
 namespace tandem::scheduler {
 namespace {
@@ -41,13 +41,13 @@ std::unique_ptr<Engine> make_engine(TestDrafter kind, const EngineConfig& config
                                     int64_t drafter_positions = 1024) {
   auto target = model::Model::load(fixture_dir(kModel));
   EXPECT_TRUE(target.ok()) << target.status().to_string();
-  std::unique_ptr<spec::Drafter> drafter;
+  std::unique_ptr<speculative::Drafter> drafter;
   if (kind == TestDrafter::copy) {
-    auto d = spec::DraftModelDrafter::load(fixture_dir(kModel), nullptr, drafter_positions);
+    auto d = speculative::DraftModelDrafter::load(fixture_dir(kModel), nullptr, drafter_positions);
     EXPECT_TRUE(d.ok());
     drafter = std::move(*d);
   } else if (kind == TestDrafter::mtp) {
-    auto d = spec::MtpDrafter::load(spec::testing::write_random_mtp_head((*target)->config(), "engine"),
+    auto d = speculative::MtpDrafter::load(speculative::testing::write_random_mtp_head((*target)->config(), "engine"),
                                     **target, nullptr, drafter_positions);
     EXPECT_TRUE(d.ok()) << d.status().to_string();
     drafter = std::move(*d);

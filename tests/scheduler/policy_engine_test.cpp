@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "scheduler/engine.h"
-#include "spec/draft_model.h"
+#include "speculative/draft_model.h"
 
 namespace tandem::scheduler {
 namespace {
@@ -29,9 +29,9 @@ std::unique_ptr<Engine> engine(bool with_drafter, const PolicyEnv& env) {
   config.threads = 2;
   auto target = model::Model::load(fixture(kModel));
   EXPECT_TRUE(target.ok()) << target.status().to_string();
-  std::unique_ptr<spec::Drafter> drafter;
+  std::unique_ptr<speculative::Drafter> drafter;
   if (with_drafter) {
-    auto d = spec::DraftModelDrafter::load(fixture(kModel), nullptr, 1024);
+    auto d = speculative::DraftModelDrafter::load(fixture(kModel), nullptr, 1024);
     EXPECT_TRUE(d.ok());
     drafter = std::move(*d);
   }

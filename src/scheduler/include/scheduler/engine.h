@@ -1,5 +1,5 @@
 // Engine: the one thread that owns the models, the KV cache, the sampler,
-// the drafter and the batch planner (DESIGN.md "Threads").
+// the drafter and the batch planner (docs/design.md "Threads").
 //
 // HTTP threads call submit() (thread-safe) with an EngineRequest and read
 // the request's channel. The engine thread loops: take new requests, drop
@@ -40,9 +40,9 @@
 #include "scheduler/policy_report.h"
 #include "scheduler/prefix_cache.h"
 #include "scheduler/request.h"
-#include "spec/drafter.h"
-#include "spec/exactness.h"
-#include "spec/sequence.h"
+#include "speculative/drafter.h"
+#include "speculative/exactness.h"
+#include "speculative/sequence.h"
 
 namespace tandem::scheduler {
 
@@ -65,7 +65,7 @@ class Engine {
   // the engine takes it over. Without one the engine makes its own.
   static Expected<std::unique_ptr<Engine>> create(const EngineConfig& config,
                                                   std::unique_ptr<model::Model> target,
-                                                  std::unique_ptr<spec::Drafter> drafter,
+                                                  std::unique_ptr<speculative::Drafter> drafter,
                                                   std::unique_ptr<ThreadPool> pool = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -84,9 +84,9 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   int64_t context() const { return config_.context; }
   bool has_drafter() const { return drafter_ != nullptr; }
-  spec::Drafter* drafter() { return drafter_.get(); }
+  speculative::Drafter* drafter() { return drafter_.get(); }
   // Exactness gate for the configured block size (memoized; warmed at create()).
-  spec::ExactnessGate& gate() { return *gate_; }
+  speculative::ExactnessGate& gate() { return *gate_; }
   ThreadPool& pool() { return *pool_; }
   // What GET /v1/internal/mtp-policy shows; safe from any thread.
   const PolicyBoard& policy_board() const { return board_; }
@@ -94,7 +94,7 @@ class Engine {
  private:
   struct Active {
     std::shared_ptr<EngineRequest> req;
-    spec::SequenceState seq;
+    speculative::SequenceState seq;
     std::vector<GeneratedToken> details;  // per generated token, when logprobs are wanted
     size_t sent = 0;
     std::chrono::steady_clock::time_point admitted, first_token, last_token;
@@ -121,11 +121,11 @@ class Engine {
 
   EngineConfig config_;
   std::unique_ptr<model::Model> target_;
-  std::unique_ptr<spec::Drafter> drafter_;
+  std::unique_ptr<speculative::Drafter> drafter_;
   std::unique_ptr<ThreadPool> pool_;
   model::KvCache kv_;
   std::unique_ptr<model::Forward> forward_;
-  std::unique_ptr<spec::ExactnessGate> gate_;
+  std::unique_ptr<speculative::ExactnessGate> gate_;
   std::unique_ptr<BatchPlanner> planner_;
   std::unique_ptr<PrefixCache> prefix_;      // null: prefix caching off
   std::vector<sampling::Sampler> samplers_;  // one per pool thread; [0] also serves the speculative slot

@@ -1,4 +1,4 @@
-// The adaptive speculation policy (SPEC-speculative.md §4, with the
+// The adaptive speculation policy (docs/spec-speculative.md §4, with the
 // confidence rule and served-speedup monitoring of
 // docs/adr/0005-policy-confidence.md).
 //

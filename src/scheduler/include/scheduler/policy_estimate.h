@@ -1,4 +1,4 @@
-// The adaptive policy's estimator (SPEC-speculative.md §4, with the
+// The adaptive policy's estimator (docs/spec-speculative.md §4, with the
 // confidence rule of docs/adr/0005-policy-confidence.md): samples in,
 // speedup estimate and its 95% interval out. Pure functions, no state, no
 // clock — the engine measures and the policy passes the milliseconds in, so

@@ -1,4 +1,4 @@
-// Hint files: the adaptive policy's persisted verdicts (SPEC-speculative.md
+// Hint files: the adaptive policy's persisted verdicts (docs/spec-speculative.md
 // §4, hint version 2 of docs/adr/0005-policy-confidence.md).
 //
 // A hint is a JSON object {version, kernel_version, target, drafter,

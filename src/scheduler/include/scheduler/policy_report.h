@@ -1,5 +1,5 @@
 // PolicyReport: the speculation policy as GET /v1/internal/mtp-policy shows
-// it (SPEC-speculative.md §5, schema_version 1), and PolicyBoard, the
+// it (docs/spec-speculative.md §5, schema_version 1), and PolicyBoard, the
 // thread-safe holder the engine publishes it into and HTTP threads read.
 // Until the engine publishes, the board reports unavailable/worker_not_ready.
 #pragma once

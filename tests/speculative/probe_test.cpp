@@ -9,9 +9,9 @@
 #include "core/env.h"
 #include "kernels/ops.h"
 #include "model/model.h"
-#include "spec/exactness.h"
+#include "speculative/exactness.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 namespace {
 
 std::string fixture_dir(const std::string& name) {
@@ -76,4 +76,4 @@ TEST(ExactnessGate, OnARealModel) {
 }
 
 }  // namespace
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

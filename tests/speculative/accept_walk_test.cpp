@@ -1,8 +1,8 @@
-#include "spec/accept_walk.h"
+#include "speculative/accept_walk.h"
 
 #include <gtest/gtest.h>
 
-namespace tandem::spec {
+namespace tandem::speculative {
 namespace {
 
 TEST(AcceptWalk, TableOfRounds) {
@@ -34,4 +34,4 @@ TEST(AcceptWalk, TableOfRounds) {
 }
 
 }  // namespace
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

@@ -1,4 +1,4 @@
-#include "spec/exactness.h"
+#include "speculative/exactness.h"
 
 #include <cstring>
 #include <vector>
@@ -10,7 +10,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 namespace {
 
 constexpr int kProbePromptTokens = 8;
@@ -185,4 +185,4 @@ GateDecision ExactnessGate::evaluate(int block_size) {
   return d;
 }
 
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

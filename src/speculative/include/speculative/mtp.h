@@ -19,9 +19,9 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 
 class MtpDrafter final : public Drafter {
  public:
@@ -66,4 +66,4 @@ class MtpDrafter final : public Drafter {
   std::vector<int32_t> history_;
 };
 
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

@@ -1,6 +1,6 @@
-#include "spec/accept_walk.h"
+#include "speculative/accept_walk.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 
 AcceptResult accept_walk(std::span<const int32_t> drafts, const std::function<int32_t(int32_t row)>& target_pick) {
   AcceptResult r;
@@ -14,4 +14,4 @@ AcceptResult accept_walk(std::span<const int32_t> drafts, const std::function<in
   return r;
 }
 
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

@@ -1,13 +1,13 @@
-#include "spec/sequence.h"
+#include "speculative/sequence.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "core/check.h"
-#include "spec/accept_walk.h"
+#include "speculative/accept_walk.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -133,4 +133,4 @@ Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter,
   return stats;
 }
 
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

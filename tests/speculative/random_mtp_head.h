@@ -8,9 +8,9 @@
 
 #include "model/config.h"
 
-namespace tandem::spec::testing {
+namespace tandem::speculative::testing {
 
 // Returns the directory ($TMP/tandem_mtp_<name>); failures are test failures.
 std::string write_random_mtp_head(const model::ModelConfig& target, const std::string& name);
 
-}  // namespace tandem::spec::testing
+}  // namespace tandem::speculative::testing

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "normalizers.h"
-#include "unicode.h"
+#include "../normalizers.h"
+#include "../unicode.h"
 
 namespace tandem::tok::jinja {
 

@@ -1,4 +1,4 @@
-// The exactness probe and gate (SPEC-speculative.md §2).
+// The exactness probe and gate (docs/spec-speculative.md §2).
 //
 // The probe measures, on the loaded model and the current kernel
 // configuration, whether a K-token verify forward gives logits byte-identical
@@ -23,7 +23,7 @@ namespace tandem::model {
 class Model;
 }
 
-namespace tandem::spec {
+namespace tandem::speculative {
 
 struct ProbeResult {
   bool ran = false;    // false: the probe could not run (why says why)
@@ -76,4 +76,4 @@ class ExactnessGate {
 // TANDEM_MTP_ALLOW_INEXACT, read once per process.
 bool allow_inexact_from_env();
 
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

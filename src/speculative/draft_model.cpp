@@ -1,4 +1,4 @@
-#include "spec/draft_model.h"
+#include "speculative/draft_model.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -6,7 +6,7 @@
 #include "core/mapped_file.h"
 #include "model/config.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 namespace {
 
 using nlohmann::json;
@@ -132,4 +132,4 @@ Expected<std::vector<int32_t>> DraftModelDrafter::propose(const DraftRequest& r)
   return drafts;
 }
 
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

@@ -14,11 +14,11 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "random_mtp_head.h"
-#include "spec/draft_model.h"
-#include "spec/mtp.h"
-#include "spec/sequence.h"
+#include "speculative/draft_model.h"
+#include "speculative/mtp.h"
+#include "speculative/sequence.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 namespace {
 
 constexpr int kNewTokens = 64;
@@ -248,4 +248,4 @@ TEST(DraftKind, ParseAndDetect) {
 }
 
 }  // namespace
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "kernels/ops.h"
-#include "spec/exactness.h"
+#include "speculative/exactness.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 namespace {
 
 ProbeResult pass() {
@@ -92,4 +92,4 @@ TEST(ExactnessGate, RetryThatAlsoFailsRestoresTheRequestedKernel) {
 }
 
 }  // namespace
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

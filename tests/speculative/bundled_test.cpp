@@ -11,11 +11,11 @@
 #include "core/mapped_file.h"
 #include "model/forward.h"
 #include "model/model.h"
-#include "spec/draft_model.h"
-#include "spec/mtp.h"
-#include "spec/sequence.h"
+#include "speculative/draft_model.h"
+#include "speculative/mtp.h"
+#include "speculative/sequence.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 namespace {
 
 std::string models_dir(const std::string& name) {
@@ -161,4 +161,4 @@ TEST(BundledPair, SpeculativeEqualsClassicWithBothDrafters) {
 }
 
 }  // namespace
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

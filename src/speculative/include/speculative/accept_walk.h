@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-namespace tandem::spec {
+namespace tandem::speculative {
 
 struct AcceptResult {
   int32_t accepted = 0;          // drafts kept (0..K-1)
@@ -27,4 +27,4 @@ struct AcceptResult {
 // includes the drafts before it, which equal the emitted tokens when reached).
 AcceptResult accept_walk(std::span<const int32_t> drafts, const std::function<int32_t(int32_t row)>& target_pick);
 
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

@@ -1,9 +1,9 @@
-#include "spec/mtp.h"
+#include "speculative/mtp.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace tandem::spec {
+namespace tandem::speculative {
 
 Expected<std::unique_ptr<MtpDrafter>> MtpDrafter::load(const std::string& dir, const model::Model& target,
                                                       ThreadPool* pool, int64_t max_tokens) {
@@ -135,4 +135,4 @@ Expected<std::vector<float>> MtpDrafter::depth1_logits(std::span<const int32_t> 
   return logits;
 }
 
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

@@ -10,7 +10,7 @@
 
 #include "model/safetensors.h"
 
-namespace tandem::spec::testing {
+namespace tandem::speculative::testing {
 
 std::string write_random_mtp_head(const model::ModelConfig& target, const std::string& name) {
   namespace fs = std::filesystem;
@@ -56,4 +56,4 @@ std::string write_random_mtp_head(const model::ModelConfig& target, const std::s
   return dir;
 }
 
-}  // namespace tandem::spec::testing
+}  // namespace tandem::speculative::testing

@@ -14,9 +14,9 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 
 class DraftModelDrafter final : public Drafter {
  public:
@@ -50,4 +50,4 @@ class DraftModelDrafter final : public Drafter {
   std::vector<int32_t> scratch_tokens_, scratch_history_;
 };
 
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

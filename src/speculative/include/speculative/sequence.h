@@ -7,7 +7,7 @@
 // sits at absolute position prompt.size() + i and was chosen by the seeded
 // sampler at that position, on either path — so a sequence may alternate
 // between classic steps (alone or batched) and speculative rounds without
-// changing its output (DESIGN.md, ADR 0001/0002).
+// changing its output (docs/design.md, ADR 0001/0002).
 //
 // Not thread-safe: engine thread only.
 #pragma once
@@ -18,9 +18,9 @@
 #include "core/status.h"
 #include "model/forward.h"
 #include "sampling/sampler.h"
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 
 struct SequenceState {
   model::SequenceId seq = -1;
@@ -81,4 +81,4 @@ Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter,
                                        std::vector<sampling::SampleResult>* logprobs = nullptr,
                                        int64_t position_limit = 0);
 
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

@@ -1,6 +1,6 @@
 // Drafter: proposes the next tokens of one sequence for a speculative round.
 //
-// Two kinds (SPEC-speculative.md §1): `draft`, an independent small model
+// Two kinds (docs/spec-speculative.md §1): `draft`, an independent small model
 // with the same tokenizer and its own KV cache, and `mtp`, an MTP head that
 // reads the target's final hidden states (docs/formats.md). Drafters sample
 // with the same seeded sampler as the target (same seed, same absolute
@@ -18,7 +18,7 @@
 #include "core/status.h"
 #include "sampling/params.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 
 enum class DraftKind { draft, mtp };
 const char* draft_kind_name(DraftKind kind);
@@ -58,4 +58,4 @@ class Drafter {
   virtual std::string describe() const = 0;
 };
 
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

@@ -1,4 +1,4 @@
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
 #include <nlohmann/json.hpp>
 
@@ -6,7 +6,7 @@
 #include "core/mapped_file.h"
 #include "model/config.h"
 
-namespace tandem::spec {
+namespace tandem::speculative {
 
 const char* draft_kind_name(DraftKind kind) { return kind == DraftKind::mtp ? "mtp" : "draft"; }
 
@@ -28,4 +28,4 @@ Expected<DraftKind> detect_draft_kind(const std::string& dir) {
                           model::supported_model_types() + "); pass --draft-kind draft|mtp");
 }
 
-}  // namespace tandem::spec
+}  // namespace tandem::speculative

@@ -102,6 +102,24 @@ class Server:
             return None
         return None
 
+    def smaps(self):
+        """[(start address, size kB, rss kB, name)] of every mapping ('' for anonymous ones)."""
+        out = []
+        try:
+            with open("/proc/%d/smaps" % self.proc.pid) as f:
+                cur = None
+                for line in f:
+                    head = line.split()
+                    if "-" in head[0] and not head[0].endswith(":"):
+                        start, end = (int(x, 16) for x in head[0].split("-"))
+                        cur = [start, (end - start) // 1024, 0, head[5] if len(head) > 5 else ""]
+                        out.append(cur)
+                    elif head[0] == "Rss:" and cur is not None:
+                        cur[2] = int(head[1])
+        except OSError:
+            pass
+        return [tuple(m) for m in out]
+
     def signal(self, sig=signal.SIGTERM):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -130,6 +148,29 @@ class Server:
         took = time.monotonic() - t0
         self.kill()
         return code, took
+
+
+def smaps_split(maps):
+    """{anon, file, other} resident kB: anonymous and [heap] mappings (malloc arenas, the KV
+    pool, repacked weights), file mappings (the mmapped model, libraries), the rest."""
+    split = {"anon_kb": 0, "file_kb": 0, "other_kb": 0}
+    for _, _, rss, name in maps:
+        key = "anon_kb" if name in ("", "[heap]") else "file_kb" if name.startswith("/") else "other_kb"
+        split[key] += rss
+    return split
+
+
+def smaps_growth(before, after, top=4):
+    """The mappings whose resident size grew most between two smaps() snapshots."""
+    was = {m[0]: m for m in before}
+    rows = []
+    for start, size, rss, name in after:
+        old = was.get(start)
+        grew = rss - (old[2] if old else 0)
+        rows.append({"start": hex(start), "size_kb": size, "rss_kb": rss, "grew_kb": grew, "name": name or "[anon]",
+                     "new": old is None})
+    rows.sort(key=lambda r: -r["grew_kb"])
+    return rows[:top]
 
 
 def parse_metrics(text):

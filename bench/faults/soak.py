@@ -305,9 +305,14 @@ def soak(config, args):
         t_start = time.monotonic()
         sampling = threading.Event()
 
+        maps = {}  # smaps snapshots: where the resident memory is, at the end of the warm-up and at the end
+
         def sample_rss():
             while not sampling.is_set():
-                rss.append((time.monotonic() - t_start, server.rss_kb()))
+                t = time.monotonic() - t_start
+                rss.append((t, server.rss_kb()))
+                if t >= args.warmup and "warm" not in maps:
+                    maps["warm"] = server.smaps()
                 sampling.wait(args.rss_interval)
 
         sampler = threading.Thread(target=sample_rss, daemon=True)
@@ -330,6 +335,8 @@ def soak(config, args):
         sampling.set()
         sampler.join()
         rss.append((time.monotonic() - t_start, server.rss_kb()))
+        maps["end"] = server.smaps()
+        maps.setdefault("warm", maps["end"])
         alive = server.proc.poll() is None
         if not alive:
             tally.violation("the server died during the soak (exit %s)" % server.proc.returncode)
@@ -383,6 +390,9 @@ def soak(config, args):
                        "slope_kb_per_min_after_warmup": (lambda s: round(s, 1) if s is not None else None)(
                            slope_kb_per_min(rss[:-1], args.warmup))},
             "rss_profile_kb": [v for _, v in rss[:: max(1, len(rss) // 10)]],
+            "rss_split_after_warmup": fl.smaps_split(maps["warm"]),
+            "rss_split_at_end": fl.smaps_split(maps["end"]),
+            "rss_growth_top_mappings": fl.smaps_growth(maps["warm"], maps["end"]),
         })
     finally:
         code, took = server.stop()

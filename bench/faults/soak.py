@@ -315,8 +315,28 @@ def soak(config, args):
                     maps["warm"] = server.smaps()
                 sampling.wait(args.rss_interval)
 
+        observed = {"latency": [], "running": [], "waiting": [], "failed": 0}
+
+        def observe():  # the server must stay observable under load: /health and /metrics answer promptly
+            while not sampling.is_set():
+                t0 = time.monotonic()
+                try:
+                    m = fl.parse_metrics(fl.http_get(server.port, "/metrics", timeout=args.observe_timeout)[1].decode())
+                    if fl.http_get(server.port, "/health", timeout=args.observe_timeout)[0] != 200:
+                        raise OSError("/health not 200")
+                    observed["latency"].append(time.monotonic() - t0)
+                    observed["running"].append(m.get("tandem:num_requests_running", 0))
+                    observed["waiting"].append(m.get("tandem:num_requests_waiting", 0))
+                except (OSError, fl.ProtocolError) as e:
+                    observed["failed"] += 1
+                    tally.violation("/metrics + /health did not answer within %.0f s under load (%s)" % (
+                        args.observe_timeout, type(e).__name__))
+                sampling.wait(1.0)
+
         sampler = threading.Thread(target=sample_rss, daemon=True)
         sampler.start()
+        observer = threading.Thread(target=observe, daemon=True)
+        observer.start()
         deadline = t_start + args.seconds
         clients = [threading.Thread(target=client, args=(i, server.port, args, tally, deadline), daemon=True)
                    for i in range(args.streams)]
@@ -334,6 +354,7 @@ def soak(config, args):
         time.sleep(1.0)
         sampling.set()
         sampler.join()
+        observer.join(2 * args.observe_timeout + 5)
         rss.append((time.monotonic() - t_start, server.rss_kb()))
         maps["end"] = server.smaps()
         maps.setdefault("warm", maps["end"])
@@ -385,6 +406,10 @@ def soak(config, args):
                           "prefix_cache_blocks": m_idle.get("tandem:prefix_cache_blocks"),
                           "running": m_idle.get("tandem:num_requests_running"),
                           "waiting": m_idle.get("tandem:num_requests_waiting")},
+            "observed_under_load": {"polls": len(observed["latency"]), "failed": observed["failed"],
+                                    "latency_s_max": round(max(observed["latency"], default=0), 3),
+                                    "running_max": max(observed["running"], default=0),
+                                    "waiting_max": max(observed["waiting"], default=0)},
             "rss_kb": {"first": rss[0][1], "after_warmup": base, "last": last, "max": peak,
                        "limit": int(limit), "samples": len(rss),
                        "slope_kb_per_min_after_warmup": (lambda s: round(s, 1) if s is not None else None)(
@@ -424,6 +449,8 @@ def main():
     p.add_argument("--rss-slack-mb", type=float, default=8.0)
     p.add_argument("--rss-interval", type=float, default=1.0)
     p.add_argument("--request-timeout", type=float, default=300.0, help="socket timeout of each read")
+    p.add_argument("--observe-timeout", type=float, default=5.0,
+                   help="GET /metrics and /health (polled each second during the load) must answer within this")
     p.add_argument("--idle-timeout", type=float, default=30.0, help="how long the server may take to go idle after the load")
     p.add_argument("--max-requests-per-client", type=int, default=100000)
     p.add_argument("--seed", type=int, default=1)

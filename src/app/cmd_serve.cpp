@@ -93,7 +93,11 @@ int run_serve(ServeOptions o) {
   }
   const std::string id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
   server::Service service(id.empty() ? "tandem" : id, std::move(*keys), static_cast<size_t>(o.max_body));
-  server::HttpServer http(service, {o.host, o.port, std::max(8, o.parallel * 2 + 4)});
+  // One HTTP worker per connection, a stream holding its worker to the end (and an idle
+  // keep-alive connection for up to 5 s): far more workers than -np, so that requests
+  // beyond -np queue in the engine (num_requests_waiting) instead of unread in the
+  // accept queue, and /health and /metrics still answer under load.
+  server::HttpServer http(service, {o.host, o.port, std::max(128, o.parallel * 2 + 4)});
   if (Status s = http.bind(); !s.ok()) {
     spdlog::error("{}", s.message());
     return 1;

@@ -5,6 +5,7 @@
 - `Conn`: a minimal HTTP/1.1 client over a raw socket, so that a test controls exactly
   when and how the connection goes away (FIN or RST, before the response, after the
   headers, mid-stream, mid-chunk) and can check the chunked framing byte for byte.
+- `Stream`: one request on its own thread, read to its end (or never read: a stalled client).
 - `check_stream`: the rules a complete SSE stream of /v1/chat/completions or
   /v1/completions must follow (one final event per choice, usage, `data: [DONE]` last).
 
@@ -345,6 +346,53 @@ def http_post_json(port, path, body, timeout=120.0):
         return status, h, c.read_body(h)
     finally:
         c.close()
+
+
+class Stream(threading.Thread):
+    """One streaming (or plain) request read to its end on its own thread."""
+
+    def __init__(self, port, path, body, read=True, rcvbuf=None):
+        super().__init__(daemon=True)
+        self.port, self.path, self.body, self.read = port, path, body, read
+        self.rcvbuf = rcvbuf
+        self.events, self.status, self.error, self.complete, self.raw = [], None, None, False, b""
+        self.first_content = threading.Event()
+        self.headers_seen = threading.Event()
+
+    def run(self):
+        try:
+            if self.rcvbuf:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.rcvbuf)
+                sock.settimeout(60)
+                sock.connect((HOST, self.port))
+                conn = Conn.__new__(Conn)
+                conn.sock, conn.buf, conn.closed = sock, b"", False
+            else:
+                conn = Conn(self.port, timeout=60)
+            self.conn = conn
+            conn.send_request("POST", self.path, self.body)
+            self.status, headers = conn.read_head()
+            self.headers_seen.set()
+            if not self.read:
+                return  # a stalled client: never reads; the test closes it at the end
+            if not self.body.get("stream"):
+                self.raw = conn.read_body(headers)
+                self.complete = True
+                return
+            for data in conn.sse_events(headers):
+                self.events.append(data)
+                if data != "[DONE]":
+                    j = json.loads(data)
+                    for c in j.get("choices", []):
+                        if (c.get("text") or (c.get("delta") or {}).get("content")):
+                            self.first_content.set()
+            self.complete = True
+            conn.close()
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            self.error = "%s: %s" % (type(e).__name__, e)
+        finally:
+            self.headers_seen.set()
 
 
 # --------------------------------------------------------------------------- checks

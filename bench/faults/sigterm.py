@@ -25,10 +25,8 @@ import argparse
 import json
 import os
 import signal
-import socket
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -45,53 +43,6 @@ DRAFT = os.path.join(ROOT, "models", "tandem-draft")
 # (EXIT_PROMPT_S, the drain0 and loading cases).
 EXIT_SLACK_S = 10.0
 EXIT_PROMPT_S = 3.0
-
-
-class Stream(threading.Thread):
-    """One streaming (or plain) request read to its end on its own thread."""
-
-    def __init__(self, port, path, body, read=True, rcvbuf=None):
-        super().__init__(daemon=True)
-        self.port, self.path, self.body, self.read = port, path, body, read
-        self.rcvbuf = rcvbuf
-        self.events, self.status, self.error, self.complete, self.raw = [], None, None, False, b""
-        self.first_content = threading.Event()
-        self.headers_seen = threading.Event()
-
-    def run(self):
-        try:
-            if self.rcvbuf:
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.rcvbuf)
-                sock.settimeout(60)
-                sock.connect((fl.HOST, self.port))
-                conn = fl.Conn.__new__(fl.Conn)
-                conn.sock, conn.buf, conn.closed = sock, b"", False
-            else:
-                conn = fl.Conn(self.port, timeout=60)
-            self.conn = conn
-            conn.send_request("POST", self.path, self.body)
-            self.status, headers = conn.read_head()
-            self.headers_seen.set()
-            if not self.read:
-                return  # a stalled client: never reads; the test closes it at the end
-            if not self.body.get("stream"):
-                self.raw = conn.read_body(headers)
-                self.complete = True
-                return
-            for data in conn.sse_events(headers):
-                self.events.append(data)
-                if data != "[DONE]":
-                    j = json.loads(data)
-                    for c in j.get("choices", []):
-                        if (c.get("text") or (c.get("delta") or {}).get("content")):
-                            self.first_content.set()
-            self.complete = True
-            conn.close()
-        except Exception as e:  # noqa: BLE001 - reported by the test
-            self.error = "%s: %s" % (type(e).__name__, e)
-        finally:
-            self.headers_seen.set()
 
 
 def completion(prompt, max_tokens, stream=True, **extra):
@@ -144,19 +95,19 @@ def case_drain():
     try:
         port = server.port
         # Admitted first (-np 4): two short streams that finish inside the drain window, two long ones.
-        short = [Stream(port, *completion("The short ship", 40, stream_options={"include_usage": True})),
-                 Stream(port, *chat("Say something short.", 40))]
-        long_ = [Stream(port, *completion("The long voyage of the ship", 1800, stream_options={"include_usage": True})),
-                 Stream(port, *chat("Tell me a very long story.", 900, n=2, stream_options={"include_usage": True}))]
+        short = [fl.Stream(port, *completion("The short ship", 40, stream_options={"include_usage": True})),
+                 fl.Stream(port, *chat("Say something short.", 40))]
+        long_ = [fl.Stream(port, *completion("The long voyage of the ship", 1800, stream_options={"include_usage": True})),
+                 fl.Stream(port, *chat("Tell me a very long story.", 900, n=2, stream_options={"include_usage": True}))]
         first = short + long_
         for s in first:
             s.start()
         wait_until(lambda: all(s.first_content.is_set() for s in first), 60, "the first streams to decode")
         # Queued behind -np 4: a stream, a non-streaming request, a stalled reader (small receive buffer).
-        queued = [Stream(port, *completion("The queued whale", 500)),
-                  Stream(port, *completion("The plain request", 1500, stream=False)),
-                  Stream(port, *chat("Queued chat", 300))]
-        stalled = Stream(port, *completion("The stalled reader", 1900), read=False, rcvbuf=4096)
+        queued = [fl.Stream(port, *completion("The queued whale", 500)),
+                  fl.Stream(port, *completion("The plain request", 1500, stream=False)),
+                  fl.Stream(port, *chat("Queued chat", 300))]
+        stalled = fl.Stream(port, *completion("The stalled reader", 1900), read=False, rcvbuf=4096)
         for s in queued + [stalled]:
             s.start()
         idle = fl.Conn(port, timeout=30)  # an idle keep-alive connection
@@ -210,8 +161,8 @@ def case_drain0():
     server = start({"TANDEM_SHUTDOWN_DRAIN_MS": "0"})
     figures = {}
     try:
-        streams = [Stream(server.port, *completion("The ship %d" % i, 1500)) for i in range(3)]
-        streams += [Stream(server.port, *chat("Go on %d" % i, 1500, stream_options={"include_usage": True}))
+        streams = [fl.Stream(server.port, *completion("The ship %d" % i, 1500)) for i in range(3)]
+        streams += [fl.Stream(server.port, *chat("Go on %d" % i, 1500, stream_options={"include_usage": True}))
                     for i in range(3)]
         for s in streams:
             s.start()

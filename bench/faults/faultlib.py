@@ -121,6 +121,27 @@ class Server:
             pass
         return [tuple(m) for m in out]
 
+    def malloc_stats(self, timeout=60.0):
+        """glibc's totals {system, in_use} in bytes, by making the server call malloc_stats()
+        under gdb (a pause of about a second; the report lands in the server's log). None when
+        gdb is missing or cannot attach."""
+        seen = len(self.log_lines)
+        try:
+            subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch", "-ex", "call (void)malloc_stats()"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=timeout, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            lines = self.log_lines[seen:]
+            for i, line in enumerate(lines):
+                if line.startswith("Total (incl. mmap):") and i + 2 < len(lines):
+                    values = [int(x.split("=")[1]) for x in lines[i + 1:i + 3]]
+                    return {"system": values[0], "in_use": values[1]}
+            time.sleep(0.05)
+        return None
+
     def signal(self, sig=signal.SIGTERM):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)

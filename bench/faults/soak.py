@@ -19,7 +19,8 @@ client loops (bounded in time and in count) over random requests:
 Checks (every one a violation, exit 1): each request that was not dropped gets HTTP 200 and
 a well-formed complete stream (chunked framing, `data:` events, one finish_reason per
 choice, usage when asked, `data: [DONE]` last) or a complete JSON body; no HTTP error, no
-socket error or timeout; canaries identical; afterwards /metrics shows
+socket error or timeout; canaries identical; /metrics and /health (polled every second
+during the load) answer within `--observe-timeout`; afterwards /metrics shows
 `tandem:num_requests_running` and `tandem:num_requests_waiting` at 0 and
 `tandem:kv_cache_blocks_used` at 0 (`tandem:kv_cache_usage_perc` 0), no
 `tandem:request_failure_total`; the server's VmRSS after the load is within
@@ -313,6 +314,8 @@ def soak(config, args):
                 rss.append((t, server.rss_kb()))
                 if t >= args.warmup and "warm" not in maps:
                     maps["warm"] = server.smaps()
+                    if args.malloc_stats:
+                        maps["malloc_warm"] = server.malloc_stats()
                 sampling.wait(args.rss_interval)
 
         observed = {"latency": [], "running": [], "waiting": [], "failed": 0}
@@ -357,6 +360,8 @@ def soak(config, args):
         observer.join(2 * args.observe_timeout + 5)
         rss.append((time.monotonic() - t_start, server.rss_kb()))
         maps["end"] = server.smaps()
+        if args.malloc_stats:
+            maps["malloc_end"] = server.malloc_stats()
         maps.setdefault("warm", maps["end"])
         alive = server.proc.poll() is None
         if not alive:
@@ -418,6 +423,8 @@ def soak(config, args):
             "rss_split_after_warmup": fl.smaps_split(maps["warm"]),
             "rss_split_at_end": fl.smaps_split(maps["end"]),
             "rss_growth_top_mappings": fl.smaps_growth(maps["warm"], maps["end"]),
+            "malloc_after_warmup": maps.get("malloc_warm"),
+            "malloc_at_end": maps.get("malloc_end"),
         })
     finally:
         code, took = server.stop()
@@ -452,6 +459,8 @@ def main():
     p.add_argument("--observe-timeout", type=float, default=5.0,
                    help="GET /metrics and /health (polled each second during the load) must answer within this")
     p.add_argument("--idle-timeout", type=float, default=30.0, help="how long the server may take to go idle after the load")
+    p.add_argument("--malloc-stats", action="store_true",
+                   help="diagnostic: glibc malloc totals (system vs in use) after the warm-up and at the end, via gdb")
     p.add_argument("--max-requests-per-client", type=int, default=100000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--log-dir", default=None, help="write each server's log here")

@@ -2,7 +2,7 @@
 """Clients that leave before their first token, and connections that never send a request
 (standard library only; each case starts its own `tandem serve` on a free 127.0.0.1 port).
 
-- streams: -np 2, both slots held by two long streams; then 40 streaming requests with
+- streams: -np 2, both slots held by two 2000-token streams; then 40 streaming requests with
   ~800-token prompts whose clients go away while they are queued (20 right after sending,
   by FIN or reset, 20 after the response headers). Within 3 s none is still waiting, each
   counts as an abort, not one of their prompts was prefilled, /metrics keeps answering
@@ -26,6 +26,7 @@ import faultlib as fl  # noqa: E402
 
 ROOT = fl.repo_root()
 TARGET = os.path.join(ROOT, "models", "tandem-target")
+LEGIT_TOKENS = 2000  # long enough to outlast the drops and the checks on a fast, quiet machine
 LONG_PROMPT = "The whale and the ship and the sea, and the men who sailed upon them. " * 50
 
 
@@ -47,7 +48,7 @@ def case_streams():
     figures = {}
     try:
         legit = [fl.Stream(server.port, "/v1/completions",
-                           {"prompt": "The long voyage %d" % i, "max_tokens": 600, "temperature": 0,
+                           {"prompt": "The long voyage %d" % i, "max_tokens": LEGIT_TOKENS, "temperature": 0,
                             "logit_bias": fl.NO_EOS, "stream": True, "stream_options": {"include_usage": True}})
                  for i in range(2)]
         for s in legit:
@@ -80,6 +81,8 @@ def case_streams():
                 m["tandem:num_requests_waiting"])
             time.sleep(0.05)
         figures["abandoned_cancelled_in_s"] = round(3 - (deadline - time.monotonic()), 2)
+        assert m["tandem:num_requests_running"] == 2, \
+            "a long stream ended before the checks (test timing assumption): a free slot could admit a dropped request"
         aborts = m['tandem:request_success_total{finished_reason="abort"}'] - \
             m0['tandem:request_success_total{finished_reason="abort"}']
         prefilled = m["tandem:prompt_tokens_total"] - m0["tandem:prompt_tokens_total"]
@@ -88,9 +91,9 @@ def case_streams():
         assert prefilled == 0, "%d prompt tokens of abandoned requests were prefilled" % prefilled
         for s in legit:
             s.join(120)
-            r = fl.check_stream(s.events, False, 1, 600, True, ("length",))
-            assert r["usage"]["completion_tokens"] == 600
-        figures["long_streams"] = "length, 600 tokens each"
+            r = fl.check_stream(s.events, False, 1, LEGIT_TOKENS, True, ("length",))
+            assert r["usage"]["completion_tokens"] == LEGIT_TOKENS
+        figures["long_streams"] = "length, %d tokens each" % LEGIT_TOKENS
         return figures
     finally:
         server.kill()

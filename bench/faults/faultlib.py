@@ -229,8 +229,12 @@ def isolated_env(cache_dir):
 class Conn:
     """One HTTP/1.1 connection to 127.0.0.1:port. Reads are bounded by `timeout` each."""
 
-    def __init__(self, port, timeout=120.0):
-        self.sock = socket.create_connection((HOST, port), timeout=timeout)
+    def __init__(self, port, timeout=120.0, rcvbuf=None):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:  # a small receive buffer: a client that stops reading blocks the server's writes soon
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout)
+        self.sock.connect((HOST, port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
         self.closed = False
@@ -378,28 +382,19 @@ class Stream(threading.Thread):
         self.rcvbuf = rcvbuf
         self.events, self.status, self.error, self.complete, self.raw = [], None, None, False, b""
         self.first_content = threading.Event()
-        self.headers_seen = threading.Event()
 
     def run(self):
         try:
-            if self.rcvbuf:
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.rcvbuf)
-                sock.settimeout(60)
-                sock.connect((HOST, self.port))
-                conn = Conn.__new__(Conn)
-                conn.sock, conn.buf, conn.closed = sock, b"", False
-            else:
-                conn = Conn(self.port, timeout=60)
+            conn = Conn(self.port, timeout=60, rcvbuf=self.rcvbuf)
             self.conn = conn
             conn.send_request("POST", self.path, self.body)
             self.status, headers = conn.read_head()
-            self.headers_seen.set()
             if not self.read:
                 return  # a stalled client: never reads; the test closes it at the end
             if not self.body.get("stream"):
                 self.raw = conn.read_body(headers)
                 self.complete = True
+                conn.close()
                 return
             for data in conn.sse_events(headers):
                 self.events.append(data)
@@ -412,8 +407,6 @@ class Stream(threading.Thread):
             conn.close()
         except Exception as e:  # noqa: BLE001 - reported by the test
             self.error = "%s: %s" % (type(e).__name__, e)
-        finally:
-            self.headers_seen.set()
 
 
 # --------------------------------------------------------------------------- checks

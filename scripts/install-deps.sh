@@ -15,6 +15,8 @@ done
 # unless the machine already has them from elsewhere (e.g. a bundled npm).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# Python 3 (standard library only: the fault and load tests under bench/faults).
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

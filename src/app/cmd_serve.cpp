@@ -4,7 +4,9 @@
 // model loads), load the target and drafter, warm the exactness gate, start
 // the engine, attach it to the service. SIGINT/SIGTERM: stop accepting,
 // give in-flight requests TANDEM_SHUTDOWN_DRAIN_MS (default 5000) to finish,
-// cancel the rest, exit 0.
+// cancel the rest, exit 0. A signal while the model loads stops at the next
+// load stage (the TANDEM_LOAD_DELAY_MS wait included) and exits 0.
+#include <errno.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -43,6 +45,20 @@ struct ServeOptions {
   int64_t max_body = 8 << 20;
   std::vector<EnvMirror> mirrors;  // flags that TANDEM_* / LLAMA_ARG_* variables mirror
 };
+
+// A SIGINT/SIGTERM that arrives within `wait` (0: one already pending). The signals
+// are blocked, so one sent while the model loads waits here instead of behind the load.
+int pending_signal(const sigset_t& signals, std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    const auto left = std::max(std::chrono::nanoseconds(0), deadline - std::chrono::steady_clock::now());
+    const timespec ts{static_cast<time_t>(left.count() / 1000000000),
+                      static_cast<long>(left.count() % 1000000000)};
+    const int sig = sigtimedwait(&signals, nullptr, &ts);
+    if (sig > 0) return sig;
+    if (errno != EINTR || left.count() == 0) return 0;
+  }
+}
 
 void apply_env(ServeOptions& o) {
   // Returns the variable that filled the field, if one did.
@@ -91,7 +107,11 @@ int run_serve(ServeOptions& o) {
   if (Status s = apply_gemm_option(o.gemm); !s.ok()) return usage_error("serve", s);
   const std::string id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
   server::Service service(id.empty() ? "tandem" : id, std::move(*keys), static_cast<size_t>(o.max_body));
-  server::HttpServer http(service, {o.host, o.port, std::max(8, o.parallel * 2 + 4)});
+  // One HTTP worker per connection, a stream holding its worker to the end (and an idle
+  // keep-alive connection for up to 5 s): far more workers than -np, so that requests
+  // beyond -np queue in the engine (num_requests_waiting) instead of unread in the
+  // accept queue, and /health and /metrics still answer under load.
+  server::HttpServer http(service, {o.host, o.port, std::max(128, o.parallel * 2 + 4)});
   if (Status s = http.bind(); !s.ok()) {
     spdlog::error("{}", s.message());
     return 1;
@@ -105,9 +125,20 @@ int run_serve(ServeOptions& o) {
     http_thread.join();
     return 1;
   };
+  // A signal while loading: nothing is in flight (requests get 503), so stop at once.
+  auto stopped_while_loading = [&](int sig) {
+    if (sig == 0) return false;
+    spdlog::info("signal {} while loading: stopping", sig);
+    http.stop();
+    http_thread.join();
+    spdlog::info("stopped");
+    return true;
+  };
 
   // TANDEM_LOAD_DELAY_MS: hold the loading state this long (for testing readiness probes).
-  std::this_thread::sleep_for(std::chrono::milliseconds(env_int_or("TANDEM_LOAD_DELAY_MS", 0)));
+  if (stopped_while_loading(
+          pending_signal(signals, std::chrono::milliseconds(env_int_or("TANDEM_LOAD_DELAY_MS", 0)))))
+    return 0;
   const auto t0 = std::chrono::steady_clock::now();
   // Progress: a live line on a terminal, a log line per quarter otherwise.
   const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -126,6 +157,7 @@ int run_serve(ServeOptions& o) {
   };
   auto target = model::Model::load(o.model, progress);
   if (!target.ok()) return fail(target.status());
+  if (stopped_while_loading(pending_signal(signals, std::chrono::milliseconds(0)))) return 0;
   spdlog::info("loaded {} ({} parameters, {:.1f} MB of weights per token) in {:.2f} s", o.model,
                (*target)->parameter_count(), (*target)->weight_bytes_per_token() / 1e6,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -140,6 +172,7 @@ int run_serve(ServeOptions& o) {
   o.drafter.max_tokens = o.context > 0 ? o.context : 4096;
   auto loaded = load_drafter(o.drafter, **target, pool.get());
   if (!loaded.ok()) return fail(loaded.status());
+  if (stopped_while_loading(pending_signal(signals, std::chrono::milliseconds(0)))) return 0;
   ec.block_size = loaded->block_size;
   ec.drafter_dir = o.drafter.dir;
   server::ServedModel served;

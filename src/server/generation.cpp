@@ -244,9 +244,12 @@ std::pair<int, std::string> GenerationRun::collect(const std::function<bool()>& 
   return {200, dump_json(body)};
 }
 
-bool GenerationRun::pump(const std::function<bool(const std::string&)>& write) {
+bool GenerationRun::pump(const std::function<bool(const std::string&)>& write,
+                         const std::function<bool()>& client_alive) {
   const bool chat = request_.endpoint == Endpoint::chat_completions;
+  size_t events = 0;  // chunks written
   auto chunk = [&](json choice) {
+    ++events;
     json j = {{"id", id_},
               {"object", chat ? "chat.completion.chunk" : "text_completion"},
               {"created", created_},
@@ -279,6 +282,7 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write) {
   }
   for (;;) {
     bool all_done = true;
+    const size_t events_before = events;
     for (size_t i = 0; i < choices_.size(); ++i) {
       Choice& c = choices_[i];
       if (c.finish != FinishReason::none) continue;
@@ -314,6 +318,12 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write) {
       }
     }
     if (all_done) break;
+    // Nothing to send this pass (queued, prefilling): a client that left would
+    // otherwise hold its request, and this HTTP worker, until its first token.
+    if (events == events_before && client_alive && !client_alive()) {
+      cancel();
+      return false;
+    }
   }
   if (request_.include_usage) {
     json j = {{"id", id_},

@@ -130,7 +130,11 @@ void HttpServer::install_routes() {
       res.set_chunked_content_provider(
           "text/event-stream",
           [run](size_t, httplib::DataSink& sink) {
-            run->pump([&sink](const std::string& event) { return sink.is_writable() && sink.write(event.data(), event.size()); });
+            run->pump(
+                [&sink](const std::string& event) {
+                  return sink.is_writable() && sink.write(event.data(), event.size());
+                },
+                [&sink] { return sink.is_writable(); });
             sink.done();
             return true;
           },

@@ -53,7 +53,10 @@ class GenerationRun {
   // Streaming: writes SSE events ("data: ...\n\n") through `write` until the
   // end ("data: [DONE]"). `write` returns false when the client is gone,
   // which cancels the run. Returns false if it ended because of that.
-  bool pump(const std::function<bool(const std::string&)>& write);
+  // `client_alive` (optional) is polled while no event is due, so a client that
+  // left a request still queued or prefilling is noticed before its first token.
+  bool pump(const std::function<bool(const std::string&)>& write,
+            const std::function<bool()>& client_alive = {});
   void cancel();
 
  private:

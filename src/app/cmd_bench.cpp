@@ -19,6 +19,7 @@
 #include "bench_spec.h"
 #include "commands.h"
 #include "core/aligned_buffer.h"
+#include "core/cpu_features.h"
 #include "kernels/ops.h"
 #include "model/forward.h"
 
@@ -132,6 +133,15 @@ double measure_read_bandwidth(ThreadPool* pool, const AlignedBuffer<uint64_t>& b
   return best;
 }
 
+// The first line of every `tandem bench` report, so each figure says where it
+// was taken: the CPU model and the kernel variant the run uses (TANDEM_KERNELS
+// may lower it below the best this CPU supports).
+void print_machine() {
+  const kernels::Isa isa = kernels::active_isa();
+  std::printf("cpu: %s (kernels: %s, best supported: %s)\n", cpu_features().model_name.c_str(),
+              kernels::isa_name(isa), kernels::isa_name(kernels::best_supported_isa()));
+}
+
 int run_bench(const BenchOptions& o) {
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "tandem bench: %s\n", s.to_string().c_str());
@@ -242,6 +252,7 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("--prompt-file", spec->prompt_file, "Prompts, one per line (held-out text)");
   sub->add_option("--prompts", spec->prompts, "Number of prompts")->check(CLI::Range(1, 1000));
   return {sub, [o, spec] {
+            print_machine();
             if (spec->drafter.dir.empty()) return run_bench(*o);
             spec->model_dir = o->model_dir;
             spec->threads = o->threads;

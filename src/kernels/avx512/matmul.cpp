@@ -13,7 +13,9 @@
 // rows take one group at a time (G = 1, up to 16 accumulators), which widens
 // each weight once per 8 rows instead of once per 4 — widening shares ports 0
 // and 5 with the FMAs, so this is what keeps M = 8 close to M = 4. Further
-// passes over a panel hit L2 (a panel is at most k * 256 bytes).
+// passes over a panel hit L2 (a panel is at most k * 256 bytes). A lone row
+// (M = 1, decode) takes 2-4 full panels at once (row_streams): more weight
+// streams in flight and more independent chains, the same bits.
 #include <immintrin.h>
 
 #include <algorithm>

@@ -19,8 +19,8 @@ namespace {
 
 // prefetch: 0 = plain loads; 1 = software prefetch one page ahead into L1;
 // 2 = that plus a prefetch 64 KiB ahead into L2 (the two-level policy the
-// matmul kernels use). All three are measured; the fastest per thread count
-// is the yardstick, so a kernel is never compared with a weaker reader.
+// matmul kernels use); 3 = plain loads on four streams (read_range4). All are measured; the fastest per
+// thread count is the yardstick, so a kernel is never compared with a weaker reader.
 __attribute__((target("avx2"))) unsigned long long read_range(const unsigned char* p, size_t bytes,
                                                               int prefetch) {
   constexpr size_t kNear = 4096, kFar = 65536;
@@ -38,6 +38,23 @@ __attribute__((target("avx2"))) unsigned long long read_range(const unsigned cha
     a1 = _mm256_xor_si256(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
     a2 = _mm256_xor_si256(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
     a3 = _mm256_xor_si256(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i x = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+  return static_cast<unsigned long long>(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 3));
+}
+
+// Four streams at once (quarters of the range, plain loads): several
+// concurrent streams keep more cache-line fills in flight than one; this is
+// the reader `tandem bench` measures its ceiling with.
+__attribute__((target("avx2"))) unsigned long long read_range4(const unsigned char* p, size_t bytes) {
+  const size_t quarter = bytes / 4 / 64 * 64;
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 64 <= quarter; i += 64) {
+    for (int s = 0; s < 4; ++s) {
+      const unsigned char* q = p + s * quarter + i;
+      a0 = _mm256_xor_si256(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(q)));
+      a1 = _mm256_xor_si256(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32)));
+    }
   }
   const __m256i x = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
   return static_cast<unsigned long long>(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 3));
@@ -106,6 +123,8 @@ void register_bandwidth() {
       ->Args({2, 0})
       ->Args({2, 1})
       ->Args({2, 2})
+      ->Args({1, 3})
+      ->Args({2, 3})
       ->UseManualTime()
       ->MinTime(2.0)
       ->Unit(benchmark::kMillisecond);
@@ -115,7 +134,9 @@ unsigned long long read_pass(ThreadPool& pool, const unsigned char* data, size_t
   unsigned long long partial[64] = {};
   pool.run([&](int t) {
     const Range r = partition(static_cast<int64_t>(bytes), pool.size(), t, 4096);
-    partial[t] = read_range(data + r.begin, static_cast<size_t>(r.size()), prefetch);
+    const auto size = static_cast<size_t>(r.size());
+    partial[t] =
+        prefetch == 3 ? read_range4(data + r.begin, size) : read_range(data + r.begin, size, prefetch);
   });
   unsigned long long x = 0;
   for (int t = 0; t < pool.size(); ++t) x ^= partial[t];

@@ -25,7 +25,9 @@ double read_bandwidth(int threads);
 void record_read_bandwidth(int threads, double bytes_per_second);
 
 // One full read pass over `bytes` at `data`, split over the pool's threads
-// prefetch: 0 none, 1 a page ahead into L1, 2 also 64 KiB ahead into L2.
+// prefetch: 0 none, 1 a page ahead into L1, 2 also 64 KiB ahead into L2;
+// 3 = plain loads on four streams per thread (quarters of its share), the
+// reader `tandem bench` takes its ceiling from.
 // Returns a value derived from the data so the reads cannot be elided.
 // The 1 GiB buffer the bandwidth benchmark streams (allocated on first use).
 const unsigned char* bandwidth_buffer();

@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "common.h"
+#include "core/cpu_features.h"
+#include "kernels/ops.h"
 
 namespace tandem::bench {
 
@@ -22,6 +24,9 @@ int main(int argc, char** argv) {
   tandem::bench::register_bandwidth();
   tandem::bench::register_interleaved();
   tandem::bench::register_matmuls();
+  // Where the figures were taken (printed in the context header).
+  benchmark::AddCustomContext("cpu_model", tandem::cpu_features().model_name);
+  benchmark::AddCustomContext("kernels", tandem::kernels::isa_name(tandem::kernels::active_isa()));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -19,6 +19,7 @@
 #include "bench_spec.h"
 #include "commands.h"
 #include "core/aligned_buffer.h"
+#include "core/cpu_features.h"
 #include "drafter_setup.h"
 #include "environment.h"
 #include "kernels/ops.h"
@@ -133,6 +134,15 @@ double measure_read_bandwidth(ThreadPool* pool, const AlignedBuffer<uint64_t>& b
   for (uint64_t s : sink) keep = keep + s;
   (void)keep;
   return best;
+}
+
+// The first line of every `tandem bench` report, so each figure says where it
+// was taken: the CPU model and the kernel variant the run uses (TANDEM_KERNELS
+// may lower it below the best this CPU supports).
+void print_machine() {
+  const kernels::Isa isa = kernels::active_isa();
+  std::printf("cpu: %s (kernels: %s, best supported: %s)\n", cpu_features().model_name.c_str(),
+              kernels::isa_name(isa), kernels::isa_name(kernels::best_supported_isa()));
 }
 
 int run_bench(const BenchOptions& o) {
@@ -263,6 +273,7 @@ Command add_bench_command(CLI::App& app) {
               return Status::Ok();
             };
             if (Status s = startup(); !s.ok()) return usage_error("bench", s);
+            print_machine();
             if (spec->drafter.dir.empty()) return run_bench(*o);
             spec->model_dir = o->model_dir;
             spec->threads = o->threads;

@@ -176,6 +176,53 @@ TEST(MatmulInvariance, RowAloneEqualsRowInBatchForEveryIsaDtypeAndThreadCount) {
   }
 }
 
+// A wide N puts several full panels in each thread's range, so a lone row
+// (M = 1) takes the AVX-512 multi-stream path (2-4 panels at once) while
+// batched rows and the leftover/partial panels take the one-panel blocks:
+// a row must still have the same bits alone, in any batch, on any thread
+// count, and the two SIMD variants must agree bitwise. Shapes: 12 full panels
+// and a partial one; 6 full panels (1/2/3 threads: groups of 4+2, 3, 2) —
+// together every group size and the one-panel leftovers.
+void check_wide_row(int64_t n) {
+  const int64_t rows = 9, k = 97;
+  const auto x = random_floats(rows * k, 31);
+  for (DType dtype : kDtypes) {
+    const auto wts = make_weights(dtype, n * k, 32);
+    PackedMatrix w = PackedMatrix::pack(wts.bytes.data(), dtype, n, k);
+    std::vector<std::vector<float>> per_isa;
+    for (Isa isa : testing::supported_isas()) {
+      std::vector<float> first_singles;
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> singles;
+        const int64_t diffs =
+            count_batch_differences(Ctx{&pool, isa, GemmMode::invariant}, w, x, rows, &singles);
+        EXPECT_EQ(diffs, 0) << isa_name(isa) << " " << dtype_name(dtype) << " n=" << n
+                            << " threads=" << threads;
+        if (first_singles.empty()) {
+          first_singles = singles;
+        } else {
+          EXPECT_TRUE(same_bits(singles.data(), first_singles.data(), singles.size()))
+              << isa_name(isa) << " " << dtype_name(dtype) << " n=" << n << " differs between 1 and "
+              << threads << " threads";
+        }
+      }
+      if (isa != Isa::scalar) per_isa.push_back(first_singles);
+    }
+    for (size_t i = 1; i < per_isa.size(); ++i) {
+      EXPECT_TRUE(same_bits(per_isa[i].data(), per_isa[0].data(), per_isa[0].size()))
+          << dtype_name(dtype) << " n=" << n;
+    }
+  }
+  for (Isa isa : testing::supported_isas())
+    check_against_reference(isa, DType::bf16, 1, n, k, GemmMode::invariant, 2);
+}
+
+TEST(MatmulInvariance, WideRowStreamsPathKeepsBits) {
+  check_wide_row(12 * kPanel + 37);
+  check_wide_row(6 * kPanel);
+}
+
 // The same test with splitk must fail: this proves it can detect a
 // shape-dependent reduction order.
 TEST(MatmulInvariance, SplitkIsDetected) {

@@ -13,7 +13,9 @@
 // rows take one group at a time (G = 1, up to 16 accumulators), which widens
 // each weight once per 8 rows instead of once per 4 — widening shares ports 0
 // and 5 with the FMAs, so this is what keeps M = 8 close to M = 4. Further
-// passes over a panel hit L2 (a panel is at most k * 256 bytes).
+// passes over a panel hit L2 (a panel is at most k * 256 bytes). A lone row
+// (M = 1, decode) takes 2-4 full panels at once (row_streams): more weight
+// streams in flight and more independent chains, the same bits.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -108,6 +110,47 @@ void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, 
   }
 }
 
+// One row x S (2..4) whole panels at once (M = 1, decode): the same
+// per-column chain as block<D, 1, 2> — lane j of accumulator (s, v) sees one
+// FMA per k in increasing k from +0 — so the bits are those of one panel at a
+// time. What changes is the memory side: a lone row otherwise walks a single
+// contiguous stream per thread, and one stream keeps too few cache-line fills
+// in flight to reach the read bandwidth a core can draw with several (the
+// ceiling `tandem bench` measures uses four streams per thread), and its 4
+// accumulator chains leave the FMA latency exposed. Four panels give four
+// streams and 16 independent chains (16 accumulators + 8 weight registers);
+// a thread's last 2-3 full panels go as one group of 2 or 3.
+// w points at the first panel's k_begin row; consecutive panels are
+// panel_stride bytes apart; all S panels hold 64 valid columns.
+constexpr int kStreams = 4;
+
+template <DType D, int S>
+void row_streams(const float* x, const uint8_t* w, int64_t panel_stride, int64_t kn, float* y) {
+  constexpr int64_t kStep = kPanel * element_size<D>();
+  constexpr int64_t kGroup = 32 * element_size<D>();
+  __m512 acc[S][4];
+  for (int s = 0; s < S; ++s) {
+    for (int v = 0; v < 4; ++v) acc[s][v] = _mm512_setzero_ps();
+  }
+  for (int64_t kk = 0; kk < kn; ++kk) {
+    const __m512 xb = _mm512_set1_ps(x[kk]);
+    for (int s = 0; s < S; ++s) {
+      const uint8_t* wk = w + s * panel_stride + kk * kStep;
+      for (int64_t line = 0; line < kStep; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchBytes + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wk + kFarBytes + line), _MM_HINT_T1);
+      }
+      __m512 wv[4];
+      load_group<D>(wk, wv[0], wv[1]);
+      load_group<D>(wk + kGroup, wv[2], wv[3]);
+      for (int v = 0; v < 4; ++v) acc[s][v] = _mm512_fmadd_ps(xb, wv[v], acc[s][v]);
+    }
+  }
+  for (int s = 0; s < S; ++s) {
+    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(y + s * kPanel + 16 * v, acc[s][v]);
+  }
+}
+
 using BlockFn = void (*)(const float*, int64_t, const uint8_t*, int64_t, float*, int64_t, int64_t, Prefetch);
 
 template <DType D>
@@ -123,7 +166,22 @@ void matmul_typed(const MatmulArgs& a) {
   // (plus 1 for a final block of <= 4 rows).
   const int64_t full8 = a.m / 8, tail = a.m % 8;
   const int64_t passes = full8 * 2 + (tail == 0 ? 0 : tail <= 4 ? 1 : 2);
-  for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
+  int64_t p = a.panel_begin;
+  if (a.m == 1) {
+    // Groups of kStreams full panels, then one group of the 2-3 full panels
+    // left; a last single full panel and a partial panel take the one-panel
+    // path below.
+    static constexpr void (*kRow[])(const float*, const uint8_t*, int64_t, int64_t, float*) = {
+        nullptr, nullptr, row_streams<D, 2>, row_streams<D, 3>, row_streams<D, 4>};
+    const int64_t full_end = std::min(a.panel_end, a.n / kPanel);
+    const int64_t stride = a.k * kPanel * es;
+    while (full_end - p >= 2) {
+      const int64_t group = std::min<int64_t>(kStreams, full_end - p);
+      kRow[group](a.x + a.k_begin, a.w + ((p * a.k + a.k_begin) * kPanel) * es, stride, kn, a.y + p * kPanel);
+      p += group;
+    }
+  }
+  for (; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
     const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
     const uint8_t* next = p + 1 < a.panel_end ? w + a.k * kPanel * es : nullptr;  // multi-pass far target

@@ -122,7 +122,7 @@ int run_spec_bench(SpecBenchOptions o) {
   if (!drafter.ok()) return fail(drafter.status());
   sampling::SamplingParams params;
   params.temperature = o.temperature;
-  params.seed = o.seed;
+  params.seed = o.seed.value_or(kBenchSeed);
 
   // Classic baseline.
   std::vector<Run> classic;
@@ -141,7 +141,7 @@ int run_spec_bench(SpecBenchOptions o) {
       "model %s, drafter %s, %zu prompts x %d tokens, %d new tokens each, temperature %.2f, seed %llu, %d "
       "threads\n",
       o.model_dir.c_str(), drafter->drafter->describe().c_str(), prompts->size(), o.prompt_tokens, o.decode,
-      o.temperature, static_cast<unsigned long long>(o.seed), pool.size());
+      o.temperature, static_cast<unsigned long long>(params.seed), pool.size());
   std::printf("classic: %.2f tok/s (%.3f ms per decode step)\n", classic_tps, step_ms);
   std::printf("%3s %10s %8s %11s %13s %10s %14s %15s %10s %s\n", "K", "tok/s", "speedup", "acceptance",
               "mean_accepted", "round_ms", "round/classic", "verify/classic", "output", "probe");

@@ -12,6 +12,7 @@
 
 #include "bench_spec.h"
 #include "drafter_setup.h"
+#include "environment.h"
 #include "model/forward.h"
 #include "speculative/exactness.h"
 #include "speculative/sequence.h"
@@ -147,7 +148,9 @@ int run_spec_bench(SpecBenchOptions o) {
               "mean_accepted", "round_ms", "round/classic", "verify/classic", "output", "probe");
   bool all_identical = true;
   for (int k = o.k_min; k <= o.k_max; ++k) {
-    speculative::ExactnessGate gate(m.dir(), [&](int kk) { return speculative::run_exactness_probe(m, &pool, kk); });
+    speculative::ExactnessGate gate(
+        m.dir(), [&](int kk) { return speculative::run_exactness_probe(m, &pool, kk); },
+        allow_inexact_from_env());
     const speculative::GateDecision& d = gate.decide(k);
     double ms = 0, round_ms = 0, verify_ms = 0;
     int64_t rounds = 0, drafted = 0, accepted = 0, tokens = 0;

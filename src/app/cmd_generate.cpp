@@ -109,7 +109,9 @@ int run_generate(GenerateOptions o) {
 
   std::optional<speculative::GateDecision> gate;
   if (drafter->drafter) {
-    speculative::ExactnessGate g(m.dir(), [&](int k) { return speculative::run_exactness_probe(m, &pool, k); });
+    speculative::ExactnessGate g(
+        m.dir(), [&](int k) { return speculative::run_exactness_probe(m, &pool, k); },
+        allow_inexact_from_env());
     gate = g.decide(drafter->block_size);
   }
   const bool speculate = gate && gate->allowed;

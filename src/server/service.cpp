@@ -190,7 +190,8 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
     if (t < 0 || t >= vocab)
       return bad_request("prompt", "token id " + std::to_string(t) + " is outside the vocabulary");
   if (prompt.empty()) return bad_request("prompt", "the prompt is empty");
-  if (auto e = sampling::check(req.sampling, static_cast<int32_t>(vocab))) return bad_request(e->field, e->message);
+  if (auto e = sampling::check(req.sampling, static_cast<int32_t>(vocab)))
+    return bad_request(e->field, e->message);
   const int64_t context = engine.context();
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   if (n_prompt >= context || (req.max_tokens && n_prompt + *req.max_tokens > context)) {

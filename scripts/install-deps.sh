@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs tandem's build and test dependencies from Debian packages (root).
-# clang + libclang-rt-14-dev: the libFuzzer targets (scripts/fuzz.sh).
+# clang + libclang-rt-14-dev: the libFuzzer targets (scripts/fuzz.sh); clang-format:
+# scripts/check-format.sh.
 # Skips apt entirely when everything is already present.
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config git
   libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev curl
-  clang libclang-rt-14-dev)
+  clang libclang-rt-14-dev clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 
+# First, as it takes seconds: the tree matches the checked-in .clang-format.
+scripts/check-format.sh
+
 # Test fixtures and clients pinned by lockfiles (tests/ only: tools/train's corpus
 # packages are for training, not for tests), from the npm registry or an offline cache
 # (scripts/npm-ci.sh says which).

@@ -2,11 +2,15 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "drafter_setup.h"
 
 namespace tandem::app {
+
+// The seed of a bench run without --seed: a fixed one, so that runs repeat.
+inline constexpr uint64_t kBenchSeed = 1;
 
 struct SpecBenchOptions {
   std::string model_dir;
@@ -17,7 +21,7 @@ struct SpecBenchOptions {
   int decode = 64;
   int k_min = 2, k_max = 6;
   float temperature = 0.0f;
-  uint64_t seed = 1;
+  std::optional<uint64_t> seed;  // empty: kBenchSeed
   int threads = 0;
 };
 

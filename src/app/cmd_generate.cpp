@@ -8,7 +8,6 @@
 #include <climits>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -37,7 +36,7 @@ struct GenerateOptions {
   bool stats = false;
   std::string gemm;
   sampling::SamplingParams sampling;
-  int64_t seed = -1;
+  std::optional<uint64_t> seed;  // empty: random (printed by --stats)
 };
 
 Expected<std::vector<int32_t>> parse_token_list(const std::string& text) {
@@ -110,7 +109,9 @@ int run_generate(GenerateOptions o) {
 
   std::optional<speculative::GateDecision> gate;
   if (drafter->drafter) {
-    speculative::ExactnessGate g(m.dir(), [&](int k) { return speculative::run_exactness_probe(m, &pool, k); });
+    speculative::ExactnessGate g(
+        m.dir(), [&](int k) { return speculative::run_exactness_probe(m, &pool, k); },
+        allow_inexact_from_env());
     gate = g.decide(drafter->block_size);
   }
   const bool speculate = gate && gate->allowed;
@@ -120,7 +121,7 @@ int run_generate(GenerateOptions o) {
   s.seq = kv->create_sequence();
   s.prompt = *prompt;
   s.params = o.sampling;
-  s.params.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
+  s.params.seed = o.seed ? *o.seed : sampling::random_seed();
   s.keep_hidden = speculate && drafter->drafter->kind() == speculative::DraftKind::mtp;
   std::vector<int32_t> stops = m.config().eos_token_ids;
   if (text.tokenizer && text.chat && !text.chat->eos_token().empty())

@@ -38,7 +38,9 @@ int run_probe(ProbeOptions o) {
   auto drafter = load_drafter(o.drafter, **target, &pool);
   if (!drafter.ok()) return fail(drafter.status());
   const model::Model& m = **target;
-  speculative::ExactnessGate gate(m.dir(), [&](int k) { return speculative::run_exactness_probe(m, &pool, k); });
+  speculative::ExactnessGate gate(
+      m.dir(), [&](int k) { return speculative::run_exactness_probe(m, &pool, k); },
+      allow_inexact_from_env());
   const speculative::GateDecision& d = gate.decide(drafter->block_size);
   const char* verdict =
       d.exact ? "exact" : (d.allowed ? "inexact (engaged anyway: TANDEM_MTP_ALLOW_INEXACT)" : "declined");

@@ -167,6 +167,10 @@ int run_serve(ServeOptions& o) {
   ec.prefix_cache = !o.no_prefix_cache;
   ec.context = o.context;
   ec.threads = o.threads;
+  auto policy_env = policy_env_from_env();
+  if (!policy_env.ok()) return fail(policy_env.status());
+  ec.policy_env = *policy_env;
+  ec.allow_inexact = allow_inexact_from_env();
   // The drafter shares the engine's kernel threads: it runs on the engine thread between target steps.
   auto pool = std::make_unique<ThreadPool>(o.threads);
   o.drafter.max_tokens = o.context > 0 ? o.context : 4096;

@@ -58,10 +58,17 @@ Status validate_environment() {
     kernels::GemmMode mode;
     if (!kernels::parse_gemm_mode(v->c_str(), &mode))
       return invalid_argument("TANDEM_GEMM='" + *v + "' is not one of: invariant, splitk");
+    kernels::pin_gemm_mode(mode);
   }
   for (const char* name : {"TANDEM_MTP_ALLOW_INEXACT", "TANDEM_MTP_ADAPTIVE", "TANDEM_ENABLE_MTP_B1"})
     TANDEM_RETURN_IF_ERROR(check_bool(name));
   return Status::Ok();
+}
+
+bool allow_inexact_from_env() { return env_bool("TANDEM_MTP_ALLOW_INEXACT").value_or(false); }
+
+Expected<scheduler::PolicyEnv> policy_env_from_env() {
+  return scheduler::PolicyEnv::parse([](const char* name) { return env_string(name); });
 }
 
 Status validate_serve_environment() {

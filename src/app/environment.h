@@ -2,11 +2,13 @@
 // TANDEM_* variable a subcommand reads is checked before anything loads, so
 // a malformed or out-of-range value is an error (exit 2) naming the variable
 // and the value — never ignored, taken as a default, or failing later. The
-// checks run before the lower layers first read their variables (the kernels'
-// TANDEM_KERNELS / TANDEM_GEMM, the exactness gate's TANDEM_MTP_ALLOW_INEXACT,
-// the scheduler policy's TANDEM_MTP_ADAPTIVE / TANDEM_ENABLE_MTP_B1). A blank
+// layers below read no environment for these (TANDEM_KERNELS aside, which
+// the kernels still read themselves): the app reads them here and passes the
+// values in — TANDEM_GEMM pins the kernels' matmul mode, TANDEM_MTP_ALLOW_INEXACT
+// goes to each ExactnessGate, TANDEM_MTP_ADAPTIVE / TANDEM_ENABLE_MTP_B1 /
+// TANDEM_CACHE_DIR / HOME to the engine as a scheduler::PolicyEnv. A blank
 // value counts as unset everywhere: validate_environment removes blank ones
-// from the environment so that those readers agree.
+// from the environment so that every reader agrees.
 //
 // Serve's flags that variables mirror (--port / TANDEM_PORT / LLAMA_ARG_PORT,
 // ...) go through apply_env_mirrors: the flag wins; otherwise the variable's
@@ -20,16 +22,28 @@
 #include <vector>
 
 #include "core/status.h"
+#include "scheduler/policy.h"
 
 namespace tandem::app {
 
 // TANDEM_LOG_LEVEL, read by every subcommand: checks it and applies it.
 Status apply_log_level();
 
-// The variables serve, generate, probe and bench read below the app layer:
+// The variables serve, generate, probe and bench pass to the layers below:
 // TANDEM_KERNELS, TANDEM_GEMM, TANDEM_MTP_ALLOW_INEXACT, TANDEM_MTP_ADAPTIVE,
-// TANDEM_ENABLE_MTP_B1. (The drafter's are resolve_drafter_options'.)
+// TANDEM_ENABLE_MTP_B1. (The drafter's are resolve_drafter_options'.) Also
+// applies TANDEM_GEMM: a valid value pins kernels' matmul mode (before
+// --gemm, which is then only a request that the pin overrides).
 Status validate_environment();
+
+// TANDEM_MTP_ALLOW_INEXACT (after validate_environment): the ExactnessGate's
+// allow_inexact.
+bool allow_inexact_from_env();
+
+// The speculation policy's variables (TANDEM_MTP_ADAPTIVE, TANDEM_ENABLE_MTP_B1,
+// TANDEM_CACHE_DIR, HOME) as an EngineConfig::policy_env. Errors as
+// scheduler::PolicyEnv::parse (validate_environment reports them first).
+Expected<scheduler::PolicyEnv> policy_env_from_env();
 
 // Serve's own: TANDEM_SHUTDOWN_DRAIN_MS, TANDEM_LOAD_DELAY_MS.
 Status validate_serve_environment();

@@ -93,34 +93,21 @@ bool parse_gemm_mode(const char* text, GemmMode* mode) {
 }
 
 namespace {
-struct GemmPin {
-  bool pinned = false;
-  GemmMode mode = GemmMode::invariant;
-};
-
-const GemmPin& gemm_pin() {
-  static const GemmPin pin = [] {
-    GemmPin p;
-    const char* value = std::getenv("TANDEM_GEMM");
-    if (value != nullptr && *value != '\0') {
-      p.pinned = parse_gemm_mode(value, &p.mode);
-      if (!p.pinned) std::fprintf(stderr, "tandem: ignoring unrecognised TANDEM_GEMM=%s\n", value);
-    }
-    return p;
-  }();
-  return pin;
-}
-
-std::atomic<GemmMode> g_requested{GemmMode::invariant};
+std::atomic<bool> g_pinned{false};
+std::atomic<GemmMode> g_mode{GemmMode::invariant};
 }  // namespace
 
-GemmMode gemm_mode() {
-  const GemmPin& pin = gemm_pin();
-  return pin.pinned ? pin.mode : g_requested.load(std::memory_order_relaxed);
+GemmMode gemm_mode() { return g_mode.load(std::memory_order_relaxed); }
+
+bool gemm_mode_pinned() { return g_pinned.load(std::memory_order_relaxed); }
+
+void set_gemm_mode(GemmMode mode) {
+  if (!gemm_mode_pinned()) g_mode.store(mode, std::memory_order_relaxed);
 }
 
-bool gemm_mode_pinned() { return gemm_pin().pinned; }
-
-void set_gemm_mode(GemmMode mode) { g_requested.store(mode, std::memory_order_relaxed); }
+void pin_gemm_mode(GemmMode mode) {
+  g_mode.store(mode, std::memory_order_relaxed);
+  g_pinned.store(true, std::memory_order_relaxed);
+}
 
 }  // namespace tandem::kernels

@@ -43,7 +43,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   const model::Model& m = *e->target_;
   ThreadPool* kernel_pool = e->pool_.get();
   e->gate_ = std::make_unique<speculative::ExactnessGate>(
-      m.dir(), [&m, kernel_pool](int k) { return speculative::run_exactness_probe(m, kernel_pool, k); });
+      m.dir(), [&m, kernel_pool](int k) { return speculative::run_exactness_probe(m, kernel_pool, k); },
+      c.allow_inexact);
   if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log
   PlannerConfig pc;
   pc.max_running = c.max_running;
@@ -60,7 +61,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   e->metrics_.kv_blocks_total = e->kv_.num_blocks();
   e->hardware_ = hardware_label(e->pool_->size());
   e->samplers_.resize(static_cast<size_t>(e->pool_->size()));
-  e->set_policy_env(PolicyEnv::from_process());
+  e->set_policy_env(c.policy_env);
   return e;
 }
 
@@ -343,7 +344,7 @@ void Engine::run_speculative(uint64_t id) {
   }
   std::vector<sampling::SampleResult> logprobs;
   auto stats = speculative::speculative_round(*forward_, *drafter_, samplers_[0], a.seq, config_.block_size,
-                                       a.req->want_logprobs ? &logprobs : nullptr, limit);
+                                              a.req->want_logprobs ? &logprobs : nullptr, limit);
   if (!stats.ok()) {
     spdlog::error("speculative round failed: {}", stats.status().to_string());
     drafter_->reset();

@@ -66,27 +66,6 @@ Expected<PolicyEnv> PolicyEnv::parse(const Lookup& lookup) {
   return e;
 }
 
-const Expected<PolicyEnv>& PolicyEnv::from_process_checked() {
-  static const Expected<PolicyEnv> env = parse([](const char* name) { return env_string(name); });
-  return env;
-}
-
-PolicyEnv PolicyEnv::from_process() {
-  static const PolicyEnv env = [] {
-    const Expected<PolicyEnv>& checked = from_process_checked();
-    if (checked.ok()) return *checked;
-    spdlog::error("speculation policy: {}; ignoring the malformed variable(s)", checked.status().message());
-    // Read again with the malformed flags hidden: they are neither on nor off.
-    return *parse([](const char* name) -> std::optional<std::string> {
-      auto v = env_string(name);
-      if (v && std::string(name) != "TANDEM_CACHE_DIR" && std::string(name) != "HOME" && !parse_bool(*v))
-        return std::nullopt;
-      return v;
-    });
-  }();
-  return env;
-}
-
 bool static_default_for(const std::string& hardware) { return hardware.rfind("cpu:", 0) == 0; }
 
 std::string hardware_label(int threads) {

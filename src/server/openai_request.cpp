@@ -33,15 +33,19 @@ const json* field(const json& body, const char* name) {
   return &*it;
 }
 
-std::optional<double> number(const json& body, const char* name, double lo, double hi) {
+std::optional<double> number(const json& body, const char* name) {
   const json* v = field(body, name);
   if (!v) return std::nullopt;
   if (!v->is_number()) fail(name, std::string("'") + name + "' must be a number, got " + type_name(*v));
-  const double d = v->get<double>();
-  if (!std::isfinite(d) || d < lo || d > hi)
-    fail(name, std::string("'") + name + "' must be between " + json(lo).dump() + " and " + json(hi).dump() +
-                   ", got " + v->dump());
-  return d;
+  return v->get<double>();
+}
+
+// A JSON number as a SamplingParams float: beyond float's range it becomes
+// +-infinity, which sampling::check_ranges rejects with the field's range.
+float to_float(double d) {
+  if (d > std::numeric_limits<float>::max()) return std::numeric_limits<float>::infinity();
+  if (d < -std::numeric_limits<float>::max()) return -std::numeric_limits<float>::infinity();
+  return static_cast<float>(d);
 }
 
 std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, int64_t hi) {
@@ -94,10 +98,7 @@ void parse_logit_bias(const json& body, GenerationRequest& r) {
     if (used != key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
       fail("logit_bias", "'logit_bias' key '" + key + "' is not a token id");
     if (!value.is_number()) fail("logit_bias", "'logit_bias' value for token " + key + " must be a number");
-    const double bias = value.get<double>();
-    if (!(bias >= -100.0 && bias <= 100.0))
-      fail("logit_bias", "'logit_bias' value for token " + key + " must be between -100 and 100");
-    r.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+    r.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), to_float(value.get<double>()));
   }
 }
 
@@ -154,26 +155,22 @@ void parse_messages(const json& body, GenerationRequest& r) {
   }
 }
 
+// Types only: the ranges are sampling's (sampling::check_ranges, in parse_fields).
 void parse_sampling(const json& body, GenerationRequest& r) {
+  constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
+  constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
   auto& s = r.sampling;
-  if (auto t = number(body, "temperature", 0.0, 2.0)) s.temperature = static_cast<float>(*t);
-  if (auto p = number(body, "top_p", 0.0, 1.0)) {
-    if (*p == 0.0) fail("top_p", "'top_p' must be greater than 0");
-    s.top_p = static_cast<float>(*p);
-  }
-  if (auto k = integer(body, "top_k", -1, std::numeric_limits<int32_t>::max()))
-    s.top_k = *k < 0 ? 0 : static_cast<int32_t>(*k);
-  if (auto m = number(body, "min_p", 0.0, 1.0)) s.min_p = static_cast<float>(*m);
-  if (auto p = number(body, "presence_penalty", -2.0, 2.0)) s.presence_penalty = static_cast<float>(*p);
-  if (auto f = number(body, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = static_cast<float>(*f);
-  if (auto rp = number(body, "repetition_penalty", 0.0, 10.0)) {
-    if (*rp == 0.0) fail("repetition_penalty", "'repetition_penalty' must be greater than 0");
-    s.repetition_penalty = static_cast<float>(*rp);
-  }
+  if (auto t = number(body, "temperature")) s.temperature = to_float(*t);
+  if (auto p = number(body, "top_p")) s.top_p = to_float(*p);
+  if (auto k = integer(body, "top_k", kInt32Min, kInt32Max))
+    s.top_k = *k == -1 ? 0 : static_cast<int32_t>(*k);  // -1 also disables it (vLLM's spelling)
+  if (auto m = number(body, "min_p")) s.min_p = to_float(*m);
+  if (auto p = number(body, "presence_penalty")) s.presence_penalty = to_float(*p);
+  if (auto f = number(body, "frequency_penalty")) s.frequency_penalty = to_float(*f);
+  if (auto rp = number(body, "repetition_penalty")) s.repetition_penalty = to_float(*rp);
   if (auto seed =
           integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
-    s.seed = static_cast<uint64_t>(*seed);
-    r.seed_given = true;
+    r.seed = static_cast<uint64_t>(*seed);
   }
   parse_logit_bias(body, r);
 }
@@ -181,7 +178,8 @@ void parse_sampling(const json& body, GenerationRequest& r) {
 void parse_logprobs(Endpoint endpoint, const json& body, GenerationRequest& r) {
   if (endpoint == Endpoint::chat_completions) {
     r.logprobs = boolean(body, "logprobs").value_or(false);
-    if (auto n = integer(body, "top_logprobs", 0, 20)) {
+    if (auto n = integer(body, "top_logprobs", std::numeric_limits<int32_t>::min(),
+                         std::numeric_limits<int32_t>::max())) {
       if (!r.logprobs && *n > 0) fail("top_logprobs", "'top_logprobs' requires 'logprobs': true");
       r.sampling.top_logprobs = static_cast<int32_t>(*n);
     }
@@ -220,6 +218,7 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body) {
   parse_stop(body, r);
   parse_sampling(body, r);
   parse_logprobs(endpoint, body, r);
+  if (auto e = sampling::check_ranges(r.sampling)) fail(e->field, e->message);
   return r;
 }
 

@@ -190,10 +190,8 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
     if (t < 0 || t >= vocab)
       return bad_request("prompt", "token id " + std::to_string(t) + " is outside the vocabulary");
   if (prompt.empty()) return bad_request("prompt", "the prompt is empty");
-  if (Status s = sampling::validate(req.sampling, static_cast<int32_t>(vocab)); !s.ok()) {
-    const std::string& m = s.message();
-    return bad_request(m.substr(0, m.find(' ')), m);
-  }
+  if (auto e = sampling::check(req.sampling, static_cast<int32_t>(vocab)))
+    return bad_request(e->field, e->message);
   const int64_t context = engine.context();
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   if (n_prompt >= context || (req.max_tokens && n_prompt + *req.max_tokens > context)) {
@@ -208,8 +206,7 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
                     "context_length_exceeded"};
   }
   const int32_t max_tokens = req.max_tokens.value_or(static_cast<int32_t>(context - n_prompt));
-  if (!req.seed_given)
-    req.sampling.seed = (next_id_.load() * 0x9e3779b97f4a7c15ull) ^ static_cast<uint64_t>(std::time(nullptr));
+  const uint64_t seed = req.seed ? *req.seed : sampling::random_seed();
 
   std::vector<GenerationRun::Choice> choices;
   for (int32_t i = 0; i < req.n; ++i) {
@@ -217,7 +214,7 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
     r->id = next_id_.fetch_add(1);
     r->prompt = prompt;
     r->params = req.sampling;
-    r->params.seed = req.sampling.seed + static_cast<uint64_t>(i);  // choice i: seed + i (documented)
+    r->params.seed = seed + static_cast<uint64_t>(i);  // choice i: seed + i (documented)
     r->max_tokens = max_tokens;
     r->stop_tokens = served_.stop_tokens;
     r->want_logprobs = req.logprobs;

@@ -37,10 +37,12 @@ struct DrawOutcome {
   size_t differing = 0, total = 0;
 };
 
-DrawOutcome run_draw(model::Forward& fwd, model::KvCache& kv, const Draw& draw, int block_size, int64_t vocab) {
+DrawOutcome run_draw(model::Forward& fwd, model::KvCache& kv, const Draw& draw, int block_size,
+                     int64_t vocab) {
   DrawOutcome out;
   std::vector<int32_t> prompt(draw.prompt_tokens), block(block_size);
-  for (int i = 0; i < draw.prompt_tokens; ++i) prompt[i] = static_cast<int32_t>((7LL * i + 1 + draw.salt) % vocab);
+  for (int i = 0; i < draw.prompt_tokens; ++i)
+    prompt[i] = static_cast<int32_t>((7LL * i + 1 + draw.salt) % vocab);
   for (int i = 0; i < block_size; ++i) block[i] = static_cast<int32_t>((13LL * i + 3 + draw.salt) % vocab);
 
   const model::SequenceId seq = kv.create_sequence();
@@ -126,13 +128,8 @@ ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int
   return result;
 }
 
-bool allow_inexact_from_env() {
-  static const bool allow = env_bool("TANDEM_MTP_ALLOW_INEXACT").value_or(false);
-  return allow;
-}
-
-ExactnessGate::ExactnessGate(std::string model_identity, ProbeFn probe)
-    : identity_(std::move(model_identity)), probe_(std::move(probe)) {}
+ExactnessGate::ExactnessGate(std::string model_identity, ProbeFn probe, bool allow_inexact)
+    : identity_(std::move(model_identity)), probe_(std::move(probe)), allow_inexact_(allow_inexact) {}
 
 const GateDecision& ExactnessGate::decide(int block_size) {
   auto it = memo_.find(block_size);
@@ -167,13 +164,14 @@ GateDecision ExactnessGate::evaluate(int block_size) {
   GateDecision d;
   d.exact = result.ran && result.exact;
   d.probe_reason = result.reason();
-  d.allowed = d.exact || allow_inexact_from_env();
+  d.allowed = d.exact || allow_inexact_;
   if (d.exact) {
     spdlog::info("exactness probe: {} (model={} block_size={})", d.probe_reason, identity_, block_size);
   } else if (d.allowed) {
     spdlog::warn(
         "exactness probe: {}{} TANDEM_MTP_ALLOW_INEXACT is set, so speculative decoding engages anyway: "
-        "temperature-0 output will not be byte-identical to classic decode on this host (model={} block_size={})",
+        "temperature-0 output will not be byte-identical to classic decode on this host (model={} "
+        "block_size={})",
         d.probe_reason, ".", identity_, block_size);
   } else {
     d.decline_reason = trim(d.probe_reason + "." + also_tried);

@@ -62,7 +62,8 @@ TEST(Processors, TopPOnALargeVocabularyMatchesAFullSort) {
   {
     std::vector<int> order(row.size());
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](int a, int b) { return row[a] != row[b] ? row[a] > row[b] : a < b; });
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return row[a] != row[b] ? row[a] > row[b] : a < b; });
     const float mx = row[order[0]];
     double total = 0;
     for (float v : row) total += std::exp(double(v - mx));
@@ -139,6 +140,64 @@ TEST(Params, ValidationNamesTheField) {
   p = {};
   p.presence_penalty = -2.5f;
   EXPECT_NE(validate(p, 100).message().find("presence_penalty"), std::string::npos);
+}
+
+// The field comes back as data, not as the first word of the message.
+TEST(Params, CheckReturnsTheFieldAsData) {
+  SamplingParams p;
+  EXPECT_FALSE(check(p, 100).has_value());
+  EXPECT_FALSE(check_ranges(p).has_value());
+  struct Case {
+    void (*set)(SamplingParams&);
+    const char* field;
+  };
+  const Case cases[] = {
+      {[](SamplingParams& q) { q.temperature = 2.5f; }, "temperature"},
+      {[](SamplingParams& q) { q.temperature = std::numeric_limits<float>::infinity(); }, "temperature"},
+      {[](SamplingParams& q) { q.top_k = -2; }, "top_k"},
+      {[](SamplingParams& q) { q.top_p = 0.0f; }, "top_p"},
+      {[](SamplingParams& q) { q.min_p = 1.5f; }, "min_p"},
+      {[](SamplingParams& q) { q.repetition_penalty = 0.0f; }, "repetition_penalty"},
+      {[](SamplingParams& q) { q.presence_penalty = 2.5f; }, "presence_penalty"},
+      {[](SamplingParams& q) { q.frequency_penalty = -2.5f; }, "frequency_penalty"},
+      {[](SamplingParams& q) {
+         q.logit_bias = {{1, 101.0f}};
+       },
+       "logit_bias"},
+      {[](SamplingParams& q) { q.top_logprobs = 21; }, "top_logprobs"},
+  };
+  for (const auto& c : cases) {
+    SamplingParams q;
+    c.set(q);
+    auto e = check_ranges(q);
+    ASSERT_TRUE(e.has_value()) << c.field;
+    EXPECT_EQ(e->field, c.field);
+    EXPECT_NE(e->message.find(c.field), std::string::npos) << e->message;
+    auto full = check(q, 100);
+    ASSERT_TRUE(full.has_value()) << c.field;
+    EXPECT_EQ(full->field, c.field);
+  }
+  // A token id outside the vocabulary needs the vocabulary: check() only.
+  p.logit_bias = {{100, 1.0f}};
+  EXPECT_FALSE(check_ranges(p).has_value());
+  auto e = check(p, 100);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->field, "logit_bias");
+  // The limits themselves are inside.
+  p = {};
+  p.temperature = 2.0f;
+  p.top_p = 1.0f;
+  p.min_p = 1.0f;
+  p.presence_penalty = -2.0f;
+  p.frequency_penalty = 2.0f;
+  p.logit_bias = {{0, -100.0f}, {99, 100.0f}};
+  p.top_logprobs = 20;
+  EXPECT_FALSE(check(p, 100).has_value());
+}
+
+TEST(Params, RandomSeedsDiffer) {
+  // 64 random bits twice: equal with probability 2^-64.
+  EXPECT_NE(random_seed(), random_seed());
 }
 
 }  // namespace

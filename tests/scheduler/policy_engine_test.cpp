@@ -104,5 +104,41 @@ TEST(PolicyEngine, ASettledPolicyKeepsBeingFedAndOutputNeverChanges) {
   EXPECT_TRUE(fed_after_settling);
 }
 
+// The policy's environment comes in with EngineConfig (the app fills it from
+// the process's); the engine reads no environment variable itself.
+TEST(PolicyEngine, ThePolicyEnvComesFromTheConfig) {
+  auto create = [](const PolicyEnv& env) {
+    EngineConfig config;
+    config.context = 256;
+    config.threads = 2;
+    config.policy_env = env;
+    auto target = model::Model::load(fixture(kModel));
+    EXPECT_TRUE(target.ok()) << target.status().to_string();
+    auto d = speculative::DraftModelDrafter::load(fixture(kModel), nullptr, 1024);
+    EXPECT_TRUE(d.ok());
+    auto e = Engine::create(config, std::move(*target), std::move(*d));
+    EXPECT_TRUE(e.ok()) << e.status().to_string();
+    return std::move(*e);
+  };
+  PolicyEnv on;
+  on.force = true;
+  PolicyReport r = create(on)->policy_board().read();
+  EXPECT_EQ(r.state, "forced");
+  EXPECT_EQ(r.mtp_enabled, std::optional<bool>(true));
+  PolicyEnv off;
+  off.force = false;
+  r = create(off)->policy_board().read();
+  EXPECT_EQ(r.state, "forced");
+  EXPECT_EQ(r.mtp_enabled, std::optional<bool>(false));
+  PolicyEnv static_default;
+  static_default.adaptive = false;
+  r = create(static_default)->policy_board().read();
+  EXPECT_EQ(r.state, "unavailable");
+  EXPECT_EQ(r.reason, std::optional<std::string>("adaptive_disabled"));
+  // The default config: adaptive, no hint files (no cache directory) -> profiling.
+  r = create(PolicyEnv{})->policy_board().read();
+  EXPECT_EQ(r.state, "profiling");
+}
+
 }  // namespace
 }  // namespace tandem::scheduler

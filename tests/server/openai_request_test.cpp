@@ -48,8 +48,8 @@ TEST(OpenAIRequest, ChatWithEveryField) {
   EXPECT_EQ(r.max_tokens, 12);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 0.8f);
   EXPECT_EQ(r.sampling.top_k, 40);
-  EXPECT_EQ(r.sampling.seed, 7u);
-  EXPECT_TRUE(r.seed_given);
+  ASSERT_TRUE(r.seed.has_value());
+  EXPECT_EQ(*r.seed, 7u);
   ASSERT_EQ(r.sampling.logit_bias.size(), 1u);
   EXPECT_EQ(r.sampling.logit_bias[0].first, 42);
   EXPECT_TRUE(r.logprobs);
@@ -70,6 +70,40 @@ TEST(OpenAIRequest, CompletionPromptForms) {
   EXPECT_EQ(r.sampling.top_logprobs, 2);
   EXPECT_TRUE(r.echo);
   EXPECT_EQ(r.stop, (std::vector<std::string>{"."}));
+}
+
+TEST(OpenAIRequest, AnOmittedSeedIsEmpty) {
+  auto r = parse_ok(Endpoint::completions, R"({"prompt": "x"})");
+  EXPECT_FALSE(r.seed.has_value());
+  r = parse_ok(Endpoint::completions, R"({"prompt": "x", "seed": -1})");
+  ASSERT_TRUE(r.seed.has_value());
+  EXPECT_EQ(*r.seed, static_cast<uint64_t>(-1));
+}
+
+// The ranges are sampling's: the parser reports sampling's field and message.
+TEST(OpenAIRequest, RangeErrorsAreSamplingsOwn) {
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  const Case cases[] = {
+      {R"({"prompt": "x", "temperature": 2.5})", "temperature"},
+      {R"({"prompt": "x", "temperature": 1e300})", "temperature"},
+      {R"({"prompt": "x", "top_k": -2})", "top_k"},
+      {R"({"prompt": "x", "min_p": -0.1})", "min_p"},
+      {R"({"prompt": "x", "repetition_penalty": -1})", "repetition_penalty"},
+      {R"({"prompt": "x", "presence_penalty": 2.5})", "presence_penalty"},
+      {R"({"prompt": "x", "frequency_penalty": -1e300})", "frequency_penalty"},
+      {R"({"prompt": "x", "logit_bias": {"5": -101}})", "logit_bias"},
+  };
+  for (const auto& c : cases) {
+    ApiError e = parse_err(Endpoint::completions, c.body);
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.param.value_or(""), c.param) << c.body;
+    EXPECT_NE(e.message.find(c.param), std::string::npos) << e.message;
+  }
+  // top_k -1 still means disabled.
+  EXPECT_EQ(parse_ok(Endpoint::completions, R"({"prompt": "x", "top_k": -1})").sampling.top_k, 0);
 }
 
 TEST(OpenAIRequest, ErrorsNameTheField) {

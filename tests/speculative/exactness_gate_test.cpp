@@ -26,7 +26,8 @@ ProbeResult differs(int32_t position) {
 
 TEST(ProbeResult, ReasonStringsFollowTheSpec) {
   EXPECT_EQ(pass().reason(), "verify block is byte-identical to the single-token chain");
-  EXPECT_EQ(differs(2).reason(), "verify block position 2 differs from the single-token chain in 17 of 1024 logit bytes");
+  EXPECT_EQ(differs(2).reason(),
+            "verify block position 2 differs from the single-token chain in 17 of 1024 logit bytes");
   ProbeResult no;
   no.why = "out of memory";
   EXPECT_EQ(no.reason(), "exactness probe did not run: out of memory");
@@ -34,10 +35,13 @@ TEST(ProbeResult, ReasonStringsFollowTheSpec) {
 
 TEST(ExactnessGate, PassIsMemoizedPerBlockSize) {
   int calls = 0;
-  ExactnessGate gate("m", [&](int) {
-    ++calls;
-    return pass();
-  });
+  ExactnessGate gate(
+      "m",
+      [&](int) {
+        ++calls;
+        return pass();
+      },
+      /*allow_inexact=*/false);
   EXPECT_TRUE(gate.allowed(4));
   EXPECT_TRUE(gate.allowed(4));
   EXPECT_EQ(calls, 1);
@@ -50,10 +54,13 @@ TEST(ExactnessGate, PassIsMemoizedPerBlockSize) {
 TEST(ExactnessGate, FailureOnInvariantKernelDeclinesWithoutRetry) {
   kernels::set_gemm_mode(kernels::GemmMode::invariant);
   int calls = 0;
-  ExactnessGate gate("m", [&](int) {
-    ++calls;
-    return differs(1);
-  });
+  ExactnessGate gate(
+      "m",
+      [&](int) {
+        ++calls;
+        return differs(1);
+      },
+      /*allow_inexact=*/false);
   const GateDecision& d = gate.decide(4);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(calls, 1);
@@ -65,10 +72,13 @@ TEST(ExactnessGate, RequestedSplitKIsRetriedWithTheInvariantKernel) {
   if (kernels::gemm_mode_pinned()) GTEST_SKIP() << "TANDEM_GEMM is pinned in this environment";
   kernels::set_gemm_mode(kernels::GemmMode::splitk);
   std::vector<kernels::GemmMode> modes;
-  ExactnessGate gate("m", [&](int) {
-    modes.push_back(kernels::gemm_mode());
-    return kernels::gemm_mode() == kernels::GemmMode::invariant ? pass() : differs(3);
-  });
+  ExactnessGate gate(
+      "m",
+      [&](int) {
+        modes.push_back(kernels::gemm_mode());
+        return kernels::gemm_mode() == kernels::GemmMode::invariant ? pass() : differs(3);
+      },
+      /*allow_inexact=*/false);
   const GateDecision& d = gate.decide(4);
   EXPECT_TRUE(d.allowed);
   EXPECT_TRUE(d.exact);
@@ -80,15 +90,40 @@ TEST(ExactnessGate, RequestedSplitKIsRetriedWithTheInvariantKernel) {
 TEST(ExactnessGate, RetryThatAlsoFailsRestoresTheRequestedKernel) {
   if (kernels::gemm_mode_pinned()) GTEST_SKIP() << "TANDEM_GEMM is pinned in this environment";
   kernels::set_gemm_mode(kernels::GemmMode::splitk);
-  ExactnessGate gate("m", [&](int) { return differs(0); });
+  ExactnessGate gate(
+      "m", [&](int) { return differs(0); }, /*allow_inexact=*/false);
   const GateDecision& d = gate.decide(3);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(gate.probe_runs(), 2);
   EXPECT_EQ(kernels::gemm_mode(), kernels::GemmMode::splitk);
-  EXPECT_EQ(d.decline_reason.value(),
-            "verify block position 0 differs from the single-token chain in 17 of 1024 logit bytes. Switching to "
-            "the invariant kernel did not make it exact either.");
+  EXPECT_EQ(
+      d.decline_reason.value(),
+      "verify block position 0 differs from the single-token chain in 17 of 1024 logit bytes. Switching to "
+      "the invariant kernel did not make it exact either.");
   kernels::set_gemm_mode(kernels::GemmMode::invariant);
+}
+
+// allow_inexact is the caller's (the app reads TANDEM_MTP_ALLOW_INEXACT), not
+// the process environment's: two gates in one process decide differently.
+TEST(ExactnessGate, AllowInexactIsAParameter) {
+  kernels::set_gemm_mode(kernels::GemmMode::invariant);
+  ExactnessGate strict(
+      "m", [&](int) { return differs(1); }, /*allow_inexact=*/false);
+  ExactnessGate lenient(
+      "m", [&](int) { return differs(1); }, /*allow_inexact=*/true);
+  const GateDecision& no = strict.decide(4);
+  EXPECT_FALSE(no.allowed);
+  EXPECT_FALSE(no.exact);
+  ASSERT_TRUE(no.decline_reason.has_value());
+  const GateDecision& yes = lenient.decide(4);
+  EXPECT_TRUE(yes.allowed);
+  EXPECT_FALSE(yes.exact);
+  EXPECT_FALSE(yes.decline_reason.has_value());
+  EXPECT_EQ(yes.probe_reason, no.probe_reason);
+  // An exact verify is allowed either way.
+  ExactnessGate exact(
+      "m", [&](int) { return pass(); }, /*allow_inexact=*/false);
+  EXPECT_TRUE(exact.allowed(4));
 }
 
 }  // namespace

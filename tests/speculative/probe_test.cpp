@@ -1,12 +1,13 @@
 // The exactness probe on a real (fixture) model. This file is compiled into
-// three binaries that differ only in environment (see CMakeLists.txt):
-// default kernels, TANDEM_GEMM=splitk pinned, and pinned + ALLOW_INEXACT.
+// three binaries that differ only in what the app would pass down at start-up
+// (compile definitions, see CMakeLists.txt): default kernels, the matmul mode
+// pinned to splitk (TANDEM_GEMM=splitk), and pinned + allow_inexact
+// (TANDEM_MTP_ALLOW_INEXACT=1).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <regex>
 
-#include "core/env.h"
 #include "kernels/ops.h"
 #include "model/model.h"
 #include "speculative/exactness.h"
@@ -19,7 +20,22 @@ std::string fixture_dir(const std::string& name) {
   return std::string(root ? root : ".") + "/tests/fixtures/models/" + name;
 }
 
-bool pinned_splitk() { return kernels::gemm_mode_pinned() && kernels::gemm_mode() == kernels::GemmMode::splitk; }
+#ifndef TANDEM_PROBE_TEST_PIN_SPLITK
+#define TANDEM_PROBE_TEST_PIN_SPLITK 0
+#endif
+#ifndef TANDEM_PROBE_TEST_ALLOW_INEXACT
+#define TANDEM_PROBE_TEST_ALLOW_INEXACT 0
+#endif
+
+// What the app does with TANDEM_GEMM=splitk, before any test runs.
+const bool kPinned = [] {
+  if (TANDEM_PROBE_TEST_PIN_SPLITK) kernels::pin_gemm_mode(kernels::GemmMode::splitk);
+  return TANDEM_PROBE_TEST_PIN_SPLITK != 0;
+}();
+
+bool pinned_splitk() {
+  return kernels::gemm_mode_pinned() && kernels::gemm_mode() == kernels::GemmMode::splitk;
+}
 
 const std::regex kDiffers(
     "verify block position [0-9]+ differs from the single-token chain in [0-9]+ of [0-9]+ logit bytes");
@@ -45,8 +61,10 @@ TEST(ExactnessGate, OnARealModel) {
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   ThreadPool pool(2);
   const model::Model& m = **model;
-  ExactnessGate gate(m.dir(), [&](int k) { return run_exactness_probe(m, &pool, k); });
-  const bool allow_inexact = env_bool("TANDEM_MTP_ALLOW_INEXACT").value_or(false);
+  const bool allow_inexact = TANDEM_PROBE_TEST_ALLOW_INEXACT != 0;
+  ExactnessGate gate(
+      m.dir(), [&](int k) { return run_exactness_probe(m, &pool, k); }, allow_inexact);
+  EXPECT_EQ(kernels::gemm_mode_pinned(), kPinned);
   if (!pinned_splitk()) {
     // A requested (not pinned) split-K kernel is switched back to the invariant one.
     kernels::set_gemm_mode(kernels::GemmMode::splitk);
@@ -69,7 +87,8 @@ TEST(ExactnessGate, OnARealModel) {
     const std::string suffix = ". The kernel retry was skipped because TANDEM_GEMM is pinned.";
     ASSERT_GT(d.decline_reason->size(), suffix.size());
     EXPECT_EQ(d.decline_reason->substr(d.decline_reason->size() - suffix.size()), suffix);
-    EXPECT_TRUE(std::regex_match(d.decline_reason->substr(0, d.decline_reason->size() - suffix.size()), kDiffers));
+    EXPECT_TRUE(
+        std::regex_match(d.decline_reason->substr(0, d.decline_reason->size() - suffix.size()), kDiffers));
   }
   gate.decide(4);
   EXPECT_EQ(gate.probe_runs(), 1) << "memoized";

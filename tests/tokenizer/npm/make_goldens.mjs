@@ -115,7 +115,7 @@ function renderGoldens() {
 // Variants: the packaged tokenizer.json files with components swapped (see
 // ../variants.json), so every supported normalizer/pre-tokenizer/decoder/
 // added-token flag is checked against Hugging Face too. Tests apply the same
-// patch in C++ (test_golden_variants.cpp).
+// patch in C++ (golden_variants_test.cpp).
 export function applyVariant(base, v) {
   const j = structuredClone(base);
   for (const [k, val] of Object.entries(v.set ?? {})) j[k] = val;

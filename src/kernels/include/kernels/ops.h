@@ -54,11 +54,17 @@ Isa isa_limit_from_env(const char* value, Isa best);
 // Details and measurements: docs/kernels.md, docs/benchmarks.md.
 enum class GemmMode : uint8_t { invariant, splitk };
 const char* gemm_mode_name(GemmMode mode);
-// Process-wide default: TANDEM_GEMM if set (a pin), else the last
-// set_gemm_mode() (a request; the exactness gate may switch it back).
+// Process-wide default (what a Ctx starts with): the pinned mode once
+// pin_gemm_mode() ran, else the last set_gemm_mode() (a request; the
+// exactness gate may switch it back). The kernels read no environment: the
+// app pins TANDEM_GEMM's value at start-up.
 GemmMode gemm_mode();
 bool gemm_mode_pinned();
+// A request; ignored once the mode is pinned.
 void set_gemm_mode(GemmMode mode);
+// Pins the mode for the rest of the process (later set_gemm_mode() calls
+// are ignored). Start-up only, before other threads run kernels.
+void pin_gemm_mode(GemmMode mode);
 // Parses "invariant" / "splitk" (trimmed, case-insensitive); false if neither.
 bool parse_gemm_mode(const char* text, GemmMode* mode);
 

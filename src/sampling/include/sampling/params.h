@@ -1,10 +1,14 @@
 // SamplingParams: everything that decides which token a position gets.
 //
-// Validation lives here (validate()) so that the server and the CLI report
-// the same message naming the offending field. Plain value type.
+// Validation lives here, once (check_ranges / check / validate): the server
+// and the CLI accept the same ranges and report the same message, and the
+// offending field comes back as data (ParamError::field), never parsed out of
+// the message. Plain value types; pure functions.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,6 +25,8 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // OpenAI style, over generated tokens
   float frequency_penalty = 0.0f;   // OpenAI style, over generated tokens
   std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to the logit
+  // The seed the sampler uses. "No seed" exists only at the API edges, as an
+  // empty std::optional<uint64_t>, resolved there (random_seed() or a fixed default).
   uint64_t seed = 0;
   int32_t top_logprobs = 0;  // number of alternatives to report (0 = none)
 
@@ -30,11 +36,28 @@ struct SamplingParams {
   }
 };
 
-// Checks ranges (OpenAI's where it defines them): temperature in [0, 2],
-// top_p in (0, 1], min_p in [0, 1], top_k >= 0, repetition_penalty > 0,
-// presence/frequency penalties in [-2, 2], logit_bias ids in [0, vocab) and
-// values in [-100, 100], top_logprobs in [0, 20]. The message names the field
-// as the OpenAI API spells it.
+// A rejected parameter: `field` as the OpenAI API spells it ("temperature",
+// "logit_bias", ...) and a message that names it.
+struct ParamError {
+  std::string field;
+  std::string message;
+};
+
+// The ranges (OpenAI's where it defines them): temperature in [0, 2],
+// top_p in (0, 1], min_p in [0, 1], top_k >= 0, repetition_penalty > 0 and
+// finite, presence/frequency penalties in [-2, 2], logit_bias values in
+// [-100, 100], top_logprobs in [0, 20]. Non-finite values are out of range.
+// Needs no model: the first offending field in that order, or nullopt.
+std::optional<ParamError> check_ranges(const SamplingParams& params);
+
+// check_ranges, then every logit_bias token id in [0, vocab_size).
+std::optional<ParamError> check(const SamplingParams& params, int32_t vocab_size);
+
+// A fresh random seed, for a request or a run that gave none. Thread-safe.
+uint64_t random_seed();
+
+// check() as a Status (InvalidArgument with the message) for callers that
+// only report it.
 Status validate(const SamplingParams& params, int32_t vocab_size);
 
 }  // namespace tandem::sampling

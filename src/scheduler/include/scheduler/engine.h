@@ -57,6 +57,11 @@ struct EngineConfig {
   std::string drafter_dir;  // for the policy key (canonicalised)
   bool prefix_cache =
       true;  // reuse cached prompt prefixes (off with an MTP drafter, which needs every hidden row)
+  // From the app (the environment, read at the edge): the policy's variables
+  // and the exactness gate's allow_inexact. The defaults read nothing: an
+  // adaptive policy without hint files, and an inexact verify declined.
+  PolicyEnv policy_env;
+  bool allow_inexact = false;
 };
 
 class Engine {
@@ -71,7 +76,7 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // The policy's environment (default: the process's, read once); call before start().
+  // Replaces config().policy_env's policy; call before start().
   void set_policy_env(const PolicyEnv& env);
   void start();
   // Thread-safe. Rejects (without enqueuing) a request that can never fit

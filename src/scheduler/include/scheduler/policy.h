@@ -8,7 +8,8 @@
 //   engine reports `adaptive_disabled`).
 // - else a valid persisted hint for the key: settled; otherwise profiling.
 // A flag that is set but not a boolean is an error (PolicyEnv::parse) the
-// app reports at start-up; from_process() logs it and ignores the flag.
+// app reports at start-up. The scheduler reads no environment: the app
+// parses the process's into a PolicyEnv and passes it in (EngineConfig).
 // should_run(): forced -> pin; profiling -> true; settled -> verdict (or
 // true while a decline's spot check is due, below).
 //
@@ -73,7 +74,8 @@ struct PolicyKey {
   std::string text() const;  // "target|drafter|hardware|K{K}"
 };
 
-// What the environment says, read once per process (tests build their own).
+// What the environment says about the policy: filled by the app (through
+// parse()), passed in with EngineConfig; tests build their own.
 struct PolicyEnv {
   std::optional<bool> adaptive;                  // TANDEM_MTP_ADAPTIVE (nullopt: unset = on)
   std::optional<bool> force;                     // TANDEM_ENABLE_MTP_B1 (nullopt: unset)
@@ -85,12 +87,6 @@ struct PolicyEnv {
   // 1/true/yes/on/0/false/no/off (trimmed, any case) is an InvalidArgument
   // naming the variable and its value.
   static Expected<PolicyEnv> parse(const Lookup& lookup);
-  // The process's environment through parse(), read once: what the app
-  // checks at start-up (exit 2 on error).
-  static const Expected<PolicyEnv>& from_process_checked();
-  // The same, for the engine: on an error it logs it (ERROR) once and
-  // ignores the malformed flag(s) — never silently treats garbage as on.
-  static PolicyEnv from_process();
 };
 
 // The static verdict for a hardware class when nothing was measured (or the

@@ -32,10 +32,10 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   int32_t n = 1;
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  bool logprobs = false;       // chat: logprobs=true; completions: logprobs=N
-  bool echo = false;           // completions only
-  bool seed_given = false;
+  bool include_usage = false;    // stream_options.include_usage
+  bool logprobs = false;         // chat: logprobs=true; completions: logprobs=N
+  bool echo = false;             // completions only
+  std::optional<uint64_t> seed;  // empty: the service picks a random one
   sampling::SamplingParams sampling;
 };
 

@@ -5,8 +5,8 @@
 // to K consecutive single-token forwards. The gate memoizes the verdict per
 // (K, model identity), retries with the invariant matmul kernel when a
 // non-invariant one was only requested (not pinned with TANDEM_GEMM), applies
-// TANDEM_MTP_ALLOW_INEXACT, stores a one-line decline reason and logs the
-// INFO/WARN lines the spec prescribes.
+// allow_inexact (the app's TANDEM_MTP_ALLOW_INEXACT, passed in), stores a one-line decline reason and logs
+// the INFO/WARN lines the spec prescribes.
 //
 // Thread-compatible: owned by the engine thread.
 #pragma once
@@ -26,8 +26,8 @@ class Model;
 namespace tandem::speculative {
 
 struct ProbeResult {
-  bool ran = false;    // false: the probe could not run (why says why)
-  bool exact = false;  // every compared row byte-identical
+  bool ran = false;       // false: the probe could not run (why says why)
+  bool exact = false;     // every compared row byte-identical
   int32_t position = -1;  // first differing block position
   size_t differing_bytes = 0;
   size_t total_bytes = 0;
@@ -46,9 +46,9 @@ inline constexpr int kProbeDraws = 3;
 ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int block_size);
 
 struct GateDecision {
-  bool allowed = false;  // exact || TANDEM_MTP_ALLOW_INEXACT
+  bool allowed = false;  // exact || allow_inexact
   bool exact = false;
-  std::string probe_reason;                // the final probe's reason()
+  std::string probe_reason;                   // the final probe's reason()
   std::optional<std::string> decline_reason;  // "{reason}.{also_tried}" trimmed, when !allowed
 };
 
@@ -56,8 +56,10 @@ class ExactnessGate {
  public:
   using ProbeFn = std::function<ProbeResult(int block_size)>;
   // `model_identity` keys the memo (e.g. the target's path); `probe` runs
-  // one probe with the current kernels::gemm_mode().
-  ExactnessGate(std::string model_identity, ProbeFn probe);
+  // one probe with the current kernels::gemm_mode(); `allow_inexact`
+  // (TANDEM_MTP_ALLOW_INEXACT, read by the app) engages speculation when the
+  // probe finds the verify inexact.
+  ExactnessGate(std::string model_identity, ProbeFn probe, bool allow_inexact);
 
   // Memoized: the probe (and the kernel retry) run at most once per K.
   const GateDecision& decide(int block_size);
@@ -69,11 +71,9 @@ class ExactnessGate {
 
   std::string identity_;
   ProbeFn probe_;
+  bool allow_inexact_ = false;
   std::map<int, GateDecision> memo_;
   int probe_runs_ = 0;
 };
-
-// TANDEM_MTP_ALLOW_INEXACT, read once per process.
-bool allow_inexact_from_env();
 
 }  // namespace tandem::speculative

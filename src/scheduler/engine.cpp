@@ -40,10 +40,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   TANDEM_ASSIGN_OR_RETURN(
       e->kv_, model::KvCache::create(mc, model::KvCache::options_for_tokens(c.kv_tokens, c.kv_block_size)));
   e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), 256);
-  const model::Model& m = *e->target_;
-  ThreadPool* kernel_pool = e->pool_.get();
   e->gate_ = std::make_unique<speculative::ExactnessGate>(
-      m.dir(), [&m, kernel_pool](int k) { return speculative::run_exactness_probe(m, kernel_pool, k); });
+      speculative::ExactnessGate::for_model(*e->target_, e->pool_.get()));
   if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log
   PlannerConfig pc;
   pc.max_running = c.max_running;
@@ -343,7 +341,7 @@ void Engine::run_speculative(uint64_t id) {
   }
   std::vector<sampling::SampleResult> logprobs;
   auto stats = speculative::speculative_round(*forward_, *drafter_, samplers_[0], a.seq, config_.block_size,
-                                       a.req->want_logprobs ? &logprobs : nullptr, limit);
+                                              a.req->want_logprobs ? &logprobs : nullptr, limit);
   if (!stats.ok()) {
     spdlog::error("speculative round failed: {}", stats.status().to_string());
     drafter_->reset();

@@ -13,8 +13,8 @@ using nlohmann::json;
 
 // token -> id for the BPE vocabulary and the added tokens of a tokenizer.json.
 struct VocabMap {
-  json vocab;   // object token -> id
-  json added;   // array of {id, content, special}
+  json vocab;  // object token -> id
+  json added;  // array of {id, content, special}
 };
 
 Expected<std::optional<VocabMap>> read_vocab(const std::string& dir) {
@@ -55,14 +55,16 @@ Status DraftModelDrafter::check_compatible(const std::string& target_dir, const 
     std::map<std::string, int64_t> m;
     if (added.is_array())
       for (const auto& t : added)
-        if (t.contains("content") && t.contains("id")) m[t["content"].get<std::string>()] = t["id"].get<int64_t>();
+        if (t.contains("content") && t.contains("id"))
+          m[t["content"].get<std::string>()] = t["id"].get<int64_t>();
     return m;
   };
   const auto ta = added_ids(tv->added), da = added_ids(dv->added);
   for (const auto& [content, id] : ta) {
     auto it = da.find(content);
     if (it == da.end() || it->second != id)
-      return invalid_argument("drafter " + draft_dir + " maps special token " + json(content).dump() + " to " +
+      return invalid_argument("drafter " + draft_dir + " maps special token " + json(content).dump() +
+                              " to " +
                               (it == da.end() ? std::string("nothing") : std::to_string(it->second)) +
                               " but the target maps it to " + std::to_string(id));
   }
@@ -70,11 +72,18 @@ Status DraftModelDrafter::check_compatible(const std::string& target_dir, const 
 }
 
 Expected<std::unique_ptr<DraftModelDrafter>> DraftModelDrafter::load(const std::string& dir, ThreadPool* pool,
-                                                                    int64_t max_tokens) {
+                                                                     int64_t max_tokens) {
+  TANDEM_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_config(dir));
+  return load(dir, std::move(config), pool, max_tokens);
+}
+
+Expected<std::unique_ptr<DraftModelDrafter>> DraftModelDrafter::load(const std::string& dir,
+                                                                     model::ModelConfig config,
+                                                                     ThreadPool* pool, int64_t max_tokens) {
   std::unique_ptr<DraftModelDrafter> d(new DraftModelDrafter());
-  TANDEM_ASSIGN_OR_RETURN(d->model_, model::Model::load(dir));
-  TANDEM_ASSIGN_OR_RETURN(d->kv_,
-                          model::KvCache::create(d->model_->config(), model::KvCache::options_for_tokens(max_tokens)));
+  TANDEM_ASSIGN_OR_RETURN(d->model_, model::Model::load(dir, std::move(config)));
+  TANDEM_ASSIGN_OR_RETURN(
+      d->kv_, model::KvCache::create(d->model_->config(), model::KvCache::options_for_tokens(max_tokens)));
   d->forward_ = std::make_unique<model::Forward>(*d->model_, d->kv_, pool, 64);
   return d;
 }

@@ -37,10 +37,12 @@ struct DrawOutcome {
   size_t differing = 0, total = 0;
 };
 
-DrawOutcome run_draw(model::Forward& fwd, model::KvCache& kv, const Draw& draw, int block_size, int64_t vocab) {
+DrawOutcome run_draw(model::Forward& fwd, model::KvCache& kv, const Draw& draw, int block_size,
+                     int64_t vocab) {
   DrawOutcome out;
   std::vector<int32_t> prompt(draw.prompt_tokens), block(block_size);
-  for (int i = 0; i < draw.prompt_tokens; ++i) prompt[i] = static_cast<int32_t>((7LL * i + 1 + draw.salt) % vocab);
+  for (int i = 0; i < draw.prompt_tokens; ++i)
+    prompt[i] = static_cast<int32_t>((7LL * i + 1 + draw.salt) % vocab);
   for (int i = 0; i < block_size; ++i) block[i] = static_cast<int32_t>((13LL * i + 3 + draw.salt) % vocab);
 
   const model::SequenceId seq = kv.create_sequence();
@@ -131,6 +133,10 @@ bool allow_inexact_from_env() {
   return allow;
 }
 
+ExactnessGate ExactnessGate::for_model(const model::Model& model, ThreadPool* pool) {
+  return ExactnessGate(model.dir(), [&model, pool](int k) { return run_exactness_probe(model, pool, k); });
+}
+
 ExactnessGate::ExactnessGate(std::string model_identity, ProbeFn probe)
     : identity_(std::move(model_identity)), probe_(std::move(probe)) {}
 
@@ -173,7 +179,8 @@ GateDecision ExactnessGate::evaluate(int block_size) {
   } else if (d.allowed) {
     spdlog::warn(
         "exactness probe: {}{} TANDEM_MTP_ALLOW_INEXACT is set, so speculative decoding engages anyway: "
-        "temperature-0 output will not be byte-identical to classic decode on this host (model={} block_size={})",
+        "temperature-0 output will not be byte-identical to classic decode on this host (model={} "
+        "block_size={})",
         d.probe_reason, ".", identity_, block_size);
   } else {
     d.decline_reason = trim(d.probe_reason + "." + also_tried);

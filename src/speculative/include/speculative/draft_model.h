@@ -23,6 +23,9 @@ class DraftModelDrafter final : public Drafter {
   // Loads DIR; the draft cache holds up to `max_tokens` positions.
   static Expected<std::unique_ptr<DraftModelDrafter>> load(const std::string& dir, ThreadPool* pool,
                                                            int64_t max_tokens);
+  // The same with DIR's config.json already parsed.
+  static Expected<std::unique_ptr<DraftModelDrafter>> load(const std::string& dir, model::ModelConfig config,
+                                                           ThreadPool* pool, int64_t max_tokens);
   // Checks that a drafter directory can serve `target_dir`'s model: same
   // vocabulary size, and when both ship tokenizer.json, the same token→id map
   // for every base-vocabulary token and every added/special token. Errors

@@ -26,8 +26,8 @@ class Model;
 namespace tandem::speculative {
 
 struct ProbeResult {
-  bool ran = false;    // false: the probe could not run (why says why)
-  bool exact = false;  // every compared row byte-identical
+  bool ran = false;       // false: the probe could not run (why says why)
+  bool exact = false;     // every compared row byte-identical
   int32_t position = -1;  // first differing block position
   size_t differing_bytes = 0;
   size_t total_bytes = 0;
@@ -48,7 +48,7 @@ ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int
 struct GateDecision {
   bool allowed = false;  // exact || TANDEM_MTP_ALLOW_INEXACT
   bool exact = false;
-  std::string probe_reason;                // the final probe's reason()
+  std::string probe_reason;                   // the final probe's reason()
   std::optional<std::string> decline_reason;  // "{reason}.{also_tried}" trimmed, when !allowed
 };
 
@@ -58,6 +58,9 @@ class ExactnessGate {
   // `model_identity` keys the memo (e.g. the target's path); `probe` runs
   // one probe with the current kernels::gemm_mode().
   ExactnessGate(std::string model_identity, ProbeFn probe);
+  // The gate every front end uses: keyed by `model`'s directory, probing
+  // `model` on `pool` (both must outlive the gate).
+  static ExactnessGate for_model(const model::Model& model, ThreadPool* pool);
 
   // Memoized: the probe (and the kernel retry) run at most once per K.
   const GateDecision& decide(int block_size);

@@ -21,6 +21,7 @@ int declared_block_size(const nlohmann::json& j) {
 }
 
 Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target,
+                                     const std::optional<tok::Tokenizer>& target_tokenizer,
                                      ThreadPool* pool) {
   LoadedDrafter out;
   if (options.dir.empty()) return out;
@@ -51,11 +52,17 @@ Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model:
                             std::to_string(out.block_size) + " (from " + out.block_size_rule + ")");
   if (kind == speculative::DraftKind::draft) {
     TANDEM_ASSIGN_OR_RETURN(model::ModelConfig draft_config, model::parse_config(config.dump(), config_path));
-    TANDEM_RETURN_IF_ERROR(speculative::DraftModelDrafter::check_compatible(target.dir(), target.config(),
-                                                                            options.dir, draft_config));
+    std::optional<tok::Tokenizer> draft_tokenizer;
+    if (const std::string path = options.dir + "/tokenizer.json"; std::ifstream(path).good()) {
+      TANDEM_ASSIGN_OR_RETURN(tok::Tokenizer t, tok::Tokenizer::from_file(path));
+      draft_tokenizer = std::move(t);
+    }
+    TANDEM_RETURN_IF_ERROR(speculative::DraftModelDrafter::check_compatible(
+        target.dir(), target.config(), target_tokenizer ? &*target_tokenizer : nullptr, options.dir,
+        draft_config, draft_tokenizer ? &*draft_tokenizer : nullptr));
     // check_compatible compares the tokenizers only when both directories ship one.
     for (const std::string& dir : {target.dir(), options.dir}) {
-      if (std::ifstream(dir + "/tokenizer.json").good()) continue;
+      if (dir == target.dir() ? target_tokenizer.has_value() : draft_tokenizer.has_value()) continue;
       spdlog::warn(
           "{}/tokenizer.json not found: the vocabularies of the drafter {} and the target {} could not be "
           "compared, only their vocab_size ({}); a drafter with another vocabulary still gives exact "

@@ -18,7 +18,8 @@ Expected<OpenedModel> open_model(const OpenOptions& o) {
 }
 
 Status open_drafter(OpenedModel& opened, const DrafterOptions& options) {
-  TANDEM_ASSIGN_OR_RETURN(opened.drafter, load_drafter(options, *opened.model, opened.pool.get()));
+  TANDEM_ASSIGN_OR_RETURN(opened.drafter,
+                          load_drafter(options, *opened.model, opened.text.tokenizer, opened.pool.get()));
   return Status::Ok();
 }
 

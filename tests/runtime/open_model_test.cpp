@@ -126,5 +126,69 @@ TEST(OpenModel, MtpHeadConfigIsReadOnceAndDeclaresK) {
   EXPECT_EQ(opened->drafter.block_size_rule, "drafter config");
 }
 
+// A small BPE tokenizer.json: the given vocabulary and added tokens.
+std::string tokenizer_json(const nlohmann::json& vocab,
+                           const nlohmann::json& added = nlohmann::json::array()) {
+  nlohmann::json j;
+  j["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}};
+  j["added_tokens"] = added;
+  return j.dump();
+}
+
+struct DraftPair {
+  std::string target, draft;
+};
+
+DraftPair pair_with_tokenizers(const std::string& name, const std::string& target_tok,
+                               const std::string& draft_tok) {
+  DraftPair p{copy_fixture("llama_default_bf16", name + "_target"),
+              copy_fixture("llama_default_bf16", name + "_draft")};
+  write_file(p.target + "/tokenizer.json", target_tok);
+  write_file(p.draft + "/tokenizer.json", draft_tok);
+  return p;
+}
+
+Expected<OpenedModel> open_pair(const DraftPair& p) {
+  OpenOptions o = options_for(p.target);
+  o.drafter.dir = p.draft;
+  o.drafter.kind = "draft";
+  o.drafter.max_tokens = 64;
+  return open_model(o);
+}
+
+TEST(OpenModel, SameTokenizersPassAndEachIsReadOnce) {
+  const std::string tok =
+      tokenizer_json({{"a", 0}, {"b", 1}, {"c", 2}}, {{{"id", 3}, {"content", "<eos>"}, {"special", true}}});
+  const DraftPair p = pair_with_tokenizers("runtime_tok_same", tok, tok);
+  auto opened = open_pair(p);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  ASSERT_TRUE(opened->text.tokenizer.has_value());
+  EXPECT_EQ(text_file_reads(p.target + "/tokenizer.json"), 1);  // the compatibility check reuses the opener's
+  EXPECT_EQ(text_file_reads(p.draft + "/tokenizer.json"), 1);
+}
+
+TEST(OpenModel, ATokenWithAnotherIdIsRefusedNamingIt) {
+  const DraftPair p = pair_with_tokenizers("runtime_tok_swap", tokenizer_json({{"a", 0}, {"b", 1}, {"c", 2}}),
+                                           tokenizer_json({{"a", 0}, {"c", 1}, {"b", 2}}));
+  auto opened = open_pair(p);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find("maps token \"b\" to 2 but the target maps it to 1"),
+            std::string::npos)
+      << opened.status().message();
+}
+
+TEST(OpenModel, ASpecialTokenMissingFromTheDrafterIsRefused) {
+  const DraftPair p = pair_with_tokenizers(
+      "runtime_tok_special",
+      tokenizer_json({{"a", 0}, {"b", 1}}, {{{"id", 2}, {"content", "<eos>"}, {"special", true}}}),
+      tokenizer_json({{"a", 0}, {"b", 1}}));
+  auto opened = open_pair(p);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(
+      opened.status().message().find("maps special token \"<eos>\" to nothing but the target maps it to 2"),
+      std::string::npos)
+      << opened.status().message();
+}
+
 }  // namespace
 }  // namespace tandem::runtime

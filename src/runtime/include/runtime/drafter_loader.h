@@ -12,12 +12,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "speculative/drafter.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tandem::runtime {
 
@@ -45,8 +47,10 @@ struct LoadedDrafter {
 // num_speculative_tokens + 1), or 0.
 int declared_block_size(const nlohmann::json& config);
 
-// Loads the drafter of `options` for `target` (nothing when options.dir is empty).
+// Loads the drafter of `options` for `target` (nothing when options.dir is
+// empty). `target_tokenizer`: the target's, as the opener loaded it (absent:
+// the target ships none); a draft model's vocabulary is compared with it.
 Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target,
-                                     ThreadPool* pool);
+                                     const std::optional<tok::Tokenizer>& target_tokenizer, ThreadPool* pool);
 
 }  // namespace tandem::runtime

@@ -18,12 +18,14 @@
 #include "bench_batch.h"
 #include "bench_spec.h"
 #include "commands.h"
+#include "common_options.h"
 #include "core/aligned_buffer.h"
 #include "core/cpu_features.h"
 #include "drafter_setup.h"
 #include "environment.h"
 #include "kernels/ops.h"
 #include "model/forward.h"
+#include "runtime/opened_model.h"
 #include "scheduler/metrics.h"
 
 namespace tandem::app {
@@ -151,14 +153,16 @@ int run_bench(const BenchOptions& o) {
     return 1;
   };
   auto t = Clock::now();
-  auto loaded = model::Model::load(o.model_dir);
-  if (!loaded.ok()) return fail(loaded.status());
-  const model::Model& m = **loaded;
+  runtime::OpenOptions open{o.model_dir, {}, o.threads};
+  open.pool_for_one_thread = false;  // one thread: the kernels run on this thread, no pool
+  auto opened = runtime::open_model(open);
+  if (!opened.ok()) return fail(opened.status());
+  const model::Model& m = *opened->model;
   const model::ModelConfig& c = m.config();
   std::printf("model: %s (%s, %d layers, hidden %lld, %.0fM parameters, weights %s), loaded in %.1f s\n",
               o.model_dir.c_str(), c.model_type.c_str(), c.num_layers, static_cast<long long>(c.hidden_size),
               m.parameter_count() / 1e6, kernels::dtype_name(m.lm_head().dtype()), seconds_since(t));
-  std::unique_ptr<ThreadPool> pool = o.threads > 1 ? std::make_unique<ThreadPool>(o.threads) : nullptr;
+  const std::unique_ptr<ThreadPool>& pool = opened->pool;
   const kernels::Ctx probe_ctx;
   std::printf("threads: %d, kernels: %s, gemm: %s\n", o.threads, kernels::isa_name(probe_ctx.isa),
               kernels::gemm_mode_name(probe_ctx.gemm));
@@ -232,8 +236,8 @@ Command add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* sub =
       app.add_subcommand("bench", "Measure B=1 decode/prefill throughput against the bandwidth ceiling");
-  sub->add_option("-m,--model", o->model_dir, "Hugging Face model directory")->required();
-  sub->add_option("-t,--threads", o->threads, "Kernel threads")->check(CLI::Range(1, 1024));
+  add_model_option(sub, o->model_dir);
+  add_threads_option(sub, o->threads, 1);
   sub->add_option("-p,--prompt", o->prompt, "Prefill length in tokens")->check(CLI::Range(1, 1 << 16));
   sub->add_option("-n,--decode", o->decode, "Decode steps per repetition")->check(CLI::Range(1, 1 << 16));
   sub->add_option("-r,--reps", o->reps, "Repetitions (best is reported)")->check(CLI::Range(1, 100));

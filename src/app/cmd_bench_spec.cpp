@@ -14,6 +14,7 @@
 #include "drafter_setup.h"
 #include "environment.h"
 #include "model/forward.h"
+#include "runtime/opened_model.h"
 #include "speculative/exactness.h"
 #include "speculative/sequence.h"
 #include "tokenizer/tokenizer.h"
@@ -26,7 +27,8 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-Expected<std::vector<std::vector<int32_t>>> load_prompts(const SpecBenchOptions& o, const model::Model& m) {
+Expected<std::vector<std::vector<int32_t>>> load_prompts(const SpecBenchOptions& o, const model::Model& m,
+                                                         const std::optional<tok::Tokenizer>& tokenizer) {
   std::vector<std::vector<int32_t>> prompts;
   if (o.prompt_file.empty()) {
     for (int p = 0; p < o.prompts; ++p) {
@@ -37,7 +39,9 @@ Expected<std::vector<std::vector<int32_t>>> load_prompts(const SpecBenchOptions&
     }
     return prompts;
   }
-  TANDEM_ASSIGN_OR_RETURN(tok::Tokenizer t, tok::Tokenizer::from_file(o.model_dir + "/tokenizer.json"));
+  // No tokenizer.json: the loader's error.
+  if (!tokenizer) return tok::Tokenizer::from_file(o.model_dir + "/tokenizer.json").status();
+  const tok::Tokenizer& t = *tokenizer;
   std::ifstream in(o.prompt_file);
   if (!in) return not_found("--prompt-file " + o.prompt_file + ": cannot open");
   std::string line;
@@ -104,23 +108,22 @@ int run_spec_bench(SpecBenchOptions o) {
     std::fprintf(stderr, "tandem bench: %s\n", s.to_string().c_str());
     return 1;
   };
-  auto loaded = model::Model::load(o.model_dir);
-  if (!loaded.ok()) return fail(loaded.status());
-  const model::Model& m = **loaded;
-  auto prompts = load_prompts(o, m);
-  if (!prompts.ok()) return fail(prompts.status());
-  ThreadPool pool(o.threads);
   const int64_t capacity = o.prompt_tokens + o.decode + 32;
-  auto kv = model::KvCache::create(m.config(), model::KvCache::options_for_tokens(capacity));
-  if (!kv.ok()) return fail(kv.status());
-  model::Forward f(m, *kv, &pool);
   o.drafter.max_tokens = capacity;
   // Every K of the sweep is measured; the drafter is loaded (and logged) with the first.
   o.drafter.block_size = o.k_min;
   o.drafter.block_size_rule =
       "the first K of the sweep " + std::to_string(o.k_min) + ".." + std::to_string(o.k_max);
-  auto drafter = load_drafter(o.drafter, m, &pool);
-  if (!drafter.ok()) return fail(drafter.status());
+  auto opened = runtime::open_model({o.model_dir, o.drafter, o.threads});
+  if (!opened.ok()) return fail(opened.status());
+  const model::Model& m = *opened->model;
+  ThreadPool& pool = *opened->pool;
+  const runtime::LoadedDrafter* drafter = &opened->drafter;
+  auto prompts = load_prompts(o, m, opened->text.tokenizer);
+  if (!prompts.ok()) return fail(prompts.status());
+  auto kv = model::KvCache::create(m.config(), model::KvCache::options_for_tokens(capacity));
+  if (!kv.ok()) return fail(kv.status());
+  model::Forward f(m, *kv, &pool);
   sampling::SamplingParams params;
   params.temperature = o.temperature;
   params.seed = o.seed.value_or(kBenchSeed);
@@ -148,9 +151,7 @@ int run_spec_bench(SpecBenchOptions o) {
               "mean_accepted", "round_ms", "round/classic", "verify/classic", "output", "probe");
   bool all_identical = true;
   for (int k = o.k_min; k <= o.k_max; ++k) {
-    speculative::ExactnessGate gate(
-        m.dir(), [&](int kk) { return speculative::run_exactness_probe(m, &pool, kk); },
-        allow_inexact_from_env());
+    speculative::ExactnessGate gate = opened->gate(allow_inexact_from_env());
     const speculative::GateDecision& d = gate.decide(k);
     double ms = 0, round_ms = 0, verify_ms = 0;
     int64_t rounds = 0, drafted = 0, accepted = 0, tokens = 0;

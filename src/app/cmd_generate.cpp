@@ -13,10 +13,12 @@
 #include <vector>
 
 #include "commands.h"
+#include "common_options.h"
 #include "core/log.h"
 #include "drafter_setup.h"
 #include "environment.h"
 #include "model/forward.h"
+#include "runtime/opened_model.h"
 #include "speculative/exactness.h"
 #include "speculative/sequence.h"
 #include "tokenizer/chat_template.h"
@@ -57,24 +59,18 @@ Expected<std::vector<int32_t>> parse_token_list(const std::string& text) {
   return out;
 }
 
-struct Text {
-  std::optional<tok::Tokenizer> tokenizer;
-  std::optional<tok::ChatTemplate> chat;
-};
-
-Expected<std::vector<int32_t>> build_prompt(const GenerateOptions& o, Text& text) {
+// The prompt's token ids; text prompts need the tokenizer (and --chat the
+// template) runtime::open_model loaded: when absent, the error is the loader's.
+Expected<std::vector<int32_t>> build_prompt(const GenerateOptions& o, const runtime::TextSide& text) {
   if (!o.tokens.empty()) return parse_token_list(o.tokens);
-  if (o.prompt.empty()) return invalid_argument("give a prompt with -p TEXT (or token ids with --tokens)");
-  TANDEM_ASSIGN_OR_RETURN(tok::Tokenizer t, tok::Tokenizer::from_file(o.model_dir + "/tokenizer.json"));
-  text.tokenizer = std::move(t);
+  if (!text.tokenizer) return tok::Tokenizer::from_file(o.model_dir + "/tokenizer.json").status();
   if (!o.chat) return text.tokenizer->encode(o.prompt, true);
-  TANDEM_ASSIGN_OR_RETURN(tok::ChatTemplate c,
-                          tok::ChatTemplate::from_tokenizer_config(o.model_dir + "/tokenizer_config.json"));
-  text.chat = std::move(c);
+  if (!text.chat_template)
+    return tok::ChatTemplate::from_tokenizer_config(o.model_dir + "/tokenizer_config.json").status();
   tok::ChatRenderInput input;
   input.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", o.prompt}}});
   input.add_generation_prompt = true;
-  TANDEM_ASSIGN_OR_RETURN(std::string rendered, text.chat->render(input));
+  TANDEM_ASSIGN_OR_RETURN(std::string rendered, text.chat_template->render(input));
   return text.tokenizer->encode(rendered, false);
 }
 
@@ -90,30 +86,28 @@ int run_generate(GenerateOptions o) {
     return apply_gemm_option(o.gemm);
   };
   if (Status s = startup(); !s.ok()) return usage_error("generate", s);
-  Text text;
-  auto prompt = build_prompt(o, text);
+  if (o.tokens.empty() && o.prompt.empty())
+    return fail(invalid_argument("give a prompt with -p TEXT (or token ids with --tokens)"));
+  runtime::OpenOptions open;
+  open.model_dir = o.model_dir;
+  open.threads = o.threads;
+  auto opened = runtime::open_model(open);  // the drafter comes once the prompt's length is known
+  if (!opened.ok()) return fail(opened.status());
+  const model::Model& m = *opened->model;
+  auto prompt = build_prompt(o, opened->text);
   if (!prompt.ok()) return fail(prompt.status());
-  auto loaded = model::Model::load(o.model_dir);
-  if (!loaded.ok()) return fail(loaded.status());
-  const model::Model& m = **loaded;
   if (Status s = sampling::validate(o.sampling, static_cast<int32_t>(m.config().vocab_size)); !s.ok())
     return fail(s);
   const int64_t total = static_cast<int64_t>(prompt->size()) + o.max_tokens + 16;
   auto kv = model::KvCache::create(m.config(), model::KvCache::options_for_tokens(total));
   if (!kv.ok()) return fail(kv.status());
-  ThreadPool pool(o.threads);
   o.drafter.max_tokens = total;
-  auto drafter = load_drafter(o.drafter, m, &pool);
-  if (!drafter.ok()) return fail(drafter.status());
-  model::Forward forward(m, *kv, &pool);
+  if (Status s = runtime::open_drafter(*opened, o.drafter); !s.ok()) return fail(s);
+  const runtime::LoadedDrafter* drafter = &opened->drafter;
+  model::Forward forward(m, *kv, opened->pool.get());
 
   std::optional<speculative::GateDecision> gate;
-  if (drafter->drafter) {
-    speculative::ExactnessGate g(
-        m.dir(), [&](int k) { return speculative::run_exactness_probe(m, &pool, k); },
-        allow_inexact_from_env());
-    gate = g.decide(drafter->block_size);
-  }
+  if (drafter->drafter) gate = opened->gate(allow_inexact_from_env()).decide(drafter->block_size);
   const bool speculate = gate && gate->allowed;
 
   sampling::Sampler sampler;
@@ -123,12 +117,11 @@ int run_generate(GenerateOptions o) {
   s.params = o.sampling;
   s.params.seed = o.seed ? *o.seed : sampling::random_seed();
   s.keep_hidden = speculate && drafter->drafter->kind() == speculative::DraftKind::mtp;
-  std::vector<int32_t> stops = m.config().eos_token_ids;
-  if (text.tokenizer && text.chat && !text.chat->eos_token().empty())
-    if (auto id = text.tokenizer->token_to_id(text.chat->eos_token())) stops.push_back(*id);
+  // The stop ids every front end stops on (runtime/text_side.h), generation_config.json's included.
+  const std::vector<int32_t>& stops = opened->text.stop_tokens;
 
   std::optional<tok::StreamingDetokenizer> detok;
-  if (text.tokenizer) detok.emplace(*text.tokenizer, true);
+  if (o.tokens.empty() && opened->text.tokenizer) detok.emplace(*opened->text.tokenizer, true);
   size_t printed = 0;
   bool done = false;
   auto emit = [&] {
@@ -196,7 +189,7 @@ Command add_generate_command(CLI::App& app) {
   o->sampling.temperature = 0.8f;
   CLI::App* sub =
       app.add_subcommand("generate", "Generate one completion (classic, or speculative with -md)");
-  sub->add_option("-m,--model", o->model_dir, "Hugging Face model directory")->required();
+  add_model_option(sub, o->model_dir);
   add_drafter_options(sub, o->drafter, true);
   sub->add_option("-p,--prompt", o->prompt, "Prompt text");
   sub->add_flag("--chat", o->chat, "Treat the prompt as a user message and apply the chat template");
@@ -208,8 +201,8 @@ Command add_generate_command(CLI::App& app) {
   sub->add_option("--min-p", o->sampling.min_p, "Min-p (0 = off)");
   sub->add_option("--repeat-penalty", o->sampling.repetition_penalty, "Repetition penalty (1 = off)");
   sub->add_option("-s,--seed", o->seed, "Sampling seed (default: random, printed by --stats)");
-  sub->add_option("-t,--threads", o->threads, "Kernel threads (default: all)");
-  sub->add_option("--gemm", o->gemm, "Matmul kernel request: invariant|splitk|auto");
+  add_threads_option(sub, o->threads);
+  add_gemm_option(sub, o->gemm);
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after an end-of-sequence token");
   sub->add_flag("--stats", o->stats, "Print speed, acceptance and the exactness verdict on stderr");
   return {sub, [o] { return run_generate(*o); }};

@@ -4,8 +4,10 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "common_options.h"
 #include "drafter_setup.h"
 #include "environment.h"
+#include "runtime/opened_model.h"
 #include "speculative/exactness.h"
 
 namespace tandem::app {
@@ -32,15 +34,10 @@ int run_probe(ProbeOptions o) {
   if (Status s = startup(); !s.ok()) return usage_error("probe", s);
   if (o.drafter.dir.empty())
     return usage_error("probe", invalid_argument("-md/--model-draft DIR is required"));
-  auto target = model::Model::load(o.model_dir);
-  if (!target.ok()) return fail(target.status());
-  ThreadPool pool(o.threads);
-  auto drafter = load_drafter(o.drafter, **target, &pool);
-  if (!drafter.ok()) return fail(drafter.status());
-  const model::Model& m = **target;
-  speculative::ExactnessGate gate(
-      m.dir(), [&](int k) { return speculative::run_exactness_probe(m, &pool, k); },
-      allow_inexact_from_env());
+  auto opened = runtime::open_model({o.model_dir, o.drafter, o.threads});
+  if (!opened.ok()) return fail(opened.status());
+  const runtime::LoadedDrafter* drafter = &opened->drafter;
+  speculative::ExactnessGate gate = opened->gate(allow_inexact_from_env());
   const speculative::GateDecision& d = gate.decide(drafter->block_size);
   const char* verdict =
       d.exact ? "exact" : (d.allowed ? "inexact (engaged anyway: TANDEM_MTP_ALLOW_INEXACT)" : "declined");
@@ -55,10 +52,10 @@ Command add_probe_command(CLI::App& app) {
   auto o = std::make_shared<ProbeOptions>();
   CLI::App* sub =
       app.add_subcommand("probe", "Check that a verify block is byte-identical to single-token decode");
-  sub->add_option("-m,--model", o->model_dir, "Target model directory")->required();
+  add_model_option(sub, o->model_dir);
   add_drafter_options(sub, o->drafter, true);
-  sub->add_option("--gemm", o->gemm, "Matmul kernel request: invariant|splitk|auto (TANDEM_GEMM pins)");
-  sub->add_option("-t,--threads", o->threads, "Kernel threads (default: all)");
+  add_gemm_option(sub, o->gemm);
+  add_threads_option(sub, o->threads);
   return {sub, [o] { return run_probe(*o); }};
 }
 

@@ -16,11 +16,12 @@
 #include <thread>
 
 #include "commands.h"
+#include "common_options.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "drafter_setup.h"
 #include "environment.h"
-#include "model/model.h"
+#include "runtime/opened_model.h"
 #include "scheduler/engine.h"
 #include "server/http_server.h"
 #include "server/service.h"
@@ -71,7 +72,7 @@ void apply_env(ServeOptions& o) {
         }
     return "";
   };
-  fill(o.model, {"TANDEM_MODEL", "LLAMA_ARG_MODEL"});
+  for (const char* n : kModelVariables) fill(o.model, {n});
   const std::string key_from = fill(o.api_key, {"TANDEM_API_KEY", "LLAMA_API_KEY"});
   const std::string file_from = fill(o.api_key_file, {"TANDEM_API_KEY_FILE"});
   o.api_key_from = key_from + (!key_from.empty() && !file_from.empty() ? ", " : "") + file_from;
@@ -155,11 +156,15 @@ int run_serve(ServeOptions& o) {
       spdlog::info("loading {}: {} of {} layers", o.model, done, total);
     }
   };
-  auto target = model::Model::load(o.model, progress);
-  if (!target.ok()) return fail(target.status());
+  // The drafter shares the engine's kernel threads: it runs on the engine thread between target steps.
+  o.drafter.max_tokens = o.context > 0 ? o.context : 4096;
+  runtime::OpenOptions open{o.model, o.drafter, o.threads};
+  open.progress = progress;
+  auto opened = runtime::open_model(open);
+  if (!opened.ok()) return fail(opened.status());
   if (stopped_while_loading(pending_signal(signals, std::chrono::milliseconds(0)))) return 0;
   spdlog::info("loaded {} ({} parameters, {:.1f} MB of weights per token) in {:.2f} s", o.model,
-               (*target)->parameter_count(), (*target)->weight_bytes_per_token() / 1e6,
+               opened->model->parameter_count(), opened->model->weight_bytes_per_token() / 1e6,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   scheduler::EngineConfig ec;
   ec.max_running = o.parallel;
@@ -171,22 +176,11 @@ int run_serve(ServeOptions& o) {
   if (!policy_env.ok()) return fail(policy_env.status());
   ec.policy_env = *policy_env;
   ec.allow_inexact = allow_inexact_from_env();
-  // The drafter shares the engine's kernel threads: it runs on the engine thread between target steps.
-  auto pool = std::make_unique<ThreadPool>(o.threads);
-  o.drafter.max_tokens = o.context > 0 ? o.context : 4096;
-  auto loaded = load_drafter(o.drafter, **target, pool.get());
-  if (!loaded.ok()) return fail(loaded.status());
-  if (stopped_while_loading(pending_signal(signals, std::chrono::milliseconds(0)))) return 0;
-  ec.block_size = loaded->block_size;
   ec.drafter_dir = o.drafter.dir;
-  server::ServedModel served;
-  if (Status s = server::load_text_side(o.model, served); !s.ok()) return fail(s);
-  auto engine =
-      scheduler::Engine::create(ec, std::move(*target), std::move(loaded->drafter), std::move(pool));
-  if (!engine.ok()) return fail(engine.status());
-  served.engine = std::move(*engine);
-  served.engine->start();
-  service.attach(std::move(served));
+  auto served = runtime::make_served_model(std::move(*opened), ec);
+  if (!served.ok()) return fail(served.status());
+  served->engine->start();
+  service.attach(std::move(*served));
   spdlog::info("ready: model '{}', context {} tokens, {} parallel sequences", service.model_id(),
                service.engine()->context(), o.parallel);
 
@@ -207,7 +201,7 @@ int run_serve(ServeOptions& o) {
 Command add_serve_command(CLI::App& app) {
   auto* o = new ServeOptions();  // lives for the process
   CLI::App* sub = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
-  sub->add_option("-m,--model", o->model, "Hugging Face model directory (env TANDEM_MODEL)");
+  add_model_option(sub, o->model, /*from_env=*/true);
   sub->add_option("-a,--alias", o->alias, "Model id to serve under (default: the directory name)");
   add_drafter_options(sub, o->drafter, true);
   // Every flag below also reads TANDEM_<NAME>, then llama-server's LLAMA_ARG_<NAME>
@@ -250,12 +244,8 @@ Command add_serve_command(CLI::App& app) {
   sub->add_option("--api-key", o->api_key,
                   "API key(s), comma-separated (env TANDEM_API_KEY / LLAMA_API_KEY)");
   sub->add_option("--api-key-file", o->api_key_file, "File with one API key per line");
-  mirror(
-      sub->add_option("-t,--threads", o->threads,
-                      "Kernel threads (default: all hardware threads; env TANDEM_THREADS, LLAMA_ARG_THREADS)")
-          ->check(CLI::Range(0, 1024)),
-      {"TANDEM_THREADS", "LLAMA_ARG_THREADS"});
-  sub->add_option("--gemm", o->gemm, "Matmul kernel request: invariant|splitk|auto (TANDEM_GEMM pins)");
+  mirror(add_threads_option(sub, o->threads, 0, /*from_env=*/true), kThreadsVariables);
+  add_gemm_option(sub, o->gemm);
   sub->add_option("--max-body-bytes", o->max_body, "Largest request body accepted")
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32))
       ->capture_default_str();

@@ -1,15 +1,9 @@
 #include "drafter_setup.h"
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-
 #include "core/env.h"
 #include "core/log.h"
-#include "core/mapped_file.h"
 #include "kernels/ops.h"
 #include "scheduler/metrics.h"
-#include "speculative/draft_model.h"
-#include "speculative/mtp.h"
 
 namespace tandem::app {
 
@@ -70,78 +64,6 @@ Status resolve_drafter_options(DrafterOptions& o) {
     if (!o.kind.empty()) return needs_drafter(o.kind_rule, o.kind);
   }
   return Status::Ok();
-}
-
-namespace {
-
-// A width the drafter's config.json declares (draft_block_size, or
-// num_speculative_tokens + 1), or 0.
-int declared_block_size(const std::string& dir) {
-  auto text = read_text_file(dir + "/config.json");
-  if (!text.ok()) return 0;
-  try {
-    auto j = nlohmann::json::parse(*text);
-    if (j.contains("draft_block_size") && j["draft_block_size"].is_number_integer())
-      return j["draft_block_size"].get<int>();
-    if (j.contains("num_speculative_tokens") && j["num_speculative_tokens"].is_number_integer())
-      return j["num_speculative_tokens"].get<int>() + 1;
-  } catch (const nlohmann::json::exception&) {
-  }
-  return 0;
-}
-
-}  // namespace
-
-Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target,
-                                     ThreadPool* pool) {
-  LoadedDrafter out;
-  if (options.dir.empty()) return out;
-  speculative::DraftKind kind;
-  if (!options.kind.empty()) {
-    TANDEM_ASSIGN_OR_RETURN(kind, speculative::parse_draft_kind(options.kind));
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(kind, speculative::detect_draft_kind(options.dir));
-  }
-  // Block size: flag > env (both in options, resolve_drafter_options) > drafter config > default 4.
-  if (options.block_size > 0) {
-    out.block_size = options.block_size;
-    out.block_size_rule = options.block_size_rule;
-  } else if (int declared = declared_block_size(options.dir); declared > 0) {
-    out.block_size = declared;
-    out.block_size_rule = "drafter config";
-  } else {
-    out.block_size = 4;
-    out.block_size_rule = "default";
-  }
-  if (out.block_size < scheduler::kMinDraftBlockSize || out.block_size > scheduler::kMaxDraftBlockSize)
-    return invalid_argument("draft block size must be between " +
-                            std::to_string(scheduler::kMinDraftBlockSize) + " and " +
-                            std::to_string(scheduler::kMaxDraftBlockSize) + ", got " +
-                            std::to_string(out.block_size) + " (from " + out.block_size_rule + ")");
-  if (kind == speculative::DraftKind::draft) {
-    TANDEM_ASSIGN_OR_RETURN(model::ModelConfig draft_config, model::load_config(options.dir));
-    TANDEM_RETURN_IF_ERROR(
-        speculative::DraftModelDrafter::check_compatible(target.dir(), target.config(), options.dir, draft_config));
-    // check_compatible compares the tokenizers only when both directories ship one.
-    for (const std::string& dir : {target.dir(), options.dir}) {
-      if (std::ifstream(dir + "/tokenizer.json").good()) continue;
-      spdlog::warn(
-          "{}/tokenizer.json not found: the vocabularies of the drafter {} and the target {} could not be "
-          "compared, only their vocab_size ({}); a drafter with another vocabulary still gives exact "
-          "output, but its drafts would be rejected",
-          dir, options.dir, target.dir(), target.config().vocab_size);
-      break;
-    }
-    TANDEM_ASSIGN_OR_RETURN(auto d, speculative::DraftModelDrafter::load(options.dir, pool, options.max_tokens));
-    out.drafter = std::move(d);
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(auto d, speculative::MtpDrafter::load(options.dir, target, pool, options.max_tokens));
-    out.drafter = std::move(d);
-  }
-  spdlog::info("drafter {} (kind {}, {}); block size {} from {}", options.dir, speculative::draft_kind_name(kind),
-               options.kind.empty() ? "detected from config.json" : "from " + options.kind_rule,
-               out.block_size, out.block_size_rule);
-  return out;
 }
 
 Status apply_gemm_option(const std::string& gemm) {

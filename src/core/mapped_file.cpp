@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 namespace tandem {
@@ -71,7 +73,25 @@ void MappedFile::reset() {
   size_ = 0;
 }
 
+namespace {
+std::mutex reads_mu;
+std::map<std::string, int64_t>& reads_by_path() {
+  static std::map<std::string, int64_t> reads;
+  return reads;
+}
+}  // namespace
+
+int64_t text_file_reads(const std::string& path) {
+  std::lock_guard<std::mutex> lock(reads_mu);
+  auto it = reads_by_path().find(path);
+  return it == reads_by_path().end() ? 0 : it->second;
+}
+
 Expected<std::string> read_text_file(const std::string& path) {
+  {
+    std::lock_guard<std::mutex> lock(reads_mu);
+    ++reads_by_path()[path];
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(path + ": cannot open (" + std::strerror(errno) + ")");
   std::ostringstream ss;

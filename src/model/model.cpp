@@ -58,9 +58,15 @@ std::vector<float> concat_f32(const std::vector<const TensorView*>& parts) {
 
 Expected<std::unique_ptr<Model>> Model::load(const std::string& dir,
                                              const std::function<void(int, int)>& progress) {
+  TANDEM_ASSIGN_OR_RETURN(ModelConfig config, load_config(dir));
+  return load(dir, std::move(config), progress);
+}
+
+Expected<std::unique_ptr<Model>> Model::load(const std::string& dir, ModelConfig config,
+                                             const std::function<void(int, int)>& progress) {
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
-  TANDEM_ASSIGN_OR_RETURN(m->config_, load_config(dir));
+  m->config_ = std::move(config);
   TANDEM_ASSIGN_OR_RETURN(m->checkpoint_, Checkpoint::open_dir(dir));
   const ModelConfig& c = m->config_;
   const Checkpoint& ck = m->checkpoint_;
@@ -84,8 +90,13 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& dir,
 }
 
 Expected<std::unique_ptr<Model>> Model::load_mtp_block(const std::string& dir, const Model& target) {
+  TANDEM_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(dir + "/config.json"));
+  return load_mtp_block(dir, std::move(j), target);
+}
+
+Expected<std::unique_ptr<Model>> Model::load_mtp_block(const std::string& dir, nlohmann::json j,
+                                                       const Model& target) {
   const std::string path = dir + "/config.json";
-  TANDEM_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(path));
   if (!j.is_object()) return invalid_argument(path + ": not a JSON object");
   if (!j.contains("model_type") || j["model_type"] != "tandem_mtp")
     return invalid_argument(path + ": model_type must be \"tandem_mtp\" for an MTP head");

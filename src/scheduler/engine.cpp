@@ -40,11 +40,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   TANDEM_ASSIGN_OR_RETURN(
       e->kv_, model::KvCache::create(mc, model::KvCache::options_for_tokens(c.kv_tokens, c.kv_block_size)));
   e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), 256);
-  const model::Model& m = *e->target_;
-  ThreadPool* kernel_pool = e->pool_.get();
   e->gate_ = std::make_unique<speculative::ExactnessGate>(
-      m.dir(), [&m, kernel_pool](int k) { return speculative::run_exactness_probe(m, kernel_pool, k); },
-      c.allow_inexact);
+      speculative::ExactnessGate::for_model(*e->target_, e->pool_.get(), c.allow_inexact));
   if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log
   PlannerConfig pc;
   pc.max_running = c.max_running;

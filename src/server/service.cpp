@@ -1,10 +1,8 @@
 #include "server/service.h"
 
 #include <ctime>
-#include <fstream>
 
 #include "core/log.h"
-#include "core/mapped_file.h"
 #include "server/generation.h"
 #include "server/metrics_text.h"
 
@@ -14,59 +12,6 @@ using nlohmann::json;
 
 HttpReply error_reply(const ApiError& error) {
   return {error.http_status, "application/json", error_body(error)};
-}
-
-namespace {
-
-void add_eos_ids(const json& value, std::vector<int32_t>& out) {
-  if (value.is_number_integer()) out.push_back(value.get<int32_t>());
-  if (value.is_array())
-    for (const auto& v : value)
-      if (v.is_number_integer()) out.push_back(v.get<int32_t>());
-}
-
-// eos_token_id from a JSON file (config.json / generation_config.json), if any.
-void read_eos_ids(const std::string& path, std::vector<int32_t>& out) {
-  auto text = read_text_file(path);
-  if (!text.ok()) return;
-  try {
-    json j = json::parse(*text);
-    if (j.contains("eos_token_id")) add_eos_ids(j["eos_token_id"], out);
-  } catch (const json::exception&) {
-    spdlog::warn("{}: not valid JSON; ignoring its eos_token_id", path);
-  }
-}
-
-}  // namespace
-
-Status load_text_side(const std::string& dir, ServedModel& served) {
-  const std::string tok_path = dir + "/tokenizer.json";
-  if (std::ifstream(tok_path).good()) {
-    TANDEM_ASSIGN_OR_RETURN(tok::Tokenizer t, tok::Tokenizer::from_file(tok_path));
-    served.tokenizer = std::move(t);
-  } else {
-    spdlog::warn("{} not found: text prompts and chat need a tokenizer; only token-id prompts will work",
-                 tok_path);
-  }
-  const std::string cfg_path = dir + "/tokenizer_config.json";
-  if (std::ifstream(cfg_path).good()) {
-    auto tpl = tok::ChatTemplate::from_tokenizer_config(cfg_path);
-    if (tpl.ok()) {
-      served.chat_template = std::move(*tpl);
-    } else {
-      spdlog::warn("no usable chat template in {}: {}", cfg_path, tpl.status().message());
-    }
-  }
-  read_eos_ids(dir + "/config.json", served.stop_tokens);
-  read_eos_ids(dir + "/generation_config.json", served.stop_tokens);
-  if (served.tokenizer && served.chat_template && !served.chat_template->eos_token().empty()) {
-    if (auto id = served.tokenizer->token_to_id(served.chat_template->eos_token()))
-      served.stop_tokens.push_back(*id);
-  }
-  std::sort(served.stop_tokens.begin(), served.stop_tokens.end());
-  served.stop_tokens.erase(std::unique(served.stop_tokens.begin(), served.stop_tokens.end()),
-                           served.stop_tokens.end());
-  return Status::Ok();
 }
 
 Service::Service(std::string model_id, ApiKeys keys, size_t max_body_bytes)

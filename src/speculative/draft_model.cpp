@@ -1,7 +1,9 @@
 #include "speculative/draft_model.h"
 
 #include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/mapped_file.h"
 #include "model/config.h"
@@ -9,72 +11,64 @@
 namespace tandem::speculative {
 namespace {
 
-using nlohmann::json;
-
-// token -> id for the BPE vocabulary and the added tokens of a tokenizer.json.
-struct VocabMap {
-  json vocab;   // object token -> id
-  json added;   // array of {id, content, special}
-};
-
-Expected<std::optional<VocabMap>> read_vocab(const std::string& dir) {
-  auto text = read_text_file(dir + "/tokenizer.json");
-  if (!text.ok()) return std::optional<VocabMap>{};  // no tokenizer: nothing to compare
-  try {
-    json j = json::parse(*text);
-    VocabMap m;
-    if (j.contains("model") && j["model"].contains("vocab")) m.vocab = j["model"]["vocab"];
-    if (j.contains("added_tokens")) m.added = j["added_tokens"];
-    return std::optional<VocabMap>(std::move(m));
-  } catch (const json::exception& e) {
-    return invalid_argument(dir + "/tokenizer.json: " + e.what());
-  }
+// DIR's tokenizer, when it ships tokenizer.json (malformed: an error).
+Expected<std::optional<tok::Tokenizer>> tokenizer_of(const std::string& dir) {
+  const std::string path = dir + "/tokenizer.json";
+  if (!std::ifstream(path).good()) return std::optional<tok::Tokenizer>{};
+  TANDEM_ASSIGN_OR_RETURN(tok::Tokenizer t, tok::Tokenizer::from_file(path));
+  return std::optional<tok::Tokenizer>(std::move(t));
 }
+
+std::string quoted(const std::string& token) { return nlohmann::json(token).dump(); }
 
 }  // namespace
 
 Status DraftModelDrafter::check_compatible(const std::string& target_dir, const model::ModelConfig& target,
                                            const std::string& draft_dir, const model::ModelConfig& draft) {
+  TANDEM_ASSIGN_OR_RETURN(auto target_tokenizer, tokenizer_of(target_dir));
+  TANDEM_ASSIGN_OR_RETURN(auto draft_tokenizer, tokenizer_of(draft_dir));
+  return check_compatible(target_dir, target, target_tokenizer ? &*target_tokenizer : nullptr, draft_dir,
+                          draft, draft_tokenizer ? &*draft_tokenizer : nullptr);
+}
+
+Status DraftModelDrafter::check_compatible(const std::string& target_dir, const model::ModelConfig& target,
+                                           const tok::Tokenizer* target_tokenizer,
+                                           const std::string& draft_dir, const model::ModelConfig& draft,
+                                           const tok::Tokenizer* draft_tokenizer) {
   if (target.vocab_size != draft.vocab_size)
     return invalid_argument("drafter " + draft_dir + " has vocab_size " + std::to_string(draft.vocab_size) +
                             " but the target " + target_dir + " has " + std::to_string(target.vocab_size) +
                             "; a draft model must share the target's vocabulary");
-  TANDEM_ASSIGN_OR_RETURN(auto tv, read_vocab(target_dir));
-  TANDEM_ASSIGN_OR_RETURN(auto dv, read_vocab(draft_dir));
-  if (!tv || !dv) return Status::Ok();
-  if (tv->vocab.is_object() && dv->vocab.is_object()) {
-    for (const auto& [token, id] : tv->vocab.items()) {
-      auto it = dv->vocab.find(token);
-      if (it == dv->vocab.end() || *it != id)
-        return invalid_argument("drafter " + draft_dir + " maps token " + json(token).dump() + " to " +
-                                (it == dv->vocab.end() ? std::string("nothing") : it->dump()) +
-                                " but the target maps it to " + id.dump() + "; the tokenizers differ");
-    }
-  }
-  auto added_ids = [](const json& added) {
-    std::map<std::string, int64_t> m;
-    if (added.is_array())
-      for (const auto& t : added)
-        if (t.contains("content") && t.contains("id")) m[t["content"].get<std::string>()] = t["id"].get<int64_t>();
-    return m;
-  };
-  const auto ta = added_ids(tv->added), da = added_ids(dv->added);
-  for (const auto& [content, id] : ta) {
-    auto it = da.find(content);
-    if (it == da.end() || it->second != id)
-      return invalid_argument("drafter " + draft_dir + " maps special token " + json(content).dump() + " to " +
-                              (it == da.end() ? std::string("nothing") : std::to_string(it->second)) +
-                              " but the target maps it to " + std::to_string(id));
+  if (!target_tokenizer || !draft_tokenizer) return Status::Ok();
+  // Every token of the target (base vocabulary and added tokens) must have the same id in the drafter's.
+  for (int32_t id = 0; id < target_tokenizer->vocab_size(); ++id) {
+    const std::optional<std::string> token = target_tokenizer->id_to_token(id);
+    if (!token) continue;
+    const std::optional<int32_t> theirs = draft_tokenizer->token_to_id(*token);
+    if (theirs == id) continue;
+    const std::string mapped = theirs ? std::to_string(*theirs) : std::string("nothing");
+    if (target_tokenizer->is_special(id))
+      return invalid_argument("drafter " + draft_dir + " maps special token " + quoted(*token) + " to " +
+                              mapped + " but the target maps it to " + std::to_string(id));
+    return invalid_argument("drafter " + draft_dir + " maps token " + quoted(*token) + " to " + mapped +
+                            " but the target maps it to " + std::to_string(id) + "; the tokenizers differ");
   }
   return Status::Ok();
 }
 
 Expected<std::unique_ptr<DraftModelDrafter>> DraftModelDrafter::load(const std::string& dir, ThreadPool* pool,
-                                                                    int64_t max_tokens) {
+                                                                     int64_t max_tokens) {
+  TANDEM_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_config(dir));
+  return load(dir, std::move(config), pool, max_tokens);
+}
+
+Expected<std::unique_ptr<DraftModelDrafter>> DraftModelDrafter::load(const std::string& dir,
+                                                                     model::ModelConfig config,
+                                                                     ThreadPool* pool, int64_t max_tokens) {
   std::unique_ptr<DraftModelDrafter> d(new DraftModelDrafter());
-  TANDEM_ASSIGN_OR_RETURN(d->model_, model::Model::load(dir));
-  TANDEM_ASSIGN_OR_RETURN(d->kv_,
-                          model::KvCache::create(d->model_->config(), model::KvCache::options_for_tokens(max_tokens)));
+  TANDEM_ASSIGN_OR_RETURN(d->model_, model::Model::load(dir, std::move(config)));
+  TANDEM_ASSIGN_OR_RETURN(
+      d->kv_, model::KvCache::create(d->model_->config(), model::KvCache::options_for_tokens(max_tokens)));
   d->forward_ = std::make_unique<model::Forward>(*d->model_, d->kv_, pool, 64);
   return d;
 }

@@ -20,6 +20,11 @@ Expected<DraftKind> parse_draft_kind(const std::string& text) {
 Expected<DraftKind> detect_draft_kind(const std::string& dir) {
   const std::string path = dir + "/config.json";
   TANDEM_ASSIGN_OR_RETURN(nlohmann::json j, model::read_json_file(path));
+  return detect_draft_kind(j, path);
+}
+
+Expected<DraftKind> detect_draft_kind(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object()) return invalid_argument(path + ": not a JSON object");
   const std::string type = j.value("model_type", std::string());
   if (type == "tandem_mtp" || j.contains("num_nextn_predict_layers")) return DraftKind::mtp;
   if (auto cfg = model::parse_config(j.dump(), path); cfg.ok()) return DraftKind::draft;

@@ -128,6 +128,11 @@ ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int
   return result;
 }
 
+ExactnessGate ExactnessGate::for_model(const model::Model& model, ThreadPool* pool, bool allow_inexact) {
+  return ExactnessGate(
+      model.dir(), [&model, pool](int k) { return run_exactness_probe(model, pool, k); }, allow_inexact);
+}
+
 ExactnessGate::ExactnessGate(std::string model_identity, ProbeFn probe, bool allow_inexact)
     : identity_(std::move(model_identity)), probe_(std::move(probe)), allow_inexact_(allow_inexact) {}
 

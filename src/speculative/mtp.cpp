@@ -6,10 +6,17 @@
 namespace tandem::speculative {
 
 Expected<std::unique_ptr<MtpDrafter>> MtpDrafter::load(const std::string& dir, const model::Model& target,
-                                                      ThreadPool* pool, int64_t max_tokens) {
+                                                       ThreadPool* pool, int64_t max_tokens) {
+  TANDEM_ASSIGN_OR_RETURN(nlohmann::json config, model::read_json_file(dir + "/config.json"));
+  return load(dir, std::move(config), target, pool, max_tokens);
+}
+
+Expected<std::unique_ptr<MtpDrafter>> MtpDrafter::load(const std::string& dir, nlohmann::json config,
+                                                       const model::Model& target, ThreadPool* pool,
+                                                       int64_t max_tokens) {
   std::unique_ptr<MtpDrafter> d(new MtpDrafter());
   d->target_ = &target;
-  TANDEM_ASSIGN_OR_RETURN(d->block_, model::Model::load_mtp_block(dir, target));
+  TANDEM_ASSIGN_OR_RETURN(d->block_, model::Model::load_mtp_block(dir, std::move(config), target));
   const int64_t h = target.config().hidden_size;
   const model::Checkpoint& ck = d->block_->checkpoint();
   TANDEM_ASSIGN_OR_RETURN(const model::TensorView* enorm, ck.get("enorm.weight", {h}));
@@ -20,8 +27,9 @@ Expected<std::unique_ptr<MtpDrafter>> MtpDrafter::load(const std::string& dir, c
   kernels::to_f32(enorm->data, enorm->dtype, h, d->enorm_.data());
   kernels::to_f32(hnorm->data, hnorm->dtype, h, d->hnorm_.data());
   d->eh_proj_ = kernels::PackedMatrix::pack(eh->data, eh->dtype, h, 2 * h);
-  TANDEM_ASSIGN_OR_RETURN(d->kv_, model::KvCache::create(d->block_->config(),
-                                                         model::KvCache::options_for_tokens(max_tokens + 32)));
+  TANDEM_ASSIGN_OR_RETURN(
+      d->kv_,
+      model::KvCache::create(d->block_->config(), model::KvCache::options_for_tokens(max_tokens + 32)));
   d->forward_ = std::make_unique<model::Forward>(*d->block_, d->kv_, pool, 64);
   return d;
 }
@@ -50,8 +58,8 @@ void MtpDrafter::fuse(const float* hidden_rows, const int32_t* tokens, int64_t r
   kernels::matmul(ctx, cat_.data(), rows, eh_proj_, fused_.data());
 }
 
-Expected<model::ForwardOutput> MtpDrafter::run_entries(const int32_t* tokens, int64_t rows, int64_t first_position,
-                                                       model::LogitRows logits) {
+Expected<model::ForwardOutput> MtpDrafter::run_entries(const int32_t* tokens, int64_t rows,
+                                                       int64_t first_position, model::LogitRows logits) {
   model::SequenceStep step;
   step.seq = seq_;
   step.tokens = std::span<const int32_t>(tokens, static_cast<size_t>(rows));
@@ -71,7 +79,8 @@ Expected<std::vector<int32_t>> MtpDrafter::propose(const DraftRequest& r) {
   const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
   const int64_t L = n_prompt + static_cast<int64_t>(r.generated.size()) - 1;  // the pending token's position
   if (r.hidden_size != h || static_cast<int64_t>(r.target_hidden.size()) < L * h)
-    return failed_precondition("MTP drafter needs the target's hidden state at every position before the bonus");
+    return failed_precondition(
+        "MTP drafter needs the target's hidden state at every position before the bonus");
   auto token_at = [&](int64_t p) { return p < n_prompt ? r.prompt[p] : r.generated[p - n_prompt]; };
   if (seq_ < 0) {
     seq_ = kv_.create_sequence();
@@ -118,13 +127,15 @@ Expected<std::vector<int32_t>> MtpDrafter::propose(const DraftRequest& r) {
   return drafts;
 }
 
-Expected<std::vector<float>> MtpDrafter::depth1_logits(std::span<const int32_t> tokens, std::span<const float> hidden,
-                                                       int64_t first, int64_t count) {
+Expected<std::vector<float>> MtpDrafter::depth1_logits(std::span<const int32_t> tokens,
+                                                       std::span<const float> hidden, int64_t first,
+                                                       int64_t count) {
   reset();
   seq_ = kv_.create_sequence();
   const int64_t h = target_->config().hidden_size;
   const int64_t last = first + count - 1;
-  if (first < 1 || last >= static_cast<int64_t>(tokens.size()) || static_cast<int64_t>(hidden.size()) < last * h)
+  if (first < 1 || last >= static_cast<int64_t>(tokens.size()) ||
+      static_cast<int64_t>(hidden.size()) < last * h)
     return invalid_argument("depth1_logits: positions out of range");
   fuse(hidden.data(), tokens.data() + 1, last);
   auto out = run_entries(tokens.data() + 1, last, 1, model::LogitRows::all);

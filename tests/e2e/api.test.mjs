@@ -747,3 +747,46 @@ describe('API key configuration', () => {
     }
   });
 });
+
+// runtime/text_side.h: serve and generate open the model the same way, so they stop on the
+// same ids — config.json's eos ids, generation_config.json's and the template's eos token.
+describe('generate and serve stop on the same ids (generation_config.json included)', () => {
+  const PROMPT = [37, 477, 481];
+  let dir;
+  let srv;
+  let free;  // the greedy continuation without stopping
+  const generate = (extra = []) =>
+    execFileSync(tandemBin, ['generate', '-m', dir, '--tokens', PROMPT.join(','), '-n', '8', '--temp', '0', '-t', '1', ...extra], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
+      .trim()
+      .split(',')
+      .map(Number);
+  before(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'tandem-e2e-stops-'));
+    for (const f of ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'])
+      symlinkSync(path.join(models.target, f), path.join(dir, f));
+    free = generate(['--ignore-eos']);
+    // The third greedy token becomes an eos id that only generation_config.json declares.
+    assert.equal(free.length, 8);
+    assert.ok(!free.slice(0, 2).includes(free[2]), `continuation ${free}`);
+    writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [free[2]] }));
+    srv = await startServer({ model: dir });
+  });
+  after(async () => {
+    if (srv) await srv.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('generate stops before the generation_config.json eos id', () => {
+    assert.deepEqual(generate(), free.slice(0, 2));
+  });
+
+  it('the server stops at the same place', async () => {
+    const r = await srv.post('/v1/completions', { prompt: PROMPT, max_tokens: 8, temperature: 0 });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.choices[0].finish_reason, 'stop');
+    assert.equal(r.json.usage.completion_tokens, 2);
+  });
+});

@@ -37,4 +37,8 @@ class MappedFile {
 // Reads a whole (small) file into a string; errors name the path.
 Expected<std::string> read_text_file(const std::string& path);
 
+// How many times read_text_file has opened `path` (as spelled) in this
+// process, successful or not: lets tests assert a file is read once.
+int64_t text_file_reads(const std::string& path);
+
 }  // namespace tandem

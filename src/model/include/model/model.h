@@ -46,12 +46,18 @@ class Model {
   // `progress` (optional) is called after each layer with (layers done, total).
   static Expected<std::unique_ptr<Model>> load(const std::string& dir,
                                                const std::function<void(int, int)>& progress = {});
+  // The same with DIR's config.json already parsed (the caller read it once).
+  static Expected<std::unique_ptr<Model>> load(const std::string& dir, ModelConfig config,
+                                               const std::function<void(int, int)>& progress = {});
   // Loads the decoder block of an MTP head directory (docs/formats.md,
   // model_type "tandem_mtp") as a one-layer model whose embedding table and
   // LM head are `target`'s (borrowed: `target` must outlive it). Its final
   // norm is the head's `final_norm.weight`; the head's other tensors (enorm,
   // hnorm, eh_proj) are read by the spec layer through checkpoint().
   static Expected<std::unique_ptr<Model>> load_mtp_block(const std::string& dir, const Model& target);
+  // The same with the head's config.json already parsed.
+  static Expected<std::unique_ptr<Model>> load_mtp_block(const std::string& dir, nlohmann::json config,
+                                                         const Model& target);
 
   const ModelConfig& config() const { return config_; }
   const std::string& dir() const { return dir_; }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/opened_model.h"
 #include "scheduler/engine.h"
 #include "server/api_error.h"
 #include "server/api_keys.h"
@@ -33,18 +34,9 @@ struct HttpReply {
 
 HttpReply error_reply(const ApiError& error);
 
-struct ServedModel {
-  std::unique_ptr<scheduler::Engine> engine;
-  std::optional<tok::Tokenizer> tokenizer;         // absent: only token-id prompts work
-  std::optional<tok::ChatTemplate> chat_template;  // absent: chat completions are refused
-  std::vector<int32_t> stop_tokens;                // EOS / end-of-turn ids
-};
-
-// Loads tokenizer.json, tokenizer_config.json (chat template) and the stop
-// token ids (config.json + generation_config.json eos_token_id, the
-// template's eos_token) from a model directory. Missing tokenizer files are
-// not an error (logged); malformed ones are.
-Status load_text_side(const std::string& dir, ServedModel& served);
+// The opened model the routes serve (runtime/opened_model.h): the engine,
+// tokenizer, chat template and stop ids, all from runtime::open_model.
+using runtime::ServedModel;
 
 class GenerationRun;
 

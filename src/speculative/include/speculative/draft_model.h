@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "speculative/drafter.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tandem::speculative {
 
@@ -23,12 +24,19 @@ class DraftModelDrafter final : public Drafter {
   // Loads DIR; the draft cache holds up to `max_tokens` positions.
   static Expected<std::unique_ptr<DraftModelDrafter>> load(const std::string& dir, ThreadPool* pool,
                                                            int64_t max_tokens);
+  // The same with DIR's config.json already parsed.
+  static Expected<std::unique_ptr<DraftModelDrafter>> load(const std::string& dir, model::ModelConfig config,
+                                                           ThreadPool* pool, int64_t max_tokens);
   // Checks that a drafter directory can serve `target_dir`'s model: same
   // vocabulary size, and when both ship tokenizer.json, the same token→id map
-  // for every base-vocabulary token and every added/special token. Errors
-  // name both values.
+  // for every token of the target's (base vocabulary and added/special
+  // tokens, through the tokenizer library). Errors name both values.
   static Status check_compatible(const std::string& target_dir, const model::ModelConfig& target,
                                  const std::string& draft_dir, const model::ModelConfig& draft);
+  // The same with the tokenizers already loaded (null: that directory ships none).
+  static Status check_compatible(const std::string& target_dir, const model::ModelConfig& target,
+                                 const tok::Tokenizer* target_tokenizer, const std::string& draft_dir,
+                                 const model::ModelConfig& draft, const tok::Tokenizer* draft_tokenizer);
 
   DraftKind kind() const override { return DraftKind::draft; }
   Expected<std::vector<int32_t>> propose(const DraftRequest& request) override;

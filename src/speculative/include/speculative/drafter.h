@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@ Expected<DraftKind> parse_draft_kind(const std::string& text);
 // From DIR/config.json: model_type "tandem_mtp" (or architectures naming an
 // MTP head) → mtp; a supported causal-LM model_type → draft.
 Expected<DraftKind> detect_draft_kind(const std::string& dir);
+// The same from an already parsed config.json (`path` names it in errors).
+Expected<DraftKind> detect_draft_kind(const nlohmann::json& config, const std::string& path);
 
 struct DraftRequest {
   std::span<const int32_t> prompt;

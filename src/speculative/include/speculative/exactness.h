@@ -60,6 +60,9 @@ class ExactnessGate {
   // (TANDEM_MTP_ALLOW_INEXACT, read by the app) engages speculation when the
   // probe finds the verify inexact.
   ExactnessGate(std::string model_identity, ProbeFn probe, bool allow_inexact);
+  // The gate every front end uses: keyed by `model`'s directory, probing
+  // `model` on `pool` (both must outlive the gate).
+  static ExactnessGate for_model(const model::Model& model, ThreadPool* pool, bool allow_inexact);
 
   // Memoized: the probe (and the kernel retry) run at most once per K.
   const GateDecision& decide(int block_size);

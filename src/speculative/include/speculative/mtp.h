@@ -30,6 +30,10 @@ class MtpDrafter final : public Drafter {
   // Errors name the file and the mismatching value (hidden or vocab size).
   static Expected<std::unique_ptr<MtpDrafter>> load(const std::string& dir, const model::Model& target,
                                                     ThreadPool* pool, int64_t max_tokens);
+  // The same with the head's config.json already parsed.
+  static Expected<std::unique_ptr<MtpDrafter>> load(const std::string& dir, nlohmann::json config,
+                                                    const model::Model& target, ThreadPool* pool,
+                                                    int64_t max_tokens);
 
   DraftKind kind() const override { return DraftKind::mtp; }
   Expected<std::vector<int32_t>> propose(const DraftRequest& request) override;

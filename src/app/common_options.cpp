@@ -1,0 +1,32 @@
+#include "common_options.h"
+
+namespace tandem::app {
+namespace {
+
+std::string env_list(const std::vector<const char*>& names) {
+  std::string out;
+  for (const char* n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+}  // namespace
+
+CLI::Option* add_model_option(CLI::App* sub, std::string& dir, bool from_env) {
+  const std::string help =
+      "Model directory (Hugging Face layout: config.json, *.safetensors, tokenizer files)";
+  if (from_env) return sub->add_option("-m,--model", dir, help + " (env " + env_list(kModelVariables) + ")");
+  return sub->add_option("-m,--model", dir, help)->required();
+}
+
+CLI::Option* add_threads_option(CLI::App* sub, int& threads, int min, bool from_env) {
+  std::string help = "Kernel threads (default: " +
+                     (threads == 0 ? std::string("all hardware threads") : std::to_string(threads));
+  if (from_env) help += "; env " + env_list(kThreadsVariables);
+  return sub->add_option("-t,--threads", threads, help + ")")->check(CLI::Range(min, 1024));
+}
+
+CLI::Option* add_gemm_option(CLI::App* sub, std::string& gemm) {
+  return sub->add_option("--gemm", gemm, "Matmul kernel request: invariant|splitk|auto (TANDEM_GEMM pins)");
+}
+
+}  // namespace tandem::app

@@ -1,0 +1,30 @@
+// The options several subcommands take, declared once (gemma.cpp's
+// gemma_args.h, llama.cpp's common/arg.cpp): the model directory, the kernel
+// threads and the matmul kernel request; the drafter's are in
+// drafter_setup.h. Each helper adds the option with the one help text and,
+// where a variable mirrors it, the one spelling of that variable.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace tandem::app {
+
+// The variables `serve` reads for -m and -t, in precedence order.
+inline const std::vector<const char*> kModelVariables = {"TANDEM_MODEL", "LLAMA_ARG_MODEL"};
+inline const std::vector<const char*> kThreadsVariables = {"TANDEM_THREADS", "LLAMA_ARG_THREADS"};
+
+// -m/--model DIR. `from_env`: the help names kModelVariables (the caller
+// reads them); otherwise the option is required.
+CLI::Option* add_model_option(CLI::App* sub, std::string& dir, bool from_env = false);
+
+// -t/--threads N, N in min..1024; the help states the default `threads`
+// holds (0: all hardware threads). `from_env`: the help names
+// kThreadsVariables (the caller mirrors them, e.g. with apply_env_mirrors).
+CLI::Option* add_threads_option(CLI::App* sub, int& threads, int min = 0, bool from_env = false);
+
+// --gemm invariant|splitk|auto: a request; TANDEM_GEMM pins (apply_gemm_option).
+CLI::Option* add_gemm_option(CLI::App* sub, std::string& gemm);
+
+}  // namespace tandem::app

@@ -11,7 +11,8 @@ void init_logging() {
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::info);
-  if (auto level = env_string("TANDEM_LOG_LEVEL")) spdlog::set_level(spdlog::level::from_str(to_lower(*level)));
+  if (auto level = env_string("TANDEM_LOG_LEVEL"))
+    spdlog::set_level(spdlog::level::from_str(to_lower(*level)));
 }
 
 }  // namespace tandem

@@ -50,8 +50,8 @@ void apply_repetition_penalty(std::span<float> logits, const TokenHistory& h, fl
       if (t >= 0 && static_cast<size_t>(t) < logits.size()) s.seen[t] = 0;
 }
 
-void apply_presence_frequency(std::span<float> logits, const TokenHistory& h, float presence,
-                              float frequency, ProcessorScratch& s) {
+void apply_presence_frequency(std::span<float> logits, const TokenHistory& h, float presence, float frequency,
+                              ProcessorScratch& s) {
   if (presence == 0.0f && frequency == 0.0f) return;
   s.counts.resize(logits.size(), 0);
   for (int32_t t : h.generated)

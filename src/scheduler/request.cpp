@@ -4,11 +4,16 @@ namespace tandem::scheduler {
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::none: return "none";
-    case FinishReason::stop: return "stop";
-    case FinishReason::length: return "length";
-    case FinishReason::cancelled: return "cancelled";
-    case FinishReason::error: return "error";
+    case FinishReason::none:
+      return "none";
+    case FinishReason::stop:
+      return "stop";
+    case FinishReason::length:
+      return "length";
+    case FinishReason::cancelled:
+      return "cancelled";
+    case FinishReason::error:
+      return "error";
   }
   return "none";
 }

@@ -25,8 +25,8 @@ ApiError route_not_found(const std::string& method, const std::string& path) {
 
 ApiError payload_too_large(size_t bytes, size_t limit) {
   return {413, "invalid_request_error",
-          "Request body of " + std::to_string(bytes) + " bytes exceeds the limit of " + std::to_string(limit) +
-              " bytes",
+          "Request body of " + std::to_string(bytes) + " bytes exceeds the limit of " +
+              std::to_string(limit) + " bytes",
           std::nullopt, "request_too_large"};
 }
 

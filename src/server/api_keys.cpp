@@ -28,7 +28,8 @@ Expected<ApiKeys> ApiKeys::load(const std::string& list, const std::string& file
     size_t start = 0;
     while (start <= list.size()) {
       const size_t comma = list.find(',', start);
-      const std::string key = trim(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      const std::string key =
+          trim(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
       if (key.empty()) return invalid_argument("--api-key: empty key in the comma-separated list");
       keys.keys_.push_back(key);
       if (comma == std::string::npos) break;

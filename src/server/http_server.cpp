@@ -75,13 +75,14 @@ void HttpServer::install_routes() {
     if (res.status == 413) {
       // httplib refuses on Content-Length before reading the body, so the size comes from the header.
       size_t sent = req.body.size();
-      if (req.has_header("Content-Length")) sent = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+      if (req.has_header("Content-Length"))
+        sent = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
       write_reply(res, error_reply(payload_too_large(sent, svc.max_body_bytes())));
     } else if (res.status == 404) {
       write_reply(res, error_reply(route_not_found(req.method, req.path)));
     } else {
-      write_reply(res, error_reply({res.status, "invalid_request_error", "HTTP error " + std::to_string(res.status),
-                                    std::nullopt, "http_error"}));
+      write_reply(res, error_reply({res.status, "invalid_request_error",
+                                    "HTTP error " + std::to_string(res.status), std::nullopt, "http_error"}));
     }
   });
   http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -93,12 +94,16 @@ void HttpServer::install_routes() {
     } catch (...) {
     }
     spdlog::error("request handler threw: {}", what);
-    write_reply(res, error_reply({500, "server_error", "internal error: " + what, std::nullopt, "internal_error"}));
+    write_reply(
+        res, error_reply({500, "server_error", "internal error: " + what, std::nullopt, "internal_error"}));
   });
 
-  http_->Get("/health", [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.health()); });
-  http_->Get("/v1/models", [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.models()); });
-  http_->Get("/metrics", [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.metrics()); });
+  http_->Get("/health",
+             [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.health()); });
+  http_->Get("/v1/models",
+             [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.models()); });
+  http_->Get("/metrics",
+             [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.metrics()); });
   http_->Get("/v1/internal/mtp-policy",
              [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, svc.mtp_policy()); });
 
@@ -145,8 +150,8 @@ void HttpServer::install_routes() {
   auto wrong_method = [](const char* allowed) {
     return [allowed](const httplib::Request& req, httplib::Response& res) {
       write_reply(res, error_reply({405, "invalid_request_error",
-                                    req.method + " is not allowed on " + req.path + "; use " + allowed, std::nullopt,
-                                    "method_not_allowed"}));
+                                    req.method + " is not allowed on " + req.path + "; use " + allowed,
+                                    std::nullopt, "method_not_allowed"}));
       res.set_header("Allow", allowed);
     };
   };

@@ -2,7 +2,8 @@
 
 namespace tandem::speculative {
 
-AcceptResult accept_walk(std::span<const int32_t> drafts, const std::function<int32_t(int32_t row)>& target_pick) {
+AcceptResult accept_walk(std::span<const int32_t> drafts,
+                         const std::function<int32_t(int32_t row)>& target_pick) {
   AcceptResult r;
   r.emitted.reserve(drafts.size() + 1);
   for (size_t j = 0; j <= drafts.size(); ++j) {

@@ -47,8 +47,9 @@ std::unique_ptr<Engine> make_engine(TestDrafter kind, const EngineConfig& config
     EXPECT_TRUE(d.ok());
     drafter = std::move(*d);
   } else if (kind == TestDrafter::mtp) {
-    auto d = speculative::MtpDrafter::load(speculative::testing::write_random_mtp_head((*target)->config(), "engine"),
-                                    **target, nullptr, drafter_positions);
+    auto d = speculative::MtpDrafter::load(
+        speculative::testing::write_random_mtp_head((*target)->config(), "engine"), **target, nullptr,
+        drafter_positions);
     EXPECT_TRUE(d.ok()) << d.status().to_string();
     drafter = std::move(*d);
   }

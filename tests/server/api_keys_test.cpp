@@ -38,7 +38,8 @@ TEST(ApiKeys, FileWithCommentsAndErrors) {
   EXPECT_FALSE(keys->matches("# operators"));
   { std::ofstream(path) << "# nothing\n"; }
   EXPECT_NE(ApiKeys::load("", path).status().message().find("contains no keys"), std::string::npos);
-  EXPECT_NE(ApiKeys::load("", "/nonexistent/keys").status().message().find("/nonexistent/keys"), std::string::npos);
+  EXPECT_NE(ApiKeys::load("", "/nonexistent/keys").status().message().find("/nonexistent/keys"),
+            std::string::npos);
   EXPECT_FALSE(ApiKeys::load("a,,b", "").ok());
   std::remove(path.c_str());
 }

@@ -17,8 +17,7 @@ TEST(AcceptWalk, TableOfRounds) {
       {{5, 6, 7}, {5, 6, 7, 8}, 3, {5, 6, 7, 8}, 4},  // all accepted + bonus
       {{5, 6, 7}, {9, 6, 7, 8}, 0, {9}, 1},           // first draft rejected
       {{5, 6, 7}, {5, 9, 7, 8}, 1, {5, 9}, 2},        // stops at first mismatch even if later rows agree
-      {{5, 6, 7}, {5, 6, 9, 8}, 2, {5, 6, 9}, 3},
-      {{}, {4}, 0, {4}, 1},                           // K = 1: plain decode
+      {{5, 6, 7}, {5, 6, 9, 8}, 2, {5, 6, 9}, 3},    {{}, {4}, 0, {4}, 1},  // K = 1: plain decode
   };
   for (const auto& c : cases) {
     int32_t sampled = 0;

@@ -31,7 +31,8 @@ std::vector<float> read_f32(const std::string& path, const std::string& name) {
   if (!file.ok()) return {};
   uint64_t header_len = 0;
   std::memcpy(&header_len, file->data(), 8);
-  auto header = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(file->data()) + 8, header_len));
+  auto header =
+      nlohmann::json::parse(std::string(reinterpret_cast<const char*>(file->data()) + 8, header_len));
   const auto& t = header.at(name);
   EXPECT_EQ(t.at("dtype"), "F32");
   const size_t begin = t.at("data_offsets")[0], end = t.at("data_offsets")[1];
@@ -40,7 +41,9 @@ std::vector<float> read_f32(const std::string& path, const std::string& name) {
   return out;
 }
 
-int32_t argmax(const float* row, int64_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
+int32_t argmax(const float* row, int64_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
 
 struct Bundled {
   std::unique_ptr<model::Model> target;
@@ -82,7 +85,8 @@ TEST(BundledMtp, MatchesItsGoldenValues) {
   auto logits = (*mtp)->depth1_logits(tokens, hidden, 1, n - 1);
   ASSERT_TRUE(logits.ok()) << logits.status().to_string();
   const auto expected_argmax = ref["depth1_argmax"].get<std::vector<int32_t>>();
-  for (int64_t t = 0; t < n - 1; ++t) EXPECT_EQ(argmax(logits->data() + t * vocab, vocab), expected_argmax[t]) << t;
+  for (int64_t t = 0; t < n - 1; ++t)
+    EXPECT_EQ(argmax(logits->data() + t * vocab, vocab), expected_argmax[t]) << t;
   const auto last8 = read_f32(models_dir("tandem-mtp") + "/reference.safetensors", "depth1_logits_last8");
   // bf16 weights, float32 arithmetic in a different summation order: the
   // reference's own cross-check observes 1.5e-5; allow 1e-3 absolute.
@@ -108,8 +112,8 @@ std::vector<int32_t> prompt_tokens() {
   return p;
 }
 
-std::vector<int32_t> run(Bundled& b, Drafter* drafter, const sampling::SamplingParams& params, int k, int64_t* drafted,
-                         int64_t* accepted) {
+std::vector<int32_t> run(Bundled& b, Drafter* drafter, const sampling::SamplingParams& params, int k,
+                         int64_t* drafted, int64_t* accepted) {
   sampling::Sampler sampler;
   SequenceState s;
   s.seq = b.kv.create_sequence();
@@ -152,7 +156,8 @@ TEST(BundledPair, SpeculativeEqualsClassicWithBothDrafters) {
         EXPECT_EQ(run(b, d, params, k, &drafted, &accepted), expected);
       }
       const double rate = static_cast<double>(accepted) / static_cast<double>(drafted);
-      std::printf("%s temperature %.1f: acceptance %.3f over K=2..6\n", d->describe().c_str(), temperature, rate);
+      std::printf("%s temperature %.1f: acceptance %.3f over K=2..6\n", d->describe().c_str(), temperature,
+                  rate);
       if (temperature == 0.0f) {
         EXPECT_GT(rate, 0.3) << d->describe();
       }

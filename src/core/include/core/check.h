@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define TANDEM_CHECK(cond)                                                              \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
+#define TANDEM_CHECK(cond)                                                                 \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
       std::fprintf(stderr, "%s:%d: TANDEM_CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                     \
-    }                                                                                   \
+      std::abort();                                                                        \
+    }                                                                                      \
   } while (0)

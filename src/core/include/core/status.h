@@ -18,14 +18,14 @@ namespace tandem {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,  // malformed input: request field, model file, template
-  kNotFound,         // missing file, tensor, model id
-  kOutOfRange,       // offsets, positions, sizes beyond limits
-  kUnimplemented,    // a feature tandem does not support (yet)
-  kResourceExhausted,  // KV cache full, out of memory
-  kFailedPrecondition, // called in the wrong state
-  kIo,                 // the operating system refused (open, mmap, read)
-  kInternal,           // a bug surfaced as a value at a boundary
+  kInvalidArgument,     // malformed input: request field, model file, template
+  kNotFound,            // missing file, tensor, model id
+  kOutOfRange,          // offsets, positions, sizes beyond limits
+  kUnimplemented,       // a feature tandem does not support (yet)
+  kResourceExhausted,   // KV cache full, out of memory
+  kFailedPrecondition,  // called in the wrong state
+  kIo,                  // the operating system refused (open, mmap, read)
+  kInternal,            // a bug surfaced as a value at a boundary
 };
 
 const char* status_code_name(StatusCode code);
@@ -34,9 +34,8 @@ class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message)
-      : rep_(code == StatusCode::kOk
-                 ? nullptr
-                 : std::make_shared<const Rep>(Rep{code, std::move(message)})) {}
+      : rep_(code == StatusCode::kOk ? nullptr : std::make_shared<const Rep>(Rep{code, std::move(message)})) {
+  }
 
   static Status Ok() { return Status(); }
   bool ok() const { return rep_ == nullptr; }
@@ -69,7 +68,7 @@ inline Status internal_error(std::string m) { return {StatusCode::kInternal, std
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Expected(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Expected(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "Expected built from OK status");
   }
@@ -103,9 +102,9 @@ class [[nodiscard]] Expected {
 }  // namespace tandem
 
 // Propagate a non-OK Status from an expression returning Status.
-#define TANDEM_RETURN_IF_ERROR(expr)          \
-  do {                                        \
-    ::tandem::Status tandem_status_ = (expr); \
+#define TANDEM_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::tandem::Status tandem_status_ = (expr);        \
     if (!tandem_status_.ok()) return tandem_status_; \
   } while (0)
 
@@ -115,6 +114,6 @@ class [[nodiscard]] Expected {
 #define TANDEM_ASSIGN_OR_RETURN(lhs, expr) \
   TANDEM_ASSIGN_OR_RETURN_IMPL_(TANDEM_CONCAT_(tandem_expected_, __LINE__), lhs, expr)
 #define TANDEM_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                                   \
-  if (!tmp.ok()) return tmp.status();                  \
+  auto tmp = (expr);                                  \
+  if (!tmp.ok()) return tmp.status();                 \
   lhs = std::move(tmp).value()

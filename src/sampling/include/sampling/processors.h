@@ -35,8 +35,8 @@ void apply_logit_bias(std::span<float> logits, const SamplingParams& p);
 void apply_repetition_penalty(std::span<float> logits, const TokenHistory& h, float penalty,
                               ProcessorScratch& s);
 // OpenAI: logit -= frequency * count + presence * (count > 0), over generated tokens.
-void apply_presence_frequency(std::span<float> logits, const TokenHistory& h, float presence,
-                              float frequency, ProcessorScratch& s);
+void apply_presence_frequency(std::span<float> logits, const TokenHistory& h, float presence, float frequency,
+                              ProcessorScratch& s);
 void apply_temperature(std::span<float> logits, float temperature);
 // Keeps the k largest (ties broken by lower token id), masks the rest.
 void apply_top_k(std::span<float> logits, int32_t k, ProcessorScratch& s);

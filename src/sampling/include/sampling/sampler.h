@@ -34,8 +34,8 @@ struct TokenLogprob {
 
 struct SampleResult {
   int32_t token = -1;
-  float logprob = 0.0f;              // of the chosen token under the processed distribution
-  std::vector<TokenLogprob> top;     // params.top_logprobs alternatives, most likely first
+  float logprob = 0.0f;           // of the chosen token under the processed distribution
+  std::vector<TokenLogprob> top;  // params.top_logprobs alternatives, most likely first
 };
 
 class Sampler {
@@ -44,15 +44,16 @@ class Sampler {
   // `history` holds the tokens before `position`. Logprobs (chosen + top-n)
   // come from the processed distribution: log_softmax of the processed row
   // (at temperature 0, of the bias/penalty-processed row at temperature 1).
-  SampleResult sample(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
-                      int64_t position, bool want_logprobs = false);
+  SampleResult sample(std::span<const float> logits, const SamplingParams& params,
+                      const TokenHistory& history, int64_t position, bool want_logprobs = false);
 
   // Only the token id: the fast path used by decode, verify and drafters.
   int32_t pick(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                int64_t position);
 
  private:
-  int32_t pick_processed(std::span<const float> processed, const SamplingParams& params, int64_t position) const;
+  int32_t pick_processed(std::span<const float> processed, const SamplingParams& params,
+                         int64_t position) const;
   void fill_logprobs(std::span<const float> processed, const SamplingParams& params, SampleResult& out);
 
   std::vector<float> row_;

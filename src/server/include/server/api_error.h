@@ -14,7 +14,7 @@ namespace tandem::server {
 
 struct ApiError {
   int http_status = 500;
-  std::string type;                  // "invalid_request_error", "authentication_error", ...
+  std::string type;  // "invalid_request_error", "authentication_error", ...
   std::string message;
   std::optional<std::string> param;  // the offending request field, when there is one
   std::string code;                  // machine-readable, e.g. "invalid_value", "context_length_exceeded"

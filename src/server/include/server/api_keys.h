@@ -21,7 +21,8 @@ class ApiKeys {
   bool enabled() const { return !keys_.empty(); }
   size_t size() const { return keys_.size(); }
   // Checks the request headers: "Authorization: Bearer <key>" or "X-Api-Key: <key>".
-  bool allows(const std::optional<std::string>& authorization, const std::optional<std::string>& x_api_key) const;
+  bool allows(const std::optional<std::string>& authorization,
+              const std::optional<std::string>& x_api_key) const;
   bool matches(const std::string& candidate) const;
 
  private:

@@ -25,6 +25,7 @@ struct AcceptResult {
 // target_pick(j) is called for j = 0, 1, ... in order and only as far as the
 // walk needs, so a caller can sample row j lazily (the history for row j
 // includes the drafts before it, which equal the emitted tokens when reached).
-AcceptResult accept_walk(std::span<const int32_t> drafts, const std::function<int32_t(int32_t row)>& target_pick);
+AcceptResult accept_walk(std::span<const int32_t> drafts,
+                         const std::function<int32_t(int32_t row)>& target_pick);
 
 }  // namespace tandem::speculative

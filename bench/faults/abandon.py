@@ -14,8 +14,6 @@ Exit status 0 when both pass. Example:
   python3 bench/faults/abandon.py --tandem build/src/app/tandem
 """
 
-import argparse
-import json
 import os
 import sys
 import tempfile
@@ -128,26 +126,13 @@ def case_idle():
 CASES = {"streams": case_streams, "idle": case_idle}
 
 
-def main():
+def set_args(args):
     global ARGS
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tandem", default=os.path.join(ROOT, "build", "src", "app", "tandem"))
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--cases", default=",".join(CASES))
-    ARGS = p.parse_args()
-    if not os.path.exists(ARGS.tandem):
-        sys.exit("abandon: %s not found (--tandem)" % ARGS.tandem)
-    failed = 0
-    for name in ARGS.cases.split(","):
-        t0 = time.monotonic()
-        try:
-            figures = CASES[name]()
-            print("abandon: %-8s PASS (%.1f s) %s" % (name, time.monotonic() - t0, json.dumps(figures)), flush=True)
-        except Exception as e:  # noqa: BLE001
-            failed += 1
-            print("abandon: %-8s FAIL (%.1f s): %s: %s" % (name, time.monotonic() - t0, type(e).__name__, e),
-                  flush=True)
-    sys.exit(1 if failed else 0)
+    ARGS = args
+
+
+def main():
+    fl.run_cases("abandon", CASES, __doc__.split("\n")[0], set_args)
 
 
 if __name__ == "__main__":

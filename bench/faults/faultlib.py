@@ -510,3 +510,31 @@ def check_completion_body(body, chat, n=1, max_tokens=None):
     texts = [(c.get("message") or {}).get("content", "") if chat else c.get("text", "") for c in choices]
     check_usage(j.get("usage") or {}, n, max_tokens, finish)
     return {"texts": texts, "finish": finish, "usage": j["usage"]}
+
+
+def run_cases(prog, cases, description, set_args):
+    """The scripts' shared main: parses --tandem/--threads/--cases, hands the parsed
+    arguments to `set_args`, runs each named case (a function returning a dict of figures),
+    prints PASS/FAIL per case and exits 1 on any failure."""
+    import argparse
+    import sys
+    names = ",".join(cases)
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--tandem", default=os.path.join(repo_root(), "build", "src", "app", "tandem"))
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--cases", default=names)
+    args = p.parse_args()
+    if not os.path.exists(args.tandem):
+        sys.exit("%s: %s not found (--tandem)" % (prog, args.tandem))
+    set_args(args)
+    failed = 0
+    for name in args.cases.split(","):
+        t0 = time.monotonic()
+        try:
+            figures = cases[name]()
+            print("%s: %-8s PASS (%.1f s) %s" % (prog, name, time.monotonic() - t0, json.dumps(figures)), flush=True)
+        except Exception as e:  # noqa: BLE001
+            failed += 1
+            print("%s: %-8s FAIL (%.1f s): %s: %s" % (prog, name, time.monotonic() - t0, type(e).__name__, e),
+                  flush=True)
+    sys.exit(1 if failed else 0)

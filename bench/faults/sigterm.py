@@ -21,7 +21,6 @@ Exit status 0 when every case passes. Example:
   python3 bench/faults/sigterm.py --tandem build/src/app/tandem
 """
 
-import argparse
 import json
 import os
 import signal
@@ -209,26 +208,13 @@ def case_loading():
 CASES = {"drain": case_drain, "drain0": case_drain0, "loading": case_loading}
 
 
-def main():
+def set_args(args):
     global args_
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tandem", default=os.path.join(ROOT, "build", "src", "app", "tandem"))
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--cases", default=",".join(CASES))
-    args_ = p.parse_args()
-    if not os.path.exists(args_.tandem):
-        sys.exit("sigterm: %s not found (--tandem)" % args_.tandem)
-    failed = 0
-    for name in args_.cases.split(","):
-        t0 = time.monotonic()
-        try:
-            figures = CASES[name]()
-            print("sigterm: %-8s PASS (%.1f s) %s" % (name, time.monotonic() - t0, json.dumps(figures)), flush=True)
-        except Exception as e:  # noqa: BLE001
-            failed += 1
-            print("sigterm: %-8s FAIL (%.1f s): %s: %s" % (name, time.monotonic() - t0, type(e).__name__, e),
-                  flush=True)
-    sys.exit(1 if failed else 0)
+    args_ = args
+
+
+def main():
+    fl.run_cases("sigterm", CASES, __doc__.split("\n")[0], set_args)
 
 
 if __name__ == "__main__":

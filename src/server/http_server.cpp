@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include "core/log.h"
+#include "server/collected_reply.h"
 #include "server/generation.h"
 
 namespace tandem::server {
@@ -116,19 +117,10 @@ void HttpServer::install_routes() {
       }
       std::shared_ptr<GenerationRun> run = std::move(std::get<std::unique_ptr<GenerationRun>>(started));
       if (!run->stream()) {
-        // A content provider, so the wait can notice a client that went away
-        // and cancel its request (freeing KV) instead of generating on.
-        res.set_chunked_content_provider(
-            "application/json",
-            [run, &res](size_t, httplib::DataSink& sink) {
-              auto [status, body] = run->collect([&sink] { return sink.is_writable(); });
-              if (status == 499) return false;
-              res.status = status;
-              sink.write(body.data(), body.size());
-              sink.done();
-              return true;
-            },
-            [run](bool) { run->cancel(); });
+        // Collected here, before anything is sent, so an error's status is the
+        // HTTP status; a client that goes away meanwhile cancels the run.
+        answer_collected(req, res,
+                         [&run](const std::function<bool()>& alive) { return run->collect(alive); });
         return;
       }
       res.set_header("Cache-Control", "no-cache");

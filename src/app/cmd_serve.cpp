@@ -166,6 +166,10 @@ int run_serve(ServeOptions& o) {
   spdlog::info("loaded {} ({} parameters, {:.1f} MB of weights per token) in {:.2f} s", o.model,
                opened->model->parameter_count(), opened->model->weight_bytes_per_token() / 1e6,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (!opened->text.generation.empty())
+    spdlog::info(
+        "generation_config.json defaults: {} (not applied; requests use their own or the server's defaults)",
+        opened->text.generation.describe());
   scheduler::EngineConfig ec;
   ec.max_running = o.parallel;
   ec.prefill_budget = o.batch;

@@ -6,8 +6,15 @@
 // the tokenizer maps it — sorted, without duplicates. A missing tokenizer or
 // unusable template is not an error (logged; the caller decides whether it
 // needs them); a malformed tokenizer.json is.
+//
+// generation_config.json's sampling fields are read into GenerationDefaults
+// (exposed only; nothing applies them to requests yet). The file is optional:
+// a missing file or field leaves the field unset; a field of the wrong type or
+// out of range is logged as a WARN naming it and left unset.
 #pragma once
 
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,10 +26,26 @@
 
 namespace tandem::runtime {
 
+// generation_config.json's sampling defaults; unset: absent or rejected.
+struct GenerationDefaults {
+  std::optional<float> temperature;         // >= 0
+  std::optional<float> top_p;               // (0, 1]
+  std::optional<int32_t> top_k;             // >= 0 (0: off)
+  std::optional<float> min_p;               // [0, 1]
+  std::optional<float> repetition_penalty;  // > 0
+  std::optional<int64_t> max_new_tokens;    // >= 1
+  std::optional<bool> do_sample;
+
+  bool empty() const;
+  // "temperature=0.6 top_p=0.95 ..." (set fields only, in the order above); "none" when empty.
+  std::string describe() const;
+};
+
 struct TextSide {
   std::optional<tok::Tokenizer> tokenizer;         // absent: only token-id prompts work
   std::optional<tok::ChatTemplate> chat_template;  // absent: chat is refused
   std::vector<int32_t> stop_tokens;                // EOS / end-of-turn ids, sorted, unique
+  GenerationDefaults generation;                   // generation_config.json's; not applied to requests
 };
 
 // Loads DIR's text side; `config` is DIR's already parsed config.json.
@@ -36,5 +59,13 @@ std::vector<int32_t> stop_tokens(const model::ModelConfig& config, const std::ve
 // generation_config.json's eos_token_id (an integer or a list); none when the
 // file is absent, not JSON (logged) or has no such field.
 std::vector<int32_t> generation_eos_ids(const std::string& dir);
+
+// The sampling defaults of a parsed generation_config.json (`source` names
+// it in the WARNs). Not an object: none, with a WARN.
+GenerationDefaults parse_generation_defaults(const nlohmann::json& j, const std::string& source);
+
+// DIR/generation_config.json's sampling defaults; none when the file is
+// absent, or not JSON (a WARN).
+GenerationDefaults generation_defaults(const std::string& dir);
 
 }  // namespace tandem::runtime

@@ -10,18 +10,11 @@
 #include <thread>
 
 #include "../speculative/random_mtp_head.h"
-#include "speculative/draft_model.h"
+#include "engine_test_util.h"
 #include "speculative/mtp.h"
 
 namespace tandem::scheduler {
 namespace {
-
-std::string fixture_dir(const std::string& name) {
-  const char* root = std::getenv("TANDEM_SOURCE_DIR");
-  return std::string(root ? root : ".") + "/tests/fixtures/models/" + name;
-}
-
-constexpr const char* kModel = "qwen3_qknorm_bf16_tied";
 
 // The tests' engine settings; tests change fields before make_engine().
 EngineConfig test_config(int max_running = 8) {
@@ -39,27 +32,20 @@ enum class TestDrafter { none, copy, mtp };
 // `drafter_positions`, or a random MTP head.
 std::unique_ptr<Engine> make_engine(TestDrafter kind, const EngineConfig& config,
                                     int64_t drafter_positions = 1024) {
-  auto target = model::Model::load(fixture_dir(kModel));
-  EXPECT_TRUE(target.ok()) << target.status().to_string();
+  auto target = testing::load_target();
   std::unique_ptr<speculative::Drafter> drafter;
   if (kind == TestDrafter::copy) {
-    auto d = speculative::DraftModelDrafter::load(fixture_dir(kModel), nullptr, drafter_positions);
-    EXPECT_TRUE(d.ok());
-    drafter = std::move(*d);
+    drafter = testing::load_copy_drafter(drafter_positions);
   } else if (kind == TestDrafter::mtp) {
-    auto d = speculative::MtpDrafter::load(
-        speculative::testing::write_random_mtp_head((*target)->config(), "engine"), **target, nullptr,
-        drafter_positions);
+    auto d =
+        speculative::MtpDrafter::load(speculative::testing::write_random_mtp_head(target->config(), "engine"),
+                                      *target, nullptr, drafter_positions);
     EXPECT_TRUE(d.ok()) << d.status().to_string();
     drafter = std::move(*d);
   }
-  auto e = Engine::create(config, std::move(*target), std::move(drafter));
-  EXPECT_TRUE(e.ok()) << e.status().to_string();
   PolicyEnv forced;  // speculate whenever possible; no hint files
   forced.force = true;
-  (*e)->set_policy_env(forced);
-  (*e)->start();
-  return std::move(*e);
+  return testing::start_engine(config, std::move(target), std::move(drafter), forced);
 }
 
 std::unique_ptr<Engine> make_engine(bool with_drafter, const EngineConfig& config = test_config()) {

@@ -9,37 +9,19 @@
 #include <filesystem>
 #include <thread>
 
+#include "engine_test_util.h"
 #include "scheduler/engine.h"
-#include "speculative/draft_model.h"
 
 namespace tandem::scheduler {
 namespace {
-
-std::string fixture(const std::string& name) {
-  const char* root = std::getenv("TANDEM_SOURCE_DIR");
-  return std::string(root ? root : ".") + "/tests/fixtures/models/" + name;
-}
-
-constexpr const char* kModel = "qwen3_qknorm_bf16_tied";
 
 std::unique_ptr<Engine> engine(bool with_drafter, const PolicyEnv& env) {
   EngineConfig config;
   config.max_running = 4;
   config.context = 256;
   config.threads = 2;
-  auto target = model::Model::load(fixture(kModel));
-  EXPECT_TRUE(target.ok()) << target.status().to_string();
-  std::unique_ptr<speculative::Drafter> drafter;
-  if (with_drafter) {
-    auto d = speculative::DraftModelDrafter::load(fixture(kModel), nullptr, 1024);
-    EXPECT_TRUE(d.ok());
-    drafter = std::move(*d);
-  }
-  auto e = Engine::create(config, std::move(*target), std::move(drafter));
-  EXPECT_TRUE(e.ok()) << e.status().to_string();
-  (*e)->set_policy_env(env);
-  (*e)->start();
-  return std::move(*e);
+  return testing::start_engine(config, testing::load_target(),
+                               with_drafter ? testing::load_copy_drafter() : nullptr, env);
 }
 
 std::vector<int32_t> generate(Engine& e, uint64_t id) {
@@ -112,13 +94,7 @@ TEST(PolicyEngine, ThePolicyEnvComesFromTheConfig) {
     config.context = 256;
     config.threads = 2;
     config.policy_env = env;
-    auto target = model::Model::load(fixture(kModel));
-    EXPECT_TRUE(target.ok()) << target.status().to_string();
-    auto d = speculative::DraftModelDrafter::load(fixture(kModel), nullptr, 1024);
-    EXPECT_TRUE(d.ok());
-    auto e = Engine::create(config, std::move(*target), std::move(*d));
-    EXPECT_TRUE(e.ok()) << e.status().to_string();
-    return std::move(*e);
+    return testing::create_engine(config, testing::load_target(), testing::load_copy_drafter());
   };
   PolicyEnv on;
   on.force = true;

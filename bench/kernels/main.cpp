@@ -2,6 +2,7 @@
 // pools. Benchmarks run in registration order: bandwidth first.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 
@@ -21,6 +22,11 @@ ThreadPool& pool_for(int threads) {
 }  // namespace tandem::bench
 
 int main(int argc, char** argv) {
+  // The edge: TANDEM_KERNELS (e.g. =avx2 for the docs/benchmarks.md runs) goes to
+  // the kernels once, before any benchmark runs; the kernels read no environment.
+  if (const char* v = std::getenv("TANDEM_KERNELS"))
+    tandem::kernels::select_isa(
+        tandem::kernels::isa_limit_from_env(v, tandem::kernels::best_supported_isa()));
   tandem::bench::register_bandwidth();
   tandem::bench::register_interleaved();
   tandem::bench::register_matmuls();

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/ops.h"
 #include "model/model.h"
 
 namespace tandem::app {
@@ -13,6 +14,7 @@ struct BatchBenchOptions {
   int prompt = 128;
   int decode = 64;
   int reps = 3;
+  kernels::GemmMode gemm = kernels::GemmMode::invariant;  // TANDEM_GEMM's pin, resolved by the caller
 };
 
 int run_batch_bench(const model::Model& model, ThreadPool* pool, const BatchBenchOptions& options);

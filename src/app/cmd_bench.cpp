@@ -163,10 +163,14 @@ int run_bench(const BenchOptions& o) {
               o.model_dir.c_str(), c.model_type.c_str(), c.num_layers, static_cast<long long>(c.hidden_size),
               m.parameter_count() / 1e6, kernels::dtype_name(m.lm_head().dtype()), seconds_since(t));
   const std::unique_ptr<ThreadPool>& pool = opened->pool;
+  // bench takes no --gemm: TANDEM_GEMM's pin or the invariant kernel.
+  auto gemm = resolve_gemm_option("");
+  if (!gemm.ok()) return fail(gemm.status());
   const kernels::Ctx probe_ctx;
   std::printf("threads: %d, kernels: %s, gemm: %s\n", o.threads, kernels::isa_name(probe_ctx.isa),
-              kernels::gemm_mode_name(probe_ctx.gemm));
-  if (!o.batches.empty()) return run_batch_bench(m, pool.get(), {o.batches, o.prompt, o.decode, o.reps});
+              kernels::gemm_mode_name(gemm->mode));
+  if (!o.batches.empty())
+    return run_batch_bench(m, pool.get(), {o.batches, o.prompt, o.decode, o.reps, gemm->mode});
 
   AlignedBuffer<uint64_t> bw_buffer((static_cast<size_t>(o.bw_mib) << 20) / sizeof(uint64_t));
   for (size_t i = 0; i < bw_buffer.size(); ++i) bw_buffer[i] = i * 2654435761u;
@@ -182,6 +186,7 @@ int run_bench(const BenchOptions& o) {
   auto kv = model::KvCache::create(c, model::KvCache::options_for_tokens(o.prompt + o.decode + 1));
   if (!kv.ok()) return fail(kv.status());
   model::Forward fw(m, *kv, pool.get());
+  fw.set_gemm_mode(gemm->mode);
   std::vector<int32_t> prompt(o.prompt);
   for (int i = 0; i < o.prompt; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);
 

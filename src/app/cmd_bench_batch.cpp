@@ -42,6 +42,7 @@ int run_batch_bench(const model::Model& m, ThreadPool* pool, const BatchBenchOpt
   auto kv = model::KvCache::create(c, kv_options);
   if (!kv.ok()) return fail(kv.status());
   model::Forward fw(m, *kv, pool, std::max(max_batch, 256));
+  fw.set_gemm_mode(o.gemm);
 
   std::vector<BatchFigure> figures;
   for (int rep = 0; rep < o.reps; ++rep) {

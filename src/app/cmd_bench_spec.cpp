@@ -123,7 +123,12 @@ int run_spec_bench(SpecBenchOptions o) {
   if (!prompts.ok()) return fail(prompts.status());
   auto kv = model::KvCache::create(m.config(), model::KvCache::options_for_tokens(capacity));
   if (!kv.ok()) return fail(kv.status());
+  // bench takes no --gemm: TANDEM_GEMM's pin or the invariant kernel.
+  auto gemm = resolve_gemm_option("");
+  if (!gemm.ok()) return fail(gemm.status());
   model::Forward f(m, *kv, &pool);
+  f.set_gemm_mode(gemm->mode);
+  drafter->drafter->set_gemm_mode(gemm->mode);
   sampling::SamplingParams params;
   params.temperature = o.temperature;
   params.seed = o.seed.value_or(kBenchSeed);
@@ -151,8 +156,11 @@ int run_spec_bench(SpecBenchOptions o) {
               "mean_accepted", "round_ms", "round/classic", "verify/classic", "output", "probe");
   bool all_identical = true;
   for (int k = o.k_min; k <= o.k_max; ++k) {
-    speculative::ExactnessGate gate = opened->gate(allow_inexact_from_env());
+    speculative::ExactnessGate gate = opened->gate(allow_inexact_from_env(), *gemm);
     const speculative::GateDecision& d = gate.decide(k);
+    gemm->mode = d.gemm;  // a switch sticks for the later K, as for the forwards
+    f.set_gemm_mode(d.gemm);
+    drafter->drafter->set_gemm_mode(d.gemm);
     double ms = 0, round_ms = 0, verify_ms = 0;
     int64_t rounds = 0, drafted = 0, accepted = 0, tokens = 0;
     bool identical = true;

@@ -80,10 +80,12 @@ int run_generate(GenerateOptions o) {
     return 1;
   };
   // Start-up checks (exit 2), in order: nothing reads a variable before it is validated.
+  speculative::GemmRequest gemm;
   auto startup = [&]() -> Status {
     TANDEM_RETURN_IF_ERROR(validate_environment());
     TANDEM_RETURN_IF_ERROR(resolve_drafter_options(o.drafter));
-    return apply_gemm_option(o.gemm);
+    TANDEM_ASSIGN_OR_RETURN(gemm, resolve_gemm_option(o.gemm));
+    return Status::Ok();
   };
   if (Status s = startup(); !s.ok()) return usage_error("generate", s);
   if (o.tokens.empty() && o.prompt.empty())
@@ -107,7 +109,11 @@ int run_generate(GenerateOptions o) {
   model::Forward forward(m, *kv, opened->pool.get());
 
   std::optional<speculative::GateDecision> gate;
-  if (drafter->drafter) gate = opened->gate(allow_inexact_from_env()).decide(drafter->block_size);
+  if (drafter->drafter) gate = opened->gate(allow_inexact_from_env(), gemm).decide(drafter->block_size);
+  // The mode the gate settled on (the requested one without a drafter).
+  const kernels::GemmMode mode = gate ? gate->gemm : gemm.mode;
+  forward.set_gemm_mode(mode);
+  if (drafter->drafter) drafter->drafter->set_gemm_mode(mode);
   const bool speculate = gate && gate->allowed;
 
   sampling::Sampler sampler;

@@ -26,10 +26,12 @@ int run_probe(ProbeOptions o) {
     return 1;
   };
   // Start-up checks (exit 2), in order: nothing reads a variable before it is validated.
+  speculative::GemmRequest gemm;
   auto startup = [&]() -> Status {
     TANDEM_RETURN_IF_ERROR(validate_environment());
     TANDEM_RETURN_IF_ERROR(resolve_drafter_options(o.drafter));
-    return apply_gemm_option(o.gemm);
+    TANDEM_ASSIGN_OR_RETURN(gemm, resolve_gemm_option(o.gemm));
+    return Status::Ok();
   };
   if (Status s = startup(); !s.ok()) return usage_error("probe", s);
   if (o.drafter.dir.empty())
@@ -37,7 +39,7 @@ int run_probe(ProbeOptions o) {
   auto opened = runtime::open_model({o.model_dir, o.drafter, o.threads});
   if (!opened.ok()) return fail(opened.status());
   const runtime::LoadedDrafter* drafter = &opened->drafter;
-  speculative::ExactnessGate gate = opened->gate(allow_inexact_from_env());
+  speculative::ExactnessGate gate = opened->gate(allow_inexact_from_env(), gemm);
   const speculative::GateDecision& d = gate.decide(drafter->block_size);
   const char* verdict =
       d.exact ? "exact" : (d.allowed ? "inexact (engaged anyway: TANDEM_MTP_ALLOW_INEXACT)" : "declined");

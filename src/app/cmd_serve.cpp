@@ -105,7 +105,8 @@ int run_serve(ServeOptions& o) {
     const std::string from = o.api_key_from.empty() ? "" : " (from " + o.api_key_from + ")";
     return usage_error("serve", invalid_argument(keys.status().message() + from));
   }
-  if (Status s = apply_gemm_option(o.gemm); !s.ok()) return usage_error("serve", s);
+  auto gemm = resolve_gemm_option(o.gemm);
+  if (!gemm.ok()) return usage_error("serve", gemm.status());
   const std::string id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
   server::Service service(id.empty() ? "tandem" : id, std::move(*keys), static_cast<size_t>(o.max_body));
   // One HTTP worker per connection, a stream holding its worker to the end (and an idle
@@ -180,6 +181,7 @@ int run_serve(ServeOptions& o) {
   if (!policy_env.ok()) return fail(policy_env.status());
   ec.policy_env = *policy_env;
   ec.allow_inexact = allow_inexact_from_env();
+  ec.gemm = *gemm;
   ec.drafter_dir = o.drafter.dir;
   auto served = runtime::make_served_model(std::move(*opened), ec);
   if (!served.ok()) return fail(served.status());

@@ -24,7 +24,7 @@ CLI::Option* add_model_option(CLI::App* sub, std::string& dir, bool from_env = f
 // kThreadsVariables (the caller mirrors them, e.g. with apply_env_mirrors).
 CLI::Option* add_threads_option(CLI::App* sub, int& threads, int min = 0, bool from_env = false);
 
-// --gemm invariant|splitk|auto: a request; TANDEM_GEMM pins (apply_gemm_option).
+// --gemm invariant|splitk|auto: a request; TANDEM_GEMM pins (resolve_gemm_option).
 CLI::Option* add_gemm_option(CLI::App* sub, std::string& gemm);
 
 }  // namespace tandem::app

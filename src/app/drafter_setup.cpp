@@ -2,6 +2,7 @@
 
 #include "core/env.h"
 #include "core/log.h"
+#include "environment.h"
 #include "kernels/ops.h"
 #include "scheduler/metrics.h"
 
@@ -66,8 +67,13 @@ Status resolve_drafter_options(DrafterOptions& o) {
   return Status::Ok();
 }
 
-Status apply_gemm_option(const std::string& gemm) {
-  if (gemm.empty()) return Status::Ok();
+Expected<speculative::GemmRequest> resolve_gemm_option(const std::string& gemm) {
+  speculative::GemmRequest request;
+  if (auto pin = gemm_pin_from_env()) {
+    request.mode = *pin;
+    request.pinned = true;
+  }
+  if (gemm.empty()) return request;
   kernels::GemmMode mode;
   const std::string g = to_lower(trim(gemm));
   if (g == "invariant" || g == "auto") {
@@ -78,14 +84,14 @@ Status apply_gemm_option(const std::string& gemm) {
   } else {
     return invalid_argument("--gemm '" + gemm + "' is not one of: invariant, splitk, auto");
   }
-  if (kernels::gemm_mode_pinned()) {
-    if (kernels::gemm_mode() != mode)
+  if (request.pinned) {
+    if (request.mode != mode)
       spdlog::warn("--gemm {} ignored: TANDEM_GEMM pins the matmul kernel to {}", g,
-                   kernels::gemm_mode_name(kernels::gemm_mode()));
-    return Status::Ok();
+                   kernels::gemm_mode_name(request.mode));
+    return request;
   }
-  kernels::set_gemm_mode(mode);
-  return Status::Ok();
+  request.mode = mode;
+  return request;
 }
 
 }  // namespace tandem::app

@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "runtime/drafter_loader.h"
+#include "speculative/exactness.h"
 
 namespace tandem::app {
 
@@ -28,7 +29,10 @@ void add_drafter_options(CLI::App* sub, DrafterOptions& options, bool block_size
 // size without a drafter directory, is InvalidArgument (a start-up error).
 Status resolve_drafter_options(DrafterOptions& options);
 
-// Applies --gemm (a request; TANDEM_GEMM pins and wins). Errors list the accepted values.
-Status apply_gemm_option(const std::string& gemm);
+// The matmul mode to run with: --gemm (`gemm`, empty: not given) is a
+// request; TANDEM_GEMM (after validate_environment) pins and wins. Passed
+// down to the exactness gate and the forwards; nothing process-wide is set.
+// Errors list the accepted values.
+Expected<speculative::GemmRequest> resolve_gemm_option(const std::string& gemm);
 
 }  // namespace tandem::app

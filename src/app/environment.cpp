@@ -54,15 +54,24 @@ Status apply_log_level() {
 
 Status validate_environment() {
   TANDEM_RETURN_IF_ERROR(check_choice("TANDEM_KERNELS", {"scalar", "reference", "avx2", "avx512"}));
+  // The ISA limit goes to the kernels once, here, before any kernel thread runs.
+  if (auto v = non_blank("TANDEM_KERNELS"))
+    kernels::select_isa(kernels::isa_limit_from_env(v->c_str(), kernels::best_supported_isa()));
   if (auto v = non_blank("TANDEM_GEMM")) {
     kernels::GemmMode mode;
     if (!kernels::parse_gemm_mode(v->c_str(), &mode))
       return invalid_argument("TANDEM_GEMM='" + *v + "' is not one of: invariant, splitk");
-    kernels::pin_gemm_mode(mode);
   }
   for (const char* name : {"TANDEM_MTP_ALLOW_INEXACT", "TANDEM_MTP_ADAPTIVE", "TANDEM_ENABLE_MTP_B1"})
     TANDEM_RETURN_IF_ERROR(check_bool(name));
   return Status::Ok();
+}
+
+std::optional<kernels::GemmMode> gemm_pin_from_env() {
+  auto v = non_blank("TANDEM_GEMM");
+  kernels::GemmMode mode;
+  if (!v || !kernels::parse_gemm_mode(v->c_str(), &mode)) return std::nullopt;
+  return mode;
 }
 
 bool allow_inexact_from_env() { return env_bool("TANDEM_MTP_ALLOW_INEXACT").value_or(false); }

@@ -18,10 +18,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/ops.h"
 #include "scheduler/policy.h"
 
 namespace tandem::app {
@@ -32,9 +34,13 @@ Status apply_log_level();
 // The variables serve, generate, probe and bench pass to the layers below:
 // TANDEM_KERNELS, TANDEM_GEMM, TANDEM_MTP_ALLOW_INEXACT, TANDEM_MTP_ADAPTIVE,
 // TANDEM_ENABLE_MTP_B1. (The drafter's are resolve_drafter_options'.) Also
-// applies TANDEM_GEMM: a valid value pins kernels' matmul mode (before
-// --gemm, which is then only a request that the pin overrides).
+// applies TANDEM_KERNELS: kernels::select_isa() with its limit (start-up,
+// before any kernel thread runs).
 Status validate_environment();
+
+// TANDEM_GEMM (after validate_environment): the mode it pins (--gemm is then
+// only a request that the pin overrides), nullopt when unset.
+std::optional<kernels::GemmMode> gemm_pin_from_env();
 
 // TANDEM_MTP_ALLOW_INEXACT (after validate_environment): the ExactnessGate's
 // allow_inexact.

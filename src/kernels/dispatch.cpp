@@ -58,9 +58,20 @@ Isa isa_limit_from_env(const char* value, Isa best) {
   return static_cast<uint8_t>(wanted) < static_cast<uint8_t>(best) ? wanted : best;
 }
 
+namespace {
+// Unset (0xff) until select_isa(): then the selected ISA.
+std::atomic<uint8_t> g_isa{0xff};
+}  // namespace
+
 Isa active_isa() {
-  static const Isa isa = isa_limit_from_env(std::getenv("TANDEM_KERNELS"), best_supported_isa());
-  return isa;
+  const uint8_t v = g_isa.load(std::memory_order_relaxed);
+  return v == 0xff ? best_supported_isa() : static_cast<Isa>(v);
+}
+
+void select_isa(Isa limit) {
+  const Isa best = best_supported_isa();
+  const Isa isa = static_cast<uint8_t>(limit) < static_cast<uint8_t>(best) ? limit : best;
+  g_isa.store(static_cast<uint8_t>(isa), std::memory_order_relaxed);
 }
 
 const KernelTable& kernels_for(Isa isa) {
@@ -90,24 +101,6 @@ bool parse_gemm_mode(const char* text, GemmMode* mode) {
     return false;
   }
   return true;
-}
-
-namespace {
-std::atomic<bool> g_pinned{false};
-std::atomic<GemmMode> g_mode{GemmMode::invariant};
-}  // namespace
-
-GemmMode gemm_mode() { return g_mode.load(std::memory_order_relaxed); }
-
-bool gemm_mode_pinned() { return g_pinned.load(std::memory_order_relaxed); }
-
-void set_gemm_mode(GemmMode mode) {
-  if (!gemm_mode_pinned()) g_mode.store(mode, std::memory_order_relaxed);
-}
-
-void pin_gemm_mode(GemmMode mode) {
-  g_mode.store(mode, std::memory_order_relaxed);
-  g_pinned.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace tandem::kernels

@@ -66,7 +66,6 @@ Status Forward::validate_and_reserve(std::span<const SequenceStep> steps) {
 
 Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const ForwardOptions& options) {
   TANDEM_RETURN_IF_ERROR(validate_and_reserve(steps));
-  ctx_.gemm = kernels::gemm_mode();  // the exactness gate may switch the process-wide kernel
   const ModelConfig& c = model_.config();
   ForwardOutput out;
   out.vocab = c.vocab_size;

@@ -3,8 +3,8 @@
 
 namespace tandem::runtime {
 
-speculative::ExactnessGate OpenedModel::gate(bool allow_inexact) const {
-  return speculative::ExactnessGate::for_model(*model, pool.get(), allow_inexact);
+speculative::ExactnessGate OpenedModel::gate(bool allow_inexact, speculative::GemmRequest gemm) const {
+  return speculative::ExactnessGate::for_model(*model, pool.get(), allow_inexact, gemm);
 }
 
 Expected<OpenedModel> open_model(const OpenOptions& o) {

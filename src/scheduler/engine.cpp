@@ -41,8 +41,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
       e->kv_, model::KvCache::create(mc, model::KvCache::options_for_tokens(c.kv_tokens, c.kv_block_size)));
   e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), 256);
   e->gate_ = std::make_unique<speculative::ExactnessGate>(
-      speculative::ExactnessGate::for_model(*e->target_, e->pool_.get(), c.allow_inexact));
+      speculative::ExactnessGate::for_model(*e->target_, e->pool_.get(), c.allow_inexact, c.gemm));
   if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log
+  // The gate's K is fixed for the engine, so its mode is settled from here on.
+  e->forward_->set_gemm_mode(e->gate_->gemm_mode());
+  if (e->drafter_) e->drafter_->set_gemm_mode(e->gate_->gemm_mode());
   PlannerConfig pc;
   pc.max_running = c.max_running;
   pc.prefill_budget = c.prefill_budget;

@@ -93,7 +93,8 @@ std::string ProbeResult::reason() const {
          std::to_string(differing_bytes) + " of " + std::to_string(total_bytes) + " logit bytes";
 }
 
-ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int block_size) {
+ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int block_size,
+                                kernels::GemmMode gemm) {
   ProbeResult result;
   if (block_size < 1) {
     result.why = "block size " + std::to_string(block_size) + " is below 1";
@@ -108,6 +109,7 @@ ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int
     return result;
   }
   model::Forward fwd(model, *kv, pool, std::max<int64_t>(longest, 16));
+  fwd.set_gemm_mode(gemm);
   const int64_t vocab = model.config().vocab_size;
   for (const auto& draw : draws) {
     DrawOutcome o = run_draw(fwd, *kv, draw, block_size, vocab);
@@ -128,13 +130,19 @@ ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int
   return result;
 }
 
-ExactnessGate ExactnessGate::for_model(const model::Model& model, ThreadPool* pool, bool allow_inexact) {
+ExactnessGate ExactnessGate::for_model(const model::Model& model, ThreadPool* pool, bool allow_inexact,
+                                       GemmRequest gemm) {
   return ExactnessGate(
-      model.dir(), [&model, pool](int k) { return run_exactness_probe(model, pool, k); }, allow_inexact);
+      model.dir(),
+      [&model, pool](int k, kernels::GemmMode mode) { return run_exactness_probe(model, pool, k, mode); },
+      allow_inexact, gemm);
 }
 
-ExactnessGate::ExactnessGate(std::string model_identity, ProbeFn probe, bool allow_inexact)
-    : identity_(std::move(model_identity)), probe_(std::move(probe)), allow_inexact_(allow_inexact) {}
+ExactnessGate::ExactnessGate(std::string model_identity, ProbeFn probe, bool allow_inexact, GemmRequest gemm)
+    : identity_(std::move(model_identity)),
+      probe_(std::move(probe)),
+      allow_inexact_(allow_inexact),
+      gemm_(gemm) {}
 
 const GateDecision& ExactnessGate::decide(int block_size) {
   auto it = memo_.find(block_size);
@@ -144,29 +152,29 @@ const GateDecision& ExactnessGate::decide(int block_size) {
 
 GateDecision ExactnessGate::evaluate(int block_size) {
   ++probe_runs_;
-  ProbeResult result = probe_(block_size);
+  const kernels::GemmMode requested = gemm_.mode;
+  ProbeResult result = probe_(block_size, requested);
   std::string also_tried;
-  const kernels::GemmMode requested = kernels::gemm_mode();
   if (result.ran && !result.exact && requested != kernels::GemmMode::invariant) {
-    if (kernels::gemm_mode_pinned()) {
+    if (gemm_.pinned) {
       also_tried = " The kernel retry was skipped because TANDEM_GEMM is pinned.";
     } else {
-      kernels::set_gemm_mode(kernels::GemmMode::invariant);
       ++probe_runs_;
-      ProbeResult retry = probe_(block_size);
+      ProbeResult retry = probe_(block_size, kernels::GemmMode::invariant);
       if (retry.ran && retry.exact) {
         spdlog::info(
             "exactness gate: the {} matmul kernel is not batch-invariant ({}); switched the process to the "
             "invariant kernel, which gives up split-K's speed-up on narrow shapes (model={} block_size={})",
             kernels::gemm_mode_name(requested), result.reason(), identity_, block_size);
         result = retry;
+        gemm_.mode = kernels::GemmMode::invariant;  // the caller's Forwards follow gemm_mode()
       } else {
-        kernels::set_gemm_mode(requested);
         also_tried = " Switching to the invariant kernel did not make it exact either.";
       }
     }
   }
   GateDecision d;
+  d.gemm = gemm_.mode;
   d.exact = result.ran && result.exact;
   d.probe_reason = result.reason();
   d.allowed = d.exact || allow_inexact_;

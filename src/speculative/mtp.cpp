@@ -46,6 +46,7 @@ void MtpDrafter::fuse(const float* hidden_rows, const int32_t* tokens, int64_t r
   const float eps = block_->config().rms_norm_eps;
   kernels::Ctx ctx;
   ctx.pool = forward_->ctx().pool;
+  ctx.gemm = forward_->gemm_mode();
   emb_.resize(static_cast<size_t>(rows * h));
   cat_.resize(static_cast<size_t>(rows * 2 * h));
   fused_.resize(static_cast<size_t>(rows * h));

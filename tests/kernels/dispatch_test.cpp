@@ -20,7 +20,15 @@ TEST(Dispatch, EnvCanOnlyLowerTheIsa) {
   EXPECT_EQ(isa_limit_from_env("sse9", Isa::avx2), Isa::avx2);  // unrecognised: ignored
 }
 
+// Test hook: what the app does at start-up with TANDEM_KERNELS (the kernels
+// read no environment), so `TANDEM_KERNELS=scalar test_kernels` tests that ISA.
+const bool kIsaSelected = [] {
+  if (const char* v = std::getenv("TANDEM_KERNELS")) select_isa(isa_limit_from_env(v, best_supported_isa()));
+  return true;
+}();
+
 TEST(Dispatch, ActiveIsaIsSupportedAndRespectsEnv) {
+  EXPECT_TRUE(kIsaSelected);
   const Isa active = active_isa();
   EXPECT_TRUE(isa_supported(active));
   EXPECT_TRUE(isa_supported(Isa::scalar));
@@ -38,16 +46,13 @@ TEST(Dispatch, GemmModeParsingAndRequest) {
   EXPECT_FALSE(parse_gemm_mode(nullptr, &mode));
   EXPECT_STREQ(gemm_mode_name(GemmMode::splitk), "splitk");
 
-  if (gemm_mode_pinned()) {
-    const GemmMode pinned = gemm_mode();
-    set_gemm_mode(pinned == GemmMode::splitk ? GemmMode::invariant : GemmMode::splitk);
-    EXPECT_EQ(gemm_mode(), pinned);  // a pin wins over requests
-  } else {
-    set_gemm_mode(GemmMode::splitk);
-    EXPECT_EQ(gemm_mode(), GemmMode::splitk);
-    set_gemm_mode(GemmMode::invariant);
-    EXPECT_EQ(gemm_mode(), GemmMode::invariant);
-  }
+  // No process-wide mode: a Ctx starts invariant and carries its own.
+  Ctx splitk;
+  splitk.gemm = GemmMode::splitk;
+  EXPECT_EQ(splitk.gemm, GemmMode::splitk);
+  EXPECT_EQ(Ctx{}.gemm, GemmMode::invariant);
+  splitk.gemm = GemmMode::invariant;
+  EXPECT_EQ(splitk.gemm, GemmMode::invariant);
 }
 
 TEST(Dispatch, DtypeHelpers) {

@@ -212,3 +212,36 @@ TEST(Forward, RejectsBadSteps) {
 
 }  // namespace
 }  // namespace tandem::model
+
+namespace tandem::model {
+namespace {
+
+// The matmul mode is each Forward's own (no process-wide mode): a split-K
+// Forward and an invariant one run side by side in one process, and the
+// invariant one stays bitwise batch-invariant before and after the other ran.
+TEST(GemmMode, TwoForwardsWithDifferentModesDoNotAffectEachOther) {
+  const std::string fixture = "qwen2_bias_bf16_tied";
+  Rig inv = make_rig(fixture, 2);
+  Rig split = make_rig(fixture, 2);
+  EXPECT_EQ(inv.fw->gemm_mode(), kernels::GemmMode::invariant);  // the default
+  split.fw->set_gemm_mode(kernels::GemmMode::splitk);
+  EXPECT_EQ(split.fw->gemm_mode(), kernels::GemmMode::splitk);
+  EXPECT_EQ(inv.fw->gemm_mode(), kernels::GemmMode::invariant);
+
+  const std::vector<int32_t> tokens = tokens_of(fixture);
+  ASSERT_GT(tokens.size(), 4u);
+  const std::vector<float> chain = prefill_logits(inv, tokens, 1);  // M = 1: the reference
+  const std::vector<float> inv_batch = prefill_logits(inv, tokens, tokens.size());
+  const std::vector<float> split_batch = prefill_logits(split, tokens, tokens.size());
+  const std::vector<float> inv_again = prefill_logits(inv, tokens, tokens.size());
+  EXPECT_TRUE(same_bits(inv_batch, chain));
+  EXPECT_TRUE(same_bits(inv_again, chain)) << "the split-K Forward changed the invariant one";
+  EXPECT_FALSE(same_bits(split_batch, chain)) << "split-K did not run on its Forward";
+  EXPECT_EQ(inv.fw->gemm_mode(), kernels::GemmMode::invariant);
+  EXPECT_EQ(split.fw->gemm_mode(), kernels::GemmMode::splitk);
+  // M == 1 takes the invariant path in split-K mode too.
+  EXPECT_TRUE(same_bits(prefill_logits(split, tokens, 1), chain));
+}
+
+}  // namespace
+}  // namespace tandem::model

@@ -27,15 +27,11 @@ std::string fixture_dir(const std::string& name) {
 #define TANDEM_PROBE_TEST_ALLOW_INEXACT 0
 #endif
 
-// What the app does with TANDEM_GEMM=splitk, before any test runs.
-const bool kPinned = [] {
-  if (TANDEM_PROBE_TEST_PIN_SPLITK) kernels::pin_gemm_mode(kernels::GemmMode::splitk);
-  return TANDEM_PROBE_TEST_PIN_SPLITK != 0;
-}();
+// What the app passes down with TANDEM_GEMM=splitk (app::resolve_gemm_option).
+const GemmRequest kGemm =
+    TANDEM_PROBE_TEST_PIN_SPLITK ? GemmRequest{kernels::GemmMode::splitk, /*pinned=*/true} : GemmRequest{};
 
-bool pinned_splitk() {
-  return kernels::gemm_mode_pinned() && kernels::gemm_mode() == kernels::GemmMode::splitk;
-}
+bool pinned_splitk() { return kGemm.pinned && kGemm.mode == kernels::GemmMode::splitk; }
 
 const std::regex kDiffers(
     "verify block position [0-9]+ differs from the single-token chain in [0-9]+ of [0-9]+ logit bytes");
@@ -45,7 +41,7 @@ TEST(ExactnessProbe, VerdictFollowsTheKernelConfiguration) {
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   ThreadPool pool(2);
   for (int k : {2, 4, 8}) {
-    ProbeResult r = run_exactness_probe(**model, &pool, k);
+    ProbeResult r = run_exactness_probe(**model, &pool, k, kGemm.mode);
     ASSERT_TRUE(r.ran) << r.why;
     if (pinned_splitk()) {
       EXPECT_FALSE(r.exact) << "K=" << k;
@@ -62,22 +58,26 @@ TEST(ExactnessGate, OnARealModel) {
   ThreadPool pool(2);
   const model::Model& m = **model;
   const bool allow_inexact = TANDEM_PROBE_TEST_ALLOW_INEXACT != 0;
+  // Unpinned: split-K requested (--gemm splitk), which the gate switches back.
+  const GemmRequest request = pinned_splitk() ? kGemm : GemmRequest{kernels::GemmMode::splitk, false};
   ExactnessGate gate(
-      m.dir(), [&](int k) { return run_exactness_probe(m, &pool, k); }, allow_inexact);
-  EXPECT_EQ(kernels::gemm_mode_pinned(), kPinned);
+      m.dir(), [&](int k, kernels::GemmMode mode) { return run_exactness_probe(m, &pool, k, mode); },
+      allow_inexact, request);
+  EXPECT_EQ(gate.gemm_mode(), kernels::GemmMode::splitk);
   if (!pinned_splitk()) {
     // A requested (not pinned) split-K kernel is switched back to the invariant one.
-    kernels::set_gemm_mode(kernels::GemmMode::splitk);
     const GateDecision& d = gate.decide(4);
     EXPECT_TRUE(d.allowed);
     EXPECT_TRUE(d.exact) << d.probe_reason;
-    EXPECT_EQ(kernels::gemm_mode(), kernels::GemmMode::invariant);
+    EXPECT_EQ(gate.gemm_mode(), kernels::GemmMode::invariant);
+    EXPECT_EQ(d.gemm, kernels::GemmMode::invariant);
     EXPECT_EQ(d.probe_reason, "verify block is byte-identical to the single-token chain");
     return;
   }
   const GateDecision& d = gate.decide(4);
   EXPECT_FALSE(d.exact);
   EXPECT_EQ(gate.probe_runs(), 1) << "a pinned kernel is never retried";
+  EXPECT_EQ(gate.gemm_mode(), kernels::GemmMode::splitk);
   if (allow_inexact) {
     EXPECT_TRUE(d.allowed);
     EXPECT_FALSE(d.decline_reason.has_value());

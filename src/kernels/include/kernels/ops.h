@@ -9,7 +9,8 @@
 //
 // Variants: each op has a scalar reference and AVX2 / AVX-512 variants. The
 // variant is chosen by Ctx::isa (default: active_isa(), the best this CPU
-// supports, lowered by env TANDEM_KERNELS=scalar|avx2|avx512). Variants agree
+// supports, lowered by select_isa(): the app passes TANDEM_KERNELS's value
+// at start-up; the kernels read no environment). Variants agree
 // with the reference within per-precision tolerances, not bitwise; each
 // variant is bitwise invariant with itself.
 //
@@ -35,14 +36,19 @@ const char* dtype_name(DType dtype);
 enum class Isa : uint8_t { scalar = 0, avx2 = 1, avx512 = 2 };
 const char* isa_name(Isa isa);
 bool isa_supported(Isa isa);
-// Best supported ISA, lowered (never raised) by TANDEM_KERNELS; read once.
+// The ISA Ctx{} starts with: best_supported_isa() lowered (never raised) by
+// the last select_isa().
 Isa active_isa();
-// The best ISA this CPU supports (ignores TANDEM_KERNELS).
+// Lowers active_isa() to `limit` (a limit above best_supported_isa() selects
+// the best). Start-up only, before other threads run kernels: the app calls
+// it once with TANDEM_KERNELS's value (isa_limit_from_env).
+void select_isa(Isa limit);
+// The best ISA this CPU supports (ignores select_isa()).
 Isa best_supported_isa();
 // What TANDEM_KERNELS=`value` selects when the CPU's best is `best`: the
 // named ISA (scalar|avx2|avx512, trimmed, case-insensitive) if it is not
 // above `best`, else `best`. nullptr, empty or unrecognised -> `best`.
-// active_isa() is isa_limit_from_env(getenv("TANDEM_KERNELS"), best_supported_isa()).
+// A pure parser: the caller (the app) reads the environment.
 Isa isa_limit_from_env(const char* value, Isa best);
 
 // Matmul reduction policy. invariant: one fixed-order accumulation per
@@ -54,17 +60,8 @@ Isa isa_limit_from_env(const char* value, Isa best);
 // Details and measurements: docs/kernels.md, docs/benchmarks.md.
 enum class GemmMode : uint8_t { invariant, splitk };
 const char* gemm_mode_name(GemmMode mode);
-// Process-wide default (what a Ctx starts with): the pinned mode once
-// pin_gemm_mode() ran, else the last set_gemm_mode() (a request; the
-// exactness gate may switch it back). The kernels read no environment: the
-// app pins TANDEM_GEMM's value at start-up.
-GemmMode gemm_mode();
-bool gemm_mode_pinned();
-// A request; ignored once the mode is pinned.
-void set_gemm_mode(GemmMode mode);
-// Pins the mode for the rest of the process (later set_gemm_mode() calls
-// are ignored). Start-up only, before other threads run kernels.
-void pin_gemm_mode(GemmMode mode);
+// There is no process-wide mode: each Ctx carries its own (default
+// invariant); model::Forward holds the mode its owner configured.
 // Parses "invariant" / "splitk" (trimmed, case-insensitive); false if neither.
 bool parse_gemm_mode(const char* text, GemmMode* mode);
 
@@ -73,7 +70,7 @@ bool parse_gemm_mode(const char* text, GemmMode* mode);
 struct Ctx {
   ThreadPool* pool = nullptr;
   Isa isa = active_isa();
-  GemmMode gemm = gemm_mode();
+  GemmMode gemm = GemmMode::invariant;
 };
 
 // ---------------------------------------------------------------- matmul

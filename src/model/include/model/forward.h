@@ -85,6 +85,11 @@ class Forward {
   Expected<ForwardOutput> run(std::span<const SequenceStep> steps, const ForwardOptions& options = {});
 
   kernels::Ctx& ctx() { return ctx_; }
+  // The matmul mode every run() uses (default invariant). The owner's
+  // setting: nothing process-wide changes it (the exactness gate reports
+  // the mode it settled on and the owner applies it here).
+  kernels::GemmMode gemm_mode() const { return ctx_.gemm; }
+  void set_gemm_mode(kernels::GemmMode mode) { ctx_.gemm = mode; }
   const Model& model() const { return model_; }
   KvCache& kv() { return kv_; }
 

@@ -40,8 +40,10 @@ struct OpenedModel {
   LoadedDrafter drafter;             // drafter.drafter null: none configured
 
   // The exactness gate for `model` on `pool` (the bundle must outlive it);
-  // `allow_inexact`: TANDEM_MTP_ALLOW_INEXACT, as the app read it.
-  speculative::ExactnessGate gate(bool allow_inexact) const;
+  // `allow_inexact`: TANDEM_MTP_ALLOW_INEXACT, as the app read it; `gemm`:
+  // the requested matmul mode (--gemm / TANDEM_GEMM). The caller runs its
+  // forwards with the gate's gemm_mode() once it decided.
+  speculative::ExactnessGate gate(bool allow_inexact, speculative::GemmRequest gemm = {}) const;
 };
 
 Expected<OpenedModel> open_model(const OpenOptions& options);

@@ -57,11 +57,14 @@ struct EngineConfig {
   std::string drafter_dir;  // for the policy key (canonicalised)
   bool prefix_cache =
       true;  // reuse cached prompt prefixes (off with an MTP drafter, which needs every hidden row)
-  // From the app (the environment, read at the edge): the policy's variables
-  // and the exactness gate's allow_inexact. The defaults read nothing: an
-  // adaptive policy without hint files, and an inexact verify declined.
+  // From the app (the environment, read at the edge): the policy's variables,
+  // the exactness gate's allow_inexact and the requested matmul mode (--gemm
+  // / TANDEM_GEMM). The defaults read nothing: an adaptive policy without
+  // hint files, an inexact verify declined, the invariant kernel. The
+  // target's and the drafter's forwards run with the mode the gate settles on.
   PolicyEnv policy_env;
   bool allow_inexact = false;
+  speculative::GemmRequest gemm;
 };
 
 class Engine {

@@ -44,6 +44,7 @@ class DraftModelDrafter final : public Drafter {
   // The cache's capacity: propose() feeds positions up to the last-but-one draft.
   int64_t position_limit() const override { return int64_t{kv_.num_blocks()} * kv_.block_size(); }
   std::string describe() const override { return "draft:" + model_->dir(); }
+  void set_gemm_mode(kernels::GemmMode mode) override { forward_->set_gemm_mode(mode); }
   const model::Model& model() const { return *model_; }
 
  private:

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/ops.h"
 #include "sampling/params.h"
 
 namespace tandem::speculative {
@@ -59,6 +60,10 @@ class Drafter {
   virtual int64_t position_limit() const = 0;
   // A short description for logs and stats ("draft:/path", "mtp:/path").
   virtual std::string describe() const = 0;
+  // The matmul mode its forwards run with (default invariant); the owner
+  // applies the mode the exactness gate settled on. A drafter without
+  // forwards of its own ignores it.
+  virtual void set_gemm_mode(kernels::GemmMode /*mode*/) {}
 };
 
 }  // namespace tandem::speculative

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/thread_pool.h"
+#include "kernels/ops.h"
 
 namespace tandem::model {
 class Model;
@@ -39,35 +40,49 @@ struct ProbeResult {
 
 inline constexpr int kProbeDraws = 3;
 
-// Runs the probe on `model` with the process's current matmul mode, on a
-// private KV cache (serving caches are untouched): kProbeDraws draws with an
-// 8-token prompt plus one draw whose block crosses an attention chunk
-// boundary.
-ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int block_size);
+// Runs the probe on `model` with matmul mode `gemm`, on a private KV cache
+// (serving caches are untouched): kProbeDraws draws with an 8-token prompt
+// plus one draw whose block crosses an attention chunk boundary.
+ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int block_size,
+                                kernels::GemmMode gemm);
+
+// The matmul mode the user asked for (--gemm / TANDEM_GEMM, parsed by the
+// app) and whether TANDEM_GEMM pinned it: a pinned mode is never retried.
+struct GemmRequest {
+  kernels::GemmMode mode = kernels::GemmMode::invariant;
+  bool pinned = false;
+};
 
 struct GateDecision {
   bool allowed = false;  // exact || allow_inexact
   bool exact = false;
-  std::string probe_reason;                   // the final probe's reason()
-  std::optional<std::string> decline_reason;  // "{reason}.{also_tried}" trimmed, when !allowed
+  std::string probe_reason;                               // the final probe's reason()
+  kernels::GemmMode gemm = kernels::GemmMode::invariant;  // the mode the final probe ran with
+  std::optional<std::string> decline_reason;              // "{reason}.{also_tried}" trimmed, when !allowed
 };
 
 class ExactnessGate {
  public:
-  using ProbeFn = std::function<ProbeResult(int block_size)>;
+  using ProbeFn = std::function<ProbeResult(int block_size, kernels::GemmMode mode)>;
   // `model_identity` keys the memo (e.g. the target's path); `probe` runs
-  // one probe with the current kernels::gemm_mode(); `allow_inexact`
+  // one probe with the given matmul mode; `allow_inexact`
   // (TANDEM_MTP_ALLOW_INEXACT, read by the app) engages speculation when the
-  // probe finds the verify inexact.
-  ExactnessGate(std::string model_identity, ProbeFn probe, bool allow_inexact);
+  // probe finds the verify inexact; `gemm` is the requested mode: an inexact
+  // non-invariant one that is not pinned is retried with the invariant mode.
+  ExactnessGate(std::string model_identity, ProbeFn probe, bool allow_inexact, GemmRequest gemm = {});
   // The gate every front end uses: keyed by `model`'s directory, probing
   // `model` on `pool` (both must outlive the gate).
-  static ExactnessGate for_model(const model::Model& model, ThreadPool* pool, bool allow_inexact);
+  static ExactnessGate for_model(const model::Model& model, ThreadPool* pool, bool allow_inexact,
+                                 GemmRequest gemm = {});
 
   // Memoized: the probe (and the kernel retry) run at most once per K.
   const GateDecision& decide(int block_size);
   bool allowed(int block_size) { return decide(block_size).allowed; }
   int probe_runs() const { return probe_runs_; }
+  // The mode the gate settled on: the requested one, or invariant once a
+  // retry with it made the verify exact (the switch sticks for later K).
+  // The caller runs its Forwards (target and drafter) with it.
+  kernels::GemmMode gemm_mode() const { return gemm_.mode; }
 
  private:
   GateDecision evaluate(int block_size);
@@ -75,6 +90,7 @@ class ExactnessGate {
   std::string identity_;
   ProbeFn probe_;
   bool allow_inexact_ = false;
+  GemmRequest gemm_;
   std::map<int, GateDecision> memo_;
   int probe_runs_ = 0;
 };

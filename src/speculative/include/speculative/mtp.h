@@ -42,6 +42,7 @@ class MtpDrafter final : public Drafter {
   // is one position conservative).
   int64_t position_limit() const override { return int64_t{kv_.num_blocks()} * kv_.block_size(); }
   std::string describe() const override { return "mtp:" + block_->dir(); }
+  void set_gemm_mode(kernels::GemmMode mode) override { forward_->set_gemm_mode(mode); }
 
   // Depth-1 logits for real entries at token positions [first, first + count)
   // given tokens x_0..x_{n-1} and target hidden rows h_0..h_{n-2} (test hook

@@ -16,8 +16,8 @@ void kv_write(const KvPool& pool, const float* k_new, const float* v_new, int64_
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t pos = positions[r];
     TANDEM_CHECK(pos >= 0);
-    const int64_t block = block_tables[r][pos / pool.block_size];
-    const int64_t offset = (block * pool.block_size + pos % pool.block_size) * row_floats;
+    const int64_t block = block_tables[r][pos / pool.tokens_per_block];
+    const int64_t offset = (block * pool.tokens_per_block + pos % pool.tokens_per_block) * row_floats;
     std::memcpy(pool.k + offset, k_new + r * row_floats, row_floats * sizeof(float));
     std::memcpy(pool.v + offset, v_new + r * row_floats, row_floats * sizeof(float));
   }
@@ -27,7 +27,7 @@ void attention(const Ctx& ctx, const float* q, int64_t rows, int n_heads, const 
                const int32_t* positions, const int32_t* const* block_tables, float scale, int window,
                float* out) {
   TANDEM_CHECK(pool.n_kv_heads > 0 && n_heads % pool.n_kv_heads == 0);
-  TANDEM_CHECK(pool.head_dim > 0 && pool.head_dim <= kMaxHeadDim && pool.block_size > 0);
+  TANDEM_CHECK(pool.head_dim > 0 && pool.head_dim <= kMaxHeadDim && pool.tokens_per_block > 0);
   const KernelTable& kt = kernels_for(ctx.isa);
   const int group = n_heads / pool.n_kv_heads;
   const int64_t d = pool.head_dim;

@@ -8,15 +8,16 @@
 namespace tandem::model {
 
 Expected<KvCache> KvCache::create(const ModelConfig& config, const KvCacheOptions& options) {
-  if (options.block_size <= 0 || options.num_blocks <= 0)
-    return invalid_argument("KV cache: block_size and num_blocks must be positive");
+  if (options.tokens_per_block <= 0 || options.num_blocks <= 0)
+    return invalid_argument("KV cache: tokens_per_block and num_blocks must be positive");
   KvCache c;
-  c.block_size_ = options.block_size;
+  c.tokens_per_block_ = options.tokens_per_block;
   c.num_blocks_ = options.num_blocks;
   c.n_kv_heads_ = config.num_kv_heads;
   c.head_dim_ = config.head_dim;
   c.num_layers_ = config.num_layers;
-  const size_t per_layer = static_cast<size_t>(c.num_blocks_) * c.block_size_ * c.n_kv_heads_ * c.head_dim_;
+  const size_t per_layer =
+      static_cast<size_t>(c.num_blocks_) * c.tokens_per_block_ * c.n_kv_heads_ * c.head_dim_;
   try {
     c.k_.resize(c.num_layers_);
     c.v_.resize(c.num_layers_);
@@ -34,15 +35,16 @@ Expected<KvCache> KvCache::create(const ModelConfig& config, const KvCacheOption
   return c;
 }
 
-KvCacheOptions KvCache::options_for_tokens(int64_t tokens, int32_t block_size) {
+KvCacheOptions KvCache::options_for_tokens(int64_t tokens, int32_t tokens_per_block) {
   KvCacheOptions o;
-  o.block_size = block_size;
-  o.num_blocks = static_cast<int32_t>(std::max<int64_t>(1, (tokens + block_size - 1) / block_size));
+  o.tokens_per_block = tokens_per_block;
+  o.num_blocks =
+      static_cast<int32_t>(std::max<int64_t>(1, (tokens + tokens_per_block - 1) / tokens_per_block));
   return o;
 }
 
 int64_t KvCache::bytes() const {
-  return int64_t{2} * num_layers_ * num_blocks_ * block_size_ * n_kv_heads_ * head_dim_ *
+  return int64_t{2} * num_layers_ * num_blocks_ * tokens_per_block_ * n_kv_heads_ * head_dim_ *
          int64_t{sizeof(float)};
 }
 
@@ -99,7 +101,7 @@ Status KvCache::reserve(SequenceId seq, int64_t tokens) {
                               std::to_string(s.blocks.size()) + " blocks, needs " + std::to_string(need) +
                               " more, " + std::to_string(free_blocks()) + " of " +
                               std::to_string(num_blocks_) + " free, block size " +
-                              std::to_string(block_size_) + ")");
+                              std::to_string(tokens_per_block_) + ")");
   for (int32_t i = 0; i < need; ++i) {
     s.blocks.push_back(free_list_.back());
     refs_[free_list_.back()] = 1;
@@ -120,14 +122,14 @@ void KvCache::adopt(SequenceId seq, std::span<const int32_t> blocks) {
     retain(b);
     s.blocks.push_back(b);
   }
-  s.length = static_cast<int64_t>(blocks.size()) * block_size_;
+  s.length = static_cast<int64_t>(blocks.size()) * tokens_per_block_;
   s.frozen_tokens = s.length;
 }
 
 void KvCache::freeze(SequenceId seq, int32_t blocks) {
   Sequence& s = seq_ref(seq);
   TANDEM_CHECK(blocks >= 0 && static_cast<size_t>(blocks) <= s.blocks.size());
-  s.frozen_tokens = std::max<int64_t>(s.frozen_tokens, int64_t{blocks} * block_size_);
+  s.frozen_tokens = std::max<int64_t>(s.frozen_tokens, int64_t{blocks} * tokens_per_block_);
   TANDEM_CHECK(s.frozen_tokens <= s.length);
 }
 
@@ -143,7 +145,7 @@ void KvCache::drop(int32_t block) {
 
 void KvCache::set_length(SequenceId seq, int64_t tokens) {
   Sequence& s = seq_ref(seq);
-  TANDEM_CHECK(tokens >= 0 && tokens <= static_cast<int64_t>(s.blocks.size()) * block_size_);
+  TANDEM_CHECK(tokens >= 0 && tokens <= static_cast<int64_t>(s.blocks.size()) * tokens_per_block_);
   s.length = tokens;
 }
 
@@ -169,7 +171,7 @@ kernels::KvPool KvCache::layer_pool(int layer) {
   kernels::KvPool p;
   p.k = k_[layer].data();
   p.v = v_[layer].data();
-  p.block_size = block_size_;
+  p.tokens_per_block = tokens_per_block_;
   p.n_kv_heads = n_kv_heads_;
   p.head_dim = head_dim_;
   return p;

@@ -22,7 +22,7 @@ BatchPlanner::BatchPlanner(PlannerConfig config) : config_(config), free_blocks_
 
 int32_t BatchPlanner::blocks_needed(int64_t prompt_tokens, int64_t max_tokens) const {
   const int64_t positions = prompt_tokens + max_tokens;
-  return static_cast<int32_t>((positions + config_.block_size - 1) / config_.block_size);
+  return static_cast<int32_t>((positions + config_.tokens_per_block - 1) / config_.tokens_per_block);
 }
 
 void BatchPlanner::enqueue(uint64_t id, int64_t prompt_tokens, int64_t max_tokens) {

@@ -37,8 +37,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   e->target_ = std::move(target);
   e->drafter_ = std::move(drafter);
   e->pool_ = pool ? std::move(pool) : std::make_unique<ThreadPool>(c.threads);
-  TANDEM_ASSIGN_OR_RETURN(
-      e->kv_, model::KvCache::create(mc, model::KvCache::options_for_tokens(c.kv_tokens, c.kv_block_size)));
+  TANDEM_ASSIGN_OR_RETURN(e->kv_, model::KvCache::create(mc, model::KvCache::options_for_tokens(
+                                                                 c.kv_tokens, c.kv_tokens_per_block)));
   e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), 256);
   e->gate_ = std::make_unique<speculative::ExactnessGate>(
       speculative::ExactnessGate::for_model(*e->target_, e->pool_.get(), c.allow_inexact, c.gemm));
@@ -49,7 +49,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   PlannerConfig pc;
   pc.max_running = c.max_running;
   pc.prefill_budget = c.prefill_budget;
-  pc.block_size = c.kv_block_size;
+  pc.tokens_per_block = c.kv_tokens_per_block;
   pc.total_blocks = e->kv_.num_blocks();
   e->planner_ = std::make_unique<BatchPlanner>(pc);
   Engine* self = e.get();
@@ -233,9 +233,9 @@ int64_t Engine::admit(uint64_t id) {
   // At least the prompt's last token is prefilled: its logits give the first token.
   const int64_t prompt = static_cast<int64_t>(a.seq.prompt.size());
   const std::vector<int32_t> hit =
-      prefix_->lookup(a.seq.prompt, static_cast<int32_t>((prompt - 1) / kv_.block_size()));
+      prefix_->lookup(a.seq.prompt, static_cast<int32_t>((prompt - 1) / kv_.tokens_per_block()));
   kv_.adopt(a.seq.seq, hit);
-  a.stats.cached_tokens = static_cast<int64_t>(hit.size()) * kv_.block_size();
+  a.stats.cached_tokens = static_cast<int64_t>(hit.size()) * kv_.tokens_per_block();
   metrics_.prefix_cache_queries += static_cast<uint64_t>(prompt);
   metrics_.prefix_cache_hits += static_cast<uint64_t>(a.stats.cached_tokens);
   return a.stats.cached_tokens;
@@ -294,7 +294,8 @@ double Engine::run_batched(const TickPlan& plan) {
       planner_->on_prefilled(c.id, c.length);
       if (!c.last) continue;
       if (prefix_) {  // the prompt's full blocks are complete: share them from now on
-        const auto full = static_cast<int32_t>(a.seq.prompt.size() / static_cast<size_t>(kv_.block_size()));
+        const auto full =
+            static_cast<int32_t>(a.seq.prompt.size() / static_cast<size_t>(kv_.tokens_per_block()));
         prefix_->insert(a.seq.prompt, kv_.block_table(a.seq.seq), full);
         kv_.freeze(a.seq.seq, full);
       }

@@ -22,12 +22,12 @@ uint64_t PrefixCache::chain_key(uint64_t parent, std::span<const int32_t> block_
 }
 
 std::span<const int32_t> PrefixCache::block_tokens(std::span<const int32_t> tokens, int32_t i) const {
-  const auto bs = static_cast<size_t>(kv_.block_size());
+  const auto bs = static_cast<size_t>(kv_.tokens_per_block());
   return tokens.subspan(static_cast<size_t>(i) * bs, bs);
 }
 
 int32_t PrefixCache::whole_blocks(std::span<const int32_t> tokens, int32_t at_most) const {
-  return std::min(at_most, static_cast<int32_t>(tokens.size() / static_cast<size_t>(kv_.block_size())));
+  return std::min(at_most, static_cast<int32_t>(tokens.size() / static_cast<size_t>(kv_.tokens_per_block())));
 }
 
 std::vector<int32_t> PrefixCache::lookup(std::span<const int32_t> tokens, int32_t max_blocks) {

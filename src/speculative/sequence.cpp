@@ -83,7 +83,7 @@ Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter,
   const int64_t L = s.pending_position();
   if (position_limit <= 0) {
     const model::KvCache& kv = target.kv();
-    position_limit = int64_t{kv.held_blocks(s.seq) + kv.free_blocks()} * kv.block_size();
+    position_limit = int64_t{kv.held_blocks(s.seq) + kv.free_blocks()} * kv.tokens_per_block();
   }
   const int k = fitting_block_size(block_size, L, std::min(position_limit, drafter.position_limit()));
   RoundStats stats;

@@ -18,19 +18,24 @@ using testing::same_bits;
 // A pool holding `seqs` sequences of `len` positions each, blocks shuffled so
 // block tables are non-trivial, every K/V row written.
 struct PoolFixture {
-  int n_heads, n_kv, head_dim, block_size, len, seqs;
+  int n_heads, n_kv, head_dim, tokens_per_block, len, seqs;
   std::vector<float> k, v, q;
   std::vector<std::vector<int32_t>> tables;
   KvPool pool;
 
-  PoolFixture(int n_heads_, int n_kv_, int head_dim_, int block_size_, int len_, int seqs_)
-      : n_heads(n_heads_), n_kv(n_kv_), head_dim(head_dim_), block_size(block_size_), len(len_), seqs(seqs_) {
-    const int blocks_per_seq = (len + block_size - 1) / block_size;
+  PoolFixture(int n_heads_, int n_kv_, int head_dim_, int tokens_per_block_, int len_, int seqs_)
+      : n_heads(n_heads_),
+        n_kv(n_kv_),
+        head_dim(head_dim_),
+        tokens_per_block(tokens_per_block_),
+        len(len_),
+        seqs(seqs_) {
+    const int blocks_per_seq = (len + tokens_per_block - 1) / tokens_per_block;
     const int blocks = blocks_per_seq * seqs;
-    const size_t floats = static_cast<size_t>(blocks) * block_size * n_kv * head_dim;
+    const size_t floats = static_cast<size_t>(blocks) * tokens_per_block * n_kv * head_dim;
     k.assign(floats, 0.0f);
     v.assign(floats, 0.0f);
-    pool = KvPool{k.data(), v.data(), block_size, n_kv, head_dim};
+    pool = KvPool{k.data(), v.data(), tokens_per_block, n_kv, head_dim};
     std::vector<int32_t> order(blocks);
     std::iota(order.begin(), order.end(), 0);
     std::reverse(order.begin(), order.end());
@@ -78,8 +83,8 @@ struct PoolFixture {
     const int lo = window > 0 ? std::max(0, pos - window + 1) : 0;
     const float* qv = q_at(seq, pos) + head * head_dim;
     auto at = [&](const std::vector<float>& plane, int p) {
-      const int64_t block = tables[seq][p / block_size];
-      return &plane[((block * block_size + p % block_size) * n_kv + kvh) * head_dim];
+      const int64_t block = tables[seq][p / tokens_per_block];
+      return &plane[((block * tokens_per_block + p % tokens_per_block) * n_kv + kvh) * head_dim];
     };
     std::vector<double> s;
     double mx = -INFINITY;

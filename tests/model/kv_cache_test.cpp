@@ -18,7 +18,7 @@ ModelConfig tiny_config() {
 }
 
 TEST(KvCache, ReserveTruncateRelease) {
-  auto kv = KvCache::create(tiny_config(), {.block_size = 4, .num_blocks = 5});
+  auto kv = KvCache::create(tiny_config(), {.tokens_per_block = 4, .num_blocks = 5});
   ASSERT_TRUE(kv.ok());
   EXPECT_EQ(kv->free_blocks(), 5);
   EXPECT_EQ(kv->bytes(), 2 * 2 * 5 * 4 * 2 * 8 * 4);
@@ -42,7 +42,7 @@ TEST(KvCache, ReserveTruncateRelease) {
 }
 
 TEST(KvCache, DoesNotFitIsAnErrorAndChangesNothing) {
-  auto kv = KvCache::create(tiny_config(), {.block_size = 4, .num_blocks = 3});
+  auto kv = KvCache::create(tiny_config(), {.tokens_per_block = 4, .num_blocks = 3});
   ASSERT_TRUE(kv.ok());
   SequenceId a = kv->create_sequence();
   SequenceId b = kv->create_sequence();
@@ -72,11 +72,11 @@ TEST(KvCache, HandlesAreReused) {
 }
 
 TEST(KvCache, RejectsBadOptions) {
-  EXPECT_FALSE(KvCache::create(tiny_config(), {.block_size = 0, .num_blocks = 3}).ok());
+  EXPECT_FALSE(KvCache::create(tiny_config(), {.tokens_per_block = 0, .num_blocks = 3}).ok());
 }
 
 TEST(KvCache, SharedBlocksAreRefCountedAndImmutable) {
-  auto kv = KvCache::create(tiny_config(), {.block_size = 4, .num_blocks = 6});
+  auto kv = KvCache::create(tiny_config(), {.tokens_per_block = 4, .num_blocks = 6});
   ASSERT_TRUE(kv.ok());
   SequenceId a = kv->create_sequence();
   ASSERT_TRUE(kv->reserve(a, 10).ok());  // 3 blocks
@@ -102,7 +102,7 @@ TEST(KvCache, SharedBlocksAreRefCountedAndImmutable) {
 }
 
 TEST(KvCache, ReservationAsksTheReclaimHookFirst) {
-  auto kv = KvCache::create(tiny_config(), {.block_size = 4, .num_blocks = 2});
+  auto kv = KvCache::create(tiny_config(), {.tokens_per_block = 4, .num_blocks = 2});
   ASSERT_TRUE(kv.ok());
   SequenceId a = kv->create_sequence();
   ASSERT_TRUE(kv->reserve(a, 8).ok());
@@ -125,7 +125,7 @@ TEST(KvCache, ReservationAsksTheReclaimHookFirst) {
 }
 
 TEST(KvCacheDeathTest, TruncatingIntoSharedBlocksIsABug) {
-  auto kv = KvCache::create(tiny_config(), {.block_size = 4, .num_blocks = 2});
+  auto kv = KvCache::create(tiny_config(), {.tokens_per_block = 4, .num_blocks = 2});
   ASSERT_TRUE(kv.ok());
   SequenceId a = kv->create_sequence();
   ASSERT_TRUE(kv->reserve(a, 6).ok());

@@ -50,7 +50,7 @@ struct FakeEngine {
 };
 
 TEST(BatchPlanner, ChunkedPrefillInterleavesWithBatchedDecode) {
-  BatchPlanner planner({.max_running = 2, .prefill_budget = 8, .block_size = 4, .total_blocks = 100});
+  BatchPlanner planner({.max_running = 2, .prefill_budget = 8, .tokens_per_block = 4, .total_blocks = 100});
   FakeEngine e{planner};
   e.submit(1, 10, 3);
   e.submit(2, 4, 2);
@@ -81,7 +81,7 @@ TEST(BatchPlanner, ChunkedPrefillInterleavesWithBatchedDecode) {
 }
 
 TEST(BatchPlanner, AdmitHookSkipsCachedPromptTokens) {
-  BatchPlanner planner({.max_running = 2, .prefill_budget = 8, .block_size = 4, .total_blocks = 100});
+  BatchPlanner planner({.max_running = 2, .prefill_budget = 8, .tokens_per_block = 4, .total_blocks = 100});
   // Request 1 finds 8 of its 10 prompt tokens cached; request 2 claims its whole prompt is,
   // but its last token is always prefilled (its logits give the first token).
   planner.set_admit_hook([](uint64_t id) -> int64_t { return id == 1 ? 8 : 4; });
@@ -96,7 +96,7 @@ TEST(BatchPlanner, AdmitHookSkipsCachedPromptTokens) {
 }
 
 TEST(BatchPlanner, SpeculatesOnlyWhenExactlyOneRequestDecodes) {
-  BatchPlanner planner({.max_running = 4, .prefill_budget = 64, .block_size = 4, .total_blocks = 100});
+  BatchPlanner planner({.max_running = 4, .prefill_budget = 64, .tokens_per_block = 4, .total_blocks = 100});
   FakeEngine e{planner};
   e.submit(1, 4, 20);
   TickPlan p = e.tick(true);  // prefill 1
@@ -118,7 +118,7 @@ TEST(BatchPlanner, SpeculatesOnlyWhenExactlyOneRequestDecodes) {
 
 TEST(BatchPlanner, AdmissionQueuesWhatDoesNotFitAndNeverEvicts) {
   // 10 blocks of 4 tokens; each request needs ceil((8 + 8) / 4) = 4 blocks.
-  BatchPlanner planner({.max_running = 8, .prefill_budget = 100, .block_size = 4, .total_blocks = 10});
+  BatchPlanner planner({.max_running = 8, .prefill_budget = 100, .tokens_per_block = 4, .total_blocks = 10});
   FakeEngine e{planner};
   for (uint64_t id = 1; id <= 3; ++id) e.submit(id, 8, 8);
   TickPlan p = e.tick(false);
@@ -139,7 +139,7 @@ TEST(BatchPlanner, AdmissionQueuesWhatDoesNotFitAndNeverEvicts) {
 // Admission reserves prompt + max_tokens and nothing more: a request that
 // fills the pool exactly is served (speculative rounds stay inside it).
 TEST(BatchPlanner, ARequestFillingThePoolExactlyIsAdmitted) {
-  BatchPlanner planner({.max_running = 1, .prefill_budget = 100, .block_size = 4, .total_blocks = 4});
+  BatchPlanner planner({.max_running = 1, .prefill_budget = 100, .tokens_per_block = 4, .total_blocks = 4});
   EXPECT_EQ(planner.blocks_needed(5, 11), 4);
   EXPECT_TRUE(planner.fits_ever(5, 11));
   EXPECT_FALSE(planner.fits_ever(5, 12));
@@ -150,7 +150,7 @@ TEST(BatchPlanner, ARequestFillingThePoolExactlyIsAdmitted) {
 }
 
 TEST(BatchPlanner, MaxRunningCapsConcurrency) {
-  BatchPlanner planner({.max_running = 1, .prefill_budget = 100, .block_size = 4, .total_blocks = 100});
+  BatchPlanner planner({.max_running = 1, .prefill_budget = 100, .tokens_per_block = 4, .total_blocks = 100});
   FakeEngine e{planner};
   e.submit(1, 4, 2);
   e.submit(2, 4, 2);

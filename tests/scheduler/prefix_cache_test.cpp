@@ -31,12 +31,12 @@ void prefill_and_register(model::KvCache& kv, PrefixCache& cache, const std::vec
   const model::SequenceId s = kv.create_sequence();
   ASSERT_TRUE(kv.reserve(s, static_cast<int64_t>(prompt.size())).ok());
   kv.set_length(s, static_cast<int64_t>(prompt.size()));
-  cache.insert(prompt, kv.block_table(s), static_cast<int32_t>(prompt.size()) / kv.block_size());
+  cache.insert(prompt, kv.block_table(s), static_cast<int32_t>(prompt.size()) / kv.tokens_per_block());
   kv.release(s);
 }
 
 TEST(PrefixCache, MatchesWholeBlocksOfTheSameChainOnly) {
-  auto kv = model::KvCache::create(tiny_config(), {.block_size = 4, .num_blocks = 16});
+  auto kv = model::KvCache::create(tiny_config(), {.tokens_per_block = 4, .num_blocks = 16});
   ASSERT_TRUE(kv.ok());
   PrefixCache cache(*kv);
   prefill_and_register(*kv, cache, tokens(10));  // 2 full blocks
@@ -58,7 +58,7 @@ TEST(PrefixCache, MatchesWholeBlocksOfTheSameChainOnly) {
 }
 
 TEST(PrefixCache, EvictsLeastRecentlyUsedLeavesAndNothingInUse) {
-  auto kv = model::KvCache::create(tiny_config(), {.block_size = 4, .num_blocks = 8});
+  auto kv = model::KvCache::create(tiny_config(), {.tokens_per_block = 4, .num_blocks = 8});
   ASSERT_TRUE(kv.ok());
   PrefixCache cache(*kv);
   prefill_and_register(*kv, cache, tokens(8, 0));  // chain A: 2 blocks

@@ -181,7 +181,7 @@ TEST(SpecNearCacheEnd, RoundsShrinkToTheRoomLeftInBothCaches) {
   const char* name = "llama_default_bf16";
   auto target = load_target(name, kPositions);
   ASSERT_NE(target, nullptr);
-  ASSERT_EQ(target->kv.num_blocks() * target->kv.block_size(), kPositions);
+  ASSERT_EQ(target->kv.num_blocks() * target->kv.tokens_per_block(), kPositions);
   auto copy = DraftModelDrafter::load(fixture_dir(name), nullptr, kPositions);
   auto half = DraftModelDrafter::load(fixture_dir(name), nullptr, kPositions / 2);
   auto mtp = MtpDrafter::load(testing::write_random_mtp_head(target->model->config(), "near_end"),

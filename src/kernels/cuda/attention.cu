@@ -29,9 +29,10 @@ constexpr int kDimsPerThread = kMaxHeadDim / kThreads;
 
 __device__ __forceinline__ int64_t kv_offset(const DeviceKvPool& pool, const int32_t* table, int32_t position,
                                              int kv_head) {
-  const int32_t block = table[position / pool.block_size];
-  const int32_t slot = position % pool.block_size;
-  return ((static_cast<int64_t>(block) * pool.block_size + slot) * pool.n_kv_heads + kv_head) * pool.head_dim;
+  const int32_t block = table[position / pool.tokens_per_block];
+  const int32_t slot = position % pool.tokens_per_block;
+  return ((static_cast<int64_t>(block) * pool.tokens_per_block + slot) * pool.n_kv_heads + kv_head) *
+         pool.head_dim;
 }
 
 __global__ void kv_write_kernel(DeviceKvPool pool, const float* __restrict__ k_new,
@@ -115,10 +116,11 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 Status check_pool(const DeviceKvPool& pool, const char* op) {
-  if (pool.block_size <= 0 || pool.n_kv_heads <= 0 || pool.head_dim <= 0 || pool.head_dim > kMaxHeadDim) {
-    return invalid_argument(std::string(op) + ": need block_size, n_kv_heads > 0 and 0 < head_dim <= " +
+  if (pool.tokens_per_block <= 0 || pool.n_kv_heads <= 0 || pool.head_dim <= 0 ||
+      pool.head_dim > kMaxHeadDim) {
+    return invalid_argument(std::string(op) + ": need tokens_per_block, n_kv_heads > 0 and 0 < head_dim <= " +
                             std::to_string(kMaxHeadDim) +
-                            " (got block_size=" + std::to_string(pool.block_size) +
+                            " (got tokens_per_block=" + std::to_string(pool.tokens_per_block) +
                             ", n_kv_heads=" + std::to_string(pool.n_kv_heads) +
                             ", head_dim=" + std::to_string(pool.head_dim) + ")");
   }

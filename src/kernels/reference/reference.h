@@ -23,9 +23,9 @@ void attend(const AttendArgs& args);
 // Address of key/value (position pos, kv head h) in a paged pool plane.
 inline const float* kv_row(const float* plane, const KvPool& pool, const int32_t* block_table, int32_t pos,
                            int kv_head) {
-  const int64_t block = block_table[pos / pool.block_size];
-  const int64_t slot = pos % pool.block_size;
-  return plane + ((block * pool.block_size + slot) * pool.n_kv_heads + kv_head) * pool.head_dim;
+  const int64_t block = block_table[pos / pool.tokens_per_block];
+  const int64_t slot = pos % pool.tokens_per_block;
+  return plane + ((block * pool.tokens_per_block + slot) * pool.n_kv_heads + kv_head) * pool.head_dim;
 }
 
 }  // namespace tandem::kernels::reference

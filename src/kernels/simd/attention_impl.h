@@ -25,9 +25,9 @@ struct AttentionKernel {
 
   static const float* row(const float* plane, const KvPool& pool, const int32_t* table, int32_t pos,
                           int kv_head) {
-    const int64_t block = table[pos / pool.block_size];
-    const int64_t slot = pos % pool.block_size;
-    return plane + ((block * pool.block_size + slot) * pool.n_kv_heads + kv_head) * pool.head_dim;
+    const int64_t block = table[pos / pool.tokens_per_block];
+    const int64_t slot = pos % pool.tokens_per_block;
+    return plane + ((block * pool.tokens_per_block + slot) * pool.n_kv_heads + kv_head) * pool.head_dim;
   }
 
   static void attend(const AttendArgs& a) {

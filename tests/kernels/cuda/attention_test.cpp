@@ -20,7 +20,7 @@ using testing::random_floats;
 using testing::same_bits;
 
 struct AttentionCase {
-  int n_heads, n_kv, head_dim, block_size, len, window;
+  int n_heads, n_kv, head_dim, tokens_per_block, len, window;
 };
 
 // One sequence of `len` positions in a pool whose blocks are shuffled; the
@@ -34,11 +34,11 @@ struct Fixture {
   DeviceKvPool pool;
 
   Fixture(const AttentionCase& c, const Stream& stream) : ac(c) {
-    const int blocks = (c.len + c.block_size - 1) / c.block_size + 2;  // two spare blocks
-    const size_t floats = static_cast<size_t>(blocks) * c.block_size * c.n_kv * c.head_dim;
+    const int blocks = (c.len + c.tokens_per_block - 1) / c.tokens_per_block + 2;  // two spare blocks
+    const size_t floats = static_cast<size_t>(blocks) * c.tokens_per_block * c.n_kv * c.head_dim;
     k.assign(floats, 0.0f);
     v.assign(floats, 0.0f);
-    host_pool = KvPool{k.data(), v.data(), c.block_size, c.n_kv, c.head_dim};
+    host_pool = KvPool{k.data(), v.data(), c.tokens_per_block, c.n_kv, c.head_dim};
     table.resize(blocks);
     std::iota(table.begin(), table.end(), 0);
     std::reverse(table.begin(), table.end());
@@ -54,7 +54,7 @@ struct Fixture {
 
     dk = testing::to_device(std::vector<float>(floats, 0.0f), stream);
     dv = testing::to_device(std::vector<float>(floats, 0.0f), stream);
-    pool = DeviceKvPool{dk.as<float>(), dv.as<float>(), c.block_size, c.n_kv, c.head_dim};
+    pool = DeviceKvPool{dk.as<float>(), dv.as<float>(), c.tokens_per_block, c.n_kv, c.head_dim};
     // Every row uses the same table: a [len][blocks] array of copies.
     std::vector<int32_t> rows_tables;
     for (int r = 0; r < c.len; ++r) rows_tables.insert(rows_tables.end(), table.begin(), table.end());

@@ -148,13 +148,13 @@ Status rope(const Stream& stream, float* x, int64_t rows, int n_heads, int head_
 // in tests/kernels/cuda/attention_test.cpp have not run): treat as unverified.
 //
 // One layer's paged K/V pool on the device, f32, the CPU KvPool layout: block
-// b, slot s, kv head h starts at base + ((b * block_size + s) * n_kv_heads + h)
+// b, slot s, kv head h starts at base + ((b * tokens_per_block + s) * n_kv_heads + h)
 // * head_dim. Block tables are one device array: row r's table starts at
 // block_tables + r * table_stride.
 struct DeviceKvPool {
   float* k = nullptr;
   float* v = nullptr;
-  int32_t block_size = 0;
+  int32_t tokens_per_block = 0;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
 };

@@ -153,11 +153,11 @@ void rope(const Ctx& ctx, float* x, int64_t rows, int n_heads, int head_dim, con
 inline constexpr int kAttentionChunk = 32;
 
 // One layer's paged K or V pool: block b, slot s, kv head h starts at
-// base + ((b * block_size + s) * n_kv_heads + h) * head_dim.
+// base + ((b * tokens_per_block + s) * n_kv_heads + h) * head_dim.
 struct KvPool {
   float* k = nullptr;
   float* v = nullptr;
-  int32_t block_size = 0;
+  int32_t tokens_per_block = 0;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
 };

@@ -1,7 +1,7 @@
 // KvCache: the paged K/V pool shared by all sequences of one model.
 //
 // Storage: per layer, one K and one V array of num_blocks blocks; block b,
-// slot s, kv head h lives at ((b * block_size + s) * n_kv_heads + h) *
+// slot s, kv head h lives at ((b * tokens_per_block + s) * n_kv_heads + h) *
 // head_dim (kernels::KvPool). f32, allocated once at construction.
 //
 // Sequences: create_sequence() returns a handle; each sequence owns a block
@@ -41,8 +41,8 @@ struct ModelConfig;
 using SequenceId = int32_t;
 
 struct KvCacheOptions {
-  int32_t block_size = 32;  // tokens per block
-  int32_t num_blocks = 0;   // blocks in the pool
+  int32_t tokens_per_block = 32;  // tokens per block
+  int32_t num_blocks = 0;         // blocks in the pool
 };
 
 class KvCache {
@@ -53,17 +53,17 @@ class KvCache {
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
   // Sizes the pool for `config`'s layers / kv heads / head_dim. Allocates
-  // 2 * layers * num_blocks * block_size * kv_dim floats.
+  // 2 * layers * num_blocks * tokens_per_block * kv_dim floats.
   static Expected<KvCache> create(const ModelConfig& config, const KvCacheOptions& options);
   // Options whose pool holds `tokens` tokens in total (rounded up to blocks).
-  static KvCacheOptions options_for_tokens(int64_t tokens, int32_t block_size = 32);
+  static KvCacheOptions options_for_tokens(int64_t tokens, int32_t tokens_per_block = 32);
 
-  int32_t block_size() const { return block_size_; }
+  int32_t tokens_per_block() const { return tokens_per_block_; }
   int32_t num_blocks() const { return num_blocks_; }
   int32_t free_blocks() const { return static_cast<int32_t>(free_list_.size()); }
   int64_t bytes() const;
   int32_t blocks_for(int64_t tokens) const {
-    return static_cast<int32_t>((tokens + block_size_ - 1) / block_size_);
+    return static_cast<int32_t>((tokens + tokens_per_block_ - 1) / tokens_per_block_);
   }
 
   // A new empty sequence (no blocks yet).
@@ -74,7 +74,7 @@ class KvCache {
 
   // Valid K/V length of the sequence (positions [0, length)).
   int64_t length(SequenceId seq) const;
-  // Blocks the sequence holds (capacity = held * block_size tokens).
+  // Blocks the sequence holds (capacity = held * tokens_per_block tokens).
   int32_t held_blocks(SequenceId seq) const;
   // Extra blocks reserve(seq, tokens) would take from the pool.
   int32_t blocks_needed(SequenceId seq, int64_t tokens) const;
@@ -90,7 +90,7 @@ class KvCache {
 
   // Prefix sharing (see the header comment).
   // Starts the empty sequence `seq` on `blocks` (full blocks, in position
-  // order): takes a reference on each, length = blocks.size() * block_size.
+  // order): takes a reference on each, length = blocks.size() * tokens_per_block.
   void adopt(SequenceId seq, std::span<const int32_t> blocks);
   // Marks the first `blocks` blocks of `seq` immutable (they are shared).
   void freeze(SequenceId seq, int32_t blocks);
@@ -118,7 +118,7 @@ class KvCache {
   Sequence& seq_ref(SequenceId seq);
   const Sequence& seq_ref(SequenceId seq) const;
 
-  int32_t block_size_ = 0, num_blocks_ = 0, n_kv_heads_ = 0, head_dim_ = 0;
+  int32_t tokens_per_block_ = 0, num_blocks_ = 0, n_kv_heads_ = 0, head_dim_ = 0;
   int num_layers_ = 0;
   std::vector<AlignedBuffer<float>> k_, v_;  // one per layer
   std::vector<int32_t> free_list_;           // stack of free block ids

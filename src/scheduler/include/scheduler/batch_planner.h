@@ -39,10 +39,10 @@ enum class Phase { queued, prefilling, decoding, finished };
 const char* phase_name(Phase phase);
 
 struct PlannerConfig {
-  int32_t max_running = 4;       // -np
-  int64_t prefill_budget = 256;  // prompt tokens per tick
-  int32_t block_size = 32;
-  int32_t total_blocks = 0;  // KV pool capacity
+  int32_t max_running = 4;        // -np
+  int64_t prefill_budget = 256;   // prompt tokens per tick
+  int32_t tokens_per_block = 32;  // KV cache block size (positions per block)
+  int32_t total_blocks = 0;       // KV pool capacity
 };
 
 struct PrefillChunk {

@@ -51,7 +51,7 @@ struct EngineConfig {
   int64_t prefill_budget = 256;  // prompt tokens per tick
   int64_t context = 0;    // max prompt + completion tokens per request (0: model's max, capped at 4096)
   int64_t kv_tokens = 0;  // KV pool capacity (0: context * max_running)
-  int32_t kv_block_size = 32;
+  int32_t kv_tokens_per_block = 32;
   int threads = 0;          // kernel threads (0: hardware threads)
   int block_size = 4;       // speculative K (tokens per verify forward)
   std::string drafter_dir;  // for the policy key (canonicalised)

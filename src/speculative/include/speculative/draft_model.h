@@ -42,7 +42,7 @@ class DraftModelDrafter final : public Drafter {
   Expected<std::vector<int32_t>> propose(const DraftRequest& request) override;
   void reset() override;
   // The cache's capacity: propose() feeds positions up to the last-but-one draft.
-  int64_t position_limit() const override { return int64_t{kv_.num_blocks()} * kv_.block_size(); }
+  int64_t position_limit() const override { return int64_t{kv_.num_blocks()} * kv_.tokens_per_block(); }
   std::string describe() const override { return "draft:" + model_->dir(); }
   void set_gemm_mode(kernels::GemmMode mode) override { forward_->set_gemm_mode(mode); }
   const model::Model& model() const { return *model_; }

@@ -40,7 +40,7 @@ class MtpDrafter final : public Drafter {
   void reset() override;
   // The cache's capacity (an entry for position p sits in slot p - 1, so this
   // is one position conservative).
-  int64_t position_limit() const override { return int64_t{kv_.num_blocks()} * kv_.block_size(); }
+  int64_t position_limit() const override { return int64_t{kv_.num_blocks()} * kv_.tokens_per_block(); }
   std::string describe() const override { return "mtp:" + block_->dir(); }
   void set_gemm_mode(kernels::GemmMode mode) override { forward_->set_gemm_mode(mode); }
 

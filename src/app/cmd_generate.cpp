@@ -79,15 +79,9 @@ int run_generate(GenerateOptions o) {
     std::fprintf(stderr, "tandem generate: %s\n", s.to_string().c_str());
     return 1;
   };
-  // Start-up checks (exit 2), in order: nothing reads a variable before it is validated.
-  speculative::GemmRequest gemm;
-  auto startup = [&]() -> Status {
-    TANDEM_RETURN_IF_ERROR(validate_environment());
-    TANDEM_RETURN_IF_ERROR(resolve_drafter_options(o.drafter));
-    TANDEM_ASSIGN_OR_RETURN(gemm, resolve_gemm_option(o.gemm));
-    return Status::Ok();
-  };
-  if (Status s = startup(); !s.ok()) return usage_error("generate", s);
+  auto checked = check_startup(o.drafter, o.gemm);  // exit 2 on any usage error
+  if (!checked.ok()) return usage_error("generate", checked.status());
+  const speculative::GemmRequest gemm = *checked;
   if (o.tokens.empty() && o.prompt.empty())
     return fail(invalid_argument("give a prompt with -p TEXT (or token ids with --tokens)"));
   runtime::OpenOptions open;

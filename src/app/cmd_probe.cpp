@@ -25,15 +25,9 @@ int run_probe(ProbeOptions o) {
     std::fprintf(stderr, "tandem probe: %s\n", s.to_string().c_str());
     return 1;
   };
-  // Start-up checks (exit 2), in order: nothing reads a variable before it is validated.
-  speculative::GemmRequest gemm;
-  auto startup = [&]() -> Status {
-    TANDEM_RETURN_IF_ERROR(validate_environment());
-    TANDEM_RETURN_IF_ERROR(resolve_drafter_options(o.drafter));
-    TANDEM_ASSIGN_OR_RETURN(gemm, resolve_gemm_option(o.gemm));
-    return Status::Ok();
-  };
-  if (Status s = startup(); !s.ok()) return usage_error("probe", s);
+  auto checked = check_startup(o.drafter, o.gemm);  // exit 2 on any usage error
+  if (!checked.ok()) return usage_error("probe", checked.status());
+  const speculative::GemmRequest gemm = *checked;
   if (o.drafter.dir.empty())
     return usage_error("probe", invalid_argument("-md/--model-draft DIR is required"));
   auto opened = runtime::open_model({o.model_dir, o.drafter, o.threads});

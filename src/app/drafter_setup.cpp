@@ -94,4 +94,10 @@ Expected<speculative::GemmRequest> resolve_gemm_option(const std::string& gemm) 
   return request;
 }
 
+Expected<speculative::GemmRequest> check_startup(DrafterOptions& drafter, const std::string& gemm) {
+  TANDEM_RETURN_IF_ERROR(validate_environment());
+  TANDEM_RETURN_IF_ERROR(resolve_drafter_options(drafter));
+  return resolve_gemm_option(gemm);
+}
+
 }  // namespace tandem::app

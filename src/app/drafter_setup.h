@@ -35,4 +35,9 @@ Status resolve_drafter_options(DrafterOptions& options);
 // Errors list the accepted values.
 Expected<speculative::GemmRequest> resolve_gemm_option(const std::string& gemm);
 
+// The start-up checks generate and probe share, in order (nothing reads a
+// variable before it is validated): the environment, the drafter options,
+// then --gemm. Any failure is a usage error (exit 2).
+Expected<speculative::GemmRequest> check_startup(DrafterOptions& drafter, const std::string& gemm);
+
 }  // namespace tandem::app

@@ -100,7 +100,9 @@ describe('client disconnect', () => {
   it('requests beyond -np queue (num_requests_waiting) and produce the same text as alone', async () => {
     const client = server.client();
     const prompts = Array.from({ length: 7 }, (_, i) => `The ${['whale', 'ship', 'sea', 'captain', 'crew', 'storm', 'harbour'][i]} was`);
-    const make = (prompt) => client.completions.create({ prompt, max_tokens: 24, temperature: 0, logit_bias: NO_EOS });
+    // Long enough that the first four hold their slots for many decode steps while the
+    // poller looks: with 24 tokens all seven could finish between two polls on a fast machine.
+    const make = (prompt) => client.completions.create({ prompt, max_tokens: 160, temperature: 0, logit_bias: NO_EOS });
     let sawWaiting = 0;
     let polling = true;
     const poller = (async () => {

@@ -39,6 +39,7 @@ struct ServeOptions {
   int parallel = 4;
   int64_t batch = 256;
   bool no_prefix_cache = false;
+  bool no_webui = false;
   std::string api_key, api_key_file;
   std::string api_key_from;  // the variables the keys came from, when no flag gave them ("" otherwise)
   int threads = 0;
@@ -113,7 +114,7 @@ int run_serve(ServeOptions& o) {
   // keep-alive connection for up to 5 s): far more workers than -np, so that requests
   // beyond -np queue in the engine (num_requests_waiting) instead of unread in the
   // accept queue, and /health and /metrics still answer under load.
-  server::HttpServer http(service, {o.host, o.port, std::max(128, o.parallel * 2 + 4)});
+  server::HttpServer http(service, {o.host, o.port, std::max(128, o.parallel * 2 + 4), !o.no_webui});
   if (Status s = http.bind(); !s.ok()) {
     spdlog::error("{}", s.message());
     return 1;
@@ -247,6 +248,10 @@ Command add_serve_command(CLI::App& app) {
              "Prefill every prompt in full instead of reusing cached prompt prefixes (reuse is exact: the "
              "output is the same either way; env TANDEM_NO_PREFIX_CACHE)"),
          {"TANDEM_NO_PREFIX_CACHE"}, true);
+  mirror(sub->add_flag("--no-webui", o->no_webui,
+                       "Do not serve the web page at GET / (docs/webui.md; env TANDEM_NO_WEBUI, "
+                       "LLAMA_ARG_NO_WEBUI)"),
+         {"TANDEM_NO_WEBUI", "LLAMA_ARG_NO_WEBUI"}, true);
   sub->add_option("--api-key", o->api_key,
                   "API key(s), comma-separated (env TANDEM_API_KEY / LLAMA_API_KEY)");
   sub->add_option("--api-key-file", o->api_key_file, "File with one API key per line");

@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "server/collected_reply.h"
 #include "server/generation.h"
+#include "server/webui.h"
 
 namespace tandem::server {
 namespace {
@@ -63,8 +64,12 @@ void HttpServer::stop() {
 
 void HttpServer::install_routes() {
   Service& svc = service_;
-  http_->set_pre_routing_handler([&svc](const httplib::Request& req, httplib::Response& res) {
+  const bool webui = options_.webui;
+  http_->set_pre_routing_handler([&svc, webui](const httplib::Request& req, httplib::Response& res) {
     if (req.path == "/health" || !svc.keys().enabled()) return httplib::Server::HandlerResponse::Unhandled;
+    // The page's own files hold no data: a browser must load the page to be asked for the key.
+    if (webui && (req.method == "GET" || req.method == "HEAD") && find_webui_asset(req.path))
+      return httplib::Server::HandlerResponse::Unhandled;
     if (svc.keys().allows(header(req, "Authorization"), header(req, "X-Api-Key")))
       return httplib::Server::HandlerResponse::Unhandled;
     write_reply(res, error_reply(unauthorized()));
@@ -161,6 +166,27 @@ void HttpServer::install_routes() {
   http_->Post("/v1/chat/completions", generate(Endpoint::chat_completions));
   http_->Post("/completions", generate(Endpoint::completions));
   http_->Post("/chat/completions", generate(Endpoint::chat_completions));
+  if (options_.webui) {
+    install_webui_routes();
+    for (const WebAsset& asset : webui_assets()) {
+      const std::string path(asset.path);
+      http_->Post(path, wrong_method("GET"));
+      http_->Put(path, wrong_method("GET"));
+      http_->Delete(path, wrong_method("GET"));
+    }
+  }
+}
+
+void HttpServer::install_webui_routes() {
+  for (const WebAsset& asset : webui_assets()) {
+    http_->Get(std::string(asset.path), [&asset](const httplib::Request& req, httplib::Response& res) {
+      const WebReply reply = webui_reply(asset, header(req, "If-None-Match"));
+      res.status = reply.status;
+      for (const auto& [name, value] : reply.headers) res.set_header(name, value);
+      if (reply.status == 200)
+        res.set_content(reply.body.data(), reply.body.size(), std::string(reply.content_type));
+    });
+  }
 }
 
 }  // namespace tandem::server

@@ -1,5 +1,5 @@
 // HttpServer: the cpp-httplib adapter. Knows HTTP, nothing else: it checks
-// the API key (every route but /health), the body size limit, maps routes
+// the API key (every route but /health and the web page's files), the body size limit, maps routes
 // to Service methods and writes their replies or SSE streams. Every error
 // body comes from api_error.h. Thread-safe as cpp-httplib is: one worker
 // thread per connection from its pool.
@@ -21,6 +21,7 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8080;          // 0: pick a free port
   int worker_threads = 16;  // concurrent connections served
+  bool webui = true;        // serve the web page at GET / (docs/webui.md); --no-webui turns it off
 };
 
 class HttpServer {
@@ -37,6 +38,7 @@ class HttpServer {
 
  private:
   void install_routes();
+  void install_webui_routes();
 
   Service& service_;
   HttpOptions options_;

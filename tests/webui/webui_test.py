@@ -1,0 +1,371 @@
+#!/usr/bin/env python3
+"""The built-in web page end to end (docs/webui.md).
+
+  webui_test.py http     GET / and its files over plain HTTP: Content-Type, caching
+                         headers, no key needed for the page but for the API, --no-webui.
+  webui_test.py browser  headless Chromium (Debian's `chromium`) drives the page: enters
+                         the API key, sends chats and sees them streamed, sees the panel
+                         go profiling -> settled, and exactness_declined with its detail
+                         (TANDEM_GEMM=splitk); plots drawn; nothing fetched from
+                         elsewhere, no script errors. --screenshots DIR writes one PNG per
+                         state (docs/webui-*.png were made so). Exits 77 (ctest: skipped)
+                         when no chromium is installed.
+
+Real `tandem serve` processes on the bundled models; Python's standard library only.
+Environment: TANDEM_BIN (the binary), TANDEM_SOURCE_DIR (the repo), TANDEM_CHROMIUM
+(optional: the browser to use).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cdp  # noqa: E402
+
+ROOT = os.environ.get('TANDEM_SOURCE_DIR', os.getcwd())
+TANDEM = os.environ.get('TANDEM_BIN', os.path.join(ROOT, 'build/src/app/tandem'))
+TARGET = os.path.join(ROOT, 'models/tandem-target')
+DRAFT = os.path.join(ROOT, 'models/tandem-draft')
+KEY = 'sk-webui-test'
+SKIP = 77
+
+
+class Server:
+    """`tandem serve` on a free port with a fresh policy cache."""
+
+    def __init__(self, tmp, name, extra_args=(), env=None, drafter=True):
+        args = [TANDEM, 'serve', '-m', TARGET, '--port', '0', '--api-key', KEY, '-t', '2', *extra_args]
+        if drafter:
+            args += ['-md', DRAFT]
+        environment = {**os.environ, 'TANDEM_CACHE_DIR': tempfile.mkdtemp(dir=tmp, prefix=f'{name}-cache-')}
+        environment.update(env or {})
+        self.proc = subprocess.Popen(args, env=environment, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        listening = threading.Event()
+        self.port = None
+
+        def read_log():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                m = re.search(r'listening on http://127\.0\.0\.1:(\d+)', line)
+                if m and self.port is None:
+                    self.port = int(m.group(1))
+                    listening.set()
+            listening.set()
+
+        threading.Thread(target=read_log, daemon=True).start()
+        if not listening.wait(60) or self.port is None:
+            raise AssertionError(f'{name}: no listening line:\n{"".join(self.log)}')
+        self.base = f'http://127.0.0.1:{self.port}'
+        deadline = time.monotonic() + 60
+        while request(self.base + '/health')[0] != 200:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f'{name}: not ready:\n{"".join(self.log)}')
+            time.sleep(0.05)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=30)
+        assert code == 0, f'exit {code} on SIGTERM:\n{"".join(self.log)}'
+
+
+def request(url, method='GET', headers=None, body=None):
+    """(status, headers, body bytes); HTTP errors are answers, not exceptions."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    if data is not None:
+        req.add_header('Content-Type', 'application/json')
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+    except (ConnectionError, urllib.error.URLError):
+        return 0, {}, b''
+
+
+def api(server, path, body=None):
+    status, _, data = request(server.base + path, 'POST' if body is not None else 'GET',
+                              {'Authorization': f'Bearer {KEY}'}, body)
+    assert status == 200, f'{path}: {status} {data[:300]}'
+    return json.loads(data)
+
+
+# ---------------------------------------------------------------- http
+
+def check_http(tmp):
+    s = Server(tmp, 'http', drafter=False)
+    try:
+        status, headers, body = request(s.base + '/')
+        assert status == 200, status
+        assert headers['Content-Type'] == 'text/html; charset=utf-8', headers['Content-Type']
+        assert headers['Cache-Control'] == 'no-cache'
+        assert headers['X-Content-Type-Options'] == 'nosniff'
+        assert "default-src 'none'" in headers['Content-Security-Policy']
+        etag = headers['ETag']
+        assert re.fullmatch(r'"[0-9a-f]{16}"', etag), etag
+        html = body.decode()
+        assert '<title>tandem</title>' in html
+        # Every file the page names is served, with its type; nothing from another host.
+        refs = re.findall(r'(?:src|href)="([^"]+)"', html)
+        assert '/webui/main.js' in refs and '/webui/app.css' in refs, refs
+        types = {'.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8'}
+        scripts = []
+        for ref in [r for r in refs if r.startswith('/webui/')]:
+            st, h, b = request(s.base + ref)
+            assert st == 200, (ref, st)
+            assert h['Content-Type'] == types[os.path.splitext(ref)[1]], (ref, h['Content-Type'])
+            assert h['ETag'] and h['Cache-Control'] == 'no-cache', ref
+            scripts.append(b.decode())
+        # main.js imports the other modules (which import api.js); each is served too.
+        main_js = request(s.base + '/webui/main.js')[2].decode()
+        modules = re.findall(r"from '\./([a-z]+\.js)'", main_js)
+        assert len(modules) >= 4, modules
+        for module in modules:
+            st, h, b = request(s.base + '/webui/' + module)
+            assert st == 200 and h['Content-Type'] == types['.js'], module
+            scripts.append(b.decode())
+        for text in [html, *scripts]:
+            assert not re.search(r'https?://(?!www\.w3\.org/2000/svg)', text), 'a URL to another host'
+        # Revalidation: the same ETag gives 304 and no body; a stale one the page again.
+        st, h, b = request(s.base + '/', headers={'If-None-Match': etag})
+        assert st == 304 and b == b'', st
+        assert h['ETag'] == etag
+        st, _, b = request(s.base + '/', headers={'If-None-Match': '"0000000000000000"'})
+        assert st == 200 and b == body
+        st, _, _ = request(s.base + '/', headers={'If-None-Match': f'W/{etag}'})
+        assert st == 304, st
+        # The page needs no key, the API does; an unknown file under /webui/ is not a page file.
+        assert request(s.base + '/v1/models')[0] == 401
+        assert request(s.base + '/v1/internal/mtp-policy')[0] == 401
+        assert request(s.base + '/webui/nope.js')[0] == 401
+        st, _, b = request(s.base + '/webui/nope.js', headers={'X-Api-Key': KEY})
+        assert st == 404 and json.loads(b)['error']['code'] == 'not_found', (st, b)
+        st, h, _ = request(s.base + '/', 'POST', {'X-Api-Key': KEY}, {})
+        assert st == 405 and h['Allow'] == 'GET', st
+    finally:
+        s.stop()
+    s = Server(tmp, 'nowebui', ['--no-webui'], drafter=False)
+    try:
+        st, _, b = request(s.base + '/', headers={'X-Api-Key': KEY})
+        assert st == 404 and json.loads(b)['error']['code'] == 'not_found', (st, b)
+        assert request(s.base + '/')[0] == 401, 'without the page, / is an API path like any other'
+        assert request(s.base + '/webui/main.js', headers={'X-Api-Key': KEY})[0] == 404
+    finally:
+        s.stop()
+    print('webui http: ok')
+
+
+# ---------------------------------------------------------------- browser
+
+def find_chromium():
+    for name in [os.environ.get('TANDEM_CHROMIUM'), 'chromium', 'chromium-browser', 'google-chrome']:
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def js(value):
+    return json.dumps(value)
+
+
+class Page:
+    def __init__(self, browser, screenshots):
+        self.b = browser
+        self.screenshots = screenshots
+
+    def state(self):
+        return self.b.evaluate("document.getElementById('policy').dataset.state")
+
+    def field(self, name):
+        return self.b.evaluate(f"document.querySelector('[data-field={js(name)}]').textContent")
+
+    def enter_key(self, key):
+        self.b.wait_for("document.getElementById('key-dialog').open", 'the API-key dialog', 20)
+        self.b.evaluate(f"""(() => {{
+          document.getElementById('key-input').value = {js(key)};
+          document.getElementById('key-form').requestSubmit();
+        }})()""")
+        self.b.wait_for("!document.getElementById('key-dialog').open && "
+                        "document.getElementById('connection').dataset.state === 'ok'", 'connected with the key')
+
+    def settings(self, temperature, seed, max_tokens, system=''):
+        self.b.evaluate(f"""(() => {{
+          document.getElementById('temperature').value = {js(str(temperature))};
+          document.getElementById('seed').value = {js(str(seed))};
+          document.getElementById('max-tokens').value = {js(str(max_tokens))};
+          document.getElementById('system-prompt').value = {js(system)};
+        }})()""")
+
+    def chat(self, text, timeout=60):
+        """Sends `text` from the composer; returns the reply {text, chunks, cls, stats}."""
+        n = self.b.evaluate("document.querySelectorAll('.msg.assistant, .msg.error').length")
+        self.b.evaluate(f"""(() => {{
+          document.getElementById('prompt').value = {js(text)};
+          document.getElementById('chat-form').requestSubmit();
+        }})()""")
+        return self.b.wait_for(f"""(() => {{
+          const m = document.querySelectorAll('#messages > .msg:not(.user)')[{n}];
+          if (!m || !m.dataset.done) return null;
+          return {{text: m.querySelector('.text').textContent, chunks: Number(m.dataset.chunks),
+                   cls: m.className, stats: (m.querySelector('.stats') || {{}}).textContent || ''}};
+        }})()""", f'the reply to {text!r}', timeout)
+
+    def shot(self, name):
+        if self.screenshots:
+            self.b.screenshot(os.path.join(self.screenshots, f'webui-{name}.png'))
+
+
+def plot_has_values(page, plot_id):
+    """True when the plot drew a point above its zero line (the y labels' baseline is at 78)."""
+    return page.b.evaluate(f"""[...document.querySelectorAll('#{plot_id} polyline')]
+      .some(p => p.getAttribute('points').split(' ').some(xy => Number(xy.split(',')[1]) < 77.5))""")
+
+
+PROMPTS = ['Call me Ishmael.', 'What is the whale?', 'Tell me about the sea.', 'Who is the captain?',
+           'Where does the ship sail?', 'What did Queequeg say?', 'Describe the harpoon.',
+           'What is in the hold?', 'How deep is the ocean?', 'Why do sailors sing?', 'What lies ahead?',
+           'Who keeps the watch?', 'What is the weather?', 'Name the boats.', 'Where is Nantucket?',
+           'What is spermaceti?']
+
+
+def drive_profiling_to_settled(page, server):
+    page.b.navigate(server.base + '/')
+    page.enter_key(KEY)
+    page.b.wait_for("document.getElementById('policy').dataset.state === 'profiling'", 'state profiling')
+    assert page.field('samples').startswith('0 of 4'), page.field('samples')
+    assert page.field('K (block size)') == '4'
+    assert page.field('hardware').startswith('cpu:'), page.field('hardware')
+    model = page.b.wait_for("document.getElementById('model-id').textContent", 'the model id')
+    assert model == 'tandem-target', model
+
+    # A streamed reply equals the server's own non-streamed answer to the same request.
+    page.settings(temperature=0, seed=7, max_tokens=48, system='You are a sailor.')
+    reply = page.chat(PROMPTS[0])
+    assert reply['cls'] == 'msg assistant', reply
+    assert reply['chunks'] > 1 and reply['text'], reply
+    assert re.search(r'\d+ tokens .* tok/s', reply['stats']), reply['stats']
+    direct = api(server, '/v1/chat/completions', {
+        'messages': [{'role': 'system', 'content': 'You are a sailor.'}, {'role': 'user', 'content': PROMPTS[0]}],
+        'temperature': 0, 'seed': 7, 'max_tokens': 48})
+    assert direct['choices'][0]['message']['content'] == reply['text'], (direct, reply)
+    print(f'webui browser: streamed reply in {reply["chunks"]} chunks equals the non-streamed one')
+
+    body = api(server, '/v1/internal/mtp-policy')
+    assert body['state'] == 'profiling', body
+    page.b.wait_for(f"document.querySelector('[data-field=samples]').textContent.startsWith('{body['samples']} of')",
+                    'the panel showing the samples')
+    page.shot('profiling')
+
+    # Each chat is a B=1 request the policy samples; it settles by 12 samples at the latest.
+    page.settings(temperature=0.8, seed=11, max_tokens=48)
+    page.b.evaluate("document.getElementById('clear').click()")
+    sent = 0
+    for prompt in PROMPTS[1:]:
+        if api(server, '/v1/internal/mtp-policy')['state'] != 'profiling':
+            break
+        reply = page.chat(prompt)
+        assert reply['cls'] == 'msg assistant' and reply['chunks'] >= 1, reply
+        sent += 1
+    page.b.wait_for("document.getElementById('policy').dataset.state === 'settled'", 'state settled', 30)
+    body = api(server, '/v1/internal/mtp-policy')
+    assert body['state'] == 'settled', body
+    badge = page.b.evaluate("document.getElementById('policy-state').textContent")
+    assert badge == f'settled · {body["verdict"]}', badge
+    assert page.b.evaluate("document.getElementById('policy-why').textContent").startswith(
+        f'Verdict {body["verdict"]}')
+    speedup = page.field('estimated speedup')
+    assert re.fullmatch(r'\d+\.\d\d× \[\d+\.\d\d, \d+\.\d\d\] vs threshold \d\.\d\d', speedup), speedup
+    assert page.field('acceptance rate') == f'{round(body["acceptance_rate"] * 100)}%', page.field('acceptance rate')
+    # The plots: tokens/s above zero, acceptance with this page's requests as dots.
+    page.b.wait_for("Number(document.getElementById('plot-tps').dataset.points) >= 2", 'a tokens/s plot')
+    assert plot_has_values(page, 'plot-tps'), 'tokens/s never above zero'
+    assert page.b.evaluate("document.querySelectorAll('#plot-acc circle').length") >= 1
+    assert page.b.evaluate("Number(document.getElementById('plot-kv').dataset.points)") >= 2
+    assert page.b.evaluate("Number(document.getElementById('plot-queue').dataset.points)") >= 2
+    page.shot('settled')
+    print(f'webui browser: profiling -> settled ({body["verdict"]}, {body["samples"]} samples, {sent} chats)')
+
+
+def drive_declined(page, server):
+    page.b.navigate(server.base + '/')
+    page.enter_key(KEY)  # another port is another origin: the key is asked for again
+    page.b.wait_for("document.getElementById('policy').dataset.state === 'exactness_declined'",
+                    'state exactness_declined')
+    detail = api(server, '/v1/internal/mtp-policy')['decline_detail']
+    assert 'differs from the single-token chain' in detail, detail
+    why = page.b.evaluate("document.getElementById('policy-why').textContent")
+    assert why == f'Declined by the exactness probe: {detail}', why
+    assert page.field('speculation') == 'off'
+    page.settings(temperature=0, seed=3, max_tokens=32)
+    reply = page.chat('What is the whale?')  # still served, by classic decode
+    assert reply['cls'] == 'msg assistant' and reply['text'], reply
+    assert 'drafts accepted' not in reply['stats'], reply['stats']
+    page.shot('declined')
+    print('webui browser: exactness_declined with its detail')
+
+
+def check_browser(tmp, screenshots):
+    chromium = find_chromium()
+    if not chromium:
+        print('SKIPPED: no chromium installed (scripts/install-deps.sh installs Debian\'s `chromium`)')
+        return SKIP
+    browser = cdp.Browser(chromium, tempfile.mkdtemp(dir=tmp, prefix='chromium-'))
+    page = Page(browser, screenshots)
+    origins = []
+    try:
+        s = Server(tmp, 'profiling')
+        origins.append(s.base)
+        try:
+            drive_profiling_to_settled(page, s)
+        finally:
+            s.stop()
+        s = Server(tmp, 'declined', env={'TANDEM_GEMM': 'splitk', 'TANDEM_ENABLE_MTP_B1': '1'})
+        origins.append(s.base)
+        try:
+            drive_declined(page, s)
+        finally:
+            s.stop()
+        # Nothing from anywhere else, no script errors, no Content-Security-Policy violation.
+        for _, method, params in browser.events:
+            if method == 'Network.requestWillBeSent':
+                url = params['request']['url']
+                assert url == 'about:blank' or url.startswith('data:') or any(
+                    url.startswith(o + '/') for o in origins), url
+            assert method != 'Runtime.exceptionThrown', params
+            if method == 'Log.entryAdded':
+                assert 'Content Security Policy' not in params['entry'].get('text', ''), params
+    finally:
+        browser.close()
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('mode', choices=['http', 'browser'])
+    parser.add_argument('--screenshots', help='write webui-<state>.png here')
+    args = parser.parse_args()
+    tmp = tempfile.mkdtemp(prefix='tandem-webui-')
+    try:
+        if args.mode == 'http':
+            check_http(tmp)
+            return 0
+        return check_browser(tmp, args.screenshots)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

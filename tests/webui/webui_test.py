@@ -225,13 +225,13 @@ class Page:
 
     def shot(self, name):
         if self.screenshots:
+            # For the picture only: a few seconds of the tokens/s plot, not one point at its edge.
+            self.b.wait_for("Number(document.getElementById('plot-tps').dataset.points) >= 4", 'plot history', 20)
             self.b.screenshot(os.path.join(self.screenshots, f'webui-{name}.png'))
 
 
-def plot_has_values(page, plot_id):
-    """True when the plot drew a point above its zero line (the y labels' baseline is at 78)."""
-    return page.b.evaluate(f"""[...document.querySelectorAll('#{plot_id} polyline')]
-      .some(p => p.getAttribute('points').split(' ').some(xy => Number(xy.split(',')[1]) < 77.5))""")
+def wait_plot_above_zero(page, plot_id, what):
+    page.b.wait_for(f"Number(document.getElementById('{plot_id}').dataset.max) > 0", what)
 
 
 PROMPTS = ['Call me Ishmael.', 'What is the whale?', 'Tell me about the sea.', 'Who is the captain?',
@@ -291,8 +291,9 @@ def drive_profiling_to_settled(page, server):
     assert page.field('acceptance rate') == f'{round(body["acceptance_rate"] * 100)}%', page.field('acceptance rate')
     # The plots: tokens/s above zero, acceptance with this page's requests as dots.
     page.b.wait_for("Number(document.getElementById('plot-tps').dataset.points) >= 2", 'a tokens/s plot')
-    assert plot_has_values(page, 'plot-tps'), 'tokens/s never above zero'
-    assert page.b.evaluate("document.querySelectorAll('#plot-acc circle').length") >= 1
+    wait_plot_above_zero(page, 'plot-tps', 'tokens/s above zero')
+    wait_plot_above_zero(page, 'plot-acc', 'an acceptance rate above zero')
+    assert page.b.evaluate("document.querySelectorAll('#plot-acc circle.dot').length") >= 1
     assert page.b.evaluate("Number(document.getElementById('plot-kv').dataset.points)") >= 2
     assert page.b.evaluate("Number(document.getElementById('plot-queue').dataset.points)") >= 2
     page.shot('settled')
@@ -313,6 +314,8 @@ def drive_declined(page, server):
     reply = page.chat('What is the whale?')  # still served, by classic decode
     assert reply['cls'] == 'msg assistant' and reply['text'], reply
     assert 'drafts accepted' not in reply['stats'], reply['stats']
+    wait_plot_above_zero(page, 'plot-tps', 'the chat in the tokens/s plot')
+    assert page.b.evaluate("document.querySelectorAll('#plot-acc circle.dot').length") == 0, 'no drafts, no dots'
     page.shot('declined')
     print('webui browser: exactness_declined with its detail')
 
@@ -322,7 +325,7 @@ def check_browser(tmp, screenshots):
     if not chromium:
         print('SKIPPED: no chromium installed (scripts/install-deps.sh installs Debian\'s `chromium`)')
         return SKIP
-    browser = cdp.Browser(chromium, tempfile.mkdtemp(dir=tmp, prefix='chromium-'))
+    browser = cdp.Browser(chromium, tempfile.mkdtemp(dir=tmp, prefix='chromium-'), 1100, 860)
     page = Page(browser, screenshots)
     origins = []
     try:

@@ -4,7 +4,7 @@ import { AuthRequired, apiKey, getJson, setApiKey } from './api.js';
 import { Chat } from './chat.js';
 import { renderPolicy } from './panel.js';
 import { renderPlot } from './plots.js';
-import { Telemetry, WINDOW_MS } from './telemetry.js';
+import { Telemetry } from './telemetry.js';
 
 const $ = (id) => document.getElementById(id);
 const connection = $('connection');
@@ -28,20 +28,18 @@ const last = (points) => (points.length ? points[points.length - 1][1] : null);
 const pct = (v) => `${Math.round(v * 100)}%`;
 
 function renderSeries(s, now) {
-  const common = { now, windowMs: WINDOW_MS };
-  renderPlot($('plot-tps'), { ...common, series: [{ points: s.tps }], format: (v) => v.toFixed(0) });
+  const common = { now, since: telemetry.since, windowMs: Number($('window').value) * 60000 };
+  renderPlot($('plot-tps'), { ...common, series: [{ points: s.tps }] });
   renderPlot($('plot-acc'), { ...common, series: [{ points: s.acc }], dots: s.requestAcc, yMax: 1, format: pct });
   renderPlot($('plot-kv'), { ...common, series: [{ points: s.kv }], yMax: 1, format: pct });
-  renderPlot($('plot-queue'), { ...common, series: [{ points: s.waiting }, { points: s.running }],
-    format: (v) => v.toFixed(0) });
+  renderPlot($('plot-queue'), { ...common, series: [{ points: s.waiting }, { points: s.running }] });
   const tps = last(s.tps);
   const acc = last(s.acc);
   const kv = last(s.kv);
-  $('now-tps').textContent = tps === null ? '' : `${tps.toFixed(0)} now`;
-  $('now-acc').textContent = acc === null ? '(line: all requests per second; dots: this page\'s requests)'
-    : `${pct(acc)} now`;
-  $('now-kv').textContent = kv === null ? '' : `${pct(kv)} now`;
-  $('now-queue').textContent = `${last(s.waiting) ?? 0} waiting (solid), ${last(s.running) ?? 0} running (dashed)`;
+  $('now-tps').textContent = tps === null ? '' : tps.toFixed(0);
+  $('now-acc').textContent = acc === null ? '' : pct(acc);
+  $('now-kv').textContent = kv === null ? '' : pct(kv);
+  $('now-queue').textContent = `${last(s.waiting) ?? 0} / ${last(s.running) ?? 0}`;
 }
 
 const telemetry = new Telemetry({
@@ -72,6 +70,7 @@ $('key-form').addEventListener('submit', () => {
   telemetry.start();
   loadModel();
 });
+$('window').addEventListener('change', () => renderSeries(telemetry.series, Date.now()));
 $('key-button').addEventListener('click', () => {
   $('key-error').hidden = true;
   $('key-dialog').showModal();

@@ -43,15 +43,20 @@ function interval(p) {
 }
 
 function samples(p) {
-  if (typeof p.samples !== 'number') return null;
-  const remaining = p.samples_remaining !== null && p.samples_remaining !== undefined
-    ? ` (${p.samples_remaining} more at most)` : '';
+  if (p.state === 'settled') return `${p.samples} (at least ${p.samples_required})`;
+  if (p.state !== 'profiling') return null;
+  // samples_remaining: below the minimum, how many are still needed; past it, the most it may still take.
+  let remaining = '';
+  if (typeof p.samples_remaining === 'number')
+    remaining = p.samples < p.samples_required ? ` (${p.samples_remaining} more needed)`
+      : ` (at most ${p.samples_remaining} more)`;
   return `${p.samples} of ${p.samples_required}${remaining}`;
 }
 
 export function renderPolicy(panel, p) {
   const known = ['profiling', 'settled', 'forced', 'exactness_declined', 'unavailable'].includes(p.state);
   panel.dataset.state = p.state ?? '';
+  panel.dataset.verdict = p.verdict ?? '';
   const badge = p.state === 'settled' && p.verdict ? `settled · ${p.verdict}` : (p.state ?? '?');
   panel.querySelector('#policy-state').textContent = badge;
   panel.querySelector('#policy-why').textContent = known ? why(p) : '';

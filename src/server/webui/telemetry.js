@@ -1,15 +1,15 @@
 // Polls GET /metrics and GET /v1/internal/mtp-policy once a second and keeps
-// the last five minutes of derived series: tokens/s and acceptance rate (from
+// the last 15 minutes of derived series: tokens/s and acceptance rate (from
 // counter differences between two polls), KV-cache usage and the queue
 // (gauges). Also keeps one point per chat request this page made, with its
 // own acceptance rate (from the response's timings).
 import { getJson, getText, parsePrometheus } from './api.js';
 
-export const WINDOW_MS = 5 * 60 * 1000;
+export const MAX_WINDOW_MS = 15 * 60 * 1000;  // the longest window the page offers
 const POLL_MS = 1000;
 
 function trim(points, now) {
-  while (points.length && points[0][0] < now - WINDOW_MS) points.shift();
+  while (points.length && points[0][0] < now - MAX_WINDOW_MS) points.shift();
 }
 
 export class Telemetry {
@@ -20,6 +20,7 @@ export class Telemetry {
     this.series = { tps: [], acc: [], kv: [], waiting: [], running: [], requestAcc: [] };
     this.previous = null;
     this.timer = null;
+    this.since = null;  // the first poll's time: plots start there until the window is full
   }
 
   start() {
@@ -54,6 +55,7 @@ export class Telemetry {
   }
 
   addMetrics(m, now) {
+    if (this.since === null) this.since = now;
     const get = (name) => m.get(name) ?? 0;
     const current = {
       t: now,

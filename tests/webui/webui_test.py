@@ -13,7 +13,7 @@
 
 Real `tandem serve` processes on the bundled models; Python's standard library only.
 Environment: TANDEM_BIN (the binary), TANDEM_SOURCE_DIR (the repo), TANDEM_CHROMIUM
-(optional: the browser to use).
+(optional: the browser to use, a name on PATH or a path; skipped when it is missing).
 """
 
 import argparse
@@ -171,8 +171,10 @@ def check_http(tmp):
 # ---------------------------------------------------------------- browser
 
 def find_chromium():
-    for name in [os.environ.get('TANDEM_CHROMIUM'), 'chromium', 'chromium-browser', 'google-chrome']:
-        if name and shutil.which(name):
+    """TANDEM_CHROMIUM when set (and only it), else the first of Debian's and others' names on PATH."""
+    chosen = os.environ.get('TANDEM_CHROMIUM')
+    for name in [chosen] if chosen else ['chromium', 'chromium-browser', 'google-chrome']:
+        if shutil.which(name):
             return shutil.which(name)
     return None
 
@@ -323,7 +325,8 @@ def drive_declined(page, server):
 def check_browser(tmp, screenshots):
     chromium = find_chromium()
     if not chromium:
-        print('SKIPPED: no chromium installed (scripts/install-deps.sh installs Debian\'s `chromium`)')
+        wanted = os.environ.get('TANDEM_CHROMIUM') or 'chromium'
+        print(f'SKIPPED: {wanted} is not installed (scripts/install-deps.sh installs Debian\'s `chromium`)')
         return SKIP
     browser = cdp.Browser(chromium, tempfile.mkdtemp(dir=tmp, prefix='chromium-'), 1100, 860)
     page = Page(browser, screenshots)

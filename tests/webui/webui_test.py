@@ -304,7 +304,17 @@ def drive_profiling_to_settled(page, server):
 
 def drive_declined(page, server):
     page.b.navigate(server.base + '/')
-    page.enter_key(KEY)  # another port is another origin: the key is asked for again
+    # Another port is another origin: the key is asked for again. A wrong one is refused, and said so.
+    page.b.wait_for("document.getElementById('key-dialog').open", 'the API-key dialog', 20)
+    page.b.evaluate("""(() => {
+      document.getElementById('key-input').value = 'sk-wrong';
+      document.getElementById('key-form').requestSubmit();
+    })()""")
+    refusal = page.b.wait_for("document.getElementById('key-dialog').open && "
+                              "!document.getElementById('key-error').hidden && "
+                              "document.getElementById('key-error').textContent", 'the refusal of a wrong key')
+    assert refusal.startswith('The server refused this key'), refusal
+    page.enter_key(KEY)
     page.b.wait_for("document.getElementById('policy').dataset.state === 'exactness_declined'",
                     'state exactness_declined')
     detail = api(server, '/v1/internal/mtp-policy')['decline_detail']

@@ -302,6 +302,16 @@ def drive_profiling_to_settled(page, server):
     print(f'webui browser: profiling -> settled ({body["verdict"]}, {body["samples"]} samples, {sent} chats)')
 
 
+def wait_metric(server, pattern, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        text = request(server.base + '/metrics', headers={'X-Api-Key': KEY})[2].decode()
+        if re.search(pattern, text):
+            return
+        assert time.monotonic() < deadline, f'timed out: {what}\n{text}'
+        time.sleep(0.05)
+
+
 def drive_declined(page, server):
     page.b.navigate(server.base + '/')
     # Another port is another origin: the key is asked for again. A wrong one is refused, and said so.
@@ -331,6 +341,31 @@ def drive_declined(page, server):
     page.shot('declined')
     print('webui browser: exactness_declined with its detail')
 
+    # Stop: the request is cancelled on the server, not just hidden in the page. With -np 1 and
+    # a long request holding the one slot, the page's request waits in the queue until stopped.
+    # The holder streams (end of text suppressed) until this test closes its connection.
+    holder = urllib.request.urlopen(urllib.request.Request(
+        server.base + '/v1/completions', method='POST',
+        headers={'X-Api-Key': KEY, 'Content-Type': 'application/json'},
+        data=json.dumps({'prompt': 'Call me Ishmael.', 'max_tokens': 1900, 'temperature': 0, 'stream': True,
+                         'logit_bias': {'0': -100, '2': -100}}).encode()), timeout=60)
+    assert holder.readline().startswith(b'data: '), 'the holder streams'
+    n = page.b.evaluate("document.querySelectorAll('#messages > .msg:not(.user)').length")
+    page.b.evaluate("""(() => {
+      document.getElementById('prompt').value = 'Tell me a story.';
+      document.getElementById('chat-form').requestSubmit();
+    })()""")
+    wait_metric(server, r'tandem:num_requests_waiting 1\b', "the page's request queued")
+    page.b.evaluate("document.getElementById('send').click()")  # the Send button is Stop meanwhile
+    stats = page.b.wait_for(f"""(() => {{ const m = document.querySelectorAll('#messages > .msg:not(.user)')[{n}];
+      return m.dataset.done && m.querySelector('.stats').textContent; }})()""", 'the stopped reply')
+    assert stats == 'stopped', stats
+    wait_metric(server, r'tandem:num_requests_waiting 0\b', 'the stopped request gone from the queue')
+    wait_metric(server, r'finished_reason="abort"\} [1-9]', 'the stopped request counted as aborted')
+    holder.close()
+    wait_metric(server, r'tandem:num_requests_running 0\b', 'the holder cancelled')
+    print('webui browser: Stop cancels the request on the server')
+
 
 def check_browser(tmp, screenshots):
     chromium = find_chromium()
@@ -348,7 +383,7 @@ def check_browser(tmp, screenshots):
             drive_profiling_to_settled(page, s)
         finally:
             s.stop()
-        s = Server(tmp, 'declined', env={'TANDEM_GEMM': 'splitk', 'TANDEM_ENABLE_MTP_B1': '1'})
+        s = Server(tmp, 'declined', ['-np', '1'], env={'TANDEM_GEMM': 'splitk', 'TANDEM_ENABLE_MTP_B1': '1'})
         origins.append(s.base)
         try:
             drive_declined(page, s)

@@ -38,8 +38,14 @@ export class Chat {
     this.controller = null;
     el.form.addEventListener('submit', (e) => {
       e.preventDefault();
-      if (this.controller) this.controller.abort();
-      else this.send();
+      if (!this.controller) this.send();
+    });
+    // Stop is the same button while a reply streams; handled on click, before the form's
+    // own checks, so it works with an empty composer.
+    el.send.addEventListener('click', (e) => {
+      if (!this.controller) return;
+      e.preventDefault();
+      this.controller.abort();
     });
     el.prompt.addEventListener('keydown', (e) => {
       if (e.key === 'Enter' && !e.shiftKey) {

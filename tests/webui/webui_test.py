@@ -3,8 +3,9 @@
 
   webui_test.py http     GET / and its files over plain HTTP: Content-Type, caching
                          headers, no key needed for the page but for the API, --no-webui.
-  webui_test.py browser  headless Chromium (Debian's `chromium`) drives the page: enters
-                         the API key, sends chats and sees them streamed, sees the panel
+  webui_test.py browser  headless Chromium (Debian's `chromium`) drives the page: is asked
+                         for the API key (a wrong one refused; a keyless server never asks),
+                         sends chats and sees them streamed, Stop cancels, sees the panel
                          go profiling -> settled, and exactness_declined with its detail
                          (TANDEM_GEMM=splitk); plots drawn; nothing fetched from
                          elsewhere, no script errors. --screenshots DIR writes one PNG per
@@ -44,8 +45,10 @@ SKIP = 77
 class Server:
     """`tandem serve` on a free port with a fresh policy cache."""
 
-    def __init__(self, tmp, name, extra_args=(), env=None, drafter=True):
-        args = [TANDEM, 'serve', '-m', TARGET, '--port', '0', '--api-key', KEY, '-t', '2', *extra_args]
+    def __init__(self, tmp, name, extra_args=(), env=None, drafter=True, key=True):
+        args = [TANDEM, 'serve', '-m', TARGET, '--port', '0', '-t', '2', *extra_args]
+        if key:
+            args += ['--api-key', KEY]
         if drafter:
             args += ['-md', DRAFT]
         environment = {**os.environ, 'TANDEM_CACHE_DIR': tempfile.mkdtemp(dir=tmp, prefix=f'{name}-cache-')}
@@ -245,6 +248,16 @@ PROMPTS = ['Call me Ishmael.', 'What is the whale?', 'Tell me about the sea.', '
 
 def drive_profiling_to_settled(page, server):
     page.b.navigate(server.base + '/')
+    # A wrong key is refused, and said so.
+    page.b.wait_for("document.getElementById('key-dialog').open", 'the API-key dialog', 20)
+    page.b.evaluate("""(() => {
+      document.getElementById('key-input').value = 'sk-wrong';
+      document.getElementById('key-form').requestSubmit();
+    })()""")
+    refusal = page.b.wait_for("document.getElementById('key-dialog').open && "
+                              "!document.getElementById('key-error').hidden && "
+                              "document.getElementById('key-error').textContent", 'the refusal of a wrong key')
+    assert refusal.startswith('The server refused this key'), refusal
     page.enter_key(KEY)
     page.b.wait_for("document.getElementById('policy').dataset.state === 'profiling'", 'state profiling')
     assert page.field('samples').startswith('0 of 4'), page.field('samples')
@@ -314,17 +327,10 @@ def wait_metric(server, pattern, what, timeout=30):
 
 def drive_declined(page, server):
     page.b.navigate(server.base + '/')
-    # Another port is another origin: the key is asked for again. A wrong one is refused, and said so.
-    page.b.wait_for("document.getElementById('key-dialog').open", 'the API-key dialog', 20)
-    page.b.evaluate("""(() => {
-      document.getElementById('key-input').value = 'sk-wrong';
-      document.getElementById('key-form').requestSubmit();
-    })()""")
-    refusal = page.b.wait_for("document.getElementById('key-dialog').open && "
-                              "!document.getElementById('key-error').hidden && "
-                              "document.getElementById('key-error').textContent", 'the refusal of a wrong key')
-    assert refusal.startswith('The server refused this key'), refusal
-    page.enter_key(KEY)
+    # A server without keys: the page never asks for one.
+    page.b.wait_for("document.getElementById('connection').dataset.state === 'ok'", 'connected without a key')
+    assert not page.b.evaluate("document.getElementById('key-dialog').open"), 'asked for a key'
+    assert page.b.evaluate("document.getElementById('key-button').hidden"), 'offered a key'
     page.b.wait_for("document.getElementById('policy').dataset.state === 'exactness_declined'",
                     'state exactness_declined')
     detail = api(server, '/v1/internal/mtp-policy')['decline_detail']
@@ -383,7 +389,8 @@ def check_browser(tmp, screenshots):
             drive_profiling_to_settled(page, s)
         finally:
             s.stop()
-        s = Server(tmp, 'declined', ['-np', '1'], env={'TANDEM_GEMM': 'splitk', 'TANDEM_ENABLE_MTP_B1': '1'})
+        s = Server(tmp, 'declined', ['-np', '1'], env={'TANDEM_GEMM': 'splitk', 'TANDEM_ENABLE_MTP_B1': '1'},
+                   key=False)
         origins.append(s.base)
         try:
             drive_declined(page, s)

@@ -15,6 +15,16 @@ std::optional<std::string> header(const httplib::Request& req, const char* name)
   return req.get_header_value(name);
 }
 
+// httplib matches route patterns as regular expressions; a file name's '.' must match only itself.
+std::string exact_route(std::string_view path) {
+  std::string pattern;
+  for (char c : path) {
+    if (std::string_view(".[]{}()*+?^$|\\").find(c) != std::string_view::npos) pattern += '\\';
+    pattern += c;
+  }
+  return pattern;
+}
+
 void write_reply(httplib::Response& res, const HttpReply& reply) {
   res.status = reply.status;
   res.set_content(reply.body, reply.content_type.c_str());
@@ -169,7 +179,7 @@ void HttpServer::install_routes() {
   if (options_.webui) {
     install_webui_routes();
     for (const WebAsset& asset : webui_assets()) {
-      const std::string path(asset.path);
+      const std::string path = exact_route(asset.path);
       http_->Post(path, wrong_method("GET"));
       http_->Put(path, wrong_method("GET"));
       http_->Delete(path, wrong_method("GET"));
@@ -179,7 +189,7 @@ void HttpServer::install_routes() {
 
 void HttpServer::install_webui_routes() {
   for (const WebAsset& asset : webui_assets()) {
-    http_->Get(std::string(asset.path), [&asset](const httplib::Request& req, httplib::Response& res) {
+    http_->Get(exact_route(asset.path), [&asset](const httplib::Request& req, httplib::Response& res) {
       const WebReply reply = webui_reply(asset, header(req, "If-None-Match"));
       res.status = reply.status;
       for (const auto& [name, value] : reply.headers) res.set_header(name, value);

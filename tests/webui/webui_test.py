@@ -168,6 +168,24 @@ def check_http(tmp):
         assert request(s.base + '/webui/main.js', headers={'X-Api-Key': KEY})[0] == 404
     finally:
         s.stop()
+    # The flag's variables: TANDEM_NO_WEBUI (and llama-server's LLAMA_ARG_NO_WEBUI), checked at start-up.
+    s = Server(tmp, 'nowebui-env', env={'TANDEM_NO_WEBUI': 'yes'}, drafter=False, key=False)
+    try:
+        assert request(s.base + '/')[0] == 404
+        assert request(s.base + '/v1/models')[0] == 200
+    finally:
+        s.stop()
+    bad = subprocess.run([TANDEM, 'serve', '-m', TARGET, '--port', '0'], env={**os.environ, 'LLAMA_ARG_NO_WEBUI': 'perhaps'},
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "LLAMA_ARG_NO_WEBUI='perhaps'" in bad.stderr and 'not a boolean' in bad.stderr, \
+        (bad.returncode, bad.stderr)
+    # An embedded file's name is matched exactly ('.' is not a wildcard).
+    s = Server(tmp, 'exact', drafter=False, key=False)
+    try:
+        assert request(s.base + '/webui/app.css')[0] == 200
+        assert request(s.base + '/webui/appXcss')[0] == 404
+    finally:
+        s.stop()
     print('webui http: ok')
 
 

@@ -31,14 +31,16 @@ class Browser:
             os.dup2(keep_r, 3)
             os.dup2(keep_w, 4)
 
-        args = [chromium, '--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage',
+        args = [chromium, '--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-breakpad',
                 '--remote-debugging-pipe', f'--user-data-dir={profile_dir}', '--no-first-run',
                 '--no-default-browser-check', '--disable-extensions', '--disable-background-networking',
                 '--disable-component-update', '--disable-sync', '--mute-audio', '--hide-scrollbars',
                 f'--window-size={width},{height}', 'about:blank']
-        self.proc = subprocess.Popen(args, pass_fds=(3, 4), preexec_fn=child_fds,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        # The browser's own log, for the error message when it fails to start or dies.
+        self._log_path = os.path.join(profile_dir, 'chromium.log')
+        with open(self._log_path, 'wb') as log:
+            self.proc = subprocess.Popen(args, pass_fds=(3, 4), preexec_fn=child_fds,
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         for fd in (to_chrome_r, from_chrome_w, keep_r, keep_w):
             os.close(fd)
         self._next_id = 0
@@ -67,16 +69,24 @@ class Browser:
         os.close(self._to_chrome)
         os.close(self._from_chrome)
 
+    def log_tail(self, lines=20):
+        try:
+            with open(self._log_path, errors='replace') as f:
+                return ''.join(f.readlines()[-lines:])
+        except OSError:
+            return ''
+
     def _read(self, deadline):
         while b'\0' not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise CdpError('timed out waiting for the browser')
+                raise CdpError(f'timed out waiting for the browser; its log ends:\n{self.log_tail()}')
             ready, _, _ = select.select([self._from_chrome], [], [], left)
             if ready:
                 data = os.read(self._from_chrome, 1 << 20)
                 if not data:
-                    raise CdpError(f'the browser closed its pipe (exit {self.proc.poll()})')
+                    raise CdpError(f'the browser closed its pipe (exit {self.proc.poll()}); its log ends:\n'
+                                   f'{self.log_tail()}')
                 self._buffer += data
         message, self._buffer = self._buffer.split(b'\0', 1)
         return json.loads(message)
@@ -86,7 +96,11 @@ class Browser:
         message = {'id': self._next_id, 'method': method, 'params': params or {}}
         if session and self.session:
             message['sessionId'] = self.session
-        os.write(self._to_chrome, json.dumps(message).encode() + b'\0')
+        try:
+            os.write(self._to_chrome, json.dumps(message).encode() + b'\0')
+        except BrokenPipeError:
+            self.proc.wait(timeout=10)
+            raise CdpError(f'the browser is gone (exit {self.proc.returncode}); its log ends:\n{self.log_tail()}')
         deadline = time.monotonic() + timeout
         while True:
             reply = self._read(deadline)

@@ -45,7 +45,7 @@ SKIP = 77
 class Server:
     """`tandem serve` on a free port with a fresh policy cache."""
 
-    def __init__(self, tmp, name, extra_args=(), env=None, drafter=True, key=True):
+    def __init__(self, tmp, name, extra_args=(), env=None, drafter=True, key=True, wait_ready=True):
         args = [TANDEM, 'serve', '-m', TARGET, '--port', '0', '-t', '2', *extra_args]
         if key:
             args += ['--api-key', KEY]
@@ -72,10 +72,14 @@ class Server:
         if not listening.wait(60) or self.port is None:
             raise AssertionError(f'{name}: no listening line:\n{"".join(self.log)}')
         self.base = f'http://127.0.0.1:{self.port}'
+        if wait_ready:
+            self.wait_ready()
+
+    def wait_ready(self):
         deadline = time.monotonic() + 60
         while request(self.base + '/health')[0] != 200:
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise AssertionError(f'{name}: not ready:\n{"".join(self.log)}')
+                raise AssertionError(f'not ready:\n{"".join(self.log)}')
             time.sleep(0.05)
 
     def stop(self):
@@ -391,6 +395,16 @@ def drive_declined(page, server):
     print('webui browser: Stop cancels the request on the server')
 
 
+def drive_loading(page, server):
+    """While the model loads (held for up to 30 s; stopped as soon as seen): worker_not_ready."""
+    page.b.navigate(server.base + '/')
+    page.b.wait_for("document.getElementById('policy').dataset.state === 'unavailable'", 'state unavailable')
+    why = page.b.evaluate("document.getElementById('policy-why').textContent")
+    assert why == 'The model is loading.', why
+    assert page.field('speculation') == '—'  # mtp_enabled is null until the engine publishes
+    print('webui browser: worker_not_ready while the model loads')
+
+
 def check_browser(tmp, screenshots):
     chromium = find_chromium()
     if not chromium:
@@ -401,6 +415,12 @@ def check_browser(tmp, screenshots):
     page = Page(browser, screenshots)
     origins = []
     try:
+        s = Server(tmp, 'loading', env={'TANDEM_LOAD_DELAY_MS': '30000'}, drafter=False, key=False, wait_ready=False)
+        origins.append(s.base)
+        try:
+            drive_loading(page, s)
+        finally:
+            s.stop()
         s = Server(tmp, 'profiling')
         origins.append(s.base)
         try:

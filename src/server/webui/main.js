@@ -46,6 +46,7 @@ const telemetry = new Telemetry({
   onPolicy: (p) => {
     renderPolicy($('policy'), p);
     setConnection('ok', 'connected');
+    if (!$('model-id').textContent) loadModel();  // /v1/models answers 503 while the model loads
   },
   onSeries: renderSeries,
   onError: (err) => {
@@ -76,14 +77,15 @@ $('key-button').addEventListener('click', () => {
   $('key-dialog').showModal();
 });
 
-async function loadModel() {
-  try {
-    const models = await getJson('/v1/models');
-    $('model-id').textContent = models.data && models.data[0] ? models.data[0].id : '';
-    if (apiKey()) $('key-button').hidden = false;
-  } catch {
-    // The telemetry reports errors (and asks for a key); nothing more to say here.
-  }
+let modelRequest = null;
+function loadModel() {
+  modelRequest ??= getJson('/v1/models')
+    .then((models) => {
+      $('model-id').textContent = models.data && models.data[0] ? models.data[0].id : '';
+      if (apiKey()) $('key-button').hidden = false;
+    })
+    .catch(() => {})  // the telemetry reports errors (and asks for a key); it retries on its next answer
+    .finally(() => { modelRequest = null; });
 }
 
 telemetry.start();

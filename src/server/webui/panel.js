@@ -54,6 +54,15 @@ function samples(p) {
 }
 
 export function renderPolicy(panel, p) {
+  if (p.schema_version !== 1) {
+    // Another schema may change what the fields mean: show nothing rather than something wrong.
+    panel.dataset.state = '';
+    panel.querySelector('#policy-state').textContent = '?';
+    panel.querySelector('#policy-why').textContent =
+      `This page reads schema_version 1 of /v1/internal/mtp-policy; the server sent ${p.schema_version}.`;
+    panel.querySelector('#policy-fields').replaceChildren();
+    return;
+  }
   const known = ['profiling', 'settled', 'forced', 'exactness_declined', 'unavailable'].includes(p.state);
   panel.dataset.state = p.state ?? '';
   panel.dataset.verdict = p.verdict ?? '';

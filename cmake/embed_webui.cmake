@@ -41,8 +41,7 @@ foreach(name IN LISTS FILES)
   endif()
   string(APPEND arrays "// ${name}\nconst unsigned char kFile${index}[] = {\n    ${bytes}0x00};\n")
   string(APPEND table
-         "    {\"${url}\", \"${type}\", {reinterpret_cast<const char*>(kFile${index}), ${size}}, "
-         "\"\\\"${etag}\\\"\"},\n")
+         "    {\"${url}\", \"${type}\", kFile${index}, ${size}, \"\\\"${etag}\\\"\"},\n")
   math(EXPR index "${index} + 1")
 endforeach()
 
@@ -56,9 +55,9 @@ ${arrays}
 }  // namespace
 
 // The trailing 0x00 of each array is not part of the file (size excludes it).
-const WebAsset kWebAssets[] = {
+const EmbeddedFile kEmbeddedFiles[] = {
 ${table}};
-const size_t kWebAssetCount = ${index};
+const size_t kEmbeddedFileCount = ${index};
 
 }  // namespace tandem::server
 ")

@@ -1,5 +1,7 @@
 #include "server/webui.h"
 
+#include <vector>
+
 #include "webui_assets.h"
 
 namespace tandem::server {
@@ -33,7 +35,17 @@ bool etag_listed(std::string_view list, std::string_view etag) {
 
 }  // namespace
 
-std::span<const WebAsset> webui_assets() { return {kWebAssets, kWebAssetCount}; }
+std::span<const WebAsset> webui_assets() {
+  static const std::vector<WebAsset> assets = [] {
+    std::vector<WebAsset> out;
+    for (size_t i = 0; i < kEmbeddedFileCount; ++i) {
+      const EmbeddedFile& f = kEmbeddedFiles[i];
+      out.push_back({f.path, f.content_type, {reinterpret_cast<const char*>(f.data), f.size}, f.etag});
+    }
+    return out;
+  }();
+  return assets;
+}
 
 const WebAsset* find_webui_asset(std::string_view path) {
   for (const WebAsset& a : webui_assets())

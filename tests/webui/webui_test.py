@@ -160,6 +160,8 @@ def check_http(tmp):
         assert request(s.base + '/webui/nope.js')[0] == 401
         st, _, b = request(s.base + '/webui/nope.js', headers={'X-Api-Key': KEY})
         assert st == 404 and json.loads(b)['error']['code'] == 'not_found', (st, b)
+        st, h, b = request(s.base + '/', 'HEAD')
+        assert st == 200 and b == b'' and h['ETag'] == etag, (st, b)
         st, h, _ = request(s.base + '/', 'POST', {'X-Api-Key': KEY}, {})
         assert st == 405 and h['Allow'] == 'GET', st
     finally:

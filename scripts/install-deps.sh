@@ -2,7 +2,8 @@
 # Installs tandem's build and test dependencies from Debian packages (root).
 # clang + libclang-rt-14-dev: the libFuzzer targets (scripts/fuzz.sh); clang-format:
 # scripts/check-format.sh. chromium + fonts-dejavu-core: the browser test of the web page
-# (tests/webui, ctest -L browser; docs/webui.md): 25 packages, 119 MB; measured on the 2-core
+# (tests/webui, ctest -L browser; docs/webui.md): here 25 packages, 119 MB (a bare image may lack
+# more of their libraries); measured on the 2-core
 # development machine: 4 s to download them from deb.debian.org, 14 s to install them.
 # Skips apt entirely when everything is already present.
 set -euo pipefail

@@ -2,9 +2,9 @@
 # Installs tandem's build and test dependencies from Debian packages (root).
 # clang + libclang-rt-14-dev: the libFuzzer targets (scripts/fuzz.sh); clang-format:
 # scripts/check-format.sh. chromium + fonts-dejavu-core: the browser test of the web page
-# (tests/webui, ctest -L browser; docs/webui.md): here 25 packages, 119 MB (a bare image may lack
-# more of their libraries); measured on the 2-core
-# development machine: 4 s to download them from deb.debian.org, 14 s to install them.
+# (tests/webui, ctest -L browser; docs/webui.md). On the 2-core development machine that was
+# 25 packages, 119 MB: 4 s to download from deb.debian.org, 14 s to install (a bare image may
+# lack more of the libraries they need).
 # Skips apt entirely when everything is already present.
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config git

@@ -28,9 +28,12 @@ void Service::attach(ServedModel served) {
 }
 
 HttpReply Service::health() const {
-  json body = {{"status", ready() ? "ok" : "loading"},
-               {"observability", {{"mtp_policy", mtp_policy_json()}}}};
-  return {ready() ? 200 : 503, "application/json", dump_json(body)};
+  // 503 while draining too, so that a load balancer's health check (or a Kubernetes readiness
+  // probe) takes the replica out before its listener closes (docs/scaling.md).
+  const bool draining = ready() && shutting_down_.load();
+  const char* status = !ready() ? "loading" : draining ? "shutting_down" : "ok";
+  json body = {{"status", status}, {"observability", {{"mtp_policy", mtp_policy_json()}}}};
+  return {ready() && !draining ? 200 : 503, "application/json", dump_json(body)};
 }
 
 json Service::mtp_policy_json() const {

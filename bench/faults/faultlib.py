@@ -376,19 +376,21 @@ def http_post_json(port, path, body, timeout=120.0):
 class Stream(threading.Thread):
     """One streaming (or plain) request read to its end on its own thread."""
 
-    def __init__(self, port, path, body, read=True, rcvbuf=None):
+    def __init__(self, port, path, body, read=True, rcvbuf=None, headers=None, timeout=60.0):
         super().__init__(daemon=True)
         self.port, self.path, self.body, self.read = port, path, body, read
-        self.rcvbuf = rcvbuf
+        self.rcvbuf, self.request_headers, self.timeout = rcvbuf, headers, timeout
         self.events, self.status, self.error, self.complete, self.raw = [], None, None, False, b""
+        self.headers = {}  # the response's, lower-case names
         self.first_content = threading.Event()
 
     def run(self):
         try:
-            conn = Conn(self.port, timeout=60, rcvbuf=self.rcvbuf)
+            conn = Conn(self.port, timeout=self.timeout, rcvbuf=self.rcvbuf)
             self.conn = conn
-            conn.send_request("POST", self.path, self.body)
+            conn.send_request("POST", self.path, self.body, self.request_headers)
             self.status, headers = conn.read_head()
+            self.headers = headers
             if not self.read:
                 return  # a stalled client: never reads; the test closes it at the end
             if not self.body.get("stream"):

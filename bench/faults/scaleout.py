@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""Replicas behind nginx (deploy/replicas.py): affinity, a replica killed mid-load, a drained one
+(standard library only; docs/scaling.md).
+
+Cases (`--cases`, default all), each with its own fleet (3 replicas of the bundled target at
+-np 2 behind an nginx on free 127.0.0.1 ports):
+
+- kill: conversations (X-Session-Id), half of them streaming, run turns concurrently through
+  nginx. Affinity: every turn of a conversation lands on the replica the hash picks (nginx's
+  X-Upstream header), and its later turns start on cached KV blocks there
+  (usage.prompt_tokens_details.cached_tokens > 0, and the replica's
+  tandem:prefix_cache_hits_total), while the same turn sent to another replica finds nothing
+  cached. Then, with the survivors under load and long streams running on one replica, that
+  replica gets SIGKILL. Every request must either succeed (a valid body, or a stream ending in
+  `data: [DONE]`) or be one that was in flight on the killed replica and fail cleanly: a
+  client-visible error (nginx closes the connection without the last chunk of the chunked
+  body; a 5xx), never a timeout or a well-framed 200 that lacks `[DONE]`. Requests sent after
+  the kill all succeed; the survivors' conversations stay where they were (consistent
+  hashing); once the supervisor's /health checks have marked the replica down, no request
+  tries it any more.
+- drain: SIGTERM to a replica while it streams: its /health turns 503, the supervisor marks
+  it down, its streams finish normally (finish_reason "length", `[DONE]`), new turns of its
+  conversations go to the others (a 503 from it is retried by nginx), it exits 0, and no
+  request fails.
+
+Exits 77 (reported as skipped by ctest) when nginx is not installed. Example:
+  python3 bench/faults/scaleout.py --tandem build/src/app/tandem
+"""
+
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "deploy"))
+import faultlib as fl  # noqa: E402
+import replicas  # noqa: E402
+
+TARGET = os.path.join(fl.repo_root(), "models", "tandem-target")
+REPLICAS = 3
+SESSIONS_PER_REPLICA = 2
+OPENERS = [
+    "Call me Ishmael. Some years ago, never mind how long precisely, having little or no money in my purse",
+    "Fellow citizens of the Senate and of the House of Representatives, among the vicissitudes incident to life",
+    "The whale was seen at dawn off the starboard bow, and the whole crew ran to the rail to watch",
+    "It is a truth that the sea keeps its own counsel, and that a sailor learns to listen before he speaks",
+    "In the year of our Lord the ship Pequod sailed from Nantucket upon a long and perilous voyage",
+    "We the people have met here in a time of trial to consider the state of the union and its duties",
+]
+FILLER = (" The captain walked the deck in silence, and the mate kept the watch until the bell rang twice,"
+          " while the harpooners sharpened their irons and spoke of home.")
+
+
+def session_keys(port, per_replica):
+    """{replica address: [keys]}: which conversation keys nginx's hash sends where, learnt
+    through the proxy with GET /health (cheap, same routing as a completion)."""
+    mapping = {}
+    for i in range(256):
+        key = "conv-%d" % i
+        status, headers = get_with_headers(port, "/health", {"X-Session-Id": key})
+        assert status == 200, "/health through nginx: %d" % status
+        keys = mapping.setdefault(headers["x-upstream"], [])
+        if len(keys) < per_replica:
+            keys.append(key)
+        if len(mapping) == REPLICAS and all(len(k) == per_replica for k in mapping.values()):
+            return mapping
+    raise AssertionError("256 keys did not reach every replica %d times: %r" % (per_replica, mapping))
+
+
+def get_with_headers(port, path, headers):
+    c = fl.Conn(port, 10)
+    try:
+        c.send_request("GET", path, headers=headers)
+        status, h = c.read_head()
+        c.read_body(h)
+        return status, h
+    finally:
+        c.close()
+
+
+class Conversation:
+    """One chat: each turn resends the whole history, so turn k's prompt extends turn k-1's."""
+
+    def __init__(self, key, opener, stream):
+        self.key, self.stream = key, stream
+        self.messages = [{"role": "user", "content": opener + FILLER}]
+        self.results = []  # Turn objects, in order
+
+    def turn(self, port, max_tokens, key=None, record=True):
+        body = {"messages": list(self.messages), "max_tokens": max_tokens, "temperature": 0,
+                "logit_bias": fl.NO_EOS}
+        if self.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        s = fl.Stream(port, "/v1/chat/completions", body, headers={"X-Session-Id": key or self.key}, timeout=60)
+        s.started = time.monotonic()
+        s.key = key or self.key
+        s.run()
+        s.ended = time.monotonic()
+        t = Turn(s)
+        if record and t.ok:
+            self.messages += [{"role": "assistant", "content": t.text},
+                              {"role": "user", "content": "Go on, and tell me more of it."}]
+        if record:
+            self.results.append(t)
+        return t
+
+
+class Turn:
+    """A finished request and its verdict: ok, a clean failure, or a violation."""
+
+    def __init__(self, s):
+        self.s = s
+        self.upstreams = [a.strip() for a in s.headers.get("x-upstream", "").split(",") if a.strip()]
+        self.ok, self.text, self.cached, self.problem = False, "", None, None
+        chat_stream = bool(s.body.get("stream"))
+        if s.error is None and s.status == 200:
+            try:
+                if chat_stream:
+                    r = fl.check_stream(s.events, True, 1, s.body["max_tokens"], "stream_options" in s.body)
+                else:
+                    r = fl.check_completion_body(s.raw, True, 1, s.body["max_tokens"])
+                self.ok, self.text = True, r["texts"][0]
+                usage = r["usage"] or {}
+                self.cached = usage.get("prompt_tokens_details", {}).get("cached_tokens")
+            except fl.ProtocolError as e:
+                # A body that arrived whole (framing intact) but is wrong: for a stream, a 200
+                # that ends without [DONE] is the silent truncation a client must never see.
+                self.problem = "violation: complete response is invalid: %s" % e
+        elif s.error is not None and ("timed out" in s.error or "timeout" in s.error.lower()):
+            self.problem = "violation: hang (%s)" % s.error
+        elif s.error is not None:
+            self.problem = "clean: %s" % s.error  # e.g. the connection closed before the last chunk
+        elif s.status >= 500:
+            self.problem = "clean: HTTP %d" % s.status
+        else:
+            self.problem = "violation: HTTP %s" % s.status
+
+    def describe(self):
+        return "key=%s stream=%s upstreams=%s %s events=%d" % (
+            self.s.key, bool(self.s.body.get("stream")), self.upstreams, self.problem, len(self.s.events))
+
+
+def start_fleet(tag):
+    env = fl.isolated_env(tempfile.mkdtemp(prefix="tandem-scaleout-cache-"))
+    env["TANDEM_SHUTDOWN_DRAIN_MS"] = "30000"  # drain: in-flight streams finish; idle replicas exit at once
+    return replicas.Fleet(args_.tandem, fl.tandem_args(TARGET, None, args_.threads, 2), REPLICAS,
+                          tempfile.mkdtemp(prefix="tandem-scaleout-%s-" % tag), env=env)
+
+
+def make_conversations(fleet):
+    mapping = session_keys(fleet.port, SESSIONS_PER_REPLICA)
+    convs, home = [], {}
+    for address in fleet.addresses():
+        for key in mapping[address]:
+            c = Conversation(key, OPENERS[len(convs) % len(OPENERS)] + " (%s)" % key, stream=len(convs) % 2 == 0)
+            convs.append(c)
+            home[key] = address
+    return convs, home
+
+
+def run_parallel(fns, timeout):
+    threads = [threading.Thread(target=f, daemon=True) for f in fns]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    stuck = sum(t.is_alive() for t in threads)
+    assert not stuck, "%d client threads still running after %.0f s (a hang)" % (stuck, timeout)
+
+
+def check_affinity(fleet, convs, home, turns=3):
+    """Runs `turns` turns of every conversation at once; returns figures."""
+    before = {r.port: r.metrics().get("tandem:prefix_cache_hits_total", 0.0) for r in fleet.replicas}
+    run_parallel([lambda c=c: [c.turn(fleet.port, 16) for _ in range(turns)] for c in convs], 120)
+    cached_later = 0
+    for c in convs:
+        for i, t in enumerate(c.results):
+            assert t.ok, "affinity turn %d failed: %s" % (i, t.describe())
+            assert t.upstreams == [home[c.key]], "key %s went to %s, hash says %s" % (c.key, t.upstreams,
+                                                                                      home[c.key])
+            if i > 0:
+                assert t.cached and t.cached >= 32, "turn %d of %s: cached_tokens %r" % (i, c.key, t.cached)
+                cached_later += t.cached
+    hits = {}
+    for r in fleet.replicas:
+        hits[r.port] = r.metrics().get("tandem:prefix_cache_hits_total", 0.0) - before[r.port]
+        assert hits[r.port] >= 32, "replica %d: prefix_cache_hits_total grew by %r" % (r.port, hits[r.port])
+    # The control: the same next turn on another replica (another key) finds nothing cached.
+    c = convs[0]
+    other = next(k for k, a in home.items() if a != home[c.key])
+    t = c.turn(fleet.port, 4, key=other, record=False)
+    assert t.ok and t.upstreams == [home[other]], t.describe()
+    assert t.cached == 0, "the turn on a replica that never saw the conversation had %r cached" % t.cached
+    return {"cached_tokens_later_turns": cached_later, "hits_per_replica": sorted(hits.values())}
+
+
+def case_kill():
+    with start_fleet("kill") as fleet:
+        convs, home = make_conversations(fleet)
+        figures = check_affinity(fleet, convs, home)
+        victim = fleet.replicas[1]
+        victim_addr = "%s:%d" % (fl.HOST, victim.port)
+        victims = [c for c in convs if home[c.key] == victim_addr]
+        survivors = [c for c in convs if home[c.key] != victim_addr]
+
+        # Load on the survivors until told to stop; long streams and a queued request on the victim.
+        stop = threading.Event()
+        load = []
+
+        def survivor_loop(c):
+            while not stop.is_set():
+                load.append(c.turn(fleet.port, 12))
+
+        loops = [threading.Thread(target=survivor_loop, args=(c,), daemon=True) for c in survivors]
+        for t in loops:
+            t.start()
+        long_ = []
+        for c in victims:
+            body = {"messages": list(c.messages), "max_tokens": 1500, "temperature": 0, "logit_bias": fl.NO_EOS,
+                    "stream": True}
+            long_.append(fl.Stream(fleet.port, "/v1/chat/completions", body, headers={"X-Session-Id": c.key}))
+        queued = fl.Stream(fleet.port, "/v1/chat/completions",
+                           {"messages": list(victims[0].messages), "max_tokens": 8, "temperature": 0},
+                           headers={"X-Session-Id": victims[0].key})
+        for s in long_:
+            s.key, s.started = s.request_headers["X-Session-Id"], time.monotonic()
+            s.start()
+        replicas.wait_for(lambda: all(s.first_content.is_set() or s.error for s in long_), 60,
+                          "the long streams on the victim to start")
+        queued.key, queued.started = victims[0].key, time.monotonic()
+        queued.start()  # -np 2 and two long streams: it waits in the victim's queue
+        replicas.wait_for(lambda: victim.metrics().get("tandem:num_requests_waiting", 0) >= 1 or queued.error,
+                          30, "the queued request to reach the victim")
+        replicas.wait_for(lambda: len(load) >= len(survivors), 60, "load on the survivors")
+
+        victim.proc.kill()  # SIGKILL mid-load
+        victim.proc.wait()
+        killed_at = time.monotonic()
+
+        # New turns of every conversation right away (before the supervisor has noticed).
+        after = []
+        run_parallel([lambda c=c: after.append(c.turn(fleet.port, 8)) for c in victims], 60)
+        replicas.wait_for(lambda: not fleet.supervisor.healthy[victim.port], 30, "the supervisor to mark it down")
+        marked_down = time.monotonic() - killed_at
+        # Every conversation once more: the victim is down in nginx's upstream and never tried.
+        after_down = []
+        run_parallel([lambda c=c: after_down.append(c.turn(fleet.port, 8)) for c in convs], 60)
+        stop.set()
+        for t in loops:
+            t.join(90)
+        assert not any(t.is_alive() for t in loops), "a survivor load thread hangs"
+        for s in long_ + [queued]:
+            s.join(90)
+            assert not s.is_alive(), "a request in flight on the killed replica hangs"
+
+        in_flight = [Turn(s) for s in long_ + [queued]]
+        violations = []
+        for t in in_flight + load + after + after_down:
+            if t.problem and t.problem.startswith("violation"):
+                violations.append(t.describe())
+            elif not t.ok and (t.upstreams[-1:] != [victim_addr] or t.s.started > killed_at):
+                violations.append("lost (not in flight on the killed replica): " + t.describe())
+        assert not violations, "%d violations:\n  %s" % (len(violations), "\n  ".join(violations[:10]))
+        cut = [t for t in in_flight[:-1] if not t.ok]
+        assert cut, "no long stream on the killed replica was cut (each needs 1500 tokens): %s" % [
+            t.describe() for t in in_flight]
+        for t in load + after + after_down:
+            if t.s.started > killed_at:
+                assert t.ok, "a request sent after the kill failed: " + t.describe()
+        for t in load:
+            assert t.upstreams == [home[t.s.key]], "a survivor's conversation moved: " + t.describe()
+        for t in after:
+            assert t.upstreams[-1] != victim_addr, t.describe()
+        for t in after_down:
+            assert victim_addr not in t.upstreams, "tried the replica marked down: " + t.describe()
+            assert t.upstreams[0] == home[t.s.key] or home[t.s.key] == victim_addr, t.describe()
+        figures.update({
+            "survivor_requests": len(load), "survivor_failures": sum(not t.ok for t in load),
+            "victim_in_flight": len(in_flight), "cut_cleanly": len(cut),
+            "cut_errors": sorted({t.problem for t in cut}),
+            "queued_on_victim": "retried on %s" % queued.headers.get("x-upstream") if in_flight[-1].ok else
+            in_flight[-1].problem,
+            "after_kill_ok": sum(t.ok for t in after + after_down), "marked_down_s": round(marked_down, 2)})
+        return figures
+
+
+def case_drain():
+    with start_fleet("drain") as fleet:
+        convs, home = make_conversations(fleet)
+        for c in convs:  # one turn each, so each conversation has history on its replica
+            t = c.turn(fleet.port, 8)
+            assert t.ok, t.describe()
+        victim = fleet.replicas[0]
+        victim_addr = "%s:%d" % (fl.HOST, victim.port)
+        victims = [c for c in convs if home[c.key] == victim_addr]
+        streams = []
+        for c in victims:
+            body = {"messages": list(c.messages), "max_tokens": 120, "temperature": 0, "logit_bias": fl.NO_EOS,
+                    "stream": True}
+            s = fl.Stream(fleet.port, "/v1/chat/completions", body, headers={"X-Session-Id": c.key})
+            s.key, s.started = c.key, time.monotonic()
+            streams.append(s)
+            s.start()
+        replicas.wait_for(lambda: all(s.first_content.is_set() or s.error for s in streams), 60,
+                          "the streams on the draining replica to start")
+        victim.signal()  # SIGTERM: drain
+        # While it drains, new turns of its conversations: a 503 from it makes nginx try the next.
+        during = []
+        run_parallel([lambda c=c: during.append(c.turn(fleet.port, 8)) for c in victims], 60)
+        replicas.wait_for(lambda: not fleet.supervisor.healthy[victim.port] or victim.proc.poll() is not None, 30,
+                          "the supervisor to mark the draining replica down")
+        for s in streams:
+            s.join(60)
+        code = victim.wait(60)
+        assert code == 0, "the drained replica exited with %r" % code
+        after = []
+        run_parallel([lambda c=c: after.append(c.turn(fleet.port, 8)) for c in convs], 60)
+        for s in streams:
+            t = Turn(s)
+            assert t.ok, "a stream on the draining replica: " + t.describe()
+            assert fl.check_stream(s.events, True, 1, 120)["finish"] == ["length"], t.describe()
+        for t in during + after:
+            assert t.ok, "a request during/after the drain: " + t.describe()
+            assert t.upstreams[-1] != victim_addr, t.describe()
+        return {"drained_streams": len(streams), "during_drain": len(during),
+                "retried_past_503": sum(len(t.upstreams) > 1 for t in during), "after_ok": len(after)}
+
+
+args_ = None
+
+
+def set_args(a):
+    global args_
+    args_ = a
+
+
+if __name__ == "__main__":
+    if not replicas.find_nginx():
+        print("scaleout: nginx not found (apt-get install nginx); skipped")
+        sys.exit(replicas.SKIP)
+    fl.run_cases("scaleout", {"kill": case_kill, "drain": case_drain},
+                 "replicas behind nginx: affinity, SIGKILL mid-load, drain", set_args)

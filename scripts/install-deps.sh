@@ -5,13 +5,16 @@
 # (tests/webui, ctest -L browser; docs/webui.md). On the 2-core development machine that was
 # 25 packages, 119 MB: 4 s to download from deb.debian.org, 14 s to install (a bare image may
 # lack more of the libraries they need).
+# nginx: the replicas-behind-a-load-balancer test (faults.scaleout, docs/scaling.md); the test
+# starts its own nginx in the foreground, the package's service is not used.
 # Skips apt entirely when everything is already present.
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config git
   libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev curl
   clang libclang-rt-14-dev clang-format
-  chromium fonts-dejavu-core)
+  chromium fonts-dejavu-core
+  nginx)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -43,6 +43,7 @@ import replicas  # noqa: E402
 TARGET = os.path.join(fl.repo_root(), "models", "tandem-target")
 REPLICAS = 3
 SESSIONS_PER_REPLICA = 2
+DRAIN_TOKENS = 1000  # the streams a replica drains: long enough that its /health is seen saying 503
 OPENERS = [
     "Call me Ishmael. Some years ago, never mind how long precisely, having little or no money in my purse",
     "Fellow citizens of the Senate and of the House of Representatives, among the vicissitudes incident to life",
@@ -301,8 +302,8 @@ def case_drain():
         victims = [c for c in convs if home[c.key] == victim_addr]
         streams = []
         for c in victims:
-            body = {"messages": list(c.messages), "max_tokens": 120, "temperature": 0, "logit_bias": fl.NO_EOS,
-                    "stream": True}
+            body = {"messages": list(c.messages), "max_tokens": DRAIN_TOKENS, "temperature": 0,
+                    "logit_bias": fl.NO_EOS, "stream": True}
             s = fl.Stream(fleet.port, "/v1/chat/completions", body, headers={"X-Session-Id": c.key})
             s.key, s.started = c.key, time.monotonic()
             streams.append(s)
@@ -310,11 +311,27 @@ def case_drain():
         replicas.wait_for(lambda: all(s.first_content.is_set() or s.error for s in streams), 60,
                           "the streams on the draining replica to start")
         victim.signal()  # SIGTERM: drain
+        health = []
+
+        def health_changed():  # the first answer that is not 200 must be a 503, not a closed port
+            try:
+                status, body = fl.http_get(victim.port, "/health", timeout=5)
+                health.append((status, json.loads(body).get("status")))
+            except (OSError, fl.ProtocolError) as e:
+                health.append((None, str(e)))
+            return health[-1][0] != 200
+
+        replicas.wait_for(health_changed, 30, "the draining replica's /health to change")
+        assert health[-1] == (503, "shutting_down"), "/health of a draining replica: %r" % (health[-1],)
         # While it drains, new turns of its conversations: a 503 from it makes nginx try the next.
         during = []
         run_parallel([lambda c=c: during.append(c.turn(fleet.port, 8)) for c in victims], 60)
+        # Its /health says 503 while it drains, so the supervisor takes it out before it exits
+        # (each stream needs DRAIN_TOKENS tokens: seconds, against the checks' ~0.5 s).
         replicas.wait_for(lambda: not fleet.supervisor.healthy[victim.port] or victim.proc.poll() is not None, 30,
                           "the supervisor to mark the draining replica down")
+        assert victim.proc.poll() is None, "the replica exited before its /health took it out of nginx"
+        still_streaming = sum(not s.complete for s in streams)
         for s in streams:
             s.join(60)
         code = victim.wait(60)
@@ -324,11 +341,12 @@ def case_drain():
         for s in streams:
             t = Turn(s)
             assert t.ok, "a stream on the draining replica: " + t.describe()
-            assert fl.check_stream(s.events, True, 1, 120)["finish"] == ["length"], t.describe()
+            assert fl.check_stream(s.events, True, 1, DRAIN_TOKENS)["finish"] == ["length"], t.describe()
         for t in during + after:
             assert t.ok, "a request during/after the drain: " + t.describe()
             assert t.upstreams[-1] != victim_addr, t.describe()
-        return {"drained_streams": len(streams), "during_drain": len(during),
+        return {"drained_streams": len(streams), "streaming_when_marked_down": still_streaming,
+                "during_drain": len(during),
                 "retried_past_503": sum(len(t.upstreams) > 1 for t in during), "after_ok": len(after)}
 
 

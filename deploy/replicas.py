@@ -17,7 +17,7 @@
 
 Run by hand (Ctrl-C stops everything):
   python3 deploy/replicas.py --replicas 3 -- -m models/tandem-target -np 2 -t 1
-Exit status 77 when nginx is not installed ($TANDEM_NGINX names another binary).
+Exit status 77 when nginx is not installed ($NGINX_BIN names another binary).
 """
 
 import argparse
@@ -40,9 +40,9 @@ SKIP = 77  # ctest's SKIP_RETURN_CODE
 
 
 def find_nginx():
-    """The nginx binary, or None: $TANDEM_NGINX if set (a path; one that is not executable means
+    """The nginx binary, or None: $NGINX_BIN if set (a path; one that is not executable means
     none), else nginx on PATH, else /usr/sbin/nginx (Debian's, often not on a user's PATH)."""
-    forced = os.environ.get("TANDEM_NGINX")
+    forced = os.environ.get("NGINX_BIN")
     if forced is not None:
         return forced if os.access(forced, os.X_OK) else None
     found = shutil.which("nginx")

@@ -203,9 +203,9 @@ class Supervisor(threading.Thread):
                 self._streak[port] += 1
                 if self._streak[port] >= (self.rise if ok else self.fall):
                     self._streak[port] = 0
-                    self.healthy[port] = ok
                     address = "%s:%d" % (fl.HOST, port)
                     self.nginx.set_down(address, not ok)
+                    self.healthy[port] = ok  # after the reload: nginx routes accordingly now
                     self.changes.append((time.monotonic(), address, ok))
                     self.on_change(address, ok)
 

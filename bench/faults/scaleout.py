@@ -221,6 +221,7 @@ def case_kill():
         loops = [threading.Thread(target=survivor_loop, args=(c,), daemon=True) for c in survivors]
         for t in loops:
             t.start()
+        replicas.wait_for(lambda: len(load) >= len(survivors), 60, "load on the survivors")
         long_ = []
         for c in victims:
             body = {"messages": list(c.messages), "max_tokens": 1500, "temperature": 0, "logit_bias": fl.NO_EOS,
@@ -238,7 +239,6 @@ def case_kill():
         queued.start()  # -np 2 and two long streams: it waits in the victim's queue
         replicas.wait_for(lambda: victim.metrics().get("tandem:num_requests_waiting", 0) >= 1 or queued.error,
                           30, "the queued request to reach the victim")
-        replicas.wait_for(lambda: len(load) >= len(survivors), 60, "load on the survivors")
 
         victim.proc.kill()  # SIGKILL mid-load
         victim.proc.wait()
@@ -271,6 +271,9 @@ def case_kill():
         cut = [t for t in in_flight[:-1] if not t.ok]
         assert cut, "no long stream on the killed replica was cut (each needs 1500 tokens): %s" % [
             t.describe() for t in in_flight]
+        # Streaming passes through nginx as it is written: the cut streams had delivered events
+        # (their first content was seen before the kill) although they never finished.
+        assert all(t.s.events for t in cut), [t.describe() for t in cut]
         for t in load + after + after_down:
             if t.s.started > killed_at:
                 assert t.ok, "a request sent after the kill failed: " + t.describe()
@@ -326,11 +329,10 @@ def case_drain():
         # While it drains, new turns of its conversations: a 503 from it makes nginx try the next.
         during = []
         run_parallel([lambda c=c: during.append(c.turn(fleet.port, 8)) for c in victims], 60)
-        # Its /health says 503 while it drains, so the supervisor takes it out before it exits
-        # (each stream needs DRAIN_TOKENS tokens: seconds, against the checks' ~0.5 s).
+        # Its /health says 503 while it drains, so the supervisor takes it out while its streams
+        # still run (reported, not asserted: that is a race, if a lopsided one).
         replicas.wait_for(lambda: not fleet.supervisor.healthy[victim.port] or victim.proc.poll() is not None, 30,
                           "the supervisor to mark the draining replica down")
-        assert victim.proc.poll() is None, "the replica exited before its /health took it out of nginx"
         still_streaming = sum(not s.complete for s in streams)
         for s in streams:
             s.join(60)

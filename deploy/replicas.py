@@ -8,12 +8,10 @@
   (deploy/nginx-tandem.conf.in) under its own prefix, on a loopback port. Its upstream hashes
   the X-Session-Id header (the client address without it) with consistent hashing.
 - Health checks. Passive (nginx): a connection error, connect timeout or 503 moves the
-  request to the next replica and counts against max_fails/fail_timeout. Active (this
-  script): a supervisor thread GETs every replica's /health each `interval` seconds; after
-  `fall` failed checks in a row (no answer within `check_timeout`, or not 200: 503 while
-  loading or draining) it marks the replica `down` in the upstream file and reloads nginx
-  (SIGHUP); after `rise` good checks in a row it puts it back. A `down` server stays in the
-  hash ring, so only its own keys move, and they come back to it when it does.
+  request to the next replica and counts against max_fails/fail_timeout. Active:
+  deploy/health_supervisor.py's Supervisor polls every replica's /health and marks it
+  `down` (or up) in the upstream file; here the reload also waits until nginx's old workers
+  have stopped accepting (its error log, at level notice, says so).
 
 Run by hand (Ctrl-C stops everything):
   python3 deploy/replicas.py --replicas 3 -- -m models/tandem-target -np 2 -t 1
@@ -32,8 +30,10 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "bench", "faults"))
 import faultlib as fl  # noqa: E402
+import health_supervisor as hs  # noqa: E402
 
 TEMPLATE = os.path.join(HERE, "nginx-tandem.conf.in")
 SKIP = 77  # ctest's SKIP_RETURN_CODE
@@ -71,16 +71,13 @@ class Nginx:
 
     def __init__(self, nginx, prefix, addresses, upstream_header=True, max_fails=1, fail_timeout=10):
         self.nginx, self.prefix = nginx, prefix
-        self.addresses = list(addresses)
-        self.max_fails, self.fail_timeout = max_fails, fail_timeout
-        self.down = set()
         self.port = free_port()
         self.upstream_file = os.path.join(prefix, "upstream.conf")
         self.conf = os.path.join(prefix, "nginx.conf")
         self._lock = threading.Lock()
         for d in ("tmp", "logs"):
             os.makedirs(os.path.join(prefix, d), exist_ok=True)
-        self._write_upstream()
+        self.upstream = hs.UpstreamFile(self.upstream_file, addresses, max_fails, fail_timeout)
         fields = {
             "PREFIX": prefix,
             "UPSTREAM_FILE": self.upstream_file,
@@ -113,16 +110,6 @@ class Nginx:
         except OSError:
             return False
 
-    def _write_upstream(self):
-        lines = ["# written by deploy/replicas.py; `down` = failed its active /health checks\n"]
-        for a in self.addresses:
-            state = " down" if a in self.down else ""
-            lines.append("server %s max_fails=%d fail_timeout=%ds%s;\n" % (a, self.max_fails, self.fail_timeout, state))
-        tmp = self.upstream_file + ".tmp"
-        with open(tmp, "w") as f:
-            f.writelines(lines)
-        os.replace(tmp, self.upstream_file)
-
     def error_log(self):
         try:
             with open(os.path.join(self.prefix, "error.log")) as f:
@@ -149,11 +136,9 @@ class Nginx:
         """Marks a replica down (or up), rewrites the upstream and reloads. Returns once the
         old workers have stopped accepting (new connections see the new upstream)."""
         with self._lock:
-            if (address in self.down) == down:
-                return
-            (self.down.add if down else self.down.discard)(address)
-            self._write_upstream()
             old = self.workers()
+            if not self.upstream.set_down(address, down):
+                return
             self.proc.send_signal(signal.SIGHUP)
 
             def old_workers_closed():
@@ -174,46 +159,6 @@ class Nginx:
                 self.proc.wait()
 
 
-class Supervisor(threading.Thread):
-    """Active health checks: polls each replica's /health and marks it down/up in nginx."""
-
-    def __init__(self, nginx, ports, interval=0.25, check_timeout=1.0, fall=2, rise=2, on_change=None):
-        super().__init__(daemon=True)
-        self.nginx, self.ports = nginx, list(ports)
-        self.interval, self.check_timeout, self.fall, self.rise = interval, check_timeout, fall, rise
-        self.on_change = on_change or (lambda address, up: None)
-        self.healthy = {p: True for p in self.ports}  # replicas start ready (Fleet waits for /health)
-        self._streak = {p: 0 for p in self.ports}  # checks in a row that disagree with `healthy`
-        self._halt = threading.Event()
-        self.changes = []  # (time, address, up)
-
-    def check(self, port):
-        try:
-            return fl.http_get(port, "/health", timeout=self.check_timeout)[0] == 200
-        except (OSError, fl.ProtocolError):
-            return False
-
-    def run(self):
-        while not self._halt.wait(self.interval):
-            for port in self.ports:
-                ok = self.check(port)
-                if ok == self.healthy[port]:
-                    self._streak[port] = 0
-                    continue
-                self._streak[port] += 1
-                if self._streak[port] >= (self.rise if ok else self.fall):
-                    self._streak[port] = 0
-                    address = "%s:%d" % (fl.HOST, port)
-                    self.nginx.set_down(address, not ok)
-                    self.healthy[port] = ok  # after the reload: nginx routes accordingly now
-                    self.changes.append((time.monotonic(), address, ok))
-                    self.on_change(address, ok)
-
-    def stop(self):
-        self._halt.set()
-        self.join(5)
-
-
 class Fleet:
     """Replicas + nginx + supervisor; `with Fleet(...) as f:` stops them all at the end."""
 
@@ -231,8 +176,8 @@ class Fleet:
                 self.replicas.append(fl.Server(tandem, tandem_args, env=env, log_path=log))
             self.nginx = Nginx(self.nginx_bin, os.path.join(self.workdir, "nginx"), self.addresses(),
                                upstream_header=upstream_header)
-            self.supervisor = Supervisor(self.nginx, [r.port for r in self.replicas], on_change=on_change,
-                                         **(supervisor_options or {}))
+            self.supervisor = hs.Supervisor(self.addresses(), self.nginx.set_down, on_change=on_change,
+                                            **(supervisor_options or {}))
             self.supervisor.start()
         except BaseException:
             self.stop()

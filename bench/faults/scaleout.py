@@ -247,7 +247,7 @@ def case_kill():
         # New turns of every conversation right away (before the supervisor has noticed).
         after = []
         run_parallel([lambda c=c: after.append(c.turn(fleet.port, 8)) for c in victims], 60)
-        replicas.wait_for(lambda: not fleet.supervisor.healthy[victim.port], 30, "the supervisor to mark it down")
+        replicas.wait_for(lambda: not fleet.supervisor.healthy[victim_addr], 30, "the supervisor to mark it down")
         marked_down = time.monotonic() - killed_at
         # Every conversation once more: the victim is down in nginx's upstream and never tried.
         after_down = []
@@ -331,7 +331,7 @@ def case_drain():
         run_parallel([lambda c=c: during.append(c.turn(fleet.port, 8)) for c in victims], 60)
         # Its /health says 503 while it drains, so the supervisor takes it out while its streams
         # still run (reported, not asserted: that is a race, if a lopsided one).
-        replicas.wait_for(lambda: not fleet.supervisor.healthy[victim.port] or victim.proc.poll() is not None, 30,
+        replicas.wait_for(lambda: not fleet.supervisor.healthy[victim_addr] or victim.proc.poll() is not None, 30,
                           "the supervisor to mark the draining replica down")
         still_streaming = sum(not s.complete for s in streams)
         for s in streams:

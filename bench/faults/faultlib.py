@@ -38,12 +38,12 @@ class ProtocolError(Exception):
 
 
 class Server:
-    def __init__(self, tandem, args, env=None, log_path=None, ready_timeout=120.0, wait_ready=True):
+    def __init__(self, tandem, args, env=None, log_path=None, ready_timeout=120.0, wait_ready=True, port=0):
         self.log_lines = []
         self._log_file = open(log_path, "w") if log_path else None
         full_env = dict(os.environ)
         full_env.update(env or {})
-        cmd = [tandem, "serve", "--host", HOST, "--port", "0"] + list(args)
+        cmd = [tandem, "serve", "--host", HOST, "--port", str(port)] + list(args)
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT)

@@ -17,7 +17,8 @@ Cases (`--cases`, default all), each with its own fleet (3 replicas of the bundl
   body; a 5xx), never a timeout or a well-framed 200 that lacks `[DONE]`. Requests sent after
   the kill all succeed; the survivors' conversations stay where they were (consistent
   hashing); once the supervisor's /health checks have marked the replica down, no request
-  tries it any more.
+  tries it any more. Restarted on its port, it is put back after two good checks and its
+  conversations return to it (cold: its prefix cache died with it).
 - drain: SIGTERM to a replica while it streams: its /health turns 503, the supervisor marks
   it down, its streams finish normally (finish_reason "length", `[DONE]`), new turns of its
   conversations go to the others (a 503 from it is retried by nginx), it exits 0, and no
@@ -146,11 +147,19 @@ class Turn:
             self.s.key, bool(self.s.body.get("stream")), self.upstreams, self.problem, len(self.s.events))
 
 
-def start_fleet(tag):
+def fleet_env():
     env = fl.isolated_env(tempfile.mkdtemp(prefix="tandem-scaleout-cache-"))
     env["TANDEM_SHUTDOWN_DRAIN_MS"] = "30000"  # drain: in-flight streams finish; idle replicas exit at once
-    return replicas.Fleet(args_.tandem, fl.tandem_args(TARGET, None, args_.threads, 2), REPLICAS,
-                          tempfile.mkdtemp(prefix="tandem-scaleout-%s-" % tag), env=env)
+    return env
+
+
+def replica_args():
+    return fl.tandem_args(TARGET, None, args_.threads, 2)
+
+
+def start_fleet(tag):
+    return replicas.Fleet(args_.tandem, replica_args(), REPLICAS,
+                          tempfile.mkdtemp(prefix="tandem-scaleout-%s-" % tag), env=fleet_env())
 
 
 def make_conversations(fleet):
@@ -255,6 +264,14 @@ def case_kill():
         stop.set()
         for t in loops:
             t.join(90)
+        # The replica comes back on its port: two good checks put it back, and its conversations
+        # return to it (the ring kept its place), starting cold (its cache died with it).
+        fleet.replicas[1] = fl.Server(args_.tandem, replica_args(), env=fleet_env(), port=victim.port)
+        replicas.wait_for(lambda: fleet.supervisor.healthy[victim_addr], 30, "the supervisor to put it back")
+        back = []
+        run_parallel([lambda c=c: back.append(c.turn(fleet.port, 8)) for c in victims], 60)
+        for t in back:
+            assert t.ok and t.upstreams == [victim_addr], "after the restart: " + t.describe()
         assert not any(t.is_alive() for t in loops), "a survivor load thread hangs"
         for s in long_ + [queued]:
             s.join(90)
@@ -290,7 +307,8 @@ def case_kill():
             "cut_errors": sorted({t.problem for t in cut}),
             "queued_on_victim": "retried on %s" % queued.headers.get("x-upstream") if in_flight[-1].ok else
             in_flight[-1].problem,
-            "after_kill_ok": sum(t.ok for t in after + after_down), "marked_down_s": round(marked_down, 2)})
+            "after_kill_ok": sum(t.ok for t in after + after_down), "marked_down_s": round(marked_down, 2),
+            "back_on_restarted": len(back), "cached_after_restart": sum(t.cached or 0 for t in back)})
         return figures
 
 

@@ -92,9 +92,10 @@ class Nginx:
             text = text.replace("@%s@" % k, v)
         with open(self.conf, "w") as f:
             f.write(text)
-        self.proc = subprocess.Popen([nginx, "-p", prefix, "-c", self.conf, "-g", "daemon off;"],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=open(os.path.join(prefix, "stderr.log"), "w"))
+        with open(os.path.join(prefix, "stderr.log"), "w") as stderr:
+            self.proc = subprocess.Popen([nginx, "-p", prefix, "-c", self.conf, "-g", "daemon off;"],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                         preexec_fn=fl.exit_with_parent())
         try:
             wait_for(self._listening, 20, "nginx to listen on port %d" % self.port, step=0.05)
         except TimeoutError:
@@ -173,7 +174,7 @@ class Fleet:
         try:
             for i in range(replicas):
                 log = os.path.join(self.workdir, "replica-%d.log" % i)
-                self.replicas.append(fl.Server(tandem, tandem_args, env=env, log_path=log))
+                self.replicas.append(fl.Server(tandem, tandem_args, env=env, log_path=log, with_parent=True))
             self.nginx = Nginx(self.nginx_bin, os.path.join(self.workdir, "nginx"), self.addresses(),
                                upstream_header=upstream_header)
             self.supervisor = hs.Supervisor(self.addresses(), self.nginx.set_down, on_change=on_change,
@@ -191,12 +192,17 @@ class Fleet:
         return ["%s:%d" % (fl.HOST, r.port) for r in self.replicas]
 
     def stop(self):
-        if self.supervisor:
-            self.supervisor.stop()
-        if self.nginx:
-            self.nginx.stop()
-        for r in self.replicas:
-            r.stop()
+        """Stops everything, each part even when another fails to stop; raises the first error."""
+        errors = []
+        for part in [self.supervisor, self.nginx] + list(self.replicas):
+            if part is None:
+                continue
+            try:
+                part.stop()
+            except Exception as e:  # noqa: BLE001 - re-raised below, after the rest has stopped
+                errors.append(e)
+        if errors:
+            raise errors[0]
 
     def __enter__(self):
         return self

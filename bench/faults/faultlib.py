@@ -37,8 +37,23 @@ class ProtocolError(Exception):
 # --------------------------------------------------------------------------- server
 
 
+def exit_with_parent(sig=signal.SIGTERM):
+    """A Popen preexec_fn: the child gets `sig` when the thread that started it dies (Linux
+    PR_SET_PDEATHSIG), so that a killed driver leaves no process behind. Start such children
+    from the main thread: the signal follows the thread, not the process. libc is looked up
+    here, in the parent: the child, forked from a threaded process, only makes the call."""
+    try:
+        import ctypes
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, int(sig))  # PR_SET_PDEATHSIG = 1
+
+
 class Server:
-    def __init__(self, tandem, args, env=None, log_path=None, ready_timeout=120.0, wait_ready=True, port=0):
+    def __init__(self, tandem, args, env=None, log_path=None, ready_timeout=120.0, wait_ready=True, port=0,
+                 with_parent=False):
+        # with_parent: SIGTERM to the server when the starting thread dies (exit_with_parent).
         self.log_lines = []
         self._log_file = open(log_path, "w") if log_path else None
         full_env = dict(os.environ)
@@ -46,7 +61,7 @@ class Server:
         cmd = [tandem, "serve", "--host", HOST, "--port", str(port)] + list(args)
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT, preexec_fn=exit_with_parent() if with_parent else None)
         self.port = None
         self._port_seen = threading.Event()
         self._reader = threading.Thread(target=self._read_log, daemon=True)

@@ -30,6 +30,7 @@ Exits 77 (reported as skipped by ctest) when nginx is not installed. Example:
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -157,9 +158,14 @@ def replica_args():
     return fl.tandem_args(TARGET, None, args_.threads, 2)
 
 
+_workdirs = []
+
+
 def start_fleet(tag):
-    return replicas.Fleet(args_.tandem, replica_args(), REPLICAS,
-                          tempfile.mkdtemp(prefix="tandem-scaleout-%s-" % tag), env=fleet_env())
+    workdir = tempfile.mkdtemp(prefix="tandem-scaleout-%s-" % tag)  # logs; kept when the case fails
+    _workdirs.append(workdir)
+    print("scaleout: %s: replicas' and nginx's logs in %s" % (tag, workdir), flush=True)
+    return replicas.Fleet(args_.tandem, replica_args(), REPLICAS, workdir, env=fleet_env())
 
 
 def make_conversations(fleet):
@@ -266,7 +272,8 @@ def case_kill():
             t.join(90)
         # The replica comes back on its port: two good checks put it back, and its conversations
         # return to it (the ring kept its place), starting cold (its cache died with it).
-        fleet.replicas[1] = fl.Server(args_.tandem, replica_args(), env=fleet_env(), port=victim.port)
+        fleet.replicas[1] = fl.Server(args_.tandem, replica_args(), env=fleet_env(), port=victim.port,
+                                      with_parent=True)
         replicas.wait_for(lambda: fleet.supervisor.healthy[victim_addr], 30, "the supervisor to put it back")
         back = []
         run_parallel([lambda c=c: back.append(c.turn(fleet.port, 8)) for c in victims], 60)
@@ -370,6 +377,16 @@ def case_drain():
                 "retried_past_503": sum(len(t.upstreams) > 1 for t in during), "after_ok": len(after)}
 
 
+def cleaned_up(case):
+    """The case; its fleet's directory is removed when it passes."""
+    def run():
+        figures = case()
+        while _workdirs:
+            shutil.rmtree(_workdirs.pop(), ignore_errors=True)
+        return figures
+    return run
+
+
 args_ = None
 
 
@@ -382,5 +399,5 @@ if __name__ == "__main__":
     if not replicas.find_nginx():
         print("scaleout: nginx not found (apt-get install nginx); skipped")
         sys.exit(replicas.SKIP)
-    fl.run_cases("scaleout", {"kill": case_kill, "drain": case_drain},
+    fl.run_cases("scaleout", {"kill": cleaned_up(case_kill), "drain": cleaned_up(case_drain)},
                  "replicas behind nginx: affinity, SIGKILL mid-load, drain", set_args)

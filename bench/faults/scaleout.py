@@ -148,17 +148,19 @@ class Turn:
             self.s.key, bool(self.s.body.get("stream")), self.upstreams, self.problem, len(self.s.events))
 
 
+_workdirs = []  # removed when the case passes
+
+
 def fleet_env():
-    env = fl.isolated_env(tempfile.mkdtemp(prefix="tandem-scaleout-cache-"))
+    cache = tempfile.mkdtemp(prefix="tandem-scaleout-cache-")
+    _workdirs.append(cache)
+    env = fl.isolated_env(cache)
     env["TANDEM_SHUTDOWN_DRAIN_MS"] = "30000"  # drain: in-flight streams finish; idle replicas exit at once
     return env
 
 
 def replica_args():
     return fl.tandem_args(TARGET, None, args_.threads, 2)
-
-
-_workdirs = []
 
 
 def start_fleet(tag):

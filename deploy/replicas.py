@@ -2,8 +2,9 @@
 """N `tandem serve` replicas on loopback behind an nginx with prefix-affinity routing
 (standard library only; docs/scaling.md, docs/adr/0025-replicas-behind-nginx.md).
 
-- Each replica is `tandem serve --host 127.0.0.1 --port 0 <tandem args>` (bench/faults/
-  faultlib.py's Server: it reads the port from the 'listening on' line and waits for /health).
+- Each replica is `tandem serve --host 127.0.0.1 --port P <tandem args>` (bench/faults/
+  faultlib.py's Server, which waits for /health), P a free port below the kernel's ephemeral
+  range, so that a replica can be restarted on its port.
 - nginx runs in the foreground (`daemon off`) from a generated config
   (deploy/nginx-tandem.conf.in) under its own prefix, on a loopback port. Its upstream hashes
   the X-Session-Id header (the client address without it) with consistent hashing.
@@ -20,6 +21,7 @@ Exit status 77 when nginx is not installed ($NGINX_BIN names another binary).
 
 import argparse
 import os
+import random
 import shutil
 import signal
 import socket
@@ -51,10 +53,28 @@ def find_nginx():
     return "/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind((fl.HOST, 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n ports of 127.0.0.1 that are free now, below the kernel's ephemeral range: outgoing
+    connections (nginx's to the replicas, say) never take them, so a replica restarted on its
+    port finds it free. Random, so that parallel runs rarely pick the same ones."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    low = 10000 if ephemeral_low > 12000 else 1024
+    ports = []
+    for candidate in random.sample(range(low, ephemeral_low), min(4000, ephemeral_low - low)):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a server binds
+            try:
+                s.bind((fl.HOST, candidate))
+            except OSError:
+                continue
+        ports.append(candidate)
+        if len(ports) == n:
+            return ports
+    raise RuntimeError("no %d free ports below %d" % (n, ephemeral_low))
 
 
 def wait_for(pred, timeout, what, step=0.02):
@@ -69,9 +89,9 @@ def wait_for(pred, timeout, what, step=0.02):
 class Nginx:
     """One nginx master in the foreground, configured for the given replica addresses."""
 
-    def __init__(self, nginx, prefix, addresses, upstream_header=True, max_fails=1, fail_timeout=10):
+    def __init__(self, nginx, prefix, addresses, upstream_header=True, max_fails=1, fail_timeout=10, port=None):
         self.nginx, self.prefix = nginx, prefix
-        self.port = free_port()
+        self.port = port or free_ports(1)[0]
         self.upstream_file = os.path.join(prefix, "upstream.conf")
         self.conf = os.path.join(prefix, "nginx.conf")
         self._lock = threading.Lock()
@@ -172,11 +192,13 @@ class Fleet:
         os.makedirs(self.workdir, exist_ok=True)
         self.replicas, self.nginx, self.supervisor = [], None, None
         try:
+            ports = free_ports(replicas + 1)
             for i in range(replicas):
                 log = os.path.join(self.workdir, "replica-%d.log" % i)
-                self.replicas.append(fl.Server(tandem, tandem_args, env=env, log_path=log, with_parent=True))
+                self.replicas.append(fl.Server(tandem, tandem_args, env=env, log_path=log, with_parent=True,
+                                               port=ports[i]))
             self.nginx = Nginx(self.nginx_bin, os.path.join(self.workdir, "nginx"), self.addresses(),
-                               upstream_header=upstream_header)
+                               upstream_header=upstream_header, port=ports[-1])
             self.supervisor = hs.Supervisor(self.addresses(), self.nginx.set_down, on_change=on_change,
                                             **(supervisor_options or {}))
             self.supervisor.start()

@@ -261,7 +261,8 @@ def case_kill():
         victim.proc.wait()
         killed_at = time.monotonic()
 
-        # New turns of every conversation right away (before the supervisor has noticed).
+        # New turns of the killed replica's conversations right away (before the supervisor has
+        # noticed): nginx's connection to it is refused and it tries the next replica.
         after = []
         run_parallel([lambda c=c: after.append(c.turn(fleet.port, 8)) for c in victims], 60)
         replicas.wait_for(lambda: not fleet.supervisor.healthy[victim_addr], 30, "the supervisor to mark it down")

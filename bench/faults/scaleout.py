@@ -244,18 +244,25 @@ def case_kill():
             body = {"messages": list(c.messages), "max_tokens": 1500, "temperature": 0, "logit_bias": fl.NO_EOS,
                     "stream": True}
             long_.append(fl.Stream(fleet.port, "/v1/chat/completions", body, headers={"X-Session-Id": c.key}))
+        # Queued behind them (-np 2): a non-streaming request (nothing sent to the client until it
+        # is done: nginx retries it elsewhere) and a stream (tandem sends a stream's 200 headers at
+        # once, queued or not: cut like the running ones).
         queued = fl.Stream(fleet.port, "/v1/chat/completions",
                            {"messages": list(victims[0].messages), "max_tokens": 8, "temperature": 0},
                            headers={"X-Session-Id": victims[0].key})
+        queued_stream = fl.Stream(fleet.port, "/v1/chat/completions",
+                                  {"messages": list(victims[-1].messages), "max_tokens": 8, "temperature": 0,
+                                   "stream": True}, headers={"X-Session-Id": victims[-1].key})
         for s in long_:
             s.key, s.started = s.request_headers["X-Session-Id"], time.monotonic()
             s.start()
         replicas.wait_for(lambda: all(s.first_content.is_set() or s.error for s in long_), 60,
                           "the long streams on the victim to start")
-        queued.key, queued.started = victims[0].key, time.monotonic()
-        queued.start()  # -np 2 and two long streams: it waits in the victim's queue
-        replicas.wait_for(lambda: victim.metrics().get("tandem:num_requests_waiting", 0) >= 1 or queued.error,
-                          30, "the queued request to reach the victim")
+        for s, c in ((queued, victims[0]), (queued_stream, victims[-1])):
+            s.key, s.started = c.key, time.monotonic()
+            s.start()
+        replicas.wait_for(lambda: victim.metrics().get("tandem:num_requests_waiting", 0) >= 2, 30,
+                          "the queued requests to reach the victim")
 
         victim.proc.kill()  # SIGKILL mid-load
         victim.proc.wait()
@@ -283,11 +290,11 @@ def case_kill():
         for t in back:
             assert t.ok and t.upstreams == [victim_addr], "after the restart: " + t.describe()
         assert not any(t.is_alive() for t in loops), "a survivor load thread hangs"
-        for s in long_ + [queued]:
+        for s in long_ + [queued, queued_stream]:
             s.join(90)
             assert not s.is_alive(), "a request in flight on the killed replica hangs"
 
-        in_flight = [Turn(s) for s in long_ + [queued]]
+        in_flight = [Turn(s) for s in long_ + [queued, queued_stream]]
         violations = []
         for t in in_flight + load + after + after_down:
             if t.problem and t.problem.startswith("violation"):
@@ -295,12 +302,13 @@ def case_kill():
             elif not t.ok and (t.upstreams[-1:] != [victim_addr] or t.s.started > killed_at):
                 violations.append("lost (not in flight on the killed replica): " + t.describe())
         assert not violations, "%d violations:\n  %s" % (len(violations), "\n  ".join(violations[:10]))
-        cut = [t for t in in_flight[:-1] if not t.ok]
+        cut = [t for t in in_flight[:len(long_)] if not t.ok]
         assert cut, "no long stream on the killed replica was cut (each needs 1500 tokens): %s" % [
             t.describe() for t in in_flight]
         # Streaming passes through nginx as it is written: the cut streams had delivered events
         # (their first content was seen before the kill) although they never finished.
         assert all(t.s.events for t in cut), [t.describe() for t in cut]
+        queued_turn, queued_stream_turn = in_flight[len(long_):]
         for t in load + after + after_down:
             if t.s.started > killed_at:
                 assert t.ok, "a request sent after the kill failed: " + t.describe()
@@ -315,8 +323,9 @@ def case_kill():
             "survivor_requests": len(load), "survivor_failures": sum(not t.ok for t in load),
             "victim_in_flight": len(in_flight), "cut_cleanly": len(cut),
             "cut_errors": sorted({t.problem for t in cut}),
-            "queued_on_victim": "retried on %s" % queued.headers.get("x-upstream") if in_flight[-1].ok else
-            in_flight[-1].problem,
+            "queued_on_victim": "retried on %s" % queued.headers.get("x-upstream") if queued_turn.ok else
+            queued_turn.problem,
+            "queued_stream_on_victim": "ok" if queued_stream_turn.ok else queued_stream_turn.problem,
             "after_kill_ok": sum(t.ok for t in after + after_down), "marked_down_s": round(marked_down, 2),
             "back_on_restarted": len(back), "cached_after_restart": sum(t.cached or 0 for t in back)})
         return figures

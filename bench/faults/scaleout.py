@@ -10,8 +10,8 @@ Cases (`--cases`, default all), each with its own fleet (3 replicas of the bundl
   X-Upstream header), and its later turns start on cached KV blocks there
   (usage.prompt_tokens_details.cached_tokens > 0, and the replica's
   tandem:prefix_cache_hits_total), while the same turn sent to another replica finds nothing
-  cached. Then, with the survivors under load and long streams running on one replica, that
-  replica gets SIGKILL. Every request must either succeed (a valid body, or a stream ending in
+  cached. Then, with the survivors under load, and on one replica a long stream and a long
+  non-streaming request running and two more requests queued, that replica gets SIGKILL. Every request must either succeed (a valid body, or a stream ending in
   `data: [DONE]`) or be one that was in flight on the killed replica and fail cleanly: a
   client-visible error (nginx closes the connection without the last chunk of the chunked
   body; a 5xx), never a timeout or a well-framed 200 that lacks `[DONE]`. Requests sent after
@@ -239,11 +239,14 @@ def case_kill():
         for t in loops:
             t.start()
         replicas.wait_for(lambda: len(load) >= len(survivors), 60, "load on the survivors")
-        long_ = []
-        for c in victims:
-            body = {"messages": list(c.messages), "max_tokens": 1500, "temperature": 0, "logit_bias": fl.NO_EOS,
-                    "stream": True}
-            long_.append(fl.Stream(fleet.port, "/v1/chat/completions", body, headers={"X-Session-Id": c.key}))
+        # Running on the victim (-np 2): a long stream and a long non-streaming request.
+        long_body = {"messages": list(victims[0].messages), "max_tokens": 1500, "temperature": 0,
+                     "logit_bias": fl.NO_EOS, "stream": True}
+        long_ = [fl.Stream(fleet.port, "/v1/chat/completions", long_body, headers={"X-Session-Id": victims[0].key})]
+        plain_body = {"messages": list(victims[1].messages), "max_tokens": 1000, "temperature": 0,
+                      "logit_bias": fl.NO_EOS}
+        running_plain = fl.Stream(fleet.port, "/v1/chat/completions", plain_body,
+                                  headers={"X-Session-Id": victims[1].key})
         # Queued behind them (-np 2): a non-streaming request (nothing sent to the client until it
         # is done: nginx retries it elsewhere) and a stream (tandem sends a stream's 200 headers at
         # once, queued or not: cut like the running ones).
@@ -253,11 +256,12 @@ def case_kill():
         queued_stream = fl.Stream(fleet.port, "/v1/chat/completions",
                                   {"messages": list(victims[-1].messages), "max_tokens": 8, "temperature": 0,
                                    "stream": True}, headers={"X-Session-Id": victims[-1].key})
-        for s in long_:
+        for s in long_ + [running_plain]:
             s.key, s.started = s.request_headers["X-Session-Id"], time.monotonic()
             s.start()
-        replicas.wait_for(lambda: all(s.first_content.is_set() or s.error for s in long_), 60,
-                          "the long streams on the victim to start")
+        replicas.wait_for(lambda: all(s.first_content.is_set() or s.error for s in long_) and
+                          victim.metrics().get("tandem:num_requests_running", 0) >= 2, 60,
+                          "the long requests on the victim to start")
         for s, c in ((queued, victims[0]), (queued_stream, victims[-1])):
             s.key, s.started = c.key, time.monotonic()
             s.start()
@@ -290,11 +294,11 @@ def case_kill():
         for t in back:
             assert t.ok and t.upstreams == [victim_addr], "after the restart: " + t.describe()
         assert not any(t.is_alive() for t in loops), "a survivor load thread hangs"
-        for s in long_ + [queued, queued_stream]:
+        for s in long_ + [queued, queued_stream, running_plain]:
             s.join(90)
             assert not s.is_alive(), "a request in flight on the killed replica hangs"
 
-        in_flight = [Turn(s) for s in long_ + [queued, queued_stream]]
+        in_flight = [Turn(s) for s in long_ + [queued, queued_stream, running_plain]]
         violations = []
         for t in in_flight + load + after + after_down:
             if t.problem and t.problem.startswith("violation"):
@@ -303,12 +307,15 @@ def case_kill():
                 violations.append("lost (not in flight on the killed replica): " + t.describe())
         assert not violations, "%d violations:\n  %s" % (len(violations), "\n  ".join(violations[:10]))
         cut = [t for t in in_flight[:len(long_)] if not t.ok]
-        assert cut, "no long stream on the killed replica was cut (each needs 1500 tokens): %s" % [
+        assert cut, "the long stream on the killed replica was not cut (it needs 1500 tokens): %s" % [
             t.describe() for t in in_flight]
         # Streaming passes through nginx as it is written: the cut streams had delivered events
         # (their first content was seen before the kill) although they never finished.
         assert all(t.s.events for t in cut), [t.describe() for t in cut]
-        queued_turn, queued_stream_turn = in_flight[len(long_):]
+        queued_turn, queued_stream_turn, plain_turn = in_flight[len(long_):]
+        # Nothing of a non-streaming reply had reached the client: nginx redid it elsewhere (or
+        # it had finished before the kill).
+        assert plain_turn.ok, "the non-streaming request running on the killed replica: " + plain_turn.describe()
         for t in load + after + after_down:
             if t.s.started > killed_at:
                 assert t.ok, "a request sent after the kill failed: " + t.describe()
@@ -326,6 +333,7 @@ def case_kill():
             "queued_on_victim": "retried on %s" % queued.headers.get("x-upstream") if queued_turn.ok else
             queued_turn.problem,
             "queued_stream_on_victim": "ok" if queued_stream_turn.ok else queued_stream_turn.problem,
+            "running_plain_on_victim": "upstreams %s" % plain_turn.upstreams,
             "after_kill_ok": sum(t.ok for t in after + after_down), "marked_down_s": round(marked_down, 2),
             "back_on_restarted": len(back), "cached_after_restart": sum(t.cached or 0 for t in back)})
         return figures

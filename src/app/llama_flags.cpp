@@ -501,6 +501,11 @@ Expected<std::vector<std::string>> rewrite_llama_spellings(CLI::App& app, std::v
     std::string& a = args[i];
     if (a == "--") break;
     if (!sub) {
+      // Before the subcommand only --help and --version mean anything; `tandem -hf x` must
+      // not be read as -h (help, exit 0).
+      if (looks_like_flag(a) && a[1] != '-' && a.size() > 2)
+        return invalid_argument(a + ": unknown flag; the subcommand comes first (e.g. tandem serve -m DIR " +
+                                a + " ...)");
       if (a.empty() || a[0] == '-') continue;  // --help, --version
       try {
         sub = app.get_subcommand(a);

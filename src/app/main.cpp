@@ -26,9 +26,12 @@ int main(int argc, char** argv) {
   // llama-server's one-dash spellings (-ngl, -md, -np, ...) become long names (llama_flags.h).
   auto rewritten = tandem::app::rewrite_llama_spellings(app, std::vector<std::string>(argv, argv + argc));
   if (!rewritten.ok()) {
-    std::string sub;
-    for (int i = 1; i < argc && sub.empty(); ++i)
-      if (argv[i][0] != '-') sub = argv[i];
+    std::string sub;  // the subcommand, when the error came after it
+    for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+      for (const auto& c : commands)
+        if (c.sub->get_name() == argv[i]) sub = argv[i];
+      break;
+    }
     std::fprintf(stderr, "tandem%s%s: %s\n", sub.empty() ? "" : " ", sub.c_str(),
                  rewritten.status().message().c_str());
     return 2;

@@ -85,6 +85,12 @@ expect $loads 'no such file' -- -v
 # -h alone is still help (exit 0); -hf is not help.
 "$bin" serve -h >"$out" 2>&1 || { echo "FAIL: serve -h exited $?"; fails=$((fails + 1)); }
 grep -q -- '--n-gpu-layers' "$out" || { echo "FAIL: serve -h does not list the llama-server flags"; fails=$((fails + 1)); }
+# Before the subcommand, -hf is not -h either.
+"$bin" -hf org/repo >"$out" 2>&1
+got=$?
+if [ "$got" != 2 ] || ! grep -q -- '-hf: unknown flag; the subcommand comes first' "$out"; then
+  echo "FAIL: tandem -hf org/repo: exit $got"; sed 's/^/    /' "$out"; fails=$((fails + 1))
+fi
 # The spellings are serve's: another subcommand names the flag it does not take.
 "$bin" generate -m "$missing" -ngl 1 -p x >"$out" 2>&1
 got=$?

@@ -202,15 +202,21 @@ void add_serve_options(CLI::App* sub, ServeOptions& o) {
     o.sampling_options.push_back(mirror(opt, {env}));
     return opt;
   };
-  sampling("--temp,--temperature", o.given.temp, "Temperature", "LLAMA_ARG_TEMPERATURE");
-  sampling("--top-p", o.given.top_p, "Top-p", "LLAMA_ARG_TOP_P");
-  sampling("--min-p", o.given.min_p, "Min-p", "LLAMA_ARG_MIN_P");
+  // CLI11 checks the ranges too (so a variable's bad value is reported naming the variable);
+  // check_server_sampling_flags has the API's exact ones (top-p > 0, repetition penalty > 0).
+  sampling("--temp,--temperature", o.given.temp, "Temperature", "LLAMA_ARG_TEMPERATURE")
+      ->check(CLI::Range(0.0, 2.0));
+  sampling("--top-p", o.given.top_p, "Top-p", "LLAMA_ARG_TOP_P")->check(CLI::Range(0.0, 1.0));
+  sampling("--min-p", o.given.min_p, "Min-p", "LLAMA_ARG_MIN_P")->check(CLI::Range(0.0, 1.0));
   sampling("--repeat-penalty", o.given.repeat_penalty, "Repetition penalty (HF style)",
-           "LLAMA_ARG_REPEAT_PENALTY");
-  sampling("--presence-penalty", o.given.presence_penalty, "Presence penalty", "LLAMA_ARG_PRESENCE_PENALTY");
+           "LLAMA_ARG_REPEAT_PENALTY")
+      ->check(CLI::PositiveNumber);
+  sampling("--presence-penalty", o.given.presence_penalty, "Presence penalty", "LLAMA_ARG_PRESENCE_PENALTY")
+      ->check(CLI::Range(-2.0, 2.0));
   sampling("--frequency-penalty", o.given.frequency_penalty, "Frequency penalty",
-           "LLAMA_ARG_FREQUENCY_PENALTY");
-  sampling("--top-k", o.given.top_k, "Top-k (0: off)", "LLAMA_ARG_TOP_K");
+           "LLAMA_ARG_FREQUENCY_PENALTY")
+      ->check(CLI::Range(-2.0, 2.0));
+  sampling("--top-k", o.given.top_k, "Top-k (0: off)", "LLAMA_ARG_TOP_K")->check(CLI::NonNegativeNumber);
   o.n_predict_option =
       mirror(sub->add_option("-n,--predict,--n-predict", o.given.n_predict,
                              "max_tokens of a request that gives none (-1: up to the context, "

@@ -46,10 +46,12 @@ expect $usage '--grammar-file g.gbnf: not supported: constrained decoding' -- --
 expect $usage '--control-vector-layer-range 1 2: not supported' -- --control-vector-layer-range 1 2
 expect $usage "LLAMA_ARG_N_GPU_LAYERS='99' \(-ngl/--n-gpu-layers\): not supported" LLAMA_ARG_N_GPU_LAYERS=99 --
 expect $usage "LLAMA_ARG_CONT_BATCHING='maybe' is not a boolean" LLAMA_ARG_CONT_BATCHING=maybe --
+expect $usage "LLAMA_ARG_TEMPERATURE='5' is not valid for --temp" LLAMA_ARG_TEMPERATURE=5 --
+expect $usage "LLAMA_ARG_TEMPERATURE='hot' is not valid for --temp" LLAMA_ARG_TEMPERATURE=hot --
 expect $usage '-c4096: unknown flag \(a value goes after a space: -c 4096\)' -- -c4096
 expect $usage '-xyz: unknown flag' -- -xyz
-expect $usage '--temp 5: .*temperature' -- --temp 5
-expect $usage '--top-k -3: must be >= 0' -- --top-k -3
+expect $usage '--temp.*5' -- --temp 5
+expect $usage '--top-k.*-3' -- --top-k -3
 expect $usage '-n/--n-predict 0: must be >= 1, or -1' -- -n 0
 expect $usage '--draft-max 4 needs a drafter' -- --draft-max 4
 expect $usage '--draft-max 16: out of range; accepted: 1..15' -- -md models/tandem-draft --draft-max 16
@@ -97,6 +99,11 @@ got=$?
 if [ "$got" != 2 ] || ! grep -q -- '-ngl (--n-gpu-layers) is not an option of tandem generate' "$out"; then
   echo "FAIL: generate -ngl 1: exit $got"; sed 's/^/    /' "$out"; fails=$((fails + 1))
 fi
+
+# docs/llama-server.md lists every flag of the table (it is generated from it).
+for name in $(sed -n 's/^    {"\(--[a-z0-9.-]*\)[",].*/\1/p' src/app/llama_flags.cpp); do
+  grep -q -- "\`$name\`" docs/llama-server.md || { echo "FAIL: docs/llama-server.md does not list $name"; fails=$((fails + 1)); }
+done
 
 [ "$fails" = 0 ] && echo "llama-server flags: all cases pass"
 exit "$fails"

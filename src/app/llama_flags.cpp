@@ -34,8 +34,7 @@ const char* const kNoDownloads =
     "org/name`) and pass its directory with -m (a Hub cache snapshot directory is served as org/name)";
 const char* const kAffinity = "CPU affinity and priorities are not supported (use taskset, nice or chrt)";
 const char* const kPolling = "the kernel threads spin briefly, then sleep; the level is fixed";
-const char* const kKvType =
-    "the KV cache is stored in f32 (accepted: f32); quantized and 16-bit KV caches are not supported";
+const char* const kKvType = "the KV cache is stored in f32; quantized and 16-bit KV caches are not supported";
 const char* const kRope = "RoPE is configured by the model's config.json (rope_theta, rope_scaling)";
 const char* const kMmap = "weights are always memory-mapped and read on demand";
 const char* const kMoe = "Mixture-of-Experts models are not supported";
@@ -44,7 +43,7 @@ const char* const kLogFormat = "tandem's log lines have a fixed format (time, le
 const char* const kSamplerOrder =
     "the sampler chain is fixed: logit_bias, penalties, top-k, top-p, min-p, temperature, seeded Gumbel-max";
 const char* const kUnusedSampler = "only used by a sampler tandem does not implement (so it is off)";
-const char* const kNoSampler = "this sampler is not implemented (accepted: its off value)";
+const char* const kNoSampler = "this sampler is not implemented";
 const char* const kConstrained = "constrained decoding (grammars, JSON schemas) is not supported yet";
 const char* const kMultimodal = "multimodal models are not supported";
 const char* const kRouter = "one tandem serve serves one model: router mode (--models-*) is not supported";
@@ -259,8 +258,7 @@ const Row kRows[] = {
      "TLS is not supported: put tandem behind a TLS-terminating reverse proxy"},
     {"--ssl-cert-file", "", "LLAMA_ARG_SSL_CERT_FILE", kOne, "",
      "TLS is not supported: put tandem behind a TLS-terminating reverse proxy"},
-    {"--sse-ping-interval", "", "LLAMA_ARG_SSE_PING_INTERVAL", kOne, "-1",
-     "tandem sends no SSE pings (accepted: -1)"},
+    {"--sse-ping-interval", "", "LLAMA_ARG_SSE_PING_INTERVAL", kOne, "-1", "tandem sends no SSE pings"},
     {"--cache-reuse", "", "LLAMA_ARG_CACHE_REUSE", kOne, "0",
      "reusing chunks by shifting KV is not exact; tandem reuses exact prompt prefixes instead (the prefix "
      "cache, on by default)"},
@@ -295,7 +293,7 @@ const Row kRows[] = {
     {"--slot-prompt-similarity", "-sps", nullptr, kOne, "*",
      "tandem has no slots to choose: every request reuses the longest cached prefix of its prompt"},
     {"--lora-init-without-apply", "", nullptr, kNone, "", kAdapters},
-    {"--sleep-idle-seconds", "", nullptr, kOne, "-1", "sleeping when idle is not supported (accepted: -1)"},
+    {"--sleep-idle-seconds", "", nullptr, kOne, "-1", "sleeping when idle is not supported"},
     {"--log-prompts-dir", "", nullptr, kOne, "", "logging prompts to files is not supported"},
     // The drafter's.
     {"--spec-draft-hf,--hf-repo-draft", "-hfd -hfrd", "LLAMA_ARG_SPEC_DRAFT_HF_REPO", kOne, "", kNoDownloads},
@@ -321,7 +319,7 @@ const Row kRows[] = {
     {"--spec-draft-p-split,--draft-p-split", "", "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", kOne, "*",
      "tandem drafts one chain of K-1 tokens, never a tree"},
     {"--spec-draft-p-min,--draft-p-min", "", "LLAMA_ARG_SPEC_DRAFT_P_MIN", kOne, "0",
-     "tandem always drafts K-1 tokens; it does not stop drafting on a low draft probability (accepted: 0)"},
+     "tandem always drafts K-1 tokens; it does not stop drafting on a low draft probability"},
     {"--spec-draft-backend-sampling,--no-spec-draft-backend-sampling", "",
      "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING", kNone, "*", "the drafter always samples on the CPU"},
     {"--spec-draft-sampling", "", "LLAMA_ARG_SPEC_DRAFT_SAMPLING", kOne, "",

@@ -288,8 +288,8 @@ void add_serve_options(CLI::App* sub, ServeOptions& o) {
 }
 
 Status resolve_serve_options(ServeOptions& o) {
+  TANDEM_RETURN_IF_ERROR(apply_verbosity(o));  // first: the no-ops below are logged at its level
   TANDEM_RETURN_IF_ERROR(check_llama_flags(o.llama));
-  TANDEM_RETURN_IF_ERROR(apply_verbosity(o));
   // Sampling defaults, in ServerSamplingFlags' order (see add_serve_options).
   auto& s = o.sampling;
   const auto& g = o.given;

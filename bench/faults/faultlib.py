@@ -211,11 +211,13 @@ def smaps_growth(before, after, top=4):
 
 
 def parse_metrics(text):
+    """name{labels} -> value, with tandem's model_name label left out of the key."""
     out = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
         name, _, value = line.rpartition(" ")
+        name = re.sub(r'model_name="(?:[^"\\]|\\.)*",?', "", name).replace("{}", "")
         try:
             out[name] = float(value)
         except ValueError:

@@ -21,32 +21,15 @@
 #include "core/log.h"
 #include "drafter_setup.h"
 #include "environment.h"
+#include "runtime/model_name.h"
 #include "runtime/opened_model.h"
 #include "scheduler/engine.h"
+#include "serve_options.h"
 #include "server/http_server.h"
 #include "server/service.h"
 
 namespace tandem::app {
 namespace {
-
-struct ServeOptions {
-  std::string model;
-  std::string alias;
-  DrafterOptions drafter;
-  std::string host = "127.0.0.1";
-  int port = 8080;
-  int64_t context = 0;
-  int parallel = 4;
-  int64_t batch = 256;
-  bool no_prefix_cache = false;
-  bool no_webui = false;
-  std::string api_key, api_key_file;
-  std::string api_key_from;  // the variables the keys came from, when no flag gave them ("" otherwise)
-  int threads = 0;
-  std::string gemm;
-  int64_t max_body = 8 << 20;
-  std::vector<EnvMirror> mirrors;  // flags that TANDEM_* / LLAMA_ARG_* variables mirror
-};
 
 // A SIGINT/SIGTERM that arrives within `wait` (0: one already pending). The signals
 // are blocked, so one sent while the model loads waits here instead of behind the load.
@@ -75,7 +58,7 @@ void apply_env(ServeOptions& o) {
   };
   for (const char* n : kModelVariables) fill(o.model, {n});
   const std::string key_from = fill(o.api_key, {"TANDEM_API_KEY", "LLAMA_API_KEY"});
-  const std::string file_from = fill(o.api_key_file, {"TANDEM_API_KEY_FILE"});
+  const std::string file_from = fill(o.api_key_file, {"TANDEM_API_KEY_FILE", "LLAMA_ARG_API_KEY_FILE"});
   o.api_key_from = key_from + (!key_from.empty() && !file_from.empty() ? ", " : "") + file_from;
 }
 
@@ -86,7 +69,7 @@ int run_serve(ServeOptions& o) {
     TANDEM_RETURN_IF_ERROR(apply_env_mirrors(o.mirrors));
     TANDEM_RETURN_IF_ERROR(validate_environment());
     TANDEM_RETURN_IF_ERROR(validate_serve_environment());
-    return resolve_drafter_options(o.drafter);
+    return resolve_serve_options(o);  // the drafter's options too
   };
   if (Status s = startup(); !s.ok()) return usage_error("serve", s);
   if (o.model.empty()) {
@@ -108,13 +91,9 @@ int run_serve(ServeOptions& o) {
   }
   auto gemm = resolve_gemm_option(o.gemm);
   if (!gemm.ok()) return usage_error("serve", gemm.status());
-  const std::string id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
+  const std::string id = o.alias.empty() ? runtime::served_model_id(o.model) : o.alias;
   server::Service service(id.empty() ? "tandem" : id, std::move(*keys), static_cast<size_t>(o.max_body));
-  // One HTTP worker per connection, a stream holding its worker to the end (and an idle
-  // keep-alive connection for up to 5 s): far more workers than -np, so that requests
-  // beyond -np queue in the engine (num_requests_waiting) instead of unread in the
-  // accept queue, and /health and /metrics still answer under load.
-  server::HttpServer http(service, {o.host, o.port, std::max(128, o.parallel * 2 + 4), !o.no_webui});
+  server::HttpServer http(service, o.http);
   if (Status s = http.bind(); !s.ok()) {
     spdlog::error("{}", s.message());
     return 1;
@@ -162,6 +141,7 @@ int run_serve(ServeOptions& o) {
   o.drafter.max_tokens = o.context > 0 ? o.context : 4096;
   runtime::OpenOptions open{o.model, o.drafter, o.threads};
   open.progress = progress;
+  open.chat_template = o.chat_template;
   auto opened = runtime::open_model(open);
   if (!opened.ok()) return fail(opened.status());
   if (stopped_while_loading(pending_signal(signals, std::chrono::milliseconds(0)))) return 0;
@@ -169,9 +149,11 @@ int run_serve(ServeOptions& o) {
                opened->model->parameter_count(), opened->model->weight_bytes_per_token() / 1e6,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   if (!opened->text.generation.empty())
-    spdlog::info(
-        "generation_config.json defaults: {} (not applied; requests use their own or the server's defaults)",
-        opened->text.generation.describe());
+    spdlog::info("generation_config.json: {}", opened->text.generation.describe());
+  server::RequestDefaults defaults = server::resolve_request_defaults(o.sampling, opened->text.generation);
+  defaults.chat_template_kwargs = o.chat_template_kwargs;
+  // What a request that omits a field gets (the request > flags > generation_config.json > built-in).
+  spdlog::info("request defaults: {}", defaults.description);
   scheduler::EngineConfig ec;
   ec.max_running = o.parallel;
   ec.prefill_budget = o.batch;
@@ -187,7 +169,7 @@ int run_serve(ServeOptions& o) {
   auto served = runtime::make_served_model(std::move(*opened), ec);
   if (!served.ok()) return fail(served.status());
   served->engine->start();
-  service.attach(std::move(*served));
+  service.attach(std::move(*served), std::move(defaults));
   spdlog::info("ready: model '{}', context {} tokens, {} parallel sequences", service.model_id(),
                service.engine()->context(), o.parallel);
 
@@ -208,58 +190,7 @@ int run_serve(ServeOptions& o) {
 Command add_serve_command(CLI::App& app) {
   auto* o = new ServeOptions();  // lives for the process
   CLI::App* sub = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
-  add_model_option(sub, o->model, /*from_env=*/true);
-  sub->add_option("-a,--alias", o->alias, "Model id to serve under (default: the directory name)");
-  add_drafter_options(sub, o->drafter, true);
-  // Every flag below also reads TANDEM_<NAME>, then llama-server's LLAMA_ARG_<NAME>
-  // (apply_env_mirrors, at start-up: an invalid value exits 2 naming the variable); the flag wins.
-  auto mirror = [o](CLI::Option* option, std::vector<const char*> names, bool boolean = false) {
-    o->mirrors.push_back({option, std::move(names), boolean});
-    return option;
-  };
-  mirror(sub->add_option("--host", o->host, "Address to listen on (env TANDEM_HOST, LLAMA_ARG_HOST)")
-             ->capture_default_str(),
-         {"TANDEM_HOST", "LLAMA_ARG_HOST"});
-  mirror(sub->add_option("--port", o->port, "Port (0: any free port; env TANDEM_PORT, LLAMA_ARG_PORT)")
-             ->check(CLI::Range(0, 65535))
-             ->capture_default_str(),
-         {"TANDEM_PORT", "LLAMA_ARG_PORT"});
-  mirror(
-      sub->add_option("-c,--ctx-size", o->context,
-                      "Context per sequence in tokens (default: model's, at most 4096; env TANDEM_CTX_SIZE, "
-                      "LLAMA_ARG_CTX_SIZE)")
-          ->check(CLI::Range(int64_t{0}, int64_t{1} << 24)),
-      {"TANDEM_CTX_SIZE", "LLAMA_ARG_CTX_SIZE"});
-  mirror(sub->add_option("--parallel", o->parallel,
-                         "Sequences decoded concurrently (-np; env TANDEM_PARALLEL, LLAMA_ARG_N_PARALLEL)")
-             ->check(CLI::Range(1, 1024))
-             ->capture_default_str(),
-         {"TANDEM_PARALLEL", "LLAMA_ARG_N_PARALLEL"});
-  mirror(sub->add_option(
-                "-b,--batch-size", o->batch,
-                "Prompt tokens prefilled per engine step, shared by the requests being prefilled; smaller "
-                "keeps decoding streams smoother while prompts arrive, larger gives faster first tokens "
-                "(env TANDEM_BATCH_SIZE, LLAMA_ARG_BATCH)")
-             ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
-             ->capture_default_str(),
-         {"TANDEM_BATCH_SIZE", "LLAMA_ARG_BATCH"});
-  mirror(sub->add_flag(
-             "--no-prefix-cache", o->no_prefix_cache,
-             "Prefill every prompt in full instead of reusing cached prompt prefixes (reuse is exact: the "
-             "output is the same either way; env TANDEM_NO_PREFIX_CACHE)"),
-         {"TANDEM_NO_PREFIX_CACHE"}, true);
-  mirror(sub->add_flag("--no-webui", o->no_webui,
-                       "Do not serve the web page at GET / (docs/webui.md; env TANDEM_NO_WEBUI, "
-                       "LLAMA_ARG_NO_WEBUI)"),
-         {"TANDEM_NO_WEBUI", "LLAMA_ARG_NO_WEBUI"}, true);
-  sub->add_option("--api-key", o->api_key,
-                  "API key(s), comma-separated (env TANDEM_API_KEY / LLAMA_API_KEY)");
-  sub->add_option("--api-key-file", o->api_key_file, "File with one API key per line");
-  mirror(add_threads_option(sub, o->threads, 0, /*from_env=*/true), kThreadsVariables);
-  add_gemm_option(sub, o->gemm);
-  sub->add_option("--max-body-bytes", o->max_body, "Largest request body accepted")
-      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32))
-      ->capture_default_str();
+  add_serve_options(sub, *o);
   return {sub, [o] { return run_serve(*o); }};
 }
 

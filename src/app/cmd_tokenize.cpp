@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -17,6 +18,7 @@
 
 #include "commands.h"
 #include "core/mapped_file.h"
+#include "runtime/chat_templates.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,7 +51,13 @@ int fail(const Status& s) {
 }
 
 int run_chat(const TokenizeOptions& o) {
-  auto tpl = tok::ChatTemplate::from_tokenizer_config(model_file(o.model, "tokenizer_config.json"));
+  // The template the server would use (chat_template.jinja first, runtime/chat_templates.h).
+  const std::string cfg = model_file(o.model, "tokenizer_config.json");
+  const std::string dir = std::filesystem::path(cfg).parent_path().string();
+  auto chosen = runtime::load_chat_template(dir.empty() ? "." : dir, {});
+  if (!chosen.ok()) return fail(chosen.status());
+  Expected<tok::ChatTemplate> tpl = chosen->has_value() ? Expected<tok::ChatTemplate>(std::move(**chosen))
+                                                        : tok::ChatTemplate::from_tokenizer_config(cfg);
   if (!tpl.ok()) return fail(tpl.status());
   auto text = read_text_file(o.chat);
   if (!text.ok()) return fail(text.status());

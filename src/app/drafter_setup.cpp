@@ -9,8 +9,9 @@
 namespace tandem::app {
 
 void add_drafter_options(CLI::App* sub, DrafterOptions& o, bool block_size) {
-  sub->add_option("--model-draft,--draft-model", o.dir,
-                  "Drafter directory (-md): a small model or an MTP head (env LLAMA_ARG_MODEL_DRAFT)");
+  sub->add_option("--model-draft,--draft-model,--spec-draft-model", o.dir,
+                  "Drafter directory (-md): a small model or an MTP head (env LLAMA_ARG_MODEL_DRAFT, "
+                  "LLAMA_ARG_SPEC_DRAFT_MODEL)");
   sub->add_option_function<std::string>(
          "--draft-kind",
          [&o](const std::string& kind) {
@@ -40,6 +41,7 @@ Status resolve_drafter_options(DrafterOptions& o) {
     return v;
   };
   if (o.dir.empty()) o.dir = variable("LLAMA_ARG_MODEL_DRAFT").value_or("");
+  if (o.dir.empty()) o.dir = variable("LLAMA_ARG_SPEC_DRAFT_MODEL").value_or("");
   if (o.kind.empty()) {
     if (auto v = variable("TANDEM_DRAFT_KIND")) {
       TANDEM_RETURN_IF_ERROR(check_choice_value("TANDEM_DRAFT_KIND", *v, {"draft", "mtp"}));

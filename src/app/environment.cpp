@@ -102,7 +102,7 @@ Status apply_env_mirrors(const std::vector<EnvMirror>& mirrors) {
       std::string value = trim(*v);
       if (m.boolean) {
         TANDEM_RETURN_IF_ERROR(check_bool_value(name, *v));
-        value = *parse_bool(value) ? "true" : "false";
+        value = (*parse_bool(value) != m.inverted) ? "true" : "false";
       }
       try {
         m.option->add_result(value);

@@ -61,6 +61,7 @@ struct EnvMirror {
   CLI::Option* option;
   std::vector<const char*> names;  // in precedence order: TANDEM_* first, then LLAMA_ARG_*
   bool boolean = false;            // a flag: the value must be a boolean (parse_bool)
+  bool inverted = false;           // a boolean variable that turns the flag off (TANDEM_NO_WEBUI for --webui)
 };
 
 // For each mirror whose option was not given on the command line, the first

@@ -8,22 +8,7 @@
 #include "commands.h"
 #include "core/log.h"
 #include "environment.h"
-
-namespace {
-
-// llama-server spells some flags with one dash and several letters (-md,
-// -np); CLI11 only knows one-letter short flags, so they are rewritten to
-// their long forms before parsing.
-std::vector<std::string> llama_style_args(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  for (auto& a : args) {
-    if (a == "-md") a = "--model-draft";
-    if (a == "-np") a = "--parallel";
-  }
-  return args;
-}
-
-}  // namespace
+#include "llama_flags.h"
 
 int main(int argc, char** argv) {
   tandem::init_logging();
@@ -38,8 +23,21 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tandem::app::CommandList commands;
   tandem::app::register_commands(app, commands);
+  // llama-server's one-dash spellings (-ngl, -md, -np, ...) become long names (llama_flags.h).
+  auto rewritten = tandem::app::rewrite_llama_spellings(app, std::vector<std::string>(argv, argv + argc));
+  if (!rewritten.ok()) {
+    std::string sub;  // the subcommand, when the error came after it
+    for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+      for (const auto& c : commands)
+        if (c.sub->get_name() == argv[i]) sub = argv[i];
+      break;
+    }
+    std::fprintf(stderr, "tandem%s%s: %s\n", sub.empty() ? "" : " ", sub.c_str(),
+                 rewritten.status().message().c_str());
+    return 2;
+  }
   try {
-    std::vector<std::string> args = llama_style_args(argc, argv);
+    std::vector<std::string> args = std::move(*rewritten);
     std::vector<char*> ptrs;
     for (auto& a : args) ptrs.push_back(a.data());
     app.parse(static_cast<int>(ptrs.size()), ptrs.data());

@@ -11,7 +11,7 @@ Expected<OpenedModel> open_model(const OpenOptions& o) {
   OpenedModel out;
   TANDEM_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_config(o.model_dir));
   TANDEM_ASSIGN_OR_RETURN(out.model, model::Model::load(o.model_dir, std::move(config), o.progress));
-  TANDEM_ASSIGN_OR_RETURN(out.text, load_text_side(o.model_dir, out.model->config()));
+  TANDEM_ASSIGN_OR_RETURN(out.text, load_text_side(o.model_dir, out.model->config(), o.chat_template));
   if (o.pool_for_one_thread || o.threads > 1) out.pool = std::make_unique<ThreadPool>(o.threads);
   TANDEM_RETURN_IF_ERROR(open_drafter(out, o.drafter));
   return out;

@@ -130,7 +130,8 @@ std::vector<int32_t> stop_tokens(const model::ModelConfig& config, const std::ve
   return out;
 }
 
-Expected<TextSide> load_text_side(const std::string& dir, const model::ModelConfig& config) {
+Expected<TextSide> load_text_side(const std::string& dir, const model::ModelConfig& config,
+                                  const ChatTemplateChoice& chat_template) {
   TextSide text;
   const std::string tok_path = dir + "/tokenizer.json";
   if (std::ifstream(tok_path).good()) {
@@ -140,15 +141,7 @@ Expected<TextSide> load_text_side(const std::string& dir, const model::ModelConf
     spdlog::warn("{} not found: text prompts and chat need a tokenizer; only token-id prompts will work",
                  tok_path);
   }
-  const std::string cfg_path = dir + "/tokenizer_config.json";
-  if (std::ifstream(cfg_path).good()) {
-    auto tpl = tok::ChatTemplate::from_tokenizer_config(cfg_path);
-    if (tpl.ok()) {
-      text.chat_template = std::move(*tpl);
-    } else {
-      spdlog::warn("no usable chat template in {}: {}", cfg_path, tpl.status().message());
-    }
-  }
+  TANDEM_ASSIGN_OR_RETURN(text.chat_template, load_chat_template(dir, chat_template));
   // generation_config.json is read once, for its eos ids and its sampling defaults.
   auto generation = read_generation_config(dir, "its eos_token_id and sampling defaults");
   text.stop_tokens = stop_tokens(config, generation ? eos_ids_of(*generation) : std::vector<int32_t>{},

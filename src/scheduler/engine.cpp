@@ -189,6 +189,7 @@ void Engine::loop() {
     if (stopping && Clock::now() >= drain_deadline_)
       for (auto& [id, a] : active_) planner_->cancel(id);
     const TickPlan plan = planner_->plan(speculation_available());
+    mark_waiting(plan);
     if (plan.idle() && plan.admitted.empty()) {
       publish_gauges();
       if (stopping && active_.empty()) return;
@@ -214,12 +215,20 @@ void Engine::publish_gauges() {
   metrics_.prefix_cache_blocks = prefix_ ? prefix_->entries() : 0;
 }
 
+void Engine::mark_waiting(const TickPlan& plan) {
+  for (uint64_t id : plan.admitted) active_.at(id).admitted_yet = true;
+  for (auto& [id, a] : active_)
+    if (!a.admitted_yet) a.waited = true;
+}
+
 void Engine::run_tick(const TickPlan& plan) {
   for (uint64_t id : plan.dropped) finish(id, FinishReason::cancelled);
   for (uint64_t id : plan.admitted) {
     Active& a = active_.at(id);
     a.admitted = Clock::now();
     a.stats.queue_ms = ms_between(a.req->submitted, a.admitted);
+    metrics_.request_queue_time_seconds.observe(a.waited ? seconds_between(a.req->submitted, a.admitted)
+                                                         : 0.0);
     metrics_.prompt_tokens_total += a.seq.prompt.size();
   }
   if (!plan.decode.empty() || !plan.prefill.empty()) run_batched(plan);
@@ -434,6 +443,8 @@ void Engine::finish(uint64_t id, FinishReason reason, Status error) {
       metrics_.requests_failed++;
       break;
   }
+  if (reason != FinishReason::error)
+    metrics_.e2e_request_latency_seconds.observe(seconds_between(a.req->submitted, now));
   // The policy first: a client that sees its request finish must see the sample it gave.
   // Settled policies keep measuring (ADR 0005).
   if (policy_ && policy_->state() != PolicyState::forced) {

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <thread>
+
 #include "core/log.h"
 #include "server/collected_reply.h"
 #include "server/generation.h"
@@ -43,6 +45,10 @@ HttpServer::HttpServer(Service& service, HttpOptions options)
   // idle connection can delay shutdown.
   http_->set_keep_alive_max_count(100000);
   http_->set_keep_alive_timeout(5);
+  if (options_.timeout_s > 0) {
+    http_->set_read_timeout(options_.timeout_s, 0);
+    http_->set_write_timeout(options_.timeout_s, 0);
+  }
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let
   // a second server silently share a port that is already in use.
   http_->set_socket_options([](socket_t sock) {
@@ -66,10 +72,20 @@ Status HttpServer::bind() {
   return Status::Ok();
 }
 
-void HttpServer::run() { http_->listen_after_bind(); }
+void HttpServer::run() {
+  // stop() before this point (a load that fails at once) must not leave the loop running:
+  // cpp-httplib's stop() does nothing until listening has begun (see stop()).
+  run_entered_.store(true);
+  if (!stop_requested_.load()) http_->listen_after_bind();
+  run_exited_.store(true);
+}
 
 void HttpServer::stop() {
-  if (http_) http_->stop();
+  if (!http_) return;
+  stop_requested_.store(true);
+  // run() has begun and will listen: wait until it does, so that the stop reaches it.
+  while (run_entered_.load() && !run_exited_.load() && !http_->is_running()) std::this_thread::yield();
+  http_->stop();
 }
 
 void HttpServer::install_routes() {

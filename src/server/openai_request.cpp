@@ -193,9 +193,11 @@ void parse_logprobs(Endpoint endpoint, const json& body, GenerationRequest& r) {
   r.echo = boolean(body, "echo").value_or(false);
 }
 
-GenerationRequest parse_fields(Endpoint endpoint, const json& body) {
+GenerationRequest parse_fields(Endpoint endpoint, const json& body,
+                               const sampling::SamplingParams& defaults) {
   GenerationRequest r;
   r.endpoint = endpoint;
+  r.sampling = defaults;
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) fail("model", "'model' must be a string");
     r.model = m->get<std::string>();
@@ -224,7 +226,8 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body) {
 
 }  // namespace
 
-ParseResult parse_generation_request(Endpoint endpoint, const std::string& body) {
+ParseResult parse_generation_request(Endpoint endpoint, const std::string& body,
+                                     const sampling::SamplingParams& defaults) {
   json parsed;
   try {
     parsed = json::parse(body);
@@ -235,7 +238,7 @@ ParseResult parse_generation_request(Endpoint endpoint, const std::string& body)
   if (!parsed.is_object())
     return bad_request("body", "The request body must be a JSON object", "invalid_json");
   try {
-    return parse_fields(endpoint, parsed);
+    return parse_fields(endpoint, parsed, defaults);
   } catch (const FieldError& e) {
     return e.error;
   } catch (const json::exception& e) {

@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include "core/log.h"
@@ -22,8 +23,9 @@ Service::Service(std::string model_id, ApiKeys keys, size_t max_body_bytes)
 
 Service::~Service() = default;
 
-void Service::attach(ServedModel served) {
+void Service::attach(ServedModel served, RequestDefaults defaults) {
   served_ = std::move(served);
+  defaults_ = std::move(defaults);
   ready_.store(true, std::memory_order_release);
 }
 
@@ -82,9 +84,10 @@ HttpReply Service::models() const {
 
 HttpReply Service::metrics() const {
   const char* state = !ready() ? "loading" : shutting_down_.load() ? "shutting_down" : "ready";
-  std::string body = server_metrics_text(metrics_, state);
+  std::string body = server_metrics_text(metrics_, state, model_id_);
   // The engine's series exist once it is attached.
-  if (ready()) body += engine_metrics_text(served_.engine->metrics(), served_.engine->policy_board().read());
+  if (ready())
+    body += engine_metrics_text(served_.engine->metrics(), served_.engine->policy_board().read(), model_id_);
   return {200, "text/plain; version=0.0.4", std::move(body)};
 }
 
@@ -92,7 +95,7 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
                                                                                  const std::string& body) {
   if (!ready()) return unavailable("the model is still loading; GET /health says when it is ready");
   if (shutting_down_.load()) return unavailable("the server is shutting down");
-  ParseResult parsed = parse_generation_request(endpoint, body);
+  ParseResult parsed = parse_generation_request(endpoint, body, defaults_.sampling);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   GenerationRequest req = std::move(std::get<GenerationRequest>(parsed));
   if (!req.model.empty() && req.model != model_id_) return model_not_found(req.model);
@@ -124,6 +127,7 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
     }
     if (!req.tools.is_null()) input.tools = nlohmann::ordered_json::parse(req.tools.dump());
     input.add_generation_prompt = true;
+    input.extra = defaults_.chat_template_kwargs;
     auto rendered = served_.chat_template->render(input);
     if (!rendered.ok())
       return bad_request("messages", "the chat template failed: " + rendered.status().message());
@@ -153,8 +157,12 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
                     std::string(endpoint == Endpoint::chat_completions ? "messages" : "prompt"),
                     "context_length_exceeded"};
   }
-  const int32_t max_tokens = req.max_tokens.value_or(static_cast<int32_t>(context - n_prompt));
-  const uint64_t seed = req.seed ? *req.seed : sampling::random_seed();
+  // A default max_tokens (-n, generation_config.json) is capped by the room the prompt leaves.
+  const int64_t room = context - n_prompt;
+  const int32_t max_tokens = req.max_tokens
+                                 ? *req.max_tokens
+                                 : static_cast<int32_t>(std::min(room, defaults_.max_tokens.value_or(room)));
+  const uint64_t seed = req.seed ? *req.seed : defaults_.seed ? *defaults_.seed : sampling::random_seed();
 
   std::vector<GenerationRun::Choice> choices;
   for (int32_t i = 0; i < req.n; ++i) {

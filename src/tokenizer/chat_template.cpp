@@ -60,7 +60,8 @@ Expected<ChatTemplate> ChatTemplate::parse(const std::string& source, std::strin
   return t;
 }
 
-Expected<ChatTemplate> ChatTemplate::from_tokenizer_config(const std::string& path, const std::string& name) {
+Expected<ChatTemplate> ChatTemplate::from_tokenizer_config(
+    const std::string& path, const std::string& name, const std::optional<std::string>& source_override) {
   auto text = read_text_file(path);
   if (!text.ok()) return text.status();
   nlohmann::ordered_json cfg;
@@ -69,9 +70,10 @@ Expected<ChatTemplate> ChatTemplate::from_tokenizer_config(const std::string& pa
   } catch (const nlohmann::json::exception& e) {
     return invalid_argument(path + ": " + e.what());
   }
-  if (!cfg.is_object() || !cfg.contains("chat_template")) return not_found(path + ": no \"chat_template\"");
-  const auto& ct = cfg["chat_template"];
+  if (!cfg.is_object()) return invalid_argument(path + ": not a JSON object");
+  if (!source_override && !cfg.contains("chat_template")) return not_found(path + ": no \"chat_template\"");
   std::string source;
+  const auto& ct = source_override ? nlohmann::ordered_json(*source_override) : cfg["chat_template"];
   if (ct.is_string()) {
     source = ct.get<std::string>();
   } else if (ct.is_array()) {

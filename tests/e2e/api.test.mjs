@@ -82,8 +82,8 @@ describe('discovery and health', () => {
     ]) {
       assert.match(text, new RegExp(`^# TYPE ${name} (gauge|counter|histogram)$`, 'm'), `${name} missing`);
     }
-    assert.match(text, /^tandem:time_to_first_token_seconds_bucket\{le="\+Inf"\} \d+$/m);
-    assert.match(text, /^tandem:spec_decode_num_accepted_tokens_per_pos_total\{position="0"\} \d+$/m);
+    assert.match(text, /^tandem:time_to_first_token_seconds_bucket\{model_name="tandem-target",le="\+Inf"\} \d+$/m);
+    assert.match(text, /^tandem:spec_decode_num_accepted_tokens_per_pos_total\{model_name="tandem-target",position="0"\} \d+$/m);
   });
 });
 

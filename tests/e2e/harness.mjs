@@ -185,13 +185,26 @@ export async function startServer({
   return server;
 }
 
-// Prometheus text → Map("name{labels}" → number).
+// Prometheus text → Map("name{labels}" → number). Every tandem series carries
+// model_name="<served id>" first; it is left out of the key (so a lookup reads
+// `tandem:server_state{state="ready"}`, `tandem:num_requests_running`) and the
+// names seen are in the map's `modelNames` (a Set), `unlabelled` counting samples without one.
 export function parseMetrics(text) {
   const out = new Map();
+  out.modelNames = new Set();
+  out.unlabelled = 0;
   for (const line of text.split('\n')) {
     if (!line || line.startsWith('#')) continue;
     const i = line.lastIndexOf(' ');
-    out.set(line.slice(0, i), Number(line.slice(i + 1)));
+    let key = line.slice(0, i);
+    const m = key.match(/^([^{]+)\{model_name="((?:[^"\\]|\\.)*)",?(.*)\}$/);
+    if (m) {
+      out.modelNames.add(m[2].replace(/\\(.)/g, (_, c) => (c === 'n' ? '\n' : c)));
+      key = m[3] ? `${m[1]}{${m[3]}}` : m[1];
+    } else {
+      out.unlabelled++;
+    }
+    out.set(key, Number(line.slice(i + 1)));
   }
   return out;
 }

@@ -103,6 +103,10 @@ describe('client disconnect', () => {
     // Long enough that the first four hold their slots for many decode steps while the
     // poller looks: with 24 tokens all seven could finish between two polls on a fast machine.
     const make = (prompt) => client.completions.create({ prompt, max_tokens: 160, temperature: 0, logit_bias: NO_EOS });
+    // Queue time (deterministic, not sampled): a request that a plan did not admit records its
+    // wait; one admitted at once records exactly 0 (the le="0" bucket).
+    const queued = (m) => m.get('tandem:request_queue_time_seconds_count') - m.get('tandem:request_queue_time_seconds_bucket{le="0"}');
+    const before = await server.metrics();
     let sawWaiting = 0;
     let polling = true;
     const poller = (async () => {
@@ -114,7 +118,11 @@ describe('client disconnect', () => {
     const together = await Promise.all(prompts.map(make));
     polling = false;
     await poller;
-    assert.ok(sawWaiting >= 1, 'with 7 requests and -np 4, some waited for admission');
+    const after = await server.metrics();
+    assert.equal(after.get('tandem:request_queue_time_seconds_count') - before.get('tandem:request_queue_time_seconds_count'), 7);
+    assert.ok(queued(after) - queued(before) >= 3, `with 7 requests and -np 4, at least 3 waited: ${queued(after) - queued(before)}`);
+    assert.ok(after.get('tandem:request_queue_time_seconds_sum') > before.get('tandem:request_queue_time_seconds_sum'));
+    assert.ok(sawWaiting >= 1, 'with 7 requests and -np 4, the gauge saw some waiting');
     for (let i = 0; i < prompts.length; ++i) {
       const single = await make(prompts[i]);
       assert.equal(together[i].choices[0].text, single.choices[0].text, `request ${i}`);

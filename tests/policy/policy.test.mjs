@@ -239,8 +239,8 @@ test('profiling counts 4 -> 1, settles, persists, and a restart is settled at on
     assert.equal(hint.speedup_high, body.speedup_high);
     settledSamples = body.samples;
     const metrics = await (await fetch(`${s.base}/metrics`, { headers: { 'X-Api-Key': KEY } })).text();
-    assert.match(metrics, /tandem:mtp_policy_state\{state="settled"\} 1/);
-    assert.match(metrics, /tandem:mtp_policy_estimated_speedup [0-9.]+/);
+    assert.match(metrics, /tandem:mtp_policy_state\{model_name="[^"]*",state="settled"\} 1/);
+    assert.match(metrics, /tandem:mtp_policy_estimated_speedup\{model_name="[^"]*"\} [0-9.]+/);
   });
   await withServer({ cacheDir }, async (s) => {
     await ready(s);

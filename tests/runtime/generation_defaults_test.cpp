@@ -2,7 +2,7 @@
 // field read when valid, absent fields unset, a wrong type or out-of-range
 // value ignored (the rest still read), a file without them, a missing or a
 // broken one gives none.
-// The file is exposed only; nothing here applies it to requests.
+// (server/request_defaults.h applies them; tests/server covers that.)
 #include <gtest/gtest.h>
 
 #include <filesystem>

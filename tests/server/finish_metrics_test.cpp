@@ -102,18 +102,18 @@ TEST(ServerMetricsText, StateAndFinishReasons) {
   m.finished_length = 2;
   m.finished_abort = 1;
   EXPECT_EQ(
-      server_metrics_text(m, "loading"),
+      server_metrics_text(m, "loading", "org/a\"b"),
       "# HELP tandem:server_state Server state (1 for the current one): loading the model, ready, shutting "
       "down.\n"
       "# TYPE tandem:server_state gauge\n"
-      "tandem:server_state{state=\"loading\"} 1\n"
-      "tandem:server_state{state=\"ready\"} 0\n"
-      "tandem:server_state{state=\"shutting_down\"} 0\n"
+      "tandem:server_state{model_name=\"org/a\\\"b\",state=\"loading\"} 1\n"
+      "tandem:server_state{model_name=\"org/a\\\"b\",state=\"ready\"} 0\n"
+      "tandem:server_state{model_name=\"org/a\\\"b\",state=\"shutting_down\"} 0\n"
       "# HELP tandem:request_success_total Finished choices by the finish_reason their clients were told.\n"
       "# TYPE tandem:request_success_total counter\n"
-      "tandem:request_success_total{finished_reason=\"stop\"} 3\n"
-      "tandem:request_success_total{finished_reason=\"length\"} 2\n"
-      "tandem:request_success_total{finished_reason=\"abort\"} 1\n");
+      "tandem:request_success_total{model_name=\"org/a\\\"b\",finished_reason=\"stop\"} 3\n"
+      "tandem:request_success_total{model_name=\"org/a\\\"b\",finished_reason=\"length\"} 2\n"
+      "tandem:request_success_total{model_name=\"org/a\\\"b\",finished_reason=\"abort\"} 1\n");
 }
 
 }  // namespace

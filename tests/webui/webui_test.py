@@ -385,15 +385,15 @@ def drive_declined(page, server):
       document.getElementById('prompt').value = 'Tell me a story.';
       document.getElementById('chat-form').requestSubmit();
     })()""")
-    wait_metric(server, r'tandem:num_requests_waiting 1\b', "the page's request queued")
+    wait_metric(server, r'tandem:num_requests_waiting\{model_name="[^"]*"\} 1\b', "the page's request queued")
     page.b.evaluate("document.getElementById('send').click()")  # the Send button is Stop meanwhile
     stats = page.b.wait_for(f"""(() => {{ const m = document.querySelectorAll('#messages > .msg:not(.user)')[{n}];
       return m.dataset.done && m.querySelector('.stats').textContent; }})()""", 'the stopped reply')
     assert stats == 'stopped', stats
-    wait_metric(server, r'tandem:num_requests_waiting 0\b', 'the stopped request gone from the queue')
+    wait_metric(server, r'tandem:num_requests_waiting\{model_name="[^"]*"\} 0\b', 'the stopped request gone from the queue')
     wait_metric(server, r'finished_reason="abort"\} [1-9]', 'the stopped request counted as aborted')
     holder.close()
-    wait_metric(server, r'tandem:num_requests_running 0\b', 'the holder cancelled')
+    wait_metric(server, r'tandem:num_requests_running\{model_name="[^"]*"\} 0\b', 'the holder cancelled')
     print('webui browser: Stop cancels the request on the server')
 
 

@@ -96,7 +96,10 @@ export function parsePrometheus(text) {
     if (!line || line.startsWith('#')) continue;
     const space = line.lastIndexOf(' ');
     if (space <= 0) continue;
-    samples.set(line.slice(0, space), Number(line.slice(space + 1)));
+    // Every series carries model_name="..." first (one model per server): drop it, so keys
+    // read as tandem:name or tandem:name{other="labels"}.
+    const key = line.slice(0, space).replace(/model_name="(?:[^"\\]|\\.)*",?/, '').replace('{}', '');
+    samples.set(key, Number(line.slice(space + 1)));
   }
   return samples;
 }

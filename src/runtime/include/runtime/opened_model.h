@@ -31,6 +31,7 @@ struct OpenOptions {
   // false: with threads <= 1 the kernels run on the calling thread (pool is null).
   bool pool_for_one_thread = true;
   std::function<void(int, int)> progress;  // the target's layers loaded (done, total)
+  ChatTemplateChoice chat_template;        // empty: the model's own (runtime/chat_templates.h)
 };
 
 struct OpenedModel {

@@ -3,12 +3,13 @@
 // every front end (serve, generate, bench, the server's routes) stops on:
 // config.json's eos_token_id (already parsed into ModelConfig), then
 // generation_config.json's eos_token_id, then the template's eos_token as
-// the tokenizer maps it — sorted, without duplicates. A missing tokenizer or
+// the tokenizer maps it — sorted, without duplicates. The chat template is
+// chosen by runtime/chat_templates.h. A missing tokenizer or
 // unusable template is not an error (logged; the caller decides whether it
 // needs them); a malformed tokenizer.json is.
 //
 // generation_config.json's sampling fields are read into GenerationDefaults
-// (exposed only; nothing applies them to requests yet). The file is optional:
+// (the server applies them to requests that omit them: server/request_defaults.h). The file is optional:
 // a missing file or field leaves the field unset; a field of the wrong type or
 // out of range is logged as a WARN naming it and left unset.
 #pragma once
@@ -21,6 +22,7 @@
 
 #include "core/status.h"
 #include "model/config.h"
+#include "runtime/chat_templates.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -45,11 +47,14 @@ struct TextSide {
   std::optional<tok::Tokenizer> tokenizer;         // absent: only token-id prompts work
   std::optional<tok::ChatTemplate> chat_template;  // absent: chat is refused
   std::vector<int32_t> stop_tokens;                // EOS / end-of-turn ids, sorted, unique
-  GenerationDefaults generation;                   // generation_config.json's; not applied to requests
+  GenerationDefaults generation;                   // generation_config.json's (the server applies them)
 };
 
-// Loads DIR's text side; `config` is DIR's already parsed config.json.
-Expected<TextSide> load_text_side(const std::string& dir, const model::ModelConfig& config);
+// Loads DIR's text side; `config` is DIR's already parsed config.json;
+// `chat_template`: the template to serve instead of the model's
+// (runtime/chat_templates.h, which also says where the model's comes from).
+Expected<TextSide> load_text_side(const std::string& dir, const model::ModelConfig& config,
+                                  const ChatTemplateChoice& chat_template = {});
 
 // The stop ids of the rule above, from the parts (testable without files).
 std::vector<int32_t> stop_tokens(const model::ModelConfig& config, const std::vector<int32_t>& generation_eos,

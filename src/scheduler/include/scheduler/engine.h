@@ -108,12 +108,16 @@ class Engine {
     std::chrono::steady_clock::time_point admitted, first_token, last_token;
     RequestStats stats;
     bool finished = false;
+    bool admitted_yet = false;  // the planner admitted it
+    bool waited = false;        // a plan ran that did not admit it (it queued for capacity)
   };
 
   Engine() = default;
   void loop();
   bool take_incoming(bool block);
   void run_tick(const TickPlan& plan);
+  // After each plan: a request it did not admit has waited (its queue time counts).
+  void mark_waiting(const TickPlan& plan);
   // The planner's admit hook: creates the request's KV sequence on its cached
   // prefix; returns the prompt tokens that need no prefill.
   int64_t admit(uint64_t id);

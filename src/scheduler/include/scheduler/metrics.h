@@ -62,8 +62,19 @@ struct EngineMetrics {
   std::atomic<uint64_t> spec_accepted_tokens{0};
   std::array<std::atomic<uint64_t>, kMaxSpecPositions> spec_accepted_per_pos{};
 
+  // tandem never preempts a running request (admission reserves a request's
+  // KV blocks up front and queues what does not fit), so this stays 0; it is
+  // exported under vLLM's name so dashboards that plot it keep working.
+  std::atomic<uint64_t> preemptions{0};
+
   Histogram ttft_seconds;
   Histogram inter_token_seconds;
+  // Arrival to finish (every finish reason but an engine failure).
+  Histogram e2e_request_latency_seconds;
+  // Arrival to admission for a request that had to wait for a free sequence
+  // or KV blocks; exactly 0 for one admitted by the first plan after it
+  // arrived (so `count - bucket{le="0"}` counts the requests that queued).
+  Histogram request_queue_time_seconds;
 };
 
 }  // namespace tandem::scheduler

@@ -1,6 +1,7 @@
 // Prometheus text exposition (format 0.0.4) of the server's and the engine's
 // metrics, with vLLM's metric names under the `tandem:` prefix so dashboards
-// carry over.
+// carry over. Every sample carries `model_name="<served id>"` (vLLM's label)
+// before its own labels, so a dashboard that filters on it works unchanged.
 //
 // ServerMetrics are the server's own series, there from start-up (while the
 // model loads, GET /metrics answers them alone): the server state and the
@@ -24,8 +25,13 @@ struct ServerMetrics {
   std::atomic<uint64_t> finished_abort{0};   // "abort": cancelled (client gone, shutdown)
 };
 
-// `state`: "loading", "ready" or "shutting_down".
-std::string server_metrics_text(const ServerMetrics& s, const std::string& state);
-std::string engine_metrics_text(const scheduler::EngineMetrics& m, const scheduler::PolicyReport& policy);
+// `state`: "loading", "ready" or "shutting_down"; `model_name`: the served model id.
+std::string server_metrics_text(const ServerMetrics& s, const std::string& state,
+                                const std::string& model_name);
+std::string engine_metrics_text(const scheduler::EngineMetrics& m, const scheduler::PolicyReport& policy,
+                                const std::string& model_name);
+
+// A label value in the text format's escaping: backslash, double quote and newline.
+std::string escape_label_value(const std::string& value);
 
 }  // namespace tandem::server

@@ -45,6 +45,9 @@ inline constexpr size_t kMaxStopSequences = 8;
 using ParseResult = std::variant<GenerationRequest, ApiError>;
 
 // Parses a body (raw bytes). Malformed JSON → 400 with the parser's position.
-ParseResult parse_generation_request(Endpoint endpoint, const std::string& body);
+// `defaults`: the sampling fields a request that omits them gets
+// (server/request_defaults.h); the request's own fields override them.
+ParseResult parse_generation_request(Endpoint endpoint, const std::string& body,
+                                     const sampling::SamplingParams& defaults = {});
 
 }  // namespace tandem::server

@@ -21,6 +21,7 @@
 #include "server/api_keys.h"
 #include "server/metrics_text.h"
 #include "server/openai_request.h"
+#include "server/request_defaults.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -46,7 +47,8 @@ class Service {
   ~Service();
 
   // Called once when the model is loaded; afterwards ready() is true.
-  void attach(ServedModel served);
+  // `defaults`: what a request that omits a sampling field or max_tokens gets.
+  void attach(ServedModel served, RequestDefaults defaults = {});
   bool ready() const { return ready_.load(std::memory_order_acquire); }
   const std::string& model_id() const { return model_id_; }
   const ApiKeys& keys() const { return keys_; }
@@ -71,6 +73,7 @@ class Service {
   ApiKeys keys_;
   size_t max_body_bytes_;
   ServedModel served_;
+  RequestDefaults defaults_;  // set by attach, before ready_
   std::atomic<bool> ready_{false};
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_id_{1};

@@ -40,7 +40,12 @@ class ChatTemplate {
   // like transformers, every "*_token" (bos, eos, unk, pad, ...) and
   // additional_special_tokens become template variables; a token that is
   // absent or null stays undefined in the template, as in transformers.
-  static Expected<ChatTemplate> from_tokenizer_config(const std::string& path, const std::string& name = "");
+  // `source`, when given, replaces the file's chat_template (which may then
+  // be absent): the file still supplies the special tokens (chat_template.jinja,
+  // --chat-template).
+  static Expected<ChatTemplate> from_tokenizer_config(
+      const std::string& path, const std::string& name = "",
+      const std::optional<std::string>& source = std::nullopt);
 
   Expected<std::string> render(const ChatRenderInput& input) const;
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs the GPU tests (ctest label "gpu": test_cuda_kernels, test_cuda_devices)
-# and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine with a CUDA GPU.
+# Runs the GPU tests (ctest label "gpu": test_cuda_kernels, test_cuda_devices,
+# test_cuda_forward) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
+# with a CUDA GPU; with --e2e DIR also the tandem binary's GPU checks
+# (scripts/gpu-e2e.sh: probe, generate classic == speculative, bench).
 #
 #   scripts/gpu-test.sh                 configure + build build-gpu/ (TANDEM_CUDA=ON), then run
 #   scripts/gpu-test.sh --pack DIR      build, then copy the three binaries and this script into DIR
@@ -39,11 +41,13 @@ done
 if [[ -z "$bin" ]]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON \
     -DTANDEM_CUDA_TUNING=$([[ -n "$tune" ]] && echo ON || echo OFF) >/dev/null || exit 1
-  cmake --build build-gpu --target test_cuda_kernels test_cuda_devices bench_cuda_gemm || exit 1
+  cmake --build build-gpu --target test_cuda_kernels test_cuda_devices test_cuda_forward bench_cuda_gemm \
+    tandem tandem-random-model || exit 1
   if [[ -n "$pack" ]]; then
     mkdir -p "$pack"
     cp build-gpu/tests/kernels/test_cuda_kernels build-gpu/tests/kernels/test_cuda_devices \
-      build-gpu/bench/bench_cuda_gemm scripts/gpu-test.sh "$pack"/
+      build-gpu/tests/model/test_cuda_forward build-gpu/bench/bench_cuda_gemm build-gpu/src/app/tandem \
+      build-gpu/tools/random_model/tandem-random-model scripts/gpu-test.sh scripts/gpu-e2e.sh "$pack"/
     echo "packed into $pack"
     exit 0
   fi
@@ -70,11 +74,13 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 
 status=0
 if [[ -n "$bin" ]]; then
-  for t in test_cuda_devices test_cuda_kernels; do
+  export TANDEM_SOURCE_DIR="$PWD"  # the fixtures of this checkout (the binaries name the build machine's)
+  for t in test_cuda_devices test_cuda_kernels test_cuda_forward; do
+    [[ -x "$bin/$t" ]] || continue
     "$bin/$t" >"$out/$t.log" 2>&1
     rc=$?
     cat "$out/$t.log" >>"$out/tests.log"
-    grep -E "^\[  (PASSED|FAILED) |^\[ accuracy|: Failure" "$out/$t.log"
+    grep -E "^\[  (PASSED|FAILED) |^\[ accuracy|^\[gpu golden|: Failure" "$out/$t.log"
     echo "== $t: rc=$rc"
     [[ $rc -eq 0 ]] || status=1
   done

@@ -113,4 +113,10 @@ Status DeviceBuffer::fill_bytes(uint8_t value, const Stream& stream) {
   return cuda_status(cudaMemsetAsync(data_, value, bytes_, stream.handle()), "cudaMemsetAsync");
 }
 
+Status copy_async(const Stream& stream, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream.handle()),
+                     "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes)");
+}
+
 }  // namespace tandem::kernels::gpu

@@ -100,6 +100,15 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Copies `bytes` between any two of host and device memory (cudaMemcpyDefault),
+// ordered on `stream`. Pageable host memory makes the call wait for the copy;
+// it returns once the copy is queued otherwise.
+Status copy_async(const Stream& stream, void* dst, const void* src, size_t bytes);
+
+// The device's read bandwidth in bytes/s: one read of `bytes` of device memory
+// (allocated here for the call), best of `passes` after one warm-up pass.
+Expected<double> measure_read_bandwidth(const Stream& stream, size_t bytes, int passes);
+
 // ---------------------------------------------------------------- GEMM
 // Tile shapes of the one GEMM kernel. All give identical bits (tested).
 //   small:  32 weight rows × 16 rows of x per block, deep pipeline — M ≤ 16.
@@ -144,9 +153,6 @@ Status rope(const Stream& stream, float* x, int64_t rows, int n_heads, int head_
             const float* inv_freq, int rotary_dim, RopeLayout layout);
 
 // ---------------------------------------------------------------- attention
-// NOT YET RUN ON A GPU (written after the lent machine was withdrawn; its tests
-// in tests/kernels/cuda/attention_test.cpp have not run): treat as unverified.
-//
 // One layer's paged K/V pool on the device, f32, the CPU KvPool layout: block
 // b, slot s, kv head h starts at base + ((b * tokens_per_block + s) * n_kv_heads + h)
 // * head_dim. Block tables are one device array: row r's table starts at
@@ -175,5 +181,25 @@ Status kv_write(const Stream& stream, const DeviceKvPool& pool, const float* k_n
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
                  int window, float* out);
+
+// ---------------------------------------------------------------- glue of the model forward
+// Element-wise (no reductions), so trivially batch-invariant. f32 unless stated.
+
+// out[r] = f32(table[ids[r]]), table bf16 [vocab][dim]; ids must be in range (the caller validates).
+Status embedding_bf16(const Stream& stream, const uint16_t* table, int64_t dim, const int32_t* ids,
+                      int64_t rows, float* out);
+// y[r][j] += bias[j], r < rows, j < n.
+Status add_bias(const Stream& stream, float* y, const float* bias, int64_t rows, int64_t n);
+// y[i] += x[i].
+Status add_inplace(const Stream& stream, float* y, const float* x, int64_t count);
+// Splits fused rows [rows][q_dim + 2 kv_dim] into q [rows][q_dim], k and v [rows][kv_dim].
+Status split_qkv(const Stream& stream, const float* qkv, int64_t rows, int64_t q_dim, int64_t kv_dim,
+                 float* q, float* k, float* v);
+// out[r][i] = silu(gate_up[r][i]) * gate_up[r][inter + i], evaluated in double
+// and rounded once (the CPU reference's formula).
+Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int64_t inter, float* out);
+// dst[r] = src[indices[r]] for r < rows; rows of `dim` floats; indices on the device.
+Status gather_rows(const Stream& stream, const float* src, const int32_t* indices, int64_t rows, int64_t dim,
+                   float* dst);
 
 }  // namespace tandem::kernels::gpu

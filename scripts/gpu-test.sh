@@ -10,6 +10,8 @@
 #                                       need only glibc, libstdc++ and the driver's libcuda)
 #   scripts/gpu-test.sh --bin DIR       run prebuilt binaries from DIR (no build)
 # Options: --quick (benchmark on 4096x4096 only), --out DIR (logs: tests.log, bench.txt),
+#          --e2e (also scripts/gpu-e2e.sh: probe, speculative == classic, model benchmarks;
+#                 --no-8b skips the 8B-shape model),
 #          --sanitize (also run a subset under compute-sanitizer memcheck),
 #          --tune (build with -DTANDEM_CUDA_TUNING=ON and time the GEMM's tuning candidates;
 #                  with --bin, DIR must hold such a build),
@@ -23,8 +25,9 @@
 #   bash .gpu/gpu-test.sh --bin .gpu --out "$OUT" --sanitize
 # (DIR must sit directly under the repository root: the script cd's to DIR/..).
 set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
 cd "$(dirname "$0")/.."
-bin="" pack="" out="" quick="" sanitize="" tune="" ncu=""
+bin="" pack="" out="" quick="" sanitize="" tune="" ncu="" e2e="" e2e_args=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) bin="$2"; shift 2 ;;
@@ -34,6 +37,8 @@ while [[ $# -gt 0 ]]; do
     --sanitize) sanitize=1; shift ;;
     --tune) tune=1; shift ;;
     --ncu) ncu=1; shift ;;
+    --e2e) e2e=1; shift ;;
+    --no-8b) e2e_args="--no-8b"; shift ;;
     *) echo "usage: $0 [--bin DIR | --pack DIR] [--out DIR] [--quick] [--sanitize] [--tune] [--ncu]" >&2; exit 2 ;;
   esac
 done
@@ -48,6 +53,11 @@ if [[ -z "$bin" ]]; then
     cp build-gpu/tests/kernels/test_cuda_kernels build-gpu/tests/kernels/test_cuda_devices \
       build-gpu/tests/model/test_cuda_forward build-gpu/bench/bench_cuda_gemm build-gpu/src/app/tandem \
       build-gpu/tools/random_model/tandem-random-model scripts/gpu-test.sh scripts/gpu-e2e.sh "$pack"/
+    # The shared libraries tandem needs beyond glibc/libstdc++ (the GPU machine has no -dev packages).
+    mkdir -p "$pack/lib"
+    ldd build-gpu/src/app/tandem | awk '/=> \// {print $3}' |
+      grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libpthread|libdl|librt)\.so' |
+      xargs -r -I{} cp -L {} "$pack/lib/"
     echo "packed into $pack"
     exit 0
   fi
@@ -113,5 +123,11 @@ if [[ -n "$sanitize" ]] && command -v compute-sanitizer >/dev/null; then
   echo "== compute-sanitizer memcheck: rc=$rc ($(grep -c 'Invalid' "$out/memcheck.log") invalid accesses)"
   tail -3 "$out/memcheck.log"
   [[ $rc -eq 0 ]] || status=1
+fi
+if [[ -n "$e2e" ]]; then
+  # A packed DIR carries its libraries (lib/) and this script's sibling gpu-e2e.sh.
+  [[ -d "$bin/lib" ]] && export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}"
+  bash "$here/gpu-e2e.sh" "${bin:-build-gpu/src/app}" "$out/e2e" $e2e_args 2>&1 | tee "$out/e2e.txt"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
 exit $status

@@ -73,9 +73,11 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   return f;
 }
 
-Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride) {
+Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride,
+                                bool full_tables) {
   const int64_t m = in.rows, tpb = geometry_.tokens_per_block;
-  int64_t stride = 1;
+  // A captured graph bakes the stride in: then every row gets a full-length table.
+  int64_t stride = full_tables ? max_table_ : 1;
   for (int64_t r = 0; r < m; ++r) stride = std::max<int64_t>(stride, in.positions[r] / tpb + 1);
   // Layout as allocated: [tokens | positions | rope | out index] each max_rows, then tables.
   staging_.assign(static_cast<size_t>(4 * max_rows_ + m * stride), 0);
@@ -94,15 +96,72 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
   return row_inputs_.upload(staging_.data(), staging_.size() * sizeof(int32_t), stream_);
 }
 
+Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y) {
+  if (mode_ == kernels::GemmMode::invariant) return gpu::gemm_bf16w(stream_, x, DType::f32, m, w, n, k, y);
+  if (!cublas_) {
+    auto opened = gpu::CublasGemm::open();
+    if (!opened.ok()) return opened.status();
+    cublas_ = std::make_unique<gpu::CublasGemm>(std::move(opened).value());
+  }
+  const size_t need = static_cast<size_t>(m * k) * sizeof(uint16_t);
+  if (x_bf16_.bytes() < need) TANDEM_RETURN_IF_ERROR(alloc(x_bf16_, need));
+  TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
+  return cublas_->gemm(stream_, x_bf16_.as<uint16_t>(), m, w, n, k, y);
+}
+
+Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride) {
+  const ModelConfig& c = model_.config();
+  const int64_t hs = c.hidden_size;
+  float *x = x_.as<float>(), *g = gather_.as<float>();
+  TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x));
+  for (int l = 0; l < c.num_layers; ++l) TANDEM_RETURN_IF_ERROR(layer(l, m, stride));
+  if (k == 0) return Status::Ok();
+  TANDEM_RETURN_IF_ERROR(gpu::gather_rows(stream_, x, d_out_index_, k, hs, g));
+  TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
+  return gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>());
+}
+
+Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride) {
+  gpu::Graph& graph = graphs_[m * (kGraphMaxRows + 1) + k];
+  if (graph.empty()) {
+    TANDEM_RETURN_IF_ERROR(gpu::Graph::begin_capture(stream_));
+    const Status queued = enqueue_plain(m, k, stride);
+    auto captured = gpu::Graph::end_capture(stream_);  // always ends the capture
+    if (!queued.ok() || !captured.ok()) {
+      // Fall back to eager launches for good (the same kernels, so the same bits).
+      graphs_enabled_ = false;
+      return enqueue_plain(m, k, stride);
+    }
+    graph = std::move(captured).value();
+  }
+  return graph.launch(stream_);
+}
+
 Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptions& options,
-                                         const ChunkOutputs& out) {
+                                         const ChunkOutputs& out, kernels::GemmMode gemm_mode) {
   TANDEM_RETURN_IF_ERROR(gpu::set_device(w_.device));
+  mode_ = gemm_mode;
   const ModelConfig& c = model_.config();
   const int64_t m = in.rows, hs = c.hidden_size;
   const bool all_rows = options.hidden_all_rows && options.hidden == HiddenOutput::after_final_norm;
   const HiddenOutput hidden = all_rows ? HiddenOutput::none : options.hidden;
+  bool overrides = false;
+  for (int64_t r = 0; r < m; ++r) overrides = overrides || in.embed_rows[r] != nullptr;
+  // Small plain steps (decode, verify blocks) replay a captured graph: one
+  // launch instead of ~16 per layer. Same kernels, same arguments, same bits.
+  const bool graphed = graphs_enabled_ && mode_ == kernels::GemmMode::invariant && m <= kGraphMaxRows &&
+                       !overrides && options.hidden == HiddenOutput::none;
   int64_t k = 0, stride = 1;
-  TANDEM_RETURN_IF_ERROR(upload_rows(in, &k, &stride));
+  TANDEM_RETURN_IF_ERROR(upload_rows(in, &k, &stride, graphed));
+  if (graphed) {
+    TANDEM_RETURN_IF_ERROR(run_graphed(m, k, stride));
+    if (k > 0)
+      TANDEM_RETURN_IF_ERROR(
+          logits_.download(out.logits, sizeof(float) * static_cast<size_t>(k * c.vocab_size), stream_));
+    else
+      TANDEM_RETURN_IF_ERROR(stream_.synchronize());
+    return k;
+  }
   float* x = x_.as<float>();
   TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x));
   for (int64_t r = 0; r < m; ++r) {
@@ -127,8 +186,7 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
   if (hidden == HiddenOutput::after_final_norm)
     TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.hidden, g, row_bytes * k));
-  TANDEM_RETURN_IF_ERROR(
-      gpu::gemm_bf16w(stream_, g, DType::f32, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
+  TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
   TANDEM_RETURN_IF_ERROR(
       logits_.download(out.logits, sizeof(float) * static_cast<size_t>(k * c.vocab_size), stream_));
   return k;
@@ -145,7 +203,7 @@ Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
   const gpu::Stream& s = stream_;
   // Attention block.
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.attn_norm), h, m, hs, eps));
-  TANDEM_RETURN_IF_ERROR(gpu::gemm_bf16w(s, h, DType::f32, m, bf16(w.qkv), qkv_n, hs, qkv));
+  TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.qkv), qkv_n, hs, qkv));
   if (w.qkv_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, qkv, f32(w.qkv_bias), m, qkv_n));
   TANDEM_RETURN_IF_ERROR(gpu::split_qkv(s, qkv, m, qd, kvd, q, kk, v));
   if (w.q_norm.bytes()) {
@@ -164,17 +222,17 @@ Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   TANDEM_RETURN_IF_ERROR(gpu::attention(s, q, m, c.num_heads, pool, d_positions_, d_tables_, table_stride,
                                         scale, c.layer_window[l], attn));
-  TANDEM_RETURN_IF_ERROR(gpu::gemm_bf16w(s, attn, DType::f32, m, bf16(w.o), hs, qd, h));
+  TANDEM_RETURN_IF_ERROR(gemm(attn, m, bf16(w.o), hs, qd, h));
   if (w.o_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.o_bias), m, hs));
   TANDEM_RETURN_IF_ERROR(gpu::add_inplace(s, x, h, m * hs));
   // MLP block.
   float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
-  TANDEM_RETURN_IF_ERROR(gpu::gemm_bf16w(s, h, DType::f32, m, bf16(w.gate_up), 2 * inter, hs, gate_up));
+  TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up));
   if (w.gate_up_bias.bytes())
     TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, gate_up, f32(w.gate_up_bias), m, 2 * inter));
   TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, m, inter, act));
-  TANDEM_RETURN_IF_ERROR(gpu::gemm_bf16w(s, act, DType::f32, m, bf16(w.down), hs, inter, h));
+  TANDEM_RETURN_IF_ERROR(gemm(act, m, bf16(w.down), hs, inter, h));
   if (w.down_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.down_bias), m, hs));
   return gpu::add_inplace(s, x, h, m * hs);
 }

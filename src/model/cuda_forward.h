@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -53,12 +54,20 @@ class CudaForward {
                                                        const KvCache& kv, int64_t max_rows);
 
   // Runs rows [0, in.rows) (in.rows <= max_rows); returns the output rows written.
-  Expected<int64_t> run_chunk(const ChunkRows& in, const ForwardOptions& options, const ChunkOutputs& out);
+  // `gemm`: invariant (the default, ADR 0006's kernel) or splitk, which on the
+  // GPU means cuBLAS with bf16 activations — NOT batch-invariant (the probe
+  // declines it); FailedPrecondition when libcublas cannot be loaded.
+  Expected<int64_t> run_chunk(const ChunkRows& in, const ForwardOptions& options, const ChunkOutputs& out,
+                              kernels::GemmMode gemm);
 
  private:
   CudaForward(const Model& model, const DeviceWeights& weights) : model_(model), w_(weights) {}
-  Status upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride);
+  Status upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride, bool full_tables);
+  // Embedding, layers, gather, final norm and LM head into logits_ (no host copies).
+  Status enqueue_plain(int64_t m, int64_t k, int64_t stride);
+  Status run_graphed(int64_t m, int64_t k, int64_t stride);
   Status layer(int l, int64_t m, int64_t table_stride);
+  Status gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y);
 
   const Model& model_;
   const DeviceWeights& w_;
@@ -69,7 +78,15 @@ class CudaForward {
   kernels::gpu::DeviceKvPool geometry_;
   // Scratch [max_rows][width] and per-chunk row inputs.
   kernels::gpu::DeviceBuffer x_, h_, qkv_, q_, k_, v_, attn_, gate_up_, act_, gather_, logits_;
-  kernels::gpu::DeviceBuffer row_inputs_;  // tokens | positions | rope positions | out index | tables
+  kernels::gpu::DeviceBuffer row_inputs_;
+  kernels::GemmMode mode_ = kernels::GemmMode::invariant;
+  // CUDA graphs of enqueue_plain, keyed by (rows, output rows), rows <= kGraphMaxRows.
+  static constexpr int64_t kGraphMaxRows = 16;
+  std::map<int64_t, kernels::gpu::Graph> graphs_;
+  bool graphs_enabled_ = true;
+  std::unique_ptr<kernels::gpu::CublasGemm> cublas_;  // opened on the first splitk chunk
+  kernels::gpu::DeviceBuffer
+      x_bf16_;  // cuBLAS's bf16 copy of x  // tokens | positions | rope positions | out index | tables
   std::vector<int32_t> staging_;
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;

@@ -61,4 +61,18 @@ Status check_placement(const Placement& placement) {
 #endif
 }
 
+Expected<double> device_read_bandwidth(const Placement& placement, size_t bytes, int passes) {
+  TANDEM_RETURN_IF_ERROR(check_placement(placement));
+  if (placement.kind == DeviceKind::cpu)
+    return failed_precondition("device_read_bandwidth: not a CUDA device");
+#ifdef TANDEM_HAVE_CUDA
+  TANDEM_RETURN_IF_ERROR(kernels::gpu::set_device(placement.index));
+  auto stream = kernels::gpu::Stream::create();
+  if (!stream.ok()) return stream.status();
+  return kernels::gpu::measure_read_bandwidth(*stream, bytes, passes);
+#else
+  return failed_precondition("this build has no CUDA");
+#endif
+}
+
 }  // namespace tandem::model

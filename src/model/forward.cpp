@@ -62,7 +62,7 @@ Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions
     out.hidden = out_hidden_.data() + out_rows_ * hs;
     out.hidden_all = out_hidden_.data() + r0 * hs;
   }
-  auto k = cuda_->run_chunk(in, options, out);
+  auto k = cuda_->run_chunk(in, options, out, ctx_.gemm);
   if (!k.ok()) return k.status();
   out_rows_ += *k;
   return Status::Ok();

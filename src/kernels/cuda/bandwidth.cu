@@ -45,11 +45,12 @@ Expected<double> measure_read_bandwidth(const Stream& stream, size_t bytes, int 
   double best = 0;
   Status st;
   for (int p = 0; p <= passes && st.ok(); ++p) {  // pass 0 warms up
-    cudaEventRecord(start, stream.handle());
+    st = cuda_status(cudaEventRecord(start, stream.handle()), "cudaEventRecord");
+    if (!st.ok()) break;
     read_all_kernel<<<blocks, threads, 0, stream.handle()>>>(data->as<const float4>(), bytes / 16,
                                                              sink->as<float>());
-    cudaEventRecord(stop, stream.handle());
-    st = cuda_status(cudaEventSynchronize(stop), "measure_read_bandwidth");
+    st = cuda_status(cudaEventRecord(stop, stream.handle()), "cudaEventRecord");
+    if (st.ok()) st = cuda_status(cudaEventSynchronize(stop), "measure_read_bandwidth");
     float ms = 0;
     if (st.ok()) st = cuda_status(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
     if (st.ok() && p > 0 && ms > 0) best = std::max(best, static_cast<double>(bytes) / (ms * 1e-3));

@@ -75,6 +75,16 @@ __global__ void gather_rows_kernel(const float* __restrict__ src, const int32_t*
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dst[r * dim + i] = row[i];
 }
 
+__global__ void to_bf16_kernel(const float* __restrict__ x, uint16_t* __restrict__ out, int64_t count) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const uint32_t bits = __float_as_uint(x[i]);
+    const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+    out[i] = nan ? static_cast<uint16_t>((bits >> 16) | 0x40u)
+                 : static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  }
+}
+
 Status check_rows(int64_t rows, const char* op) {
   if (rows < 0 || rows > 0x7fffffffLL) return invalid_argument(std::string(op) + ": need 0 <= rows < 2^31");
   return Status::Ok();
@@ -117,6 +127,12 @@ Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int
   if (rows == 0) return Status::Ok();
   swiglu_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream.handle()>>>(gate_up, inter, out);
   return launch_status("swiglu_rows");
+}
+
+Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t count) {
+  if (count <= 0) return Status::Ok();
+  to_bf16_kernel<<<grid_for(count), kThreads, 0, stream.handle()>>>(x, out, count);
+  return launch_status("to_bf16");
 }
 
 Status gather_rows(const Stream& stream, const float* src, const int32_t* indices, int64_t rows, int64_t dim,

@@ -36,11 +36,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "core/status.h"
 #include "kernels/ops.h"
 
-struct CUstream_st;  // cudaStream_t is CUstream_st*
+struct CUstream_st;     // cudaStream_t is CUstream_st*
+struct CUgraphExec_st;  // cudaGraphExec_t is CUgraphExec_st*
 
 namespace tandem::kernels::gpu {
 
@@ -66,6 +68,30 @@ class Stream {
 
  private:
   CUstream_st* handle_ = nullptr;
+};
+
+// An owned, instantiated CUDA graph: the kernels queued on a stream between
+// begin_capture and end_capture, replayed with launch() at the cost of one
+// launch (the host leaves the per-kernel path). Replays run the captured
+// kernels with the captured arguments — pointers to fixed buffers whose
+// contents the caller refreshes before each launch. Capture uses the relaxed
+// mode; a failure at any step is a Status (the caller can fall back to
+// launching eagerly).
+class Graph {
+ public:
+  Graph() = default;
+  static Status begin_capture(const Stream& stream);
+  static Expected<Graph> end_capture(const Stream& stream);
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  ~Graph();
+  Status launch(const Stream& stream) const;
+  bool empty() const { return exec_ == nullptr; }
+
+ private:
+  CUgraphExec_st* exec_ = nullptr;
 };
 
 // An owned device allocation (cudaMalloc; 256-byte aligned). Empty when
@@ -130,6 +156,28 @@ GemmTile gemm_tile_for(int64_t m, int64_t n, int multiprocessors);
 // aligned; else InvalidArgument. Asynchronous on `stream`; no allocation.
 Status gemm_bf16w(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w, int64_t n,
                   int64_t k, float* y, GemmTile tile = GemmTile::automatic);
+
+// cuBLAS (dlopen'ed at open(); no binary links it) as the explicit
+// NON-invariant GEMM option — the GPU analogue of GemmMode::splitk. bf16 x
+// and W, f32 output, f32 compute; cuBLAS chooses its algorithm per shape, so
+// a row's bits may depend on M (the exactness probe declines it). open()
+// fails with FailedPrecondition when libcublas is not found. Move-only; one
+// per thread.
+class CublasGemm {
+ public:
+  static Expected<CublasGemm> open();
+  CublasGemm();
+  CublasGemm(CublasGemm&&) noexcept;
+  CublasGemm& operator=(CublasGemm&&) noexcept;
+  ~CublasGemm();
+  // y[m][n] = x[m][k] · w[n][k]ᵀ, asynchronous on `stream`.
+  Status gemm(const Stream& stream, const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
+              float* y) const;
+
+ private:
+  struct Api;
+  std::unique_ptr<Api> api_;
+};
 
 // ---------------------------------------------------------------- row-wise ops
 // One block per row; fixed block size and fixed reduction tree, so each row's
@@ -198,6 +246,8 @@ Status split_qkv(const Stream& stream, const float* qkv, int64_t rows, int64_t q
 // out[r][i] = silu(gate_up[r][i]) * gate_up[r][inter + i], evaluated in double
 // and rounded once (the CPU reference's formula).
 Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int64_t inter, float* out);
+// out[i] = bf16(x[i]) (round to nearest even), as uint16_t bit patterns.
+Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t count);
 // dst[r] = src[indices[r]] for r < rows; rows of `dim` floats; indices on the device.
 Status gather_rows(const Stream& stream, const float* src, const int32_t* indices, int64_t rows, int64_t dim,
                    float* dst);

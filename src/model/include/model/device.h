@@ -8,6 +8,8 @@
 // abort. Stateless; thread-safe.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "core/status.h"
@@ -33,5 +35,9 @@ int cuda_device_count();
 // Checks that `placement` can be used here: cuda needs the build's CUDA and
 // index < device count (FailedPrecondition otherwise).
 Status check_placement(const Placement& placement);
+// The read bandwidth (bytes/s) of `placement`'s device memory: one pass over
+// `bytes` of device memory, best of `passes` (cuda only; FailedPrecondition
+// for cpu, which the caller measures itself).
+Expected<double> device_read_bandwidth(const Placement& placement, size_t bytes, int passes);
 
 }  // namespace tandem::model

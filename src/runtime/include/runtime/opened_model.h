@@ -31,6 +31,11 @@ struct OpenOptions {
   // false: with threads <= 1 the kernels run on the calling thread (pool is null).
   bool pool_for_one_thread = true;
   std::function<void(int, int)> progress;  // the target's layers loaded (done, total)
+  // Where the forwards run (model/device.h spelling): "cpu" (the default
+  // here; serve keeps it until GPU serving lands); "auto" = cuda when a device
+  // is present and the target's weights are bf16, else cpu; "cuda" /
+  // "cuda:N" (an error when that cannot be). The drafter follows the target.
+  std::string device = "cpu";
 };
 
 struct OpenedModel {

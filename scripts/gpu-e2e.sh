@@ -28,7 +28,7 @@ done
 prompt="1,200,300,400,500,600,700,800,900,1000,1100,1200"
 gen() { "$t" generate -m $tgt --tokens "$prompt" -n 96 --ignore-eos --device cuda "$@"; }
 for mode in greedy seeded; do
-  args=(); [[ $mode == seeded ]] && args=(--temp 0.8 --seed 7)
+  args=(--temp 0); [[ $mode == seeded ]] && args=(--temp 0.8 --seed 7)
   gen "${args[@]}" >"$out/classic_$mode.txt" 2>/dev/null || { echo "FAIL classic $mode"; status=1; }
   "$t" generate -m $tgt --tokens "$prompt" -n 96 --ignore-eos --device cpu "${args[@]}" >"$out/cpu_$mode.txt" 2>/dev/null
   cmp -s "$out/classic_$mode.txt" "$out/cpu_$mode.txt" && echo "info cpu == gpu classic ($mode)" ||
@@ -51,9 +51,18 @@ presets="qwen2.5-0.5b llama-3.2-1b"
 for p in $presets; do
   dir=/tmp/rand-$p
   $rm --preset $p --out $dir --dtype bf16 >/dev/null 2>&1 || { echo "FAIL random model $p"; status=1; continue; }
+  if [[ $p == qwen2.5-0.5b ]]; then  # a model big enough for cuBLAS to pick by shape; its own drafter
+    check probe_random_invariant 0 "$t" probe -m $dir -md $dir --device cuda
+    TANDEM_GEMM=splitk check probe_random_cublas 3 "$t" probe -m $dir -md $dir --device cuda
+    grep -h "reason" "$out/probe_random_invariant.out" "$out/probe_random_cublas.out"
+    grep -h "probe\|declined" "$out/probe_random_cublas.err" | tail -2
+  fi
   echo "== bench $p"
   "$t" bench -m $dir --device cuda -p 512 -n 128 -r 3 --bw-mib 4096 2>&1 | tee "$out/bench_$p.txt" |
     grep -E "^(device|model|prefill|decode|ceiling|reached)"
+  # Short context too: separates the per-token fixed cost from attention over a long cache.
+  "$t" bench -m $dir --device cuda -p 16 -n 128 -r 2 --bw-mib 4096 2>&1 | tee "$out/bench_short_$p.txt" |
+    grep -E "^decode" | sed 's/^/short context (16-token prompt): /'
   rm -rf $dir
 done
 exit $status

@@ -56,6 +56,17 @@ for p in $presets; do
     TANDEM_GEMM=splitk check probe_random_cublas 3 "$t" probe -m $dir -md $dir --device cuda
     grep -h "reason" "$out/probe_random_invariant.out" "$out/probe_random_cublas.out"
     grep -h "probe\|declined" "$out/probe_random_cublas.err" | tail -2
+    for k in 8 16; do  # cuBLAS may pick one algorithm for all small M: try wider verify blocks
+      TANDEM_GEMM=splitk "$t" probe -m $dir -md $dir --device cuda --draft-block-size $k 2>/dev/null |
+        sed "s/^/cuBLAS probe K=$k: /"
+      echo "cuBLAS probe K=$k: exit ${PIPESTATUS[0]}"
+    done
+    # Where a decode step's GPU time goes (ncu: kernels serialised, so totals, not the step's wall time).
+    if command -v ncu >/dev/null; then
+      timeout 150 ncu --clock-control none --print-summary per-kernel --metrics gpu__time_duration.sum \
+        "$t" bench -m $dir --device cuda -p 16 -n 4 -r 1 --bw-mib 512 >"$out/ncu_decode.txt" 2>&1
+      echo "ncu rc=$?"; grep -E "^  [a-z_A-Z].*\(|gpu__time_duration.sum|Invocations" "$out/ncu_decode.txt" | head -80
+    fi
   fi
   echo "== bench $p"
   "$t" bench -m $dir --device cuda -p 512 -n 128 -r 3 --bw-mib 4096 2>&1 | tee "$out/bench_$p.txt" |

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/log.h"
 #include "model/model.h"
 
 namespace tandem::model {
@@ -129,10 +130,13 @@ Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride) {
     auto captured = gpu::Graph::end_capture(stream_);  // always ends the capture
     if (!queued.ok() || !captured.ok()) {
       // Fall back to eager launches for good (the same kernels, so the same bits).
+      spdlog::warn("cuda: capturing the forward as a CUDA graph failed ({}); launching kernels one by one",
+                   (!queued.ok() ? queued : captured.status()).to_string());
       graphs_enabled_ = false;
       return enqueue_plain(m, k, stride);
     }
     graph = std::move(captured).value();
+    spdlog::debug("cuda: captured the forward of {} rows ({} with logits) as a CUDA graph", m, k);
   }
   return graph.launch(stream_);
 }

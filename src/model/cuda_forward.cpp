@@ -62,6 +62,18 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(alloc(f->gate_up_, rows * 2 * inter * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->act_, rows * inter * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->logits_, rows * static_cast<size_t>(c.vocab_size) * fl));
+  // The K-sliced GEMM's partial sums: the largest slices * rows * n of the model's matrices.
+  size_t slab_floats = 0;
+  const int64_t shapes[][2] = {{static_cast<int64_t>(qd + 2 * kvd), static_cast<int64_t>(hs)},
+                               {static_cast<int64_t>(hs), static_cast<int64_t>(qd)},
+                               {static_cast<int64_t>(2 * inter), static_cast<int64_t>(hs)},
+                               {static_cast<int64_t>(hs), static_cast<int64_t>(inter)},
+                               {c.vocab_size, static_cast<int64_t>(hs)}};
+  for (const auto& nk : shapes) {
+    const gpu::GemmSlicing plan = gpu::gemm_slicing(nk[0], nk[1]);
+    if (plan.slices > 1) slab_floats = std::max(slab_floats, plan.slices * rows * static_cast<size_t>(nk[0]));
+  }
+  if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
   const size_t inputs = rows * (4 + static_cast<size_t>(f->max_table_));
   TANDEM_RETURN_IF_ERROR(alloc(f->row_inputs_, inputs * sizeof(int32_t)));
   int32_t* base = f->row_inputs_.as<int32_t>();
@@ -98,7 +110,9 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
 }
 
 Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y) {
-  if (mode_ == kernels::GemmMode::invariant) return gpu::gemm_bf16w(stream_, x, DType::f32, m, w, n, k, y);
+  if (mode_ == kernels::GemmMode::invariant)
+    return gpu::gemm_bf16w_sliced(stream_, x, DType::f32, m, w, n, k, y, slices_.as<float>(),
+                                  slices_.bytes() / sizeof(float));
   if (!cublas_) {
     auto opened = gpu::CublasGemm::open();
     if (!opened.ok()) return opened.status();

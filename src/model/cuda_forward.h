@@ -78,6 +78,7 @@ class CudaForward {
   kernels::gpu::DeviceKvPool geometry_;
   // Scratch [max_rows][width] and per-chunk row inputs.
   kernels::gpu::DeviceBuffer x_, h_, qkv_, q_, k_, v_, attn_, gate_up_, act_, gather_, logits_;
+  // tokens | positions | rope positions | out index | block tables
   kernels::gpu::DeviceBuffer row_inputs_;
   kernels::GemmMode mode_ = kernels::GemmMode::invariant;
   // CUDA graphs of enqueue_plain, keyed by (rows, output rows), rows <= kGraphMaxRows.
@@ -85,8 +86,8 @@ class CudaForward {
   std::map<int64_t, kernels::gpu::Graph> graphs_;
   bool graphs_enabled_ = true;
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;  // opened on the first splitk chunk
-  kernels::gpu::DeviceBuffer
-      x_bf16_;  // cuBLAS's bf16 copy of x  // tokens | positions | rope positions | out index | tables
+  kernels::gpu::DeviceBuffer x_bf16_;                 // cuBLAS's bf16 copy of x
+  kernels::gpu::DeviceBuffer slices_;                 // the K-sliced GEMM's partial sums
   std::vector<int32_t> staging_;
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;

@@ -6,6 +6,7 @@
 // Compiled with --fmad=false like the rest of the library.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "cuda/cuda_check.h"
@@ -62,7 +63,10 @@ __global__ void swiglu_rows_kernel(const float* __restrict__ gate_up, int64_t in
                                    float* __restrict__ out) {
   const int64_t r = blockIdx.x;
   const float* row = gate_up + r * 2 * inter;
-  for (int64_t i = threadIdx.x; i < inter; i += blockDim.x) {
+  // blockIdx.y picks a 256-wide slice of the row (one element per thread: the
+  // double-precision exp is the cost, so spread it over the machine).
+  for (int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; i < inter;
+       i += static_cast<int64_t>(gridDim.y) * blockDim.x) {
     const double g = row[i];
     out[r * inter + i] = static_cast<float>(g / (1.0 + exp(-g)) * static_cast<double>(row[inter + i]));
   }
@@ -125,7 +129,9 @@ Status split_qkv(const Stream& stream, const float* qkv, int64_t rows, int64_t q
 Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int64_t inter, float* out) {
   TANDEM_RETURN_IF_ERROR(check_rows(rows, "swiglu_rows"));
   if (rows == 0) return Status::Ok();
-  swiglu_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream.handle()>>>(gate_up, inter, out);
+  const dim3 grid(static_cast<unsigned>(rows),
+                  static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
+  swiglu_rows_kernel<<<grid, kThreads, 0, stream.handle()>>>(gate_up, inter, out);
   return launch_status("swiglu_rows");
 }
 

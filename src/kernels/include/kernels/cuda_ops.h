@@ -179,6 +179,25 @@ class CublasGemm {
   std::unique_ptr<Api> api_;
 };
 
+// The K-sliced GEMM: the same product with k cut into `slices` fixed slices
+// [z·slice, (z+1)·slice) — each the gemm_bf16w chain over its slice, its
+// partial written to workspace slab z — then y = slab 0 + slab 1 + … in slab
+// order. The slicing is gemm_slicing(n, k): a function of the weight's shape
+// only, never of m, so every output still has one fixed reduction order for
+// every M and tile (batch-invariant; a different order from gemm_bf16w, so
+// different bits from it). It exists because without split-K a narrow N
+// (e.g. 896 or 4096 rows) gives too few blocks to stream the weights at small
+// M. Needs workspace of slices·m·n floats (gemm_slicing(n, k).slices == 1:
+// none; then it is exactly gemm_bf16w); InvalidArgument otherwise.
+struct GemmSlicing {
+  int slices = 1;
+  int64_t slice = 0;  // k per slice (a multiple of 256, or k)
+};
+GemmSlicing gemm_slicing(int64_t n, int64_t k);
+Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,
+                         int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
+                         GemmTile tile = GemmTile::automatic);
+
 // ---------------------------------------------------------------- row-wise ops
 // One block per row; fixed block size and fixed reduction tree, so each row's
 // bits are independent of `rows`. f32 throughout.

@@ -5,9 +5,11 @@
 # (scripts/gpu-e2e.sh: probe, generate classic == speculative, bench).
 #
 #   scripts/gpu-test.sh                 configure + build build-gpu/ (TANDEM_CUDA=ON), then run
-#   scripts/gpu-test.sh --pack DIR      build, then copy the three binaries and this script into DIR
-#                                       (to carry to a GPU machine that cannot build: the binaries
-#                                       need only glibc, libstdc++ and the driver's libcuda)
+#   scripts/gpu-test.sh --pack DIR      build, then copy the binaries, the shared libraries tandem
+#                                       needs beyond glibc/libstdc++ (DIR/lib) and the scripts into
+#                                       DIR (to carry to a GPU machine that cannot build). The lent
+#                                       machine limits what travels (64 MiB with the checkout): there,
+#                                       carry DIR as one `tar -cJ` archive (13 MB) and unpack it first.
 #   scripts/gpu-test.sh --bin DIR       run prebuilt binaries from DIR (no build)
 # Options: --quick (benchmark on 4096x4096 only), --out DIR (logs: tests.log, bench.txt),
 #          --e2e (also scripts/gpu-e2e.sh: probe, speculative == classic, model benchmarks;
@@ -85,6 +87,8 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 status=0
 if [[ -n "$bin" ]]; then
   export TANDEM_SOURCE_DIR="$PWD"  # the fixtures of this checkout (the binaries name the build machine's)
+  # A packed DIR carries the shared libraries the binaries need (test_cuda_forward and tandem link spdlog, ...).
+  [[ -d "$bin/lib" ]] && export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}"
   for t in test_cuda_devices test_cuda_kernels test_cuda_forward; do
     [[ -x "$bin/$t" ]] || continue
     "$bin/$t" >"$out/$t.log" 2>&1
@@ -125,8 +129,7 @@ if [[ -n "$sanitize" ]] && command -v compute-sanitizer >/dev/null; then
   [[ $rc -eq 0 ]] || status=1
 fi
 if [[ -n "$e2e" ]]; then
-  # A packed DIR carries its libraries (lib/) and this script's sibling gpu-e2e.sh.
-  [[ -d "$bin/lib" ]] && export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}"
+  # A packed DIR carries this script's sibling gpu-e2e.sh (and lib/, on the path above).
   bash "$here/gpu-e2e.sh" "${bin:-build-gpu/src/app}" "$out/e2e" $e2e_args 2>&1 | tee "$out/e2e.txt"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi

@@ -9,6 +9,10 @@
 
 #ifdef TANDEM_HAVE_CUDA
 #include "cuda_forward.h"
+#else
+namespace tandem::model {
+class CudaForward {};  // never constructed without CUDA; complete for ~Forward's unique_ptr
+}  // namespace tandem::model
 #endif
 
 namespace tandem::model {

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# Runs the GPU tests (ctest label "gpu": test_cuda_kernels, test_cuda_devices)
-# and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine with a CUDA GPU.
+# Runs the GPU tests (ctest label "gpu": test_cuda_kernels, test_cuda_devices,
+# test_cuda_forward) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
+# with a CUDA GPU; with --e2e DIR also the tandem binary's GPU checks
+# (scripts/gpu-e2e.sh: probe, generate classic == speculative, bench).
 #
 #   scripts/gpu-test.sh                 configure + build build-gpu/ (TANDEM_CUDA=ON), then run
-#   scripts/gpu-test.sh --pack DIR      build, then copy the three binaries and this script into DIR
-#                                       (to carry to a GPU machine that cannot build: the binaries
-#                                       need only glibc, libstdc++ and the driver's libcuda)
+#   scripts/gpu-test.sh --pack DIR      build, then copy the binaries, the shared libraries tandem
+#                                       needs beyond glibc/libstdc++ (DIR/lib) and the scripts into
+#                                       DIR (to carry to a GPU machine that cannot build). The lent
+#                                       machine limits what travels (64 MiB with the checkout): there,
+#                                       carry DIR as one `tar -cJ` archive (13 MB) and unpack it first.
 #   scripts/gpu-test.sh --bin DIR       run prebuilt binaries from DIR (no build)
 # Options: --quick (benchmark on 4096x4096 only), --out DIR (logs: tests.log, bench.txt),
+#          --e2e (also scripts/gpu-e2e.sh: probe, speculative == classic, model benchmarks;
+#                 --no-8b skips the 8B-shape model),
 #          --sanitize (also run a subset under compute-sanitizer memcheck),
 #          --tune (build with -DTANDEM_CUDA_TUNING=ON and time the GEMM's tuning candidates;
 #                  with --bin, DIR must hold such a build),
@@ -21,8 +27,9 @@
 #   bash .gpu/gpu-test.sh --bin .gpu --out "$OUT" --sanitize
 # (DIR must sit directly under the repository root: the script cd's to DIR/..).
 set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
 cd "$(dirname "$0")/.."
-bin="" pack="" out="" quick="" sanitize="" tune="" ncu=""
+bin="" pack="" out="" quick="" sanitize="" tune="" ncu="" e2e="" e2e_args=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) bin="$2"; shift 2 ;;
@@ -32,6 +39,8 @@ while [[ $# -gt 0 ]]; do
     --sanitize) sanitize=1; shift ;;
     --tune) tune=1; shift ;;
     --ncu) ncu=1; shift ;;
+    --e2e) e2e=1; shift ;;
+    --no-8b) e2e_args="--no-8b"; shift ;;
     *) echo "usage: $0 [--bin DIR | --pack DIR] [--out DIR] [--quick] [--sanitize] [--tune] [--ncu]" >&2; exit 2 ;;
   esac
 done
@@ -39,11 +48,18 @@ done
 if [[ -z "$bin" ]]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON \
     -DTANDEM_CUDA_TUNING=$([[ -n "$tune" ]] && echo ON || echo OFF) >/dev/null || exit 1
-  cmake --build build-gpu --target test_cuda_kernels test_cuda_devices bench_cuda_gemm || exit 1
+  cmake --build build-gpu --target test_cuda_kernels test_cuda_devices test_cuda_forward bench_cuda_gemm \
+    tandem tandem-random-model || exit 1
   if [[ -n "$pack" ]]; then
     mkdir -p "$pack"
     cp build-gpu/tests/kernels/test_cuda_kernels build-gpu/tests/kernels/test_cuda_devices \
-      build-gpu/bench/bench_cuda_gemm scripts/gpu-test.sh "$pack"/
+      build-gpu/tests/model/test_cuda_forward build-gpu/bench/bench_cuda_gemm build-gpu/src/app/tandem \
+      build-gpu/tools/random_model/tandem-random-model scripts/gpu-test.sh scripts/gpu-e2e.sh "$pack"/
+    # The shared libraries tandem needs beyond glibc/libstdc++ (the GPU machine has no -dev packages).
+    mkdir -p "$pack/lib"
+    ldd build-gpu/src/app/tandem | awk '/=> \// {print $3}' |
+      grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libpthread|libdl|librt)\.so' |
+      xargs -r -I{} cp -L {} "$pack/lib/"
     echo "packed into $pack"
     exit 0
   fi
@@ -70,11 +86,15 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 
 status=0
 if [[ -n "$bin" ]]; then
-  for t in test_cuda_devices test_cuda_kernels; do
+  export TANDEM_SOURCE_DIR="$PWD"  # the fixtures of this checkout (the binaries name the build machine's)
+  # A packed DIR carries the shared libraries the binaries need (test_cuda_forward and tandem link spdlog, ...).
+  [[ -d "$bin/lib" ]] && export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}"
+  for t in test_cuda_devices test_cuda_kernels test_cuda_forward; do
+    [[ -x "$bin/$t" ]] || continue
     "$bin/$t" >"$out/$t.log" 2>&1
     rc=$?
     cat "$out/$t.log" >>"$out/tests.log"
-    grep -E "^\[  (PASSED|FAILED) |^\[ accuracy|: Failure" "$out/$t.log"
+    grep -E "^\[  (PASSED|FAILED) |^\[ accuracy|^\[gpu golden|: Failure" "$out/$t.log"
     echo "== $t: rc=$rc"
     [[ $rc -eq 0 ]] || status=1
   done
@@ -107,5 +127,10 @@ if [[ -n "$sanitize" ]] && command -v compute-sanitizer >/dev/null; then
   echo "== compute-sanitizer memcheck: rc=$rc ($(grep -c 'Invalid' "$out/memcheck.log") invalid accesses)"
   tail -3 "$out/memcheck.log"
   [[ $rc -eq 0 ]] || status=1
+fi
+if [[ -n "$e2e" ]]; then
+  # A packed DIR carries this script's sibling gpu-e2e.sh (and lib/, on the path above).
+  bash "$here/gpu-e2e.sh" "${bin:-build-gpu/src/app}" "$out/e2e" $e2e_args 2>&1 | tee "$out/e2e.txt"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
 exit $status

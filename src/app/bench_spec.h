@@ -23,6 +23,7 @@ struct SpecBenchOptions {
   float temperature = 0.0f;
   std::optional<uint64_t> seed;  // empty: kBenchSeed
   int threads = 0;
+  std::string device = "auto";
 };
 
 int run_spec_bench(SpecBenchOptions options);

@@ -41,6 +41,7 @@ struct BenchOptions {
   int decode = 64;
   int reps = 3;
   int bw_mib = 1024;
+  std::string device;
   std::vector<int> batches;  // --batch: batched decode instead of the B=1 ceiling run
 };
 
@@ -155,6 +156,7 @@ int run_bench(const BenchOptions& o) {
   auto t = Clock::now();
   runtime::OpenOptions open{o.model_dir, {}, o.threads};
   open.pool_for_one_thread = false;  // one thread: the kernels run on this thread, no pool
+  open.device = resolve_device_option(o.device);
   auto opened = runtime::open_model(open);
   if (!opened.ok()) return fail(opened.status());
   const model::Model& m = *opened->model;
@@ -172,9 +174,18 @@ int run_bench(const BenchOptions& o) {
   if (!o.batches.empty())
     return run_batch_bench(m, pool.get(), {o.batches, o.prompt, o.decode, o.reps, gemm->mode});
 
-  AlignedBuffer<uint64_t> bw_buffer((static_cast<size_t>(o.bw_mib) << 20) / sizeof(uint64_t));
+  // On a GPU the ceiling is the device memory's read bandwidth, measured the same way
+  // (a buffer far beyond L2, best of passes), with --bw-mib of device memory.
+  const bool on_gpu = m.placement().kind == model::DeviceKind::cuda;
+  AlignedBuffer<uint64_t> bw_buffer(on_gpu ? 0 : (static_cast<size_t>(o.bw_mib) << 20) / sizeof(uint64_t));
   for (size_t i = 0; i < bw_buffer.size(); ++i) bw_buffer[i] = i * 2654435761u;
-  double best_bandwidth = measure_read_bandwidth(pool.get(), bw_buffer, 3);
+  auto read_bandwidth = [&](int passes) -> double {
+    if (!on_gpu) return measure_read_bandwidth(pool.get(), bw_buffer, passes);
+    auto bw = model::device_read_bandwidth(m.placement(), static_cast<size_t>(o.bw_mib) << 20, passes);
+    return bw.ok() ? *bw : 0.0;
+  };
+  if (on_gpu) std::printf("device: %s\n", model::device_name(m.placement()).c_str());
+  double best_bandwidth = read_bandwidth(3);
   const double bytes_per_token = static_cast<double>(m.weight_bytes_per_token());
   std::printf(
       "read bandwidth: %.1f GB/s (%d MiB working set, 4 streams per thread, best of 3 plain + 3 "
@@ -204,7 +215,7 @@ int run_bench(const BenchOptions& o) {
     if (!out.ok()) return fail(out.status());
     const double prefill = o.prompt / seconds_since(t);
     int32_t next = kernels::argmax(out->logits_row(0), c.vocab_size);
-    const double bandwidth = measure_read_bandwidth(pool.get(), bw_buffer, 1);
+    const double bandwidth = read_bandwidth(1);
     t = Clock::now();
     for (int i = 0; i < o.decode; ++i) {
       model::SequenceStep d{seq, {&next, 1}, kv->length(seq), model::LogitRows::last};
@@ -223,7 +234,7 @@ int run_bench(const BenchOptions& o) {
     best_bandwidth = std::max(best_bandwidth, bandwidth);
     kv->release(seq);
   }
-  best_bandwidth = std::max(best_bandwidth, measure_read_bandwidth(pool.get(), bw_buffer, 3));
+  best_bandwidth = std::max(best_bandwidth, read_bandwidth(3));
   std::sort(ratios.begin(), ratios.end());
   const double ceiling = best_bandwidth / bytes_per_token;
   std::printf("prefill: %.1f tok/s (B=1, %d tokens, best of %d)\n", best_prefill, o.prompt, o.reps);
@@ -243,6 +254,7 @@ Command add_bench_command(CLI::App& app) {
       app.add_subcommand("bench", "Measure B=1 decode/prefill throughput against the bandwidth ceiling");
   add_model_option(sub, o->model_dir);
   add_threads_option(sub, o->threads, 1);
+  add_device_option(sub, o->device);
   sub->add_option("-p,--prompt", o->prompt, "Prefill length in tokens")->check(CLI::Range(1, 1 << 16));
   sub->add_option("-n,--decode", o->decode, "Decode steps per repetition")->check(CLI::Range(1, 1 << 16));
   sub->add_option("-r,--reps", o->reps, "Repetitions (best is reported)")->check(CLI::Range(1, 100));
@@ -286,6 +298,7 @@ Command add_bench_command(CLI::App& app) {
             if (spec->drafter.dir.empty()) return run_bench(*o);
             spec->model_dir = o->model_dir;
             spec->threads = o->threads;
+            spec->device = resolve_device_option(o->device);
             spec->prompt_tokens = o->prompt == 128 ? 64 : o->prompt;
             spec->decode = o->decode;
             return run_spec_bench(*spec);

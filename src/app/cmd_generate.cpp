@@ -1,7 +1,7 @@
 // `tandem generate`: one completion from the command line, classic or
 // speculative (-md), with the same seeded sampler as the server.
 //   tandem generate -m DIR [-md DIR] [--draft-block-size K] -p TEXT [--chat] -n N
-//                   [--temp T --top-k K --top-p P --min-p P --seed S] [--stats]
+//                   [--temp T --top-k K --top-p P --min-p P --seed S] [--stats] [--device D]
 //   tandem generate -m DIR --tokens 1,2,3 -n 32      (token ids in and out)
 // Text goes to stdout as it is generated; --stats adds a summary on stderr.
 #include <chrono>
@@ -37,6 +37,7 @@ struct GenerateOptions {
   bool ignore_eos = false;
   bool stats = false;
   std::string gemm;
+  std::string device;
   sampling::SamplingParams sampling;
   std::optional<uint64_t> seed;  // empty: random (printed by --stats)
 };
@@ -87,6 +88,7 @@ int run_generate(GenerateOptions o) {
   runtime::OpenOptions open;
   open.model_dir = o.model_dir;
   open.threads = o.threads;
+  open.device = resolve_device_option(o.device);
   auto opened = runtime::open_model(open);  // the drafter comes once the prompt's length is known
   if (!opened.ok()) return fail(opened.status());
   const model::Model& m = *opened->model;
@@ -203,6 +205,7 @@ Command add_generate_command(CLI::App& app) {
   sub->add_option("-s,--seed", o->seed, "Sampling seed (default: random, printed by --stats)");
   add_threads_option(sub, o->threads);
   add_gemm_option(sub, o->gemm);
+  add_device_option(sub, o->device);
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after an end-of-sequence token");
   sub->add_flag("--stats", o->stats, "Print speed, acceptance and the exactness verdict on stderr");
   return {sub, [o] { return run_generate(*o); }};

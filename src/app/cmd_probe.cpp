@@ -1,4 +1,4 @@
-// `tandem probe -m DIR -md DIR [--draft-block-size K]`: runs the exactness
+// `tandem probe -m DIR -md DIR [--draft-block-size K] [--device D]`: runs the exactness
 // gate (docs/spec-speculative.md §2) and prints the verdict and reason.
 // Exit status: 0 when speculative decoding may engage, 3 when it is declined.
 #include <cstdio>
@@ -17,6 +17,7 @@ struct ProbeOptions {
   std::string model_dir;
   DrafterOptions drafter;
   std::string gemm;
+  std::string device;
   int threads = 0;
 };
 
@@ -30,7 +31,9 @@ int run_probe(ProbeOptions o) {
   const speculative::GemmRequest gemm = *checked;
   if (o.drafter.dir.empty())
     return usage_error("probe", invalid_argument("-md/--model-draft DIR is required"));
-  auto opened = runtime::open_model({o.model_dir, o.drafter, o.threads});
+  runtime::OpenOptions open{o.model_dir, o.drafter, o.threads};
+  open.device = resolve_device_option(o.device);
+  auto opened = runtime::open_model(open);
   if (!opened.ok()) return fail(opened.status());
   const runtime::LoadedDrafter* drafter = &opened->drafter;
   speculative::ExactnessGate gate = opened->gate(allow_inexact_from_env(), gemm);
@@ -51,6 +54,7 @@ Command add_probe_command(CLI::App& app) {
   add_model_option(sub, o->model_dir);
   add_drafter_options(sub, o->drafter, true);
   add_gemm_option(sub, o->gemm);
+  add_device_option(sub, o->device);
   add_threads_option(sub, o->threads);
   return {sub, [o] { return run_probe(*o); }};
 }

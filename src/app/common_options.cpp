@@ -1,5 +1,8 @@
 #include "common_options.h"
 
+#include "core/env.h"
+#include "model/device.h"
+
 namespace tandem::app {
 namespace {
 
@@ -23,6 +26,25 @@ CLI::Option* add_threads_option(CLI::App* sub, int& threads, int min, bool from_
                      (threads == 0 ? std::string("all hardware threads") : std::to_string(threads));
   if (from_env) help += "; env " + env_list(kThreadsVariables);
   return sub->add_option("-t,--threads", threads, help + ")")->check(CLI::Range(min, 1024));
+}
+
+CLI::Option* add_device_option(CLI::App* sub, std::string& device) {
+  return sub
+      ->add_option("--device", device,
+                   "Where the forward runs: auto|cpu|cuda|cuda:N (default auto: cuda when a device is "
+                   "present and the weights are bf16; env TANDEM_DEVICE)")
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            auto parsed = model::parse_device(value);
+            return parsed.ok() ? std::string() : parsed.status().message();
+          },
+          "DEVICE"));
+}
+
+std::string resolve_device_option(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (auto v = env_string("TANDEM_DEVICE"); v && !is_blank(*v)) return to_lower(trim(*v));
+  return "auto";
 }
 
 CLI::Option* add_gemm_option(CLI::App* sub, std::string& gemm) {

@@ -6,6 +6,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "kernels/ops.h"
+#include "model/device.h"
 
 namespace tandem::app {
 namespace {
@@ -61,6 +62,10 @@ Status validate_environment() {
     kernels::GemmMode mode;
     if (!kernels::parse_gemm_mode(v->c_str(), &mode))
       return invalid_argument("TANDEM_GEMM='" + *v + "' is not one of: invariant, splitk");
+  }
+  if (auto v = non_blank("TANDEM_DEVICE")) {
+    if (!model::parse_device(to_lower(trim(*v))).ok())
+      return invalid_argument("TANDEM_DEVICE='" + *v + "' is not one of: auto, cpu, cuda, cuda:N");
   }
   for (const char* name : {"TANDEM_MTP_ALLOW_INEXACT", "TANDEM_MTP_ADAPTIVE", "TANDEM_ENABLE_MTP_B1"})
     TANDEM_RETURN_IF_ERROR(check_bool(name));

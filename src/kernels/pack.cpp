@@ -47,4 +47,18 @@ PackedMatrix PackedMatrix::pack(const void* data, DType dtype, int64_t n, int64_
   return out;
 }
 
+void PackedMatrix::unpack(void* dst) const {
+  const size_t esize = dtype_size(dtype_);
+  int64_t slot[kPanel];
+  for (int64_t j = 0; j < kPanel; ++j) slot[j] = packed_slot(dtype_, j);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t col = 0; col < n_; ++col) {
+    const int64_t p = col / kPanel, j = col % kPanel;
+    const uint8_t* panel = data_.data() + static_cast<size_t>(p) * k_ * kPanel * esize;
+    uint8_t* row = out + static_cast<size_t>(col) * k_ * esize;
+    for (int64_t kk = 0; kk < k_; ++kk)
+      std::memcpy(row + kk * esize, panel + (static_cast<size_t>(kk) * kPanel + slot[j]) * esize, esize);
+  }
+}
+
 }  // namespace tandem::kernels

@@ -7,6 +7,14 @@
 
 #include "core/check.h"
 
+#ifdef TANDEM_HAVE_CUDA
+#include "cuda_forward.h"
+#else
+namespace tandem::model {
+class CudaForward {};  // never constructed without CUDA; complete for ~Forward's unique_ptr
+}  // namespace tandem::model
+#endif
+
 namespace tandem::model {
 
 Forward::Forward(const Model& model, KvCache& kv, ThreadPool* pool, int64_t max_rows)
@@ -25,6 +33,46 @@ Forward::Forward(const Model& model, KvCache& kv, ThreadPool* pool, int64_t max_
   attn_.allocate(rows * c.q_dim());
   gate_up_.allocate(rows * 2 * c.intermediate_size);
   act_.allocate(rows * c.intermediate_size);
+  if (model.placement().kind == DeviceKind::cuda) {
+#ifdef TANDEM_HAVE_CUDA
+    auto backend = CudaForward::create(model, *model.device_weights(), kv, max_rows_);
+    if (backend.ok()) {
+      cuda_ = std::move(backend).value();
+    } else {
+      device_status_ = backend.status();
+    }
+#else
+    device_status_ = failed_precondition("forward: this build has no CUDA");
+#endif
+  }
+}
+
+Forward::~Forward() = default;
+
+Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions& options) {
+#ifdef TANDEM_HAVE_CUDA
+  const int64_t hs = model_.config().hidden_size;
+  ChunkRows in;
+  in.rows = r1 - r0;
+  in.tokens = tokens_.data() + r0;
+  in.positions = positions_.data() + r0;
+  in.rope_positions = rope_positions_.data() + r0;
+  in.tables = tables_.data() + r0;
+  in.embed_rows = embed_rows_.data() + r0;
+  in.wants_output = wants_output_.data() + r0;
+  ChunkOutputs out;
+  out.logits = out_logits_.data() + out_rows_ * model_.config().vocab_size;
+  if (options.hidden != HiddenOutput::none) {
+    out.hidden = out_hidden_.data() + out_rows_ * hs;
+    out.hidden_all = out_hidden_.data() + r0 * hs;
+  }
+  auto k = cuda_->run_chunk(in, options, out, ctx_.gemm);
+  if (!k.ok()) return k.status();
+  out_rows_ += *k;
+  return Status::Ok();
+#else
+  return failed_precondition("forward: this build has no CUDA");
+#endif
 }
 
 Status Forward::validate_and_reserve(std::span<const SequenceStep> steps) {
@@ -65,6 +113,7 @@ Status Forward::validate_and_reserve(std::span<const SequenceStep> steps) {
 }
 
 Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const ForwardOptions& options) {
+  TANDEM_RETURN_IF_ERROR(device_status_);
   TANDEM_RETURN_IF_ERROR(validate_and_reserve(steps));
   const ModelConfig& c = model_.config();
   ForwardOutput out;
@@ -105,7 +154,14 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
     out_hidden_.allocate(static_cast<size_t>(hidden_rows * c.hidden_size));
 
   out_rows_ = 0;
-  for (int64_t r0 = 0; r0 < rows; r0 += max_rows_) run_chunk(r0, std::min(rows, r0 + max_rows_), options);
+  for (int64_t r0 = 0; r0 < rows; r0 += max_rows_) {
+    const int64_t r1 = std::min(rows, r0 + max_rows_);
+    if (cuda_) {
+      TANDEM_RETURN_IF_ERROR(run_chunk_on_device(r0, r1, options));
+    } else {
+      run_chunk(r0, r1, options);
+    }
+  }
   TANDEM_CHECK(out_rows_ == out_rows);
 
   for (const SequenceStep& s : steps)

@@ -1,5 +1,9 @@
 #include "model/model.h"
 
+#ifdef TANDEM_HAVE_CUDA
+#include "device_weights.h"
+#endif
+
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -125,6 +129,7 @@ Expected<std::unique_ptr<Model>> Model::load_mtp_block(const std::string& dir, n
   m->final_norm_ = to_f32_vector(*norm);
   m->embedding_ = target.embedding_;
   m->lm_head_ref_ = &target.lm_head();
+  m->borrowed_from_ = &target;
   m->layers_.resize(1);
   TANDEM_RETURN_IF_ERROR(m->load_layer(0, "layer."));
   m->inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
@@ -191,6 +196,30 @@ size_t Model::weight_bytes_per_token() const {
     bytes += w.qkv.weight_bytes() + w.o.weight_bytes() + w.gate_up.weight_bytes() + w.down.weight_bytes();
   }
   return bytes;
+}
+
+Status Model::place_on(const Placement& placement) {
+  TANDEM_RETURN_IF_ERROR(check_placement(placement));
+  if (placement.kind == DeviceKind::cpu) {
+    device_weights_.reset();
+    placement_ = placement;
+    return Status::Ok();
+  }
+#ifdef TANDEM_HAVE_CUDA
+  const DeviceWeights* borrowed = nullptr;
+  if (borrowed_from_ != nullptr) {
+    if (borrowed_from_->placement() != placement || borrowed_from_->device_weights() == nullptr)
+      return failed_precondition("cuda: place the MTP head's target on " + device_name(placement) + " first");
+    borrowed = borrowed_from_->device_weights();
+  }
+  auto weights = DeviceWeights::upload(*this, placement.index, borrowed);
+  if (!weights.ok()) return weights.status();
+  device_weights_ = std::shared_ptr<const DeviceWeights>(std::move(weights).value());
+  placement_ = placement;
+  return Status::Ok();
+#else
+  return failed_precondition("this build has no CUDA");
+#endif
 }
 
 }  // namespace tandem::model

@@ -70,8 +70,9 @@ Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model:
           dir, options.dir, target.dir(), target.config().vocab_size);
       break;
     }
-    TANDEM_ASSIGN_OR_RETURN(auto d, speculative::DraftModelDrafter::load(options.dir, std::move(draft_config),
-                                                                         pool, options.max_tokens));
+    TANDEM_ASSIGN_OR_RETURN(auto d,
+                            speculative::DraftModelDrafter::load(options.dir, std::move(draft_config), pool,
+                                                                 options.max_tokens, target.placement()));
     out.drafter = std::move(d);
   } else {
     TANDEM_ASSIGN_OR_RETURN(auto d, speculative::MtpDrafter::load(options.dir, std::move(config), target,

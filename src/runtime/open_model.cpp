@@ -1,4 +1,6 @@
+#include "core/log.h"
 #include "model/config.h"
+#include "model/device.h"
 #include "runtime/opened_model.h"
 
 namespace tandem::runtime {
@@ -7,10 +9,35 @@ speculative::ExactnessGate OpenedModel::gate(bool allow_inexact, speculative::Ge
   return speculative::ExactnessGate::for_model(*model, pool.get(), allow_inexact, gemm);
 }
 
+namespace {
+
+Status place_target(model::Model& target, const std::string& device) {
+  bool is_auto = false;
+  TANDEM_ASSIGN_OR_RETURN(model::Placement placement, model::parse_device(device, &is_auto));
+  if (is_auto) {
+    if (!model::cuda_available()) return Status::Ok();  // cpu
+    placement = model::Placement{model::DeviceKind::cuda, 0};
+  }
+  Status placed = target.place_on(placement);
+  if (placed.ok()) {
+    spdlog::info("forward on {}", model::device_name(placement));
+    return Status::Ok();
+  }
+  // auto: a model the GPU backend cannot take (non-bf16 weights) stays on the CPU; said once.
+  if (is_auto && placed.code() == StatusCode::kFailedPrecondition) {
+    spdlog::info("forward on cpu ({}; --device cuda makes this an error)", placed.message());
+    return Status::Ok();
+  }
+  return placed;
+}
+
+}  // namespace
+
 Expected<OpenedModel> open_model(const OpenOptions& o) {
   OpenedModel out;
   TANDEM_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_config(o.model_dir));
   TANDEM_ASSIGN_OR_RETURN(out.model, model::Model::load(o.model_dir, std::move(config), o.progress));
+  TANDEM_RETURN_IF_ERROR(place_target(*out.model, o.device));
   TANDEM_ASSIGN_OR_RETURN(out.text, load_text_side(o.model_dir, out.model->config(), o.chat_template));
   if (o.pool_for_one_thread || o.threads > 1) out.pool = std::make_unique<ThreadPool>(o.threads);
   TANDEM_RETURN_IF_ERROR(open_drafter(out, o.drafter));

@@ -64,9 +64,11 @@ Expected<std::unique_ptr<DraftModelDrafter>> DraftModelDrafter::load(const std::
 
 Expected<std::unique_ptr<DraftModelDrafter>> DraftModelDrafter::load(const std::string& dir,
                                                                      model::ModelConfig config,
-                                                                     ThreadPool* pool, int64_t max_tokens) {
+                                                                     ThreadPool* pool, int64_t max_tokens,
+                                                                     const model::Placement& placement) {
   std::unique_ptr<DraftModelDrafter> d(new DraftModelDrafter());
   TANDEM_ASSIGN_OR_RETURN(d->model_, model::Model::load(dir, std::move(config)));
+  TANDEM_RETURN_IF_ERROR(d->model_->place_on(placement));
   TANDEM_ASSIGN_OR_RETURN(
       d->kv_, model::KvCache::create(d->model_->config(), model::KvCache::options_for_tokens(max_tokens)));
   d->forward_ = std::make_unique<model::Forward>(*d->model_, d->kv_, pool, 64);

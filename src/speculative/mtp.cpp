@@ -17,6 +17,8 @@ Expected<std::unique_ptr<MtpDrafter>> MtpDrafter::load(const std::string& dir, n
   std::unique_ptr<MtpDrafter> d(new MtpDrafter());
   d->target_ = &target;
   TANDEM_ASSIGN_OR_RETURN(d->block_, model::Model::load_mtp_block(dir, std::move(config), target));
+  // The block runs where its target does (it reads the target's device embedding and LM head).
+  TANDEM_RETURN_IF_ERROR(d->block_->place_on(target.placement()));
   const int64_t h = target.config().hidden_size;
   const model::Checkpoint& ck = d->block_->checkpoint();
   TANDEM_ASSIGN_OR_RETURN(const model::TensorView* enorm, ck.get("enorm.weight", {h}));

@@ -44,6 +44,21 @@ TEST(Matmul, PackAndConvertAcceptUnalignedSources) {
   }
 }
 
+// unpack() is the exact inverse of pack() (the CUDA backend uploads unpacked
+// rows): every dtype, a partial panel and a partial bf16 32-column group.
+TEST(Matmul, UnpackRestoresTheRowMajorBytes) {
+  const int64_t n = 100, k = 37;
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    const size_t bytes = static_cast<size_t>(n * k) * dtype_size(dtype);
+    std::vector<uint8_t> src(bytes);
+    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);
+    const PackedMatrix packed = PackedMatrix::pack(src.data(), dtype, n, k);
+    std::vector<uint8_t> back(bytes, 0xAB);
+    packed.unpack(back.data());
+    EXPECT_EQ(std::memcmp(src.data(), back.data(), bytes), 0) << dtype_name(dtype);
+  }
+}
+
 TEST(Matmul, PackLayoutIsKMajorPanels) {
   const int64_t n = 70, k = 3;
   std::vector<float> w(n * k);

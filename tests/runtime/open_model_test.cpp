@@ -1,6 +1,7 @@
 // runtime::open_model: the stop ids every front end stops on (config.json +
 // generation_config.json eos ids), the same in the bundle generate reads and
-// in what the server serves; a drafter's config.json is read once.
+// in what the server serves; a drafter's config.json is read once; the
+// device choice.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "../model/test_util.h"
 #include "../speculative/random_mtp_head.h"
 #include "core/mapped_file.h"
+#include "model/device.h"
 #include "runtime/opened_model.h"
 
 namespace tandem::runtime {
@@ -78,6 +80,28 @@ TEST(OpenModel, TheServerStopsOnTheSameIdsAsTheBundle) {
   ASSERT_TRUE(served.ok()) << served.status().to_string();
   EXPECT_EQ(served->stop_tokens, bundle_stops);
   ASSERT_NE(served->engine, nullptr);
+}
+
+// The device choice (ADR 0009): auto is the CPU without a usable device (and
+// for weights the GPU backend does not take); a named device that is not
+// there, or a malformed name, is an error naming it. The default is cpu.
+TEST(OpenModel, DeviceAutoFallsBackToTheCpuAndBadDevicesAreErrors) {
+  const std::string dir = model::testing::fixture_path("qwen2_bias_f16");
+  OpenOptions o = options_for(dir);
+  EXPECT_EQ(o.device, "cpu");
+  o.device = "auto";
+  auto opened = open_model(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  EXPECT_EQ(opened->model->placement().kind, model::DeviceKind::cpu);  // f16 weights: cpu even with a GPU
+  o.device = "cuda:" + std::to_string(model::cuda_device_count());
+  auto absent = open_model(o);
+  ASSERT_FALSE(absent.ok());
+  EXPECT_EQ(absent.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(absent.status().message().find(o.device), std::string::npos) << absent.status().to_string();
+  o.device = "tpu";
+  auto bad = open_model(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(OpenModel, TargetConfigIsReadOnce) {

@@ -35,12 +35,16 @@ std::vector<Preset> presets() {
                  {"low_freq_factor", 1.0},
                  {"high_freq_factor", 4.0},
                  {"original_max_position_embeddings", 8192}};
+  json llama31 = llama3;
+  llama31["factor"] = 8.0;
   return {
       {"qwen2.5-0.5b", "qwen2", 151936, 896, 4864, 24, 14, 2, 64, 1e6, 1e-6, true, true, false, nullptr},
       {"qwen2.5-1.5b", "qwen2", 151936, 1536, 8960, 28, 12, 2, 128, 1e6, 1e-6, true, true, false, nullptr},
       {"qwen3-0.6b", "qwen3", 151936, 1024, 3072, 28, 16, 8, 128, 1e6, 1e-6, true, false, true, nullptr},
       {"llama-3.2-1b", "llama", 128256, 2048, 8192, 16, 32, 8, 64, 500000.0, 1e-5, true, false, false,
        llama3},
+      {"llama-3.1-8b", "llama", 128256, 4096, 14336, 32, 32, 8, 128, 500000.0, 1e-5, false, false, false,
+       llama31},
       {"mistral-7b", "mistral", 32768, 4096, 14336, 32, 32, 8, 128, 1e6, 1e-5, false, false, false, nullptr},
   };
 }

@@ -1,9 +1,10 @@
 // attention.cu — paged KV writes and causal GQA attention on the device
-// (kernels/cuda_ops.h). NOT YET RUN ON A GPU: written after the lent machine
-// was withdrawn; tests/kernels/cuda/attention_test.cpp will tell.
+// (kernels/cuda_ops.h). Tested on an H200 (tests/kernels/cuda/attention_test.cpp).
 //
 // One block of kThreads per (row, head). Keys are visited in chunks
-// [c·32, c·32 + 32) ∩ [lo, p] aligned to absolute positions. Per chunk:
+// [c·32, c·32 + 32) ∩ [lo, p] aligned to absolute positions. Per chunk, the
+// K and V rows are first staged in shared memory by all threads at once (a
+// chain of dependent global loads per key made decode latency-bound); then:
 //   scores: warp w takes keys w, w + 4, …; lane l sums q[d]·k[d] over
 //     d = l, l + 32, … in order, then a fixed xor tree; s = scale · dot;
 //   m = max(running max, chunk max) (exact in any order); alpha =
@@ -55,6 +56,11 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float q_s[kMaxHeadDim];
   __shared__ float score_s[kAttentionChunk];
   __shared__ float weight_s[kAttentionChunk];
+  // The chunk's K and V rows, staged once per chunk by all threads (the loads
+  // are independent, so they overlap); [key][head_dim] each.
+  extern __shared__ float kv_s[];
+  float* k_s = kv_s;
+  float* v_s = kv_s + kAttentionChunk * pool.head_dim;
   const int64_t r = blockIdx.x;
   const int head = blockIdx.y;
   const int hd = pool.head_dim;
@@ -76,7 +82,15 @@ __global__ void __launch_bounds__(kThreads)
     const int32_t first = max(lo, c0), last = min(p, c0 + kAttentionChunk - 1);
     const int count = last - first + 1;
     for (int j = warp; j < count; j += kThreads / 32) {
-      const float* kr = pool.k + kv_offset(pool, table, first + j, kv_head);
+      const int64_t off = kv_offset(pool, table, first + j, kv_head);
+      for (int d = lane; d < hd; d += 32) {
+        k_s[j * hd + d] = pool.k[off + d];
+        v_s[j * hd + d] = pool.v[off + d];
+      }
+    }
+    __syncthreads();
+    for (int j = warp; j < count; j += kThreads / 32) {
+      const float* kr = k_s + j * hd;
       float dot = 0.0f;
       for (int d = lane; d < hd; d += 32) dot += q_s[d] * kr[d];
 #pragma unroll
@@ -97,15 +111,12 @@ __global__ void __launch_bounds__(kThreads)
       const int d = threadIdx.x + i * kThreads;
       if (d < hd) {
         float a = acc[i] * alpha;
-        for (int j = 0; j < count; ++j) {
-          const float* vr = pool.v + kv_offset(pool, table, first + j, kv_head);
-          a += weight_s[j] * vr[d];
-        }
+        for (int j = 0; j < count; ++j) a += weight_s[j] * v_s[j * hd + d];
         acc[i] = a;
       }
     }
     run_max = new_max;
-    __syncthreads();  // score_s / weight_s are rewritten by the next chunk
+    __syncthreads();  // score_s / weight_s / k_s / v_s are rewritten by the next chunk
   }
   float* o = out + (r * n_heads + head) * hd;
 #pragma unroll
@@ -155,8 +166,14 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
   }
   if (rows == 0) return Status::Ok();
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads));
-  attention_kernel<<<grid, kThreads, 0, stream.handle()>>>(q, n_heads, pool, positions, block_tables,
-                                                           table_stride, scale, window, out);
+  const int smem = 2 * kAttentionChunk * pool.head_dim * static_cast<int>(sizeof(float));
+  if (smem > 48 * 1024) {
+    TANDEM_RETURN_IF_ERROR(
+        cuda_status(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                    "cudaFuncSetAttribute(attention, " + std::to_string(smem) + " bytes of shared memory)"));
+  }
+  attention_kernel<<<grid, kThreads, smem, stream.handle()>>>(q, n_heads, pool, positions, block_tables,
+                                                              table_stride, scale, window, out);
   return launch_status("attention");
 }
 

@@ -1,6 +1,8 @@
 // gemm.cu — the batch-invariant bf16-weight GEMM, y = x·Wᵀ (kernels/cuda_ops.h):
 // argument checks, the tile choice and the three shipping tile shapes. The
 // kernel and its fixed reduction order: gemm_kernel.cuh.
+#include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "cuda/gemm_kernel.cuh"
@@ -14,23 +16,39 @@ namespace {
 // stages of 256 k and 32 rows × 8 stages of 128 k were both slower than this.
 template <bool F32X>
 Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                   int64_t k, float* y) {
+                   int64_t k, float* y, int64_t slice = 0) {
   switch (tile) {
     case GemmTile::small:
-      return launch<Tile<32, 16, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y);
+      return launch<Tile<32, 16, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case GemmTile::medium:
-      return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y);
+      return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case GemmTile::large:
     case GemmTile::automatic:
       break;
   }
-  return launch<Tile<128, 128, 2, 4, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y);
+  return launch<Tile<128, 128, 2, 4, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice);
 }
 
+// y[i] = slab 0 + slab 1 + ... in slab order (one fixed order for every m).
+__global__ void sum_slices_kernel(const float* __restrict__ slabs, int slices, int64_t count,
+                                  float* __restrict__ y) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    float s = slabs[i];
+    for (int z = 1; z < slices; ++z) s = s + slabs[z * count + i];
+    y[i] = s;
+  }
+}
+
+// Per device, queried once (it cannot change, and it never changes a bit).
 int current_multiprocessors() {
+  static std::atomic<int> cached[64];  // zero-initialised (static storage)
   int device = 0, count = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return 132;
+  if (device >= 0 && device < 64 && (count = cached[device].load(std::memory_order_relaxed)) > 0)
+    return count;
   if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 132;
+  if (device >= 0 && device < 64) cached[device].store(count, std::memory_order_relaxed);
   return count;
 }
 
@@ -85,6 +103,42 @@ Status gemm_bf16w(const Stream& stream, const void* x, DType x_dtype, int64_t m,
   if (tile == GemmTile::automatic) tile = gemm_tile_for(m, n, current_multiprocessors());
   return x_dtype == DType::f32 ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, y)
                                : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, y);
+}
+
+GemmSlicing gemm_slicing(int64_t n, int64_t k) {
+  // Enough blocks of the small tile (32 weight rows) to keep the SMs streaming
+  // at M = 1, a constant (not the SM count, so the bits do not depend on the
+  // device's size), slices of >= 256 k in multiples of 256.
+  constexpr int64_t kTargetBlocks = 512, kMinSlice = 256, kMaxSlices = 16;
+  const int64_t blocks = (n + 31) / 32;
+  int64_t want = std::min<int64_t>({(kTargetBlocks + blocks - 1) / blocks, k / kMinSlice, kMaxSlices});
+  if (want <= 1) return {1, k};
+  const int64_t slice = ((k + want - 1) / want + kMinSlice - 1) / kMinSlice * kMinSlice;
+  const int64_t slices = (k + slice - 1) / slice;
+  if (slices <= 1) return {1, k};
+  return {static_cast<int>(slices), slice};
+}
+
+Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,
+                         int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
+                         GemmTile tile) {
+  TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w, n, k, y));
+  if (m == 0) return Status::Ok();
+  const GemmSlicing plan = gemm_slicing(n, k);
+  if (plan.slices == 1) return gemm_bf16w(stream, x, x_dtype, m, w, n, k, y, tile);
+  const size_t need = static_cast<size_t>(plan.slices) * static_cast<size_t>(m * n);
+  if (workspace == nullptr || workspace_floats < need || (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0)
+    return invalid_argument("gemm_bf16w_sliced: need a 16-byte aligned workspace of " + std::to_string(need) +
+                            " floats (got " + std::to_string(workspace_floats) + ")");
+  if (tile == GemmTile::automatic) tile = gemm_tile_for(m, n, current_multiprocessors());
+  TANDEM_RETURN_IF_ERROR(
+      x_dtype == DType::f32
+          ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, workspace, plan.slice)
+          : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, workspace, plan.slice));
+  const int64_t count = m * n;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 65535 * 8));
+  sum_slices_kernel<<<blocks, 256, 0, stream.handle()>>>(workspace, plan.slices, count, y);
+  return launch_status("gemm_bf16w_sliced (sum of slices)");
 }
 
 }  // namespace tandem::kernels::gpu

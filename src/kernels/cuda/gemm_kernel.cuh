@@ -33,6 +33,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "cuda/cuda_check.h"
@@ -102,15 +103,15 @@ __device__ __forceinline__ void split2(float x0, float x1, uint32_t& hi, uint32_
 template <class T>
 __device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, const uint16_t* __restrict__ w,
                                            const void* __restrict__ x, int64_t n0, int64_t m0, int64_t n,
-                                           int64_t m, int64_t k) {
+                                           int64_t m, int64_t k, int64_t k_begin, int64_t k_end) {
   constexpr int kUnitsBf16 = T::BK / 8;  // 16-byte units per row of a stage
   const uint32_t ws = smem + slot * (T::kWStage + T::kXStage);
   const uint32_t xs = ws + T::kWStage;
-  const int64_t k0 = static_cast<int64_t>(kt) * T::BK;
+  const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK;
   for (int q = threadIdx.x; q < T::BN * kUnitsBf16; q += T::kThreads) {
     const int r = q / kUnitsBf16, uu = q % kUnitsBf16, j = uu >> 2, u = uu & 3;
     const int64_t row = n0 + r, col = k0 + uu * 8;
-    const bool valid = row < n && col < k;
+    const bool valid = row < n && col < k_end;
     const uint16_t* src = valid ? w + row * k + col : w;
     cp_async16(ws + ((j * T::BN + r) * 64 + u * 16), src, valid);
   }
@@ -121,7 +122,7 @@ __device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, cons
     for (int q = threadIdx.x; q < T::BM * kUnits; q += T::kThreads) {
       const int r = q / kUnits, uu = q % kUnits, j = uu >> 3, u = uu & 7;
       const int64_t row = m0 + r, col = k0 + uu * 4;
-      const bool valid = row < m && col < k;
+      const bool valid = row < m && col < k_end;
       const float* src = valid ? xf + row * k + col : xf;
       cp_async16(xs + ((j * T::BM + r) * 128 + ((u ^ (r & 1)) * 16)), src, valid);
     }
@@ -130,7 +131,7 @@ __device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, cons
     for (int q = threadIdx.x; q < T::BM * kUnitsBf16; q += T::kThreads) {
       const int r = q / kUnitsBf16, uu = q % kUnitsBf16, j = uu >> 2, u = uu & 3;
       const int64_t row = m0 + r, col = k0 + uu * 8;
-      const bool valid = row < m && col < k;
+      const bool valid = row < m && col < k_end;
       const uint16_t* src = valid ? xb + row * k + col : xb;
       cp_async16(xs + ((j * T::BM + r) * 64 + u * 16), src, valid);
     }
@@ -207,8 +208,8 @@ __device__ __forceinline__ void compute_chunk(const unsigned char* ws, const uns
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads)
-    gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y, int64_t m,
-                int64_t n, int64_t k) {
+    gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y_base,
+                int64_t m, int64_t n, int64_t k, int64_t slice) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN;
@@ -226,17 +227,23 @@ __global__ void __launch_bounds__(T::kThreads)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[fn][fm][i] = 0.0f;
 
-  const int tiles = static_cast<int>((k + T::BK - 1) / T::BK);
+  // K slice blockIdx.z: [k_begin, k_end); its partial goes to slab z of y_base
+  // (one slab, y itself, when slice == k). The slicing is the caller's
+  // function of (n, k) only, never of m (gemm_bf16w_sliced).
+  const int64_t k_begin = static_cast<int64_t>(blockIdx.z) * slice;
+  const int64_t k_end = k_begin + slice < k ? k_begin + slice : k;
+  float* __restrict__ y = y_base + static_cast<int64_t>(blockIdx.z) * m * n;
+  const int tiles = static_cast<int>((k_end - k_begin + T::BK - 1) / T::BK);
 #pragma unroll
   for (int s = 0; s < T::STAGES - 1; ++s) {
-    if (s < tiles) load_stage<T>(smem, s, s, w, x, n0, m0, n, m, k);
+    if (s < tiles) load_stage<T>(smem, s, s, w, x, n0, m0, n, m, k, k_begin, k_end);
     cp_async_commit();
   }
   for (int kt = 0; kt < tiles; ++kt) {
     cp_async_wait<T::STAGES - 2>();
     __syncthreads();  // tile kt is in smem for all threads; slot (kt-1) is free
     const int next = kt + T::STAGES - 1;
-    if (next < tiles) load_stage<T>(smem, next % T::STAGES, next, w, x, n0, m0, n, m, k);
+    if (next < tiles) load_stage<T>(smem, next % T::STAGES, next, w, x, n0, m0, n, m, k, k_begin, k_end);
     cp_async_commit();
     const unsigned char* ws = smem_raw + (kt % T::STAGES) * (T::kWStage + T::kXStage);
     const unsigned char* xs = ws + T::kWStage;
@@ -267,17 +274,29 @@ __global__ void __launch_bounds__(T::kThreads)
   }
 }
 
+// slice == 0: one slice (all of k, into y); else ceil(k / slice) slices into
+// consecutive [m][n] slabs of y.
 template <class T>
 Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
-              float* y) {
+              float* y, int64_t slice = 0) {
   const auto kernel = gemm_kernel<T>;
-  // Raising the dynamic shared-memory limit is idempotent and cheap.
-  TANDEM_RETURN_IF_ERROR(
-      cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
-                  "cudaFuncSetAttribute(gemm, " + std::to_string(T::kSmem) + " bytes of shared memory)"));
+  // Raising the dynamic shared-memory limit is idempotent; done once per device
+  // (the host stays off the per-launch path: decode issues hundreds of launches).
+  static std::atomic<uint64_t> raised{0};
+  int device = 0;
+  TANDEM_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  if ((raised.load(std::memory_order_relaxed) & bit) == 0) {
+    TANDEM_RETURN_IF_ERROR(
+        cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
+                    "cudaFuncSetAttribute(gemm, " + std::to_string(T::kSmem) + " bytes of shared memory)"));
+    raised.fetch_or(bit, std::memory_order_relaxed);
+  }
+  if (slice <= 0) slice = k;
   const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
-                  static_cast<unsigned>((m + T::BM - 1) / T::BM));
-  kernel<<<grid, T::kThreads, T::kSmem, stream>>>(x, w, y, m, n, k);
+                  static_cast<unsigned>((m + T::BM - 1) / T::BM),
+                  static_cast<unsigned>((k + slice - 1) / slice));
+  kernel<<<grid, T::kThreads, T::kSmem, stream>>>(x, w, y, m, n, k, slice);
   return launch_status("gemm_bf16w");
 }
 

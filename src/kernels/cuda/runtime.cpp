@@ -49,6 +49,43 @@ Status Stream::synchronize() const {
   return cuda_status(cudaStreamSynchronize(handle_), "cudaStreamSynchronize");
 }
 
+// ---------------------------------------------------------------- Graph
+
+Status Graph::begin_capture(const Stream& stream) {
+  return cuda_status(cudaStreamBeginCapture(stream.handle(), cudaStreamCaptureModeRelaxed),
+                     "cudaStreamBeginCapture");
+}
+
+Expected<Graph> Graph::end_capture(const Stream& stream) {
+  cudaGraph_t graph = nullptr;
+  TANDEM_RETURN_IF_ERROR(cuda_status(cudaStreamEndCapture(stream.handle(), &graph), "cudaStreamEndCapture"));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  TANDEM_RETURN_IF_ERROR(cuda_status(err, "cudaGraphInstantiate"));
+  Graph out;
+  out.exec_ = exec;
+  return out;
+}
+
+Graph::Graph(Graph&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this != &other) {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    exec_ = std::exchange(other.exec_, nullptr);
+  }
+  return *this;
+}
+
+Graph::~Graph() {
+  if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+}
+
+Status Graph::launch(const Stream& stream) const {
+  return cuda_status(cudaGraphLaunch(exec_, stream.handle()), "cudaGraphLaunch");
+}
+
 // ---------------------------------------------------------------- DeviceBuffer
 
 Expected<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
@@ -111,6 +148,12 @@ Status DeviceBuffer::download(void* host, size_t bytes, const Stream& stream, si
 Status DeviceBuffer::fill_bytes(uint8_t value, const Stream& stream) {
   if (bytes_ == 0) return Status::Ok();
   return cuda_status(cudaMemsetAsync(data_, value, bytes_, stream.handle()), "cudaMemsetAsync");
+}
+
+Status copy_async(const Stream& stream, void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream.handle()),
+                     "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes)");
 }
 
 }  // namespace tandem::kernels::gpu

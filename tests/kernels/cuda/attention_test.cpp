@@ -2,7 +2,7 @@
 // the CPU kv_write does; attention matches a double-precision softmax and a
 // query's bits are the same alone (decode), in a verify block and in a whole
 // prefill, across chunk boundaries, with GQA and a window. Skipped without a
-// CUDA device. (These tests had not yet run on a GPU when they were written.)
+// CUDA device. (First run on an H200 on 2026-12-02: all passed.)
 #include <gtest/gtest.h>
 
 #include <algorithm>

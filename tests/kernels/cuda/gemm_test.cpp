@@ -177,6 +177,74 @@ TEST_P(GemmAccuracy, MatchesDoubleReferenceWithinTheBound) {
 INSTANTIATE_TEST_SUITE_P(Activations, GemmAccuracy, ::testing::Values(DType::bf16, DType::f32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// The K-sliced GEMM (gemm_bf16w_sliced): the slicing depends on (n, k) only,
+// so a row's bits are still independent of m and of the tile; and each
+// output is still within the accumulation bound of the exact product.
+std::vector<float> run_sliced(const Problem& p, int64_t row0, int64_t m, const Stream& stream,
+                              GemmTile tile = GemmTile::automatic) {
+  const GemmSlicing plan = gemm_slicing(p.n, p.k);
+  DeviceBuffer ws = testing::poisoned(static_cast<size_t>(plan.slices * m * p.n) * sizeof(float), stream);
+  DeviceBuffer y = testing::poisoned(static_cast<size_t>(m * p.n) * sizeof(float), stream);
+  const size_t x_elem = p.x_dtype == DType::bf16 ? 2 : 4;
+  const void* x = static_cast<const char*>(p.x.data()) + row0 * p.k * x_elem;
+  const Status st = gemm_bf16w_sliced(stream, x, p.x_dtype, m, p.w.as<uint16_t>(), p.n, p.k, y.as<float>(),
+                                      ws.as<float>(), static_cast<size_t>(plan.slices * m * p.n), tile);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return testing::to_host<float>(y, m * p.n, stream);
+}
+
+class GemmSliced : public ::testing::TestWithParam<DType> {};
+
+TEST_P(GemmSliced, RowBitsIndependentOfBatchAndTileAndWithinTheBound) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  // n = 200 (7 small-tile blocks) and k = 4104: 9 slices of 512, the last one 8 wide.
+  const Problem p = make_problem(200, 4104, 40, GetParam(), 19, *stream);
+  const GemmSlicing plan = gemm_slicing(p.n, p.k);
+  ASSERT_GT(plan.slices, 1);
+  ASSERT_EQ(plan.slice % 256, 0);
+  std::vector<std::vector<float>> alone(40);
+  for (int64_t r = 0; r < 40; ++r) alone[r] = run_sliced(p, r, 1, *stream);
+  for (int64_t m = 1; m <= 40; ++m) {
+    const std::vector<float> y = run_sliced(p, 0, m, *stream);
+    ASSERT_TRUE(all_finite(y)) << "m=" << m;
+    for (int64_t r = 0; r < m; ++r)
+      ASSERT_TRUE(same_bits(y.data() + r * p.n, alone[r].data(), p.n)) << "m=" << m << " row " << r;
+  }
+  for (int64_t m : {1, 17, 40}) {
+    const std::vector<float> small = run_sliced(p, 0, m, *stream, GemmTile::small);
+    for (GemmTile tile : {GemmTile::medium, GemmTile::large})
+      ASSERT_TRUE(same_bits(small.data(), run_sliced(p, 0, m, *stream, tile).data(), small.size()))
+          << "m=" << m << ": tile " << gemm_tile_name(tile) << " != small";
+  }
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t j = 0; j < p.n; ++j) {
+      double ref = 0, sum_abs = 0;
+      for (int64_t i = 0; i < p.k; ++i) {
+        const double prod = static_cast<double>(p.x_values[r * p.k + i]) * p.w_values[j * p.k + i];
+        ref += prod;
+        sum_abs += std::fabs(prod);
+      }
+      ASSERT_LE(std::fabs(alone[r][j] - ref), bound(p, sum_abs)) << "row " << r << " col " << j;
+    }
+  }
+}
+
+TEST(GemmSliced, AShortWorkspaceIsInvalidArgument) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok());
+  const Problem p = make_problem(200, 4104, 2, DType::bf16, 23, *stream);
+  DeviceBuffer y = testing::poisoned(2 * 200 * sizeof(float), *stream);
+  const Status st = gemm_bf16w_sliced(*stream, p.x.data(), DType::bf16, 2, p.w.as<uint16_t>(), p.n, p.k,
+                                      y.as<float>(), y.as<float>(), 400);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, GemmSliced, ::testing::Values(DType::bf16, DType::f32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
 TEST(GemmCublas, AgreesWithCublasWithinTheBound) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   testing::CublasReference cublas;

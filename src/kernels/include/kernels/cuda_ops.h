@@ -36,11 +36,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "core/status.h"
 #include "kernels/ops.h"
 
-struct CUstream_st;  // cudaStream_t is CUstream_st*
+struct CUstream_st;     // cudaStream_t is CUstream_st*
+struct CUgraphExec_st;  // cudaGraphExec_t is CUgraphExec_st*
 
 namespace tandem::kernels::gpu {
 
@@ -66,6 +68,30 @@ class Stream {
 
  private:
   CUstream_st* handle_ = nullptr;
+};
+
+// An owned, instantiated CUDA graph: the kernels queued on a stream between
+// begin_capture and end_capture, replayed with launch() at the cost of one
+// launch (the host leaves the per-kernel path). Replays run the captured
+// kernels with the captured arguments — pointers to fixed buffers whose
+// contents the caller refreshes before each launch. Capture uses the relaxed
+// mode; a failure at any step is a Status (the caller can fall back to
+// launching eagerly).
+class Graph {
+ public:
+  Graph() = default;
+  static Status begin_capture(const Stream& stream);
+  static Expected<Graph> end_capture(const Stream& stream);
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  ~Graph();
+  Status launch(const Stream& stream) const;
+  bool empty() const { return exec_ == nullptr; }
+
+ private:
+  CUgraphExec_st* exec_ = nullptr;
 };
 
 // An owned device allocation (cudaMalloc; 256-byte aligned). Empty when
@@ -100,6 +126,15 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Copies `bytes` between any two of host and device memory (cudaMemcpyDefault),
+// ordered on `stream`. Pageable host memory makes the call wait for the copy;
+// it returns once the copy is queued otherwise.
+Status copy_async(const Stream& stream, void* dst, const void* src, size_t bytes);
+
+// The device's read bandwidth in bytes/s: one read of `bytes` of device memory
+// (allocated here for the call), best of `passes` after one warm-up pass.
+Expected<double> measure_read_bandwidth(const Stream& stream, size_t bytes, int passes);
+
 // ---------------------------------------------------------------- GEMM
 // Tile shapes of the one GEMM kernel. All give identical bits (tested).
 //   small:  32 weight rows × 16 rows of x per block, deep pipeline — M ≤ 16.
@@ -121,6 +156,47 @@ GemmTile gemm_tile_for(int64_t m, int64_t n, int multiprocessors);
 // aligned; else InvalidArgument. Asynchronous on `stream`; no allocation.
 Status gemm_bf16w(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w, int64_t n,
                   int64_t k, float* y, GemmTile tile = GemmTile::automatic);
+
+// cuBLAS (dlopen'ed at open(); no binary links it) as the explicit
+// NON-invariant GEMM option — the GPU analogue of GemmMode::splitk. bf16 x
+// and W, f32 output, f32 compute; cuBLAS chooses its algorithm per shape, so
+// a row's bits may depend on M (the exactness probe declines it). open()
+// fails with FailedPrecondition when libcublas is not found. Move-only; one
+// per thread.
+class CublasGemm {
+ public:
+  static Expected<CublasGemm> open();
+  CublasGemm();
+  CublasGemm(CublasGemm&&) noexcept;
+  CublasGemm& operator=(CublasGemm&&) noexcept;
+  ~CublasGemm();
+  // y[m][n] = x[m][k] · w[n][k]ᵀ, asynchronous on `stream`.
+  Status gemm(const Stream& stream, const uint16_t* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
+              float* y) const;
+
+ private:
+  struct Api;
+  std::unique_ptr<Api> api_;
+};
+
+// The K-sliced GEMM: the same product with k cut into `slices` fixed slices
+// [z·slice, (z+1)·slice) — each the gemm_bf16w chain over its slice, its
+// partial written to workspace slab z — then y = slab 0 + slab 1 + … in slab
+// order. The slicing is gemm_slicing(n, k): a function of the weight's shape
+// only, never of m, so every output still has one fixed reduction order for
+// every M and tile (batch-invariant; a different order from gemm_bf16w, so
+// different bits from it). It exists because without split-K a narrow N
+// (e.g. 896 or 4096 rows) gives too few blocks to stream the weights at small
+// M. Needs workspace of slices·m·n floats (gemm_slicing(n, k).slices == 1:
+// none; then it is exactly gemm_bf16w); InvalidArgument otherwise.
+struct GemmSlicing {
+  int slices = 1;
+  int64_t slice = 0;  // k per slice (a multiple of 256, or k)
+};
+GemmSlicing gemm_slicing(int64_t n, int64_t k);
+Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,
+                         int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
+                         GemmTile tile = GemmTile::automatic);
 
 // ---------------------------------------------------------------- row-wise ops
 // One block per row; fixed block size and fixed reduction tree, so each row's
@@ -144,9 +220,6 @@ Status rope(const Stream& stream, float* x, int64_t rows, int n_heads, int head_
             const float* inv_freq, int rotary_dim, RopeLayout layout);
 
 // ---------------------------------------------------------------- attention
-// NOT YET RUN ON A GPU (written after the lent machine was withdrawn; its tests
-// in tests/kernels/cuda/attention_test.cpp have not run): treat as unverified.
-//
 // One layer's paged K/V pool on the device, f32, the CPU KvPool layout: block
 // b, slot s, kv head h starts at base + ((b * tokens_per_block + s) * n_kv_heads + h)
 // * head_dim. Block tables are one device array: row r's table starts at
@@ -175,5 +248,27 @@ Status kv_write(const Stream& stream, const DeviceKvPool& pool, const float* k_n
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
                  int window, float* out);
+
+// ---------------------------------------------------------------- glue of the model forward
+// Element-wise (no reductions), so trivially batch-invariant. f32 unless stated.
+
+// out[r] = f32(table[ids[r]]), table bf16 [vocab][dim]; ids must be in range (the caller validates).
+Status embedding_bf16(const Stream& stream, const uint16_t* table, int64_t dim, const int32_t* ids,
+                      int64_t rows, float* out);
+// y[r][j] += bias[j], r < rows, j < n.
+Status add_bias(const Stream& stream, float* y, const float* bias, int64_t rows, int64_t n);
+// y[i] += x[i].
+Status add_inplace(const Stream& stream, float* y, const float* x, int64_t count);
+// Splits fused rows [rows][q_dim + 2 kv_dim] into q [rows][q_dim], k and v [rows][kv_dim].
+Status split_qkv(const Stream& stream, const float* qkv, int64_t rows, int64_t q_dim, int64_t kv_dim,
+                 float* q, float* k, float* v);
+// out[r][i] = silu(gate_up[r][i]) * gate_up[r][inter + i], evaluated in double
+// and rounded once (the CPU reference's formula).
+Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int64_t inter, float* out);
+// out[i] = bf16(x[i]) (round to nearest even), as uint16_t bit patterns.
+Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t count);
+// dst[r] = src[indices[r]] for r < rows; rows of `dim` floats; indices on the device.
+Status gather_rows(const Stream& stream, const float* src, const int32_t* indices, int64_t rows, int64_t dim,
+                   float* dst);
 
 }  // namespace tandem::kernels::gpu

@@ -90,6 +90,9 @@ class PackedMatrix {
   // Bytes of weight data one full pass over the matrix reads.
   size_t weight_bytes() const { return static_cast<size_t>(n_) * k_ * dtype_size(dtype_); }
   const uint8_t* data() const { return data_.data(); }
+  // Writes the matrix back in row-major [n][k] of dtype() (the inverse of
+  // pack; n * k * dtype_size bytes), e.g. to upload it to a device.
+  void unpack(void* dst) const;
 
  private:
   int64_t n_ = 0, k_ = 0;

@@ -20,6 +20,13 @@
 // residual stream). Output spans point into buffers owned by the Forward and
 // stay valid until its next run().
 //
+// Device: the forward runs where its Model is placed (Model::place_on). On
+// cuda, the same validation, KV reservation and row flattening run here on
+// the host; the rows then run on the device (CudaForward, ADR 0009) with the
+// K/V pool storage on the device (the KvCache keeps the block tables), and
+// the outputs are copied back into the same host buffers. A device failure
+// comes back from run() as a Status (then the KV lengths are unchanged).
+//
 // Scratch for up to max_rows rows is allocated at construction; larger
 // batches are processed in row chunks of max_rows (same results). Output
 // buffers grow on demand and are then reused. Not thread-safe: one engine
@@ -27,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -38,6 +46,8 @@
 #include "model/model.h"
 
 namespace tandem::model {
+
+class CudaForward;  // cuda_forward.h (CUDA builds only)
 
 enum class LogitRows : uint8_t { none, last, all };
 enum class HiddenOutput : uint8_t { none, after_final_norm, before_final_norm };
@@ -81,6 +91,9 @@ class Forward {
   // `model` and `kv` must outlive the Forward; `pool` may be nullptr (calling
   // thread only).
   Forward(const Model& model, KvCache& kv, ThreadPool* pool, int64_t max_rows = 128);
+  ~Forward();
+  Forward(const Forward&) = delete;
+  Forward& operator=(const Forward&) = delete;
 
   Expected<ForwardOutput> run(std::span<const SequenceStep> steps, const ForwardOptions& options = {});
 
@@ -92,10 +105,13 @@ class Forward {
   void set_gemm_mode(kernels::GemmMode mode) { ctx_.gemm = mode; }
   const Model& model() const { return model_; }
   KvCache& kv() { return kv_; }
+  // Where run() computes (the model's placement).
+  const Placement& placement() const { return model_.placement(); }
 
  private:
   Status validate_and_reserve(std::span<const SequenceStep> steps);
   void run_chunk(int64_t r0, int64_t r1, const ForwardOptions& options);
+  Status run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions& options);
   void run_layer(int layer, int64_t r0, int64_t m);
   void attention_block(int layer, int64_t r0, int64_t m);
   void mlp_block(int layer, int64_t m);
@@ -116,6 +132,9 @@ class Forward {
   AlignedBuffer<float> x_, h_, qkv_, q_, k_, v_, attn_, gate_up_, act_;
   // Outputs, grown on demand.
   AlignedBuffer<float> out_hidden_, out_logits_, gather_;
+  // The device backend (model placed on cuda), or null; its creation status.
+  std::unique_ptr<CudaForward> cuda_;
+  Status device_status_;
 };
 
 }  // namespace tandem::model

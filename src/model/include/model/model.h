@@ -21,9 +21,12 @@
 #include "core/status.h"
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "model/device.h"
 #include "model/safetensors.h"
 
 namespace tandem::model {
+
+struct DeviceWeights;  // device_weights.h (CUDA builds only)
 
 struct LayerWeights {
   std::vector<float> attn_norm;   // [hidden]
@@ -71,6 +74,16 @@ class Model {
   // Inverse RoPE frequencies [head_dim / 2].
   const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
 
+  // Places the model's forward on `placement`: for cuda, uploads every weight
+  // to that device once (bf16 weights only; FailedPrecondition otherwise,
+  // naming the tensor; ResourceExhausted when the device is full). Every
+  // Forward built on the model afterwards runs there. An MTP block needs its
+  // target placed on the same device first. cpu: drops any device copy.
+  Status place_on(const Placement& placement);
+  const Placement& placement() const { return placement_; }
+  // The device copy (nullptr unless placed on cuda).
+  const DeviceWeights* device_weights() const { return device_weights_.get(); }
+
   // Bytes of weights one decode token streams: every matrix once plus one
   // embedding row (norms and biases are negligible and not counted).
   size_t weight_bytes_per_token() const;
@@ -91,6 +104,9 @@ class Model {
   const kernels::PackedMatrix* lm_head_ref_ = &lm_head_;  // own, or the target's for an MTP block
   std::vector<float> inv_freq_;
   int64_t parameters_ = 0;
+  const Model* borrowed_from_ = nullptr;  // an MTP block's target
+  Placement placement_;
+  std::shared_ptr<const DeviceWeights> device_weights_;
 };
 
 }  // namespace tandem::model

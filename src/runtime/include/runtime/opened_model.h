@@ -32,6 +32,11 @@ struct OpenOptions {
   bool pool_for_one_thread = true;
   std::function<void(int, int)> progress;  // the target's layers loaded (done, total)
   ChatTemplateChoice chat_template;        // empty: the model's own (runtime/chat_templates.h)
+  // Where the forwards run (model/device.h spelling): "cpu" (the default
+  // here; serve keeps it until GPU serving lands); "auto" = cuda when a device
+  // is present and the target's weights are bf16, else cpu; "cuda" /
+  // "cuda:N" (an error when that cannot be). The drafter follows the target.
+  std::string device = "cpu";
 };
 
 struct OpenedModel {

@@ -25,8 +25,10 @@ class DraftModelDrafter final : public Drafter {
   static Expected<std::unique_ptr<DraftModelDrafter>> load(const std::string& dir, ThreadPool* pool,
                                                            int64_t max_tokens);
   // The same with DIR's config.json already parsed.
+  // `placement`: where the draft model's forward runs (the target's, normally).
   static Expected<std::unique_ptr<DraftModelDrafter>> load(const std::string& dir, model::ModelConfig config,
-                                                           ThreadPool* pool, int64_t max_tokens);
+                                                           ThreadPool* pool, int64_t max_tokens,
+                                                           const model::Placement& placement = {});
   // Checks that a drafter directory can serve `target_dir`'s model: same
   // vocabulary size, and when both ship tokenizer.json, the same token→id map
   // for every token of the target's (base vocabulary and added/special

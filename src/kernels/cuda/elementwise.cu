@@ -1,0 +1,152 @@
+// elementwise.cu — the small glue ops of the model forward on the device
+// (kernels/cuda_ops.h): embedding lookup, bias and residual adds, the q/k/v
+// split of the fused projection, SwiGLU over fused gate/up rows and the row
+// gather before the LM head. Each output element is a function of its own
+// inputs only (no reduction), so none of them can depend on the batch.
+// Compiled with --fmad=false like the rest of the library.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "cuda/cuda_check.h"
+#include "kernels/cuda_ops.h"
+
+namespace tandem::kernels::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(int64_t count) {
+  const int64_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);
+}
+
+__global__ void embedding_kernel(const uint16_t* __restrict__ table, int64_t dim,
+                                 const int32_t* __restrict__ ids, float* __restrict__ out) {
+  const int64_t r = blockIdx.x;
+  const uint16_t* row = table + static_cast<int64_t>(ids[r]) * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    out[r * dim + i] = __uint_as_float(static_cast<uint32_t>(row[i]) << 16);
+}
+
+__global__ void add_bias_kernel(float* y, const float* __restrict__ bias, int64_t rows, int64_t n) {
+  const int64_t count = rows * n, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
+    y[i] = y[i] + bias[i % n];
+}
+
+__global__ void add_inplace_kernel(float* y, const float* __restrict__ x, int64_t count) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
+    y[i] = y[i] + x[i];
+}
+
+__global__ void split_qkv_kernel(const float* __restrict__ qkv, int64_t q_dim, int64_t kv_dim,
+                                 float* __restrict__ q, float* __restrict__ k, float* __restrict__ v) {
+  const int64_t r = blockIdx.x, width = q_dim + 2 * kv_dim;
+  const float* row = qkv + r * width;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    const float value = row[i];
+    if (i < q_dim) {
+      q[r * q_dim + i] = value;
+    } else if (i < q_dim + kv_dim) {
+      k[r * kv_dim + i - q_dim] = value;
+    } else {
+      v[r * kv_dim + i - q_dim - kv_dim] = value;
+    }
+  }
+}
+
+// The CPU reference's formula: the product evaluated in double, rounded once.
+__global__ void swiglu_rows_kernel(const float* __restrict__ gate_up, int64_t inter,
+                                   float* __restrict__ out) {
+  const int64_t r = blockIdx.x;
+  const float* row = gate_up + r * 2 * inter;
+  // blockIdx.y picks a 256-wide slice of the row (one element per thread: the
+  // double-precision exp is the cost, so spread it over the machine).
+  for (int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; i < inter;
+       i += static_cast<int64_t>(gridDim.y) * blockDim.x) {
+    const double g = row[i];
+    out[r * inter + i] = static_cast<float>(g / (1.0 + exp(-g)) * static_cast<double>(row[inter + i]));
+  }
+}
+
+__global__ void gather_rows_kernel(const float* __restrict__ src, const int32_t* __restrict__ indices,
+                                   int64_t dim, float* __restrict__ dst) {
+  const int64_t r = blockIdx.x;
+  const float* row = src + static_cast<int64_t>(indices[r]) * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dst[r * dim + i] = row[i];
+}
+
+__global__ void to_bf16_kernel(const float* __restrict__ x, uint16_t* __restrict__ out, int64_t count) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const uint32_t bits = __float_as_uint(x[i]);
+    const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+    out[i] = nan ? static_cast<uint16_t>((bits >> 16) | 0x40u)
+                 : static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  }
+}
+
+Status check_rows(int64_t rows, const char* op) {
+  if (rows < 0 || rows > 0x7fffffffLL) return invalid_argument(std::string(op) + ": need 0 <= rows < 2^31");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status embedding_bf16(const Stream& stream, const uint16_t* table, int64_t dim, const int32_t* ids,
+                      int64_t rows, float* out) {
+  TANDEM_RETURN_IF_ERROR(check_rows(rows, "embedding_bf16"));
+  if (rows == 0) return Status::Ok();
+  embedding_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream.handle()>>>(table, dim, ids, out);
+  return launch_status("embedding_bf16");
+}
+
+Status add_bias(const Stream& stream, float* y, const float* bias, int64_t rows, int64_t n) {
+  TANDEM_RETURN_IF_ERROR(check_rows(rows, "add_bias"));
+  if (rows == 0 || n == 0) return Status::Ok();
+  add_bias_kernel<<<grid_for(rows * n), kThreads, 0, stream.handle()>>>(y, bias, rows, n);
+  return launch_status("add_bias");
+}
+
+Status add_inplace(const Stream& stream, float* y, const float* x, int64_t count) {
+  if (count <= 0) return Status::Ok();
+  add_inplace_kernel<<<grid_for(count), kThreads, 0, stream.handle()>>>(y, x, count);
+  return launch_status("add_inplace");
+}
+
+Status split_qkv(const Stream& stream, const float* qkv, int64_t rows, int64_t q_dim, int64_t kv_dim,
+                 float* q, float* k, float* v) {
+  TANDEM_RETURN_IF_ERROR(check_rows(rows, "split_qkv"));
+  if (rows == 0) return Status::Ok();
+  split_qkv_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream.handle()>>>(qkv, q_dim, kv_dim, q, k,
+                                                                                  v);
+  return launch_status("split_qkv");
+}
+
+Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int64_t inter, float* out) {
+  TANDEM_RETURN_IF_ERROR(check_rows(rows, "swiglu_rows"));
+  if (rows == 0) return Status::Ok();
+  const dim3 grid(static_cast<unsigned>(rows),
+                  static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
+  swiglu_rows_kernel<<<grid, kThreads, 0, stream.handle()>>>(gate_up, inter, out);
+  return launch_status("swiglu_rows");
+}
+
+Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t count) {
+  if (count <= 0) return Status::Ok();
+  to_bf16_kernel<<<grid_for(count), kThreads, 0, stream.handle()>>>(x, out, count);
+  return launch_status("to_bf16");
+}
+
+Status gather_rows(const Stream& stream, const float* src, const int32_t* indices, int64_t rows, int64_t dim,
+                   float* dst) {
+  TANDEM_RETURN_IF_ERROR(check_rows(rows, "gather_rows"));
+  if (rows == 0) return Status::Ok();
+  gather_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream.handle()>>>(src, indices, dim, dst);
+  return launch_status("gather_rows");
+}
+
+}  // namespace tandem::kernels::gpu

@@ -1,0 +1,258 @@
+// cuda_forward.cpp — one chunk of the forward on a CUDA device (cuda_forward.h).
+// The op sequence mirrors forward.cpp's run_chunk / attention_block /
+// mlp_block; GEMMs take f32 activations (split into two bf16 terms, ADR 0006)
+// against bf16 weights, so a GPU row tracks the CPU f32 path to ~1e-5.
+#include "cuda_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/log.h"
+#include "model/model.h"
+
+namespace tandem::model {
+namespace {
+
+namespace gpu = kernels::gpu;
+using kernels::DType;
+
+Status alloc(gpu::DeviceBuffer& buffer, size_t bytes) {
+  auto b = gpu::DeviceBuffer::allocate(std::max<size_t>(bytes, 16));
+  if (!b.ok()) return b.status();
+  buffer = std::move(b).value();
+  return Status::Ok();
+}
+
+const float* f32(const gpu::DeviceBuffer& b) { return b.bytes() ? b.as<float>() : nullptr; }
+const uint16_t* bf16(const gpu::DeviceBuffer& b) { return b.as<uint16_t>(); }
+
+}  // namespace
+
+Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, const DeviceWeights& weights,
+                                                           const KvCache& kv, int64_t max_rows) {
+  TANDEM_RETURN_IF_ERROR(gpu::set_device(weights.device));
+  std::unique_ptr<CudaForward> f(new CudaForward(model, weights));
+  const ModelConfig& c = model.config();
+  f->max_rows_ = max_rows;
+  f->max_table_ = kv.num_blocks();
+  auto stream = gpu::Stream::create();
+  if (!stream.ok()) return stream.status();
+  f->stream_ = std::move(stream).value();
+  f->geometry_.tokens_per_block = kv.tokens_per_block();
+  f->geometry_.n_kv_heads = c.num_kv_heads;
+  f->geometry_.head_dim = c.head_dim;
+  const size_t pool_floats = static_cast<size_t>(kv.num_blocks()) * kv.tokens_per_block() * c.kv_dim();
+  f->k_pool_.resize(c.num_layers);
+  f->v_pool_.resize(c.num_layers);
+  for (int l = 0; l < c.num_layers; ++l) {
+    TANDEM_RETURN_IF_ERROR(alloc(f->k_pool_[l], pool_floats * sizeof(float)));
+    TANDEM_RETURN_IF_ERROR(alloc(f->v_pool_[l], pool_floats * sizeof(float)));
+  }
+  const size_t rows = static_cast<size_t>(max_rows), fl = sizeof(float);
+  const size_t hs = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
+  TANDEM_RETURN_IF_ERROR(alloc(f->x_, rows * hs * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->h_, rows * hs * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->gather_, rows * hs * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->qkv_, rows * (qd + 2 * kvd) * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->q_, rows * qd * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->k_, rows * kvd * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->v_, rows * kvd * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->attn_, rows * qd * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->gate_up_, rows * 2 * inter * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->act_, rows * inter * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->logits_, rows * static_cast<size_t>(c.vocab_size) * fl));
+  // The K-sliced GEMM's partial sums: the largest slices * rows * n of the model's matrices.
+  size_t slab_floats = 0;
+  const int64_t shapes[][2] = {{static_cast<int64_t>(qd + 2 * kvd), static_cast<int64_t>(hs)},
+                               {static_cast<int64_t>(hs), static_cast<int64_t>(qd)},
+                               {static_cast<int64_t>(2 * inter), static_cast<int64_t>(hs)},
+                               {static_cast<int64_t>(hs), static_cast<int64_t>(inter)},
+                               {c.vocab_size, static_cast<int64_t>(hs)}};
+  for (const auto& nk : shapes) {
+    const gpu::GemmSlicing plan = gpu::gemm_slicing(nk[0], nk[1]);
+    if (plan.slices > 1) slab_floats = std::max(slab_floats, plan.slices * rows * static_cast<size_t>(nk[0]));
+  }
+  if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
+  const size_t inputs = rows * (4 + static_cast<size_t>(f->max_table_));
+  TANDEM_RETURN_IF_ERROR(alloc(f->row_inputs_, inputs * sizeof(int32_t)));
+  int32_t* base = f->row_inputs_.as<int32_t>();
+  f->d_tokens_ = base;
+  f->d_positions_ = base + rows;
+  f->d_rope_ = base + 2 * rows;
+  f->d_out_index_ = base + 3 * rows;
+  f->d_tables_ = base + 4 * rows;
+  f->staging_.reserve(inputs);
+  return f;
+}
+
+Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride,
+                                bool full_tables) {
+  const int64_t m = in.rows, tpb = geometry_.tokens_per_block;
+  // A captured graph bakes the stride in: then every row gets a full-length table.
+  int64_t stride = full_tables ? max_table_ : 1;
+  for (int64_t r = 0; r < m; ++r) stride = std::max<int64_t>(stride, in.positions[r] / tpb + 1);
+  // Layout as allocated: [tokens | positions | rope | out index] each max_rows, then tables.
+  staging_.assign(static_cast<size_t>(4 * max_rows_ + m * stride), 0);
+  int32_t* s = staging_.data();
+  int64_t k = 0;
+  for (int64_t r = 0; r < m; ++r) {
+    s[r] = in.tokens[r];
+    s[max_rows_ + r] = in.positions[r];
+    s[2 * max_rows_ + r] = in.rope_positions[r];
+    if (in.wants_output[r]) s[3 * max_rows_ + k++] = static_cast<int32_t>(r);
+    std::memcpy(s + 4 * max_rows_ + r * stride, in.tables[r],
+                sizeof(int32_t) * static_cast<size_t>(in.positions[r] / tpb + 1));
+  }
+  *out_rows = k;
+  *table_stride = stride;
+  return row_inputs_.upload(staging_.data(), staging_.size() * sizeof(int32_t), stream_);
+}
+
+Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y) {
+  if (mode_ == kernels::GemmMode::invariant)
+    return gpu::gemm_bf16w_sliced(stream_, x, DType::f32, m, w, n, k, y, slices_.as<float>(),
+                                  slices_.bytes() / sizeof(float));
+  if (!cublas_) {
+    auto opened = gpu::CublasGemm::open();
+    if (!opened.ok()) return opened.status();
+    cublas_ = std::make_unique<gpu::CublasGemm>(std::move(opened).value());
+  }
+  const size_t need = static_cast<size_t>(m * k) * sizeof(uint16_t);
+  if (x_bf16_.bytes() < need) TANDEM_RETURN_IF_ERROR(alloc(x_bf16_, need));
+  TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
+  return cublas_->gemm(stream_, x_bf16_.as<uint16_t>(), m, w, n, k, y);
+}
+
+Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride) {
+  const ModelConfig& c = model_.config();
+  const int64_t hs = c.hidden_size;
+  float *x = x_.as<float>(), *g = gather_.as<float>();
+  TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x));
+  for (int l = 0; l < c.num_layers; ++l) TANDEM_RETURN_IF_ERROR(layer(l, m, stride));
+  if (k == 0) return Status::Ok();
+  TANDEM_RETURN_IF_ERROR(gpu::gather_rows(stream_, x, d_out_index_, k, hs, g));
+  TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
+  return gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>());
+}
+
+Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride) {
+  gpu::Graph& graph = graphs_[m * (kGraphMaxRows + 1) + k];
+  if (graph.empty()) {
+    TANDEM_RETURN_IF_ERROR(gpu::Graph::begin_capture(stream_));
+    const Status queued = enqueue_plain(m, k, stride);
+    auto captured = gpu::Graph::end_capture(stream_);  // always ends the capture
+    if (!queued.ok() || !captured.ok()) {
+      // Fall back to eager launches for good (the same kernels, so the same bits).
+      spdlog::warn("cuda: capturing the forward as a CUDA graph failed ({}); launching kernels one by one",
+                   (!queued.ok() ? queued : captured.status()).to_string());
+      graphs_enabled_ = false;
+      return enqueue_plain(m, k, stride);
+    }
+    graph = std::move(captured).value();
+    spdlog::debug("cuda: captured the forward of {} rows ({} with logits) as a CUDA graph", m, k);
+  }
+  return graph.launch(stream_);
+}
+
+Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptions& options,
+                                         const ChunkOutputs& out, kernels::GemmMode gemm_mode) {
+  TANDEM_RETURN_IF_ERROR(gpu::set_device(w_.device));
+  mode_ = gemm_mode;
+  const ModelConfig& c = model_.config();
+  const int64_t m = in.rows, hs = c.hidden_size;
+  const bool all_rows = options.hidden_all_rows && options.hidden == HiddenOutput::after_final_norm;
+  const HiddenOutput hidden = all_rows ? HiddenOutput::none : options.hidden;
+  bool overrides = false;
+  for (int64_t r = 0; r < m; ++r) overrides = overrides || in.embed_rows[r] != nullptr;
+  // Small plain steps (decode, verify blocks) replay a captured graph: one
+  // launch instead of ~16 per layer. Same kernels, same arguments, same bits.
+  const bool graphed = graphs_enabled_ && mode_ == kernels::GemmMode::invariant && m <= kGraphMaxRows &&
+                       !overrides && options.hidden == HiddenOutput::none;
+  int64_t k = 0, stride = 1;
+  TANDEM_RETURN_IF_ERROR(upload_rows(in, &k, &stride, graphed));
+  if (graphed) {
+    TANDEM_RETURN_IF_ERROR(run_graphed(m, k, stride));
+    if (k > 0)
+      TANDEM_RETURN_IF_ERROR(
+          logits_.download(out.logits, sizeof(float) * static_cast<size_t>(k * c.vocab_size), stream_));
+    else
+      TANDEM_RETURN_IF_ERROR(stream_.synchronize());
+    return k;
+  }
+  float* x = x_.as<float>();
+  TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x));
+  for (int64_t r = 0; r < m; ++r) {
+    if (in.embed_rows[r] != nullptr)
+      TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, x + r * hs, in.embed_rows[r], sizeof(float) * hs));
+  }
+  for (int l = 0; l < c.num_layers; ++l) TANDEM_RETURN_IF_ERROR(layer(l, m, stride));
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(hs);
+  if (all_rows) {
+    float* g = gather_.as<float>();
+    TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, x, f32(w_.final_norm), g, m, hs, c.rms_norm_eps));
+    TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.hidden_all, g, row_bytes * m));
+  }
+  if (k == 0) {
+    TANDEM_RETURN_IF_ERROR(stream_.synchronize());
+    return int64_t{0};
+  }
+  float* g = gather_.as<float>();
+  TANDEM_RETURN_IF_ERROR(gpu::gather_rows(stream_, x, d_out_index_, k, hs, g));
+  if (hidden == HiddenOutput::before_final_norm)
+    TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.hidden, g, row_bytes * k));
+  TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
+  if (hidden == HiddenOutput::after_final_norm)
+    TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.hidden, g, row_bytes * k));
+  TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
+  TANDEM_RETURN_IF_ERROR(
+      logits_.download(out.logits, sizeof(float) * static_cast<size_t>(k * c.vocab_size), stream_));
+  return k;
+}
+
+Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
+  const ModelConfig& c = model_.config();
+  const DeviceLayer& w = w_.layers[l];
+  const int64_t hs = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), qkv_n = qd + 2 * kvd;
+  const int64_t inter = c.intermediate_size;
+  const float eps = c.rms_norm_eps;
+  float *x = x_.as<float>(), *h = h_.as<float>(), *qkv = qkv_.as<float>();
+  float *q = q_.as<float>(), *kk = k_.as<float>(), *v = v_.as<float>(), *attn = attn_.as<float>();
+  const gpu::Stream& s = stream_;
+  // Attention block.
+  TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.attn_norm), h, m, hs, eps));
+  TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.qkv), qkv_n, hs, qkv));
+  if (w.qkv_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, qkv, f32(w.qkv_bias), m, qkv_n));
+  TANDEM_RETURN_IF_ERROR(gpu::split_qkv(s, qkv, m, qd, kvd, q, kk, v));
+  if (w.q_norm.bytes()) {
+    TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, q, f32(w.q_norm), q, m * c.num_heads, c.head_dim, eps));
+    TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, kk, f32(w.k_norm), kk, m * c.num_kv_heads, c.head_dim, eps));
+  }
+  const float* inv_freq = f32(w_.inv_freq);
+  TANDEM_RETURN_IF_ERROR(
+      gpu::rope(s, q, m, c.num_heads, c.head_dim, d_rope_, inv_freq, c.head_dim, kernels::RopeLayout::neox));
+  TANDEM_RETURN_IF_ERROR(gpu::rope(s, kk, m, c.num_kv_heads, c.head_dim, d_rope_, inv_freq, c.head_dim,
+                                   kernels::RopeLayout::neox));
+  gpu::DeviceKvPool pool = geometry_;
+  pool.k = k_pool_[l].as<float>();
+  pool.v = v_pool_[l].as<float>();
+  TANDEM_RETURN_IF_ERROR(gpu::kv_write(s, pool, kk, v, m, d_positions_, d_tables_, table_stride));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  TANDEM_RETURN_IF_ERROR(gpu::attention(s, q, m, c.num_heads, pool, d_positions_, d_tables_, table_stride,
+                                        scale, c.layer_window[l], attn));
+  TANDEM_RETURN_IF_ERROR(gemm(attn, m, bf16(w.o), hs, qd, h));
+  if (w.o_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.o_bias), m, hs));
+  TANDEM_RETURN_IF_ERROR(gpu::add_inplace(s, x, h, m * hs));
+  // MLP block.
+  float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
+  TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
+  TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up));
+  if (w.gate_up_bias.bytes())
+    TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, gate_up, f32(w.gate_up_bias), m, 2 * inter));
+  TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, m, inter, act));
+  TANDEM_RETURN_IF_ERROR(gemm(act, m, bf16(w.down), hs, inter, h));
+  if (w.down_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.down_bias), m, hs));
+  return gpu::add_inplace(s, x, h, m * hs);
+}
+
+}  // namespace tandem::model

@@ -1,0 +1,99 @@
+// cuda_forward.h — the CUDA backend of model::Forward (internal to
+// tandem_model; compiled only with TANDEM_HAVE_CUDA). ADR 0009.
+//
+// Forward validates the batch, reserves KV blocks on the host KvCache and
+// flattens the steps into rows; this class runs one chunk of those rows on
+// the device: embedding, every layer (the same op sequence as the CPU
+// forward, with the device kernels of kernels/cuda_ops.h), the final norm and
+// the LM head, and copies the requested logits / hidden rows to the host
+// buffers Forward exposes. Weights come from the Model's DeviceWeights
+// (uploaded once, shared); the K/V pool storage of the KvCache's geometry
+// lives here on the device, indexed by the host block tables (uploaded per
+// chunk). One CudaForward per KvCache: the device pool mirrors that cache's
+// block ids.
+//
+// Every kernel is batch-invariant (ADR 0006), so a row's bits do not depend
+// on the other rows of the call, on chunking or on max_rows.
+// Errors (a CUDA failure, out of device memory) are Status values. Not
+// thread-safe: the engine thread drives it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "device_weights.h"
+#include "kernels/cuda_ops.h"
+#include "model/forward.h"
+
+namespace tandem::model {
+
+// Host views of one chunk's rows (Forward's per-row tables, offset to the chunk).
+struct ChunkRows {
+  int64_t rows = 0;
+  const int32_t* tokens = nullptr;
+  const int32_t* positions = nullptr;
+  const int32_t* rope_positions = nullptr;
+  const int32_t* const* tables = nullptr;
+  const float* const* embed_rows = nullptr;  // per row: override embedding or nullptr
+  const uint8_t* wants_output = nullptr;
+};
+
+// Where the chunk's outputs go on the host (already offset to this chunk).
+struct ChunkOutputs {
+  float* logits = nullptr;      // [output rows][vocab]
+  float* hidden = nullptr;      // [output rows][hidden] (hidden != none and not all rows)
+  float* hidden_all = nullptr;  // [rows][hidden] (hidden_all_rows)
+};
+
+class CudaForward {
+ public:
+  static Expected<std::unique_ptr<CudaForward>> create(const Model& model, const DeviceWeights& weights,
+                                                       const KvCache& kv, int64_t max_rows);
+
+  // Runs rows [0, in.rows) (in.rows <= max_rows); returns the output rows written.
+  // `gemm`: invariant (the default, ADR 0006's kernel) or splitk, which on the
+  // GPU means cuBLAS with bf16 activations — NOT batch-invariant (the probe
+  // declines it); FailedPrecondition when libcublas cannot be loaded.
+  Expected<int64_t> run_chunk(const ChunkRows& in, const ForwardOptions& options, const ChunkOutputs& out,
+                              kernels::GemmMode gemm);
+
+ private:
+  CudaForward(const Model& model, const DeviceWeights& weights) : model_(model), w_(weights) {}
+  Status upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride, bool full_tables);
+  // Embedding, layers, gather, final norm and LM head into logits_ (no host copies).
+  Status enqueue_plain(int64_t m, int64_t k, int64_t stride);
+  Status run_graphed(int64_t m, int64_t k, int64_t stride);
+  Status layer(int l, int64_t m, int64_t table_stride);
+  Status gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y);
+
+  const Model& model_;
+  const DeviceWeights& w_;
+  int64_t max_rows_ = 0;
+  int64_t max_table_ = 0;  // blocks per sequence at most (the pool's size)
+  kernels::gpu::Stream stream_;
+  std::vector<kernels::gpu::DeviceBuffer> k_pool_, v_pool_;
+  kernels::gpu::DeviceKvPool geometry_;
+  // Scratch [max_rows][width] and per-chunk row inputs.
+  kernels::gpu::DeviceBuffer x_, h_, qkv_, q_, k_, v_, attn_, gate_up_, act_, gather_, logits_;
+  // tokens | positions | rope positions | out index | block tables
+  kernels::gpu::DeviceBuffer row_inputs_;
+  kernels::GemmMode mode_ = kernels::GemmMode::invariant;
+  // CUDA graphs of enqueue_plain, keyed by (rows, output rows), rows <= kGraphMaxRows.
+  static constexpr int64_t kGraphMaxRows = 16;
+  std::map<int64_t, kernels::gpu::Graph> graphs_;
+  bool graphs_enabled_ = true;
+  std::unique_ptr<kernels::gpu::CublasGemm> cublas_;  // opened on the first splitk chunk
+  kernels::gpu::DeviceBuffer x_bf16_;                 // cuBLAS's bf16 copy of x
+  kernels::gpu::DeviceBuffer slices_;                 // the K-sliced GEMM's partial sums
+  std::vector<int32_t> staging_;
+  int32_t* d_tokens_ = nullptr;
+  int32_t* d_positions_ = nullptr;
+  int32_t* d_rope_ = nullptr;
+  int32_t* d_out_index_ = nullptr;
+  int32_t* d_tables_ = nullptr;
+};
+
+}  // namespace tandem::model

@@ -1,0 +1,103 @@
+// device_weights.cpp — uploading a Model's weights to a CUDA device
+// (device_weights.h).
+#include "device_weights.h"
+
+#include <cstring>
+#include <string>
+
+#include "model/model.h"
+
+namespace tandem::model {
+namespace {
+
+namespace gpu = kernels::gpu;
+
+struct Uploader {
+  const gpu::Stream& stream;
+  size_t bytes = 0;
+
+  Expected<gpu::DeviceBuffer> raw(const void* host, size_t size) {
+    auto buffer = gpu::DeviceBuffer::allocate(size);
+    if (!buffer.ok()) return buffer.status();
+    TANDEM_RETURN_IF_ERROR(buffer->upload(host, size, stream));
+    bytes += size;
+    return buffer;
+  }
+  Status floats(const std::vector<float>& host, gpu::DeviceBuffer& out) {
+    if (host.empty()) return Status::Ok();
+    auto buffer = raw(host.data(), host.size() * sizeof(float));
+    if (!buffer.ok()) return buffer.status();
+    out = std::move(buffer).value();
+    return Status::Ok();
+  }
+  Status matrix(const kernels::PackedMatrix& m, const std::string& name, gpu::DeviceBuffer& out) {
+    if (m.dtype() != kernels::DType::bf16)
+      return failed_precondition("cuda: weight " + name + " is " + kernels::dtype_name(m.dtype()) +
+                                 "; the CUDA backend takes bf16 weights only (use --device cpu)");
+    std::vector<uint16_t> rows(static_cast<size_t>(m.n() * m.k()));
+    m.unpack(rows.data());
+    auto buffer = raw(rows.data(), rows.size() * sizeof(uint16_t));
+    if (!buffer.ok()) return buffer.status();
+    out = std::move(buffer).value();
+    // Pageable memory: the copy has completed when upload returns, so `rows` may go.
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& model, int device,
+                                                               const DeviceWeights* borrowed) {
+  TANDEM_RETURN_IF_ERROR(gpu::set_device(device));
+  auto stream = gpu::Stream::create();
+  if (!stream.ok()) return stream.status();
+  auto w = std::make_unique<DeviceWeights>();
+  w->device = device;
+  Uploader up{*stream};
+  const ModelConfig& c = model.config();
+  w->layers.resize(model.layers().size());
+  for (size_t l = 0; l < model.layers().size(); ++l) {
+    const LayerWeights& src = model.layers()[l];
+    DeviceLayer& dst = w->layers[l];
+    const std::string p = "layer " + std::to_string(l) + " ";
+    TANDEM_RETURN_IF_ERROR(up.floats(src.attn_norm, dst.attn_norm));
+    TANDEM_RETURN_IF_ERROR(up.matrix(src.qkv, p + "qkv", dst.qkv));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.qkv_bias, dst.qkv_bias));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.q_norm, dst.q_norm));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.k_norm, dst.k_norm));
+    TANDEM_RETURN_IF_ERROR(up.matrix(src.o, p + "o_proj", dst.o));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.o_bias, dst.o_bias));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.mlp_norm, dst.mlp_norm));
+    TANDEM_RETURN_IF_ERROR(up.matrix(src.gate_up, p + "gate_up", dst.gate_up));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.gate_up_bias, dst.gate_up_bias));
+    TANDEM_RETURN_IF_ERROR(up.matrix(src.down, p + "down_proj", dst.down));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.down_bias, dst.down_bias));
+  }
+  TANDEM_RETURN_IF_ERROR(up.floats(model.final_norm(), w->final_norm));
+  TANDEM_RETURN_IF_ERROR(up.floats(model.rope_inv_freq(), w->inv_freq));
+  if (borrowed != nullptr) {
+    w->embedding = borrowed->embedding;
+    w->lm_head = borrowed->lm_head;
+  } else {
+    if (model.embedding_dtype() != kernels::DType::bf16)
+      return failed_precondition(std::string("cuda: the embedding table is ") +
+                                 kernels::dtype_name(model.embedding_dtype()) +
+                                 "; the CUDA backend takes bf16 weights only (use --device cpu)");
+    const size_t table = static_cast<size_t>(c.vocab_size) * c.hidden_size * sizeof(uint16_t);
+    auto emb = up.raw(model.embedding(), table);
+    if (!emb.ok()) return emb.status();
+    w->own_embedding = std::move(emb).value();
+    w->embedding = w->own_embedding.as<uint16_t>();
+    if (c.tie_word_embeddings) {
+      w->lm_head = w->embedding;  // the tied head is the table itself, row-major [vocab][hidden]
+    } else {
+      TANDEM_RETURN_IF_ERROR(up.matrix(model.lm_head(), "lm_head", w->own_lm_head));
+      w->lm_head = w->own_lm_head.as<uint16_t>();
+    }
+  }
+  TANDEM_RETURN_IF_ERROR(stream->synchronize());
+  w->bytes = up.bytes;
+  return w;
+}
+
+}  // namespace tandem::model

@@ -1,0 +1,44 @@
+// device_weights.h — a Model's weights on one CUDA device (internal to
+// tandem_model; compiled only with TANDEM_HAVE_CUDA).
+//
+// Owns one device copy of every matrix (bf16, Hugging Face row-major [n][k]:
+// the PackedMatrix unpacked), the norm weights, biases and RoPE frequencies
+// (f32), and the bf16 embedding table. An MTP block borrows its target's
+// embedding and LM head (`embedding` / `lm_head` then point into the
+// target's DeviceWeights, which must outlive it). Uploaded once by
+// Model::place_on; immutable afterwards, so any number of Forwards on the
+// same device share it. Errors (non-bf16 weights, out of device memory) are
+// Status values naming the tensor.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/cuda_ops.h"
+
+namespace tandem::model {
+
+class Model;
+
+struct DeviceLayer {
+  kernels::gpu::DeviceBuffer attn_norm, qkv, qkv_bias, q_norm, k_norm, o, o_bias;
+  kernels::gpu::DeviceBuffer mlp_norm, gate_up, gate_up_bias, down, down_bias;
+};
+
+struct DeviceWeights {
+  int device = 0;
+  std::vector<DeviceLayer> layers;
+  kernels::gpu::DeviceBuffer final_norm, inv_freq, own_embedding, own_lm_head;
+  const uint16_t* embedding = nullptr;  // bf16 [vocab][hidden]
+  const uint16_t* lm_head = nullptr;    // bf16 [vocab][hidden]
+  size_t bytes = 0;                     // device bytes this object owns
+
+  // Uploads `model` to `device`. `borrowed` (an MTP block's target, already
+  // placed on the same device) supplies the embedding and LM head.
+  static Expected<std::unique_ptr<DeviceWeights>> upload(const Model& model, int device,
+                                                         const DeviceWeights* borrowed);
+};
+
+}  // namespace tandem::model

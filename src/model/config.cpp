@@ -22,6 +22,7 @@ constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
 constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxHeads = 1024;
 constexpr int64_t kMaxHeadDim = 1024;
+constexpr int64_t kMaxExperts = 1024;
 constexpr int64_t kMaxPositions = int64_t{1} << 30;
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 constexpr double kMaxRopeTheta = 1e12;
@@ -95,32 +96,62 @@ Expected<Family> parse_family(const std::string& type) {
   if (type == "mistral") return Family::mistral;
   if (type == "qwen2") return Family::qwen2;
   if (type == "qwen3") return Family::qwen3;
+  if (type == "qwen3_moe") return Family::qwen3_moe;
+  if (type == "mixtral") return Family::mixtral;
+  if (type == "gemma2") return Family::gemma2;
+  if (type == "gemma3_text") return Family::gemma3;
   return unimplemented("model_type \"" + type + "\" is not supported (supported: " + supported_model_types() +
                        ")");
 }
 
+Status parse_rope_scaling(const Reader& r, const json* scaling, const std::string& field,
+                          kernels::RopeScaling& s);
+
+// One rope_parameters object (or a per-layer-type entry of it): theta and scaling.
+Status parse_rope_parameters(const Reader& r, const json& p, const std::string& field, double& theta,
+                             kernels::RopeScaling& s) {
+  if (!p.is_object()) return r.error(field, "must be an object");
+  TANDEM_RETURN_IF_ERROR(r.get_double(p, "rope_theta", field + ".rope_theta", theta, 0, kMaxRopeTheta));
+  return parse_rope_scaling(r, &p, field, s);
+}
+
 // RoPE from either rope_parameters (transformers 5) or rope_theta + rope_scaling.
+// gemma3_text has a second, local RoPE for its sliding layers: per-layer-type
+// rope_parameters {"full_attention": {...}, "sliding_attention": {...}}, or
+// classic rope_local_base_freq (default RoPE).
 Status parse_rope(const Reader& r, ModelConfig& c) {
   const json& j = r.j();
-  const json* scaling = nullptr;
-  std::string field = "rope_scaling";
+  const bool gemma3 = c.family == Family::gemma3;
+  c.local_rope = gemma3;
   if (r.has("rope_parameters")) {
-    field = "rope_parameters";
     const json& p = j["rope_parameters"];
-    if (!p.is_object()) return r.error(field, "must be an object");
-    // Per-layer-type parameters (e.g. {"full_attention": {...}}) are not used by these families.
-    if (p.contains("full_attention")) return r.error(field, "per-layer-type RoPE is not supported");
-    TANDEM_RETURN_IF_ERROR(
-        r.get_double(p, "rope_theta", "rope_parameters.rope_theta", c.rope_theta, 0, kMaxRopeTheta));
-    scaling = &p;
-  } else {
-    TANDEM_RETURN_IF_ERROR(r.get_double(j, "rope_theta", "rope_theta", c.rope_theta, 0, kMaxRopeTheta));
-    if (r.has("rope_scaling")) {
-      if (!j["rope_scaling"].is_object()) return r.error(field, "must be an object or null");
-      scaling = &j["rope_scaling"];
+    if (!p.is_object()) return r.error("rope_parameters", "must be an object");
+    if (!p.contains("full_attention") && !p.contains("sliding_attention")) {
+      if (gemma3) c.local_rope = false;
+      return parse_rope_parameters(r, p, "rope_parameters", c.rope_theta, c.rope_scaling);
     }
+    if (!gemma3)
+      return r.error("rope_parameters", "per-layer-type RoPE is not supported for this model_type");
+    if (p.contains("full_attention"))
+      TANDEM_RETURN_IF_ERROR(parse_rope_parameters(r, p["full_attention"], "rope_parameters.full_attention",
+                                                   c.rope_theta, c.rope_scaling));
+    if (p.contains("sliding_attention"))
+      TANDEM_RETURN_IF_ERROR(parse_rope_parameters(r, p["sliding_attention"],
+                                                   "rope_parameters.sliding_attention", c.local_rope_theta,
+                                                   c.local_rope_scaling));
+    return Status::Ok();
   }
-  if (scaling == nullptr) return Status::Ok();
+  TANDEM_RETURN_IF_ERROR(r.get_double(j, "rope_theta", "rope_theta", c.rope_theta, 0, kMaxRopeTheta));
+  if (gemma3)
+    TANDEM_RETURN_IF_ERROR(r.get_double(j, "rope_local_base_freq", "rope_local_base_freq", c.local_rope_theta,
+                                        0, kMaxRopeTheta));
+  if (!r.has("rope_scaling")) return Status::Ok();
+  if (!j["rope_scaling"].is_object()) return r.error("rope_scaling", "must be an object or null");
+  return parse_rope_scaling(r, &j["rope_scaling"], "rope_scaling", c.rope_scaling);
+}
+
+Status parse_rope_scaling(const Reader& r, const json* scaling, const std::string& field,
+                          kernels::RopeScaling& s) {
   std::string type = "default";
   for (const char* key : {"type", "rope_type"}) {  // rope_type wins when both are present
     if (!scaling->contains(key) || (*scaling)[key].is_null()) continue;
@@ -133,7 +164,6 @@ Status parse_rope(const Reader& r, ModelConfig& c) {
   if (partial != 1.0) {
     return unimplemented(r.path() + ": field \"" + field + ".partial_rotary_factor\" != 1 is not supported");
   }
-  kernels::RopeScaling& s = c.rope_scaling;
   if (type == "default") {
     s.kind = kernels::RopeScaling::Kind::none;
     return Status::Ok();
@@ -192,9 +222,18 @@ Status parse_windows(const Reader& r, ModelConfig& c) {
     return Status::Ok();
   }
   if (window <= 0) return Status::Ok();
-  if (c.family == Family::mistral) {
+  if (c.family == Family::gemma2) {
+    // Classic gemma2: even layers slide (transformers 4's `not bool(layer_idx % 2)`).
+    for (int i = 0; i < c.num_layers; i += 2) c.layer_window[i] = static_cast<int>(window);
+  } else if (c.family == Family::gemma3) {
+    // Classic gemma3_text: every sliding_window_pattern-th layer is global.
+    int64_t pattern = 6;
+    TANDEM_RETURN_IF_ERROR(r.get_int("sliding_window_pattern", pattern, false, 1, kMaxLayers));
+    for (int i = 0; i < c.num_layers; ++i)
+      if ((i + 1) % pattern != 0) c.layer_window[i] = static_cast<int>(window);
+  } else if (c.family == Family::mistral || c.family == Family::mixtral) {
     c.layer_window.assign(c.num_layers, static_cast<int>(window));
-  } else if (c.family == Family::qwen2 || c.family == Family::qwen3) {
+  } else if (c.family == Family::qwen2 || c.family == Family::qwen3 || c.family == Family::qwen3_moe) {
     bool use = false;
     TANDEM_RETURN_IF_ERROR(r.get_bool("use_sliding_window", use));
     int64_t max_window_layers = c.num_layers;
@@ -296,6 +335,72 @@ Status parse_shapes(const Reader& r, ModelConfig& c) {
   return Status::Ok();
 }
 
+// Sparse MoE: expert count, top-k, expert width and which layers are sparse.
+Status parse_moe(const Reader& r, ModelConfig& c) {
+  const bool mixtral = c.family == Family::mixtral;
+  int64_t experts = 0, top_k = 0, inter = mixtral ? c.intermediate_size : 0;
+  // transformers 5 writes num_local_experts for both; classic qwen3_moe says num_experts.
+  const char* experts_field = r.has("num_local_experts") || mixtral ? "num_local_experts" : "num_experts";
+  TANDEM_RETURN_IF_ERROR(r.get_int(experts_field, experts, true, 1, kMaxExperts));
+  TANDEM_RETURN_IF_ERROR(r.get_int("num_experts_per_tok", top_k, true, 1, experts));
+  if (!mixtral) TANDEM_RETURN_IF_ERROR(r.get_int("moe_intermediate_size", inter, true, 1, kMaxIntermediate));
+  c.moe.num_experts = static_cast<int>(experts);
+  c.moe.top_k = static_cast<int>(top_k);
+  c.moe.expert_intermediate = inter;
+  c.moe.norm_topk_prob = mixtral;
+  if (!mixtral) TANDEM_RETURN_IF_ERROR(r.get_bool("norm_topk_prob", c.moe.norm_topk_prob));
+  c.layer_sparse.assign(c.num_layers, 1);
+  if (mixtral) return Status::Ok();
+  int64_t step = 1;
+  TANDEM_RETURN_IF_ERROR(r.get_int("decoder_sparse_step", step, false, 1, kMaxLayers));
+  for (int i = 0; i < c.num_layers; ++i) c.layer_sparse[i] = (i + 1) % step == 0 ? 1 : 0;
+  if (r.has("mlp_only_layers")) {
+    const json& dense = r.j()["mlp_only_layers"];
+    if (!dense.is_array()) return r.error("mlp_only_layers", "must be an array of layer indices");
+    for (const json& v : dense) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.num_layers)
+        return r.error("mlp_only_layers", "entry " + v.dump() + " is not a layer index in [0, " +
+                                              std::to_string(c.num_layers) + ")");
+      c.layer_sparse[v.get<int64_t>()] = 0;
+    }
+  }
+  return Status::Ok();
+}
+
+// Gemma 2 / 3: norms, GeGLU, embedding scale, query scale and soft-capping.
+Status parse_gemma(const Reader& r, ModelConfig& c) {
+  c.gemma_norms = true;
+  c.scale_embeddings = true;
+  c.qk_norm = c.family == Family::gemma3;
+  c.mlp_activation = Activation::gelu_tanh;
+  for (const char* field : {"hidden_activation", "hidden_act"}) {
+    if (!r.has(field)) continue;
+    const json& v = r.j()[field];
+    const std::string act = v.is_string() ? v.get<std::string>() : "";
+    if (act != "gelu_pytorch_tanh" && act != "gelu_tanh")
+      return unimplemented(r.path() + ": field \"" + field + "\" \"" + act +
+                           "\" is not supported (supported: gelu_pytorch_tanh)");
+    break;  // hidden_activation wins when both are present (as in transformers)
+  }
+  // Absent fields take transformers' defaults (Gemma2Config: caps 50 / 30; Gemma3TextConfig: none);
+  // an explicit null turns a cap off.
+  const bool gemma2 = c.family == Family::gemma2;
+  double scalar = 256, attn_cap = 0, final_cap = 0;
+  if (gemma2 && !r.j().contains("attn_logit_softcapping")) attn_cap = 50;
+  if (gemma2 && !r.j().contains("final_logit_softcapping")) final_cap = 30;
+  TANDEM_RETURN_IF_ERROR(
+      r.get_double(r.j(), "query_pre_attn_scalar", "query_pre_attn_scalar", scalar, 0, 1e9));
+  TANDEM_RETURN_IF_ERROR(
+      r.get_double(r.j(), "attn_logit_softcapping", "attn_logit_softcapping", attn_cap, 0, 1e9));
+  TANDEM_RETURN_IF_ERROR(
+      r.get_double(r.j(), "final_logit_softcapping", "final_logit_softcapping", final_cap, 0, 1e9));
+  // transformers: scaling = query_pre_attn_scalar ** -0.5 (a Python double, used as f32).
+  c.attn_scale = static_cast<float>(std::pow(scalar, -0.5));
+  c.attn_softcap = static_cast<float>(attn_cap);
+  c.final_softcap = static_cast<float>(final_cap);
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* family_name(Family family) {
@@ -308,11 +413,21 @@ const char* family_name(Family family) {
       return "qwen2";
     case Family::qwen3:
       return "qwen3";
+    case Family::qwen3_moe:
+      return "qwen3_moe";
+    case Family::mixtral:
+      return "mixtral";
+    case Family::gemma2:
+      return "gemma2";
+    case Family::gemma3:
+      return "gemma3_text";
   }
   return "?";
 }
 
-const char* supported_model_types() { return "llama, mistral, qwen2, qwen3"; }
+const char* supported_model_types() {
+  return "llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gemma3_text";
+}
 
 Expected<ModelConfig> parse_config(const std::string& text, const std::string& path) {
   json j;
@@ -330,7 +445,8 @@ Expected<ModelConfig> parse_config(const std::string& text, const std::string& p
   if (!family.ok()) return family.status().with_context(path);
   c.family = *family;
   TANDEM_RETURN_IF_ERROR(parse_shapes(r, c));
-  if (r.has("hidden_act")) {
+  const bool gemma = c.family == Family::gemma2 || c.family == Family::gemma3;
+  if (r.has("hidden_act") && !gemma) {
     std::string act = j["hidden_act"].is_string() ? j["hidden_act"].get<std::string>() : "";
     if (act != "silu" && act != "swish")
       return unimplemented(path + ": field \"hidden_act\" \"" + act +
@@ -350,15 +466,23 @@ Expected<ModelConfig> parse_config(const std::string& text, const std::string& p
       c.mlp_bias = mlp_bias;
       break;
     case Family::mistral:
+    case Family::mixtral:
       break;
     case Family::qwen2:
       c.qkv_bias = true;
       break;
     case Family::qwen3:
+    case Family::qwen3_moe:
       c.qkv_bias = c.o_bias = attention_bias;
       c.qk_norm = true;
       break;
+    case Family::gemma2:
+    case Family::gemma3:
+      c.qkv_bias = c.o_bias = attention_bias;
+      TANDEM_RETURN_IF_ERROR(parse_gemma(r, c));
+      break;
   }
+  if (c.family == Family::qwen3_moe || c.family == Family::mixtral) TANDEM_RETURN_IF_ERROR(parse_moe(r, c));
   return c;
 }
 

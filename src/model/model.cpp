@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "model_internal.h"
 
 namespace tandem::model {
 namespace {
@@ -56,6 +57,11 @@ std::vector<float> concat_f32(const std::vector<const TensorView*>& parts) {
 
 }  // namespace
 
+kernels::PackedMatrix internal::pack_matrix_rows(const std::vector<const TensorView*>& parts) {
+  return pack_rows(parts);
+}
+std::vector<float> internal::tensor_to_f32(const TensorView& v) { return to_f32_vector(v); }
+
 Expected<std::unique_ptr<Model>> Model::load(const std::string& dir,
                                              const std::function<void(int, int)>& progress) {
   TANDEM_ASSIGN_OR_RETURN(ModelConfig config, load_config(dir));
@@ -86,6 +92,11 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& dir, ModelConfig
   }
   m->lm_head_ = pack_rows({head});
   m->inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  if (c.local_rope)
+    m->local_inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_scaling);
+  if (c.gemma_norms)
+    for (float& x : m->final_norm_) x = 1.0f + x;
+  if (c.scale_embeddings) m->embed_scale_ = internal::gemma_embed_scale(c.hidden_size, m->embedding_->dtype);
   return m;
 }
 
@@ -143,17 +154,21 @@ Status Model::load_layer(int i, const std::string& p) {
   TANDEM_ASSIGN_OR_RETURN(const TensorView* v, ck.get(p + "self_attn.v_proj.weight", {kvd, h}));
   TANDEM_ASSIGN_OR_RETURN(const TensorView* o, ck.get(p + "self_attn.o_proj.weight", {h, qd}));
   TANDEM_ASSIGN_OR_RETURN(const TensorView* mlp_norm, ck.get(p + "post_attention_layernorm.weight", {h}));
-  TANDEM_ASSIGN_OR_RETURN(const TensorView* gate, ck.get(p + "mlp.gate_proj.weight", {inter, h}));
-  TANDEM_ASSIGN_OR_RETURN(const TensorView* up, ck.get(p + "mlp.up_proj.weight", {inter, h}));
-  TANDEM_ASSIGN_OR_RETURN(const TensorView* down, ck.get(p + "mlp.down_proj.weight", {h, inter}));
   w.attn_norm = to_f32_vector(*attn_norm);
   w.mlp_norm = to_f32_vector(*mlp_norm);
   w.qkv = pack_rows({q, k, v});
   w.o = pack_rows({o});
-  w.gate_up = pack_rows({gate, up});
-  w.down = pack_rows({down});
-  parameters_ += attn_norm->numel() + mlp_norm->numel() + q->numel() + k->numel() + v->numel() + o->numel() +
-                 gate->numel() + up->numel() + down->numel();
+  parameters_ += attn_norm->numel() + mlp_norm->numel() + q->numel() + k->numel() + v->numel() + o->numel();
+  if (c.sparse(i)) {
+    TANDEM_RETURN_IF_ERROR(load_moe(i, p));
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(const TensorView* gate, ck.get(p + "mlp.gate_proj.weight", {inter, h}));
+    TANDEM_ASSIGN_OR_RETURN(const TensorView* up, ck.get(p + "mlp.up_proj.weight", {inter, h}));
+    TANDEM_ASSIGN_OR_RETURN(const TensorView* down, ck.get(p + "mlp.down_proj.weight", {h, inter}));
+    w.gate_up = pack_rows({gate, up});
+    w.down = pack_rows({down});
+    parameters_ += gate->numel() + up->numel() + down->numel();
+  }
   if (c.qkv_bias) {
     TANDEM_ASSIGN_OR_RETURN(const TensorView* qb, ck.get(p + "self_attn.q_proj.bias", {qd}));
     TANDEM_ASSIGN_OR_RETURN(const TensorView* kb, ck.get(p + "self_attn.k_proj.bias", {kvd}));
@@ -181,6 +196,7 @@ Status Model::load_layer(int i, const std::string& p) {
     w.down_bias = to_f32_vector(*db);
     parameters_ += 2 * inter + h;
   }
+  if (c.gemma_norms) TANDEM_RETURN_IF_ERROR(load_gemma_norms(i, p));
   return Status::Ok();
 }
 
@@ -189,6 +205,7 @@ size_t Model::weight_bytes_per_token() const {
   bytes += static_cast<size_t>(config_.hidden_size) * kernels::dtype_size(embedding_->dtype);
   for (const LayerWeights& w : layers_) {
     bytes += w.qkv.weight_bytes() + w.o.weight_bytes() + w.gate_up.weight_bytes() + w.down.weight_bytes();
+    bytes += internal::moe_bytes_per_token(w, config_.moe.top_k);
   }
   return bytes;
 }

@@ -99,6 +99,10 @@ class Forward {
   void run_layer(int layer, int64_t r0, int64_t m);
   void attention_block(int layer, int64_t r0, int64_t m);
   void mlp_block(int layer, int64_t m);
+  // forward_moe.cpp: a sparse MoE layer's MLP half (router, routed experts,
+  // fixed-order combine, residual add), and its scratch.
+  void moe_block(int layer, int64_t m);
+  void allocate_moe_scratch();
 
   const Model& model_;
   KvCache& kv_;
@@ -114,6 +118,12 @@ class Forward {
 
   // Scratch, [max_rows][width].
   AlignedBuffer<float> x_, h_, qkv_, q_, k_, v_, attn_, gate_up_, act_;
+  // MoE scratch: router probabilities [max_rows][experts]; per (row, k) the
+  // chosen expert and its weight, ascending by expert; the rows routed to
+  // one expert and their per-(row, k) outputs [max_rows * top_k][hidden].
+  AlignedBuffer<float> router_, expert_in_, expert_gate_up_, expert_act_, expert_out_;
+  std::vector<int32_t> route_expert_, expert_rows_, expert_slots_;
+  std::vector<float> route_weight_;
   // Outputs, grown on demand.
   AlignedBuffer<float> out_hidden_, out_logits_, gather_;
 };

@@ -209,9 +209,9 @@ Rig make_rig(const std::string& fixture, int threads) {
 class MoeInvariance : public ::testing::TestWithParam<std::string> {};
 
 // One sequence's prefill (all rows) and 4 decode steps, alone; then the same
-// inside batches of 1..12 other sequences of random lengths and tokens (so
-// its experts are shared with a varying number of other rows), at every
-// position in the batch, on 1, 2 and 3 threads: memcmp-equal logits.
+// inside batches with 1, 4 and 11 other sequences of random lengths and
+// tokens (so its experts are shared with a varying number of other rows),
+// first, in the middle and last, on 1 and 3 threads: memcmp-equal logits.
 TEST_P(MoeInvariance, RowAloneEqualsRowInAnyBatch) {
   const auto ref = testing::load_reference(GetParam());
   const std::vector<int32_t> prompt(ref.prompt.begin(), ref.prompt.begin() + 24);
@@ -251,9 +251,9 @@ TEST_P(MoeInvariance, RowAloneEqualsRowInAnyBatch) {
   Rig alone = make_rig(GetParam(), 1);
   const std::vector<float> expected = run_target(alone, 0, 0, rng);
   ASSERT_EQ(expected.size(), (prompt.size() + decode.size()) * vocab);
-  for (int threads : {1, 2, 3}) {
+  for (int threads : {1, 3}) {
     Rig r = make_rig(GetParam(), threads);
-    for (int others : {1, 2, 3, 5, 8, 12}) {
+    for (int others : {1, 4, 11}) {
       for (int place : {0, others / 2, others}) {
         SCOPED_TRACE("threads " + std::to_string(threads) + ", " + std::to_string(others) +
                      " other sequences, target at " + std::to_string(place));

@@ -268,8 +268,9 @@ Status parse_dtype(const Reader& r, ModelConfig& c) {
 Status read_token_id(const Reader& r, const char* field, const json& v, int32_t& out) {
   if (!v.is_number_integer()) return r.error(field, "must be an integer or array of integers");
   if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t{kMaxTokenId} : v.get<int64_t>() < 0)
-    return r.error(field,
-                   "(" + v.dump() + ") must be a token id in [0, " + std::to_string(kMaxTokenId) + "]");
+    // (Built by appending: GCC 12 warns a false -Wrestrict on `"(" + std::string&&` once inlined.)
+    return r.error(field, std::string("(").append(v.dump()) + ") must be a token id in [0, " +
+                              std::to_string(kMaxTokenId) + "]");
   out = static_cast<int32_t>(v.get<int64_t>());
   return Status::Ok();
 }

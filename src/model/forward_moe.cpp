@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/check.h"
 #include "model/forward.h"
 
 namespace tandem::model {
@@ -27,6 +26,7 @@ void Forward::allocate_moe_scratch() {
   expert_out_.allocate(rows * k * hs);
   route_expert_.resize(rows * k);
   route_weight_.resize(rows * k);
+  route_order_.resize(static_cast<size_t>(moe.num_experts));
   expert_rows_.resize(rows);
   expert_slots_.resize(rows);
 }
@@ -35,9 +35,9 @@ namespace {
 
 // Row r's top-k of `probs` (n experts): the k largest (lower index first on
 // ties), renormalised when asked, then stored in ascending expert order.
-void route_row(const float* probs, int n, int k, bool renormalise, int32_t* experts, float* weights) {
-  int32_t order[1024];
-  TANDEM_CHECK(n <= 1024);
+// `order` is scratch for n indices.
+void route_row(const float* probs, int n, int k, bool renormalise, int32_t* order, int32_t* experts,
+               float* weights) {
   for (int i = 0; i < n; ++i) order[i] = i;
   std::partial_sort(order, order + k, order + n, [&](int32_t a, int32_t b) {
     return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
@@ -63,7 +63,7 @@ void Forward::moe_block(int layer, int64_t m) {
   kernels::matmul(ctx_, h_.data(), m, w.router, router_.data());
   kernels::softmax(ctx_, router_.data(), m, n_experts);
   for (int64_t r = 0; r < m; ++r)
-    route_row(router_.data() + r * n_experts, n_experts, k, c.moe.norm_topk_prob,
+    route_row(router_.data() + r * n_experts, n_experts, k, c.moe.norm_topk_prob, route_order_.data(),
               route_expert_.data() + r * k, route_weight_.data() + r * k);
 
   for (int e = 0; e < n_experts; ++e) {

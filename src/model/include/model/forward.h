@@ -122,7 +122,7 @@ class Forward {
   // chosen expert and its weight, ascending by expert; the rows routed to
   // one expert and their per-(row, k) outputs [max_rows * top_k][hidden].
   AlignedBuffer<float> router_, expert_in_, expert_gate_up_, expert_act_, expert_out_;
-  std::vector<int32_t> route_expert_, expert_rows_, expert_slots_;
+  std::vector<int32_t> route_expert_, route_order_, expert_rows_, expert_slots_;
   std::vector<float> route_weight_;
   // Outputs, grown on demand.
   AlignedBuffer<float> out_hidden_, out_logits_, gather_;

@@ -46,6 +46,7 @@ std::vector<Preset> presets() {
       {"llama-3.2-1b", "llama", 128256, 2048, 8192, 16, 32, 8, 64, 500000.0, 1e-5, true, false, false,
        llama3},
       {"mistral-7b", "mistral", 32768, 4096, 14336, 32, 32, 8, 128, 1e6, 1e-5, false, false, false, nullptr},
+      {"gemma-2-2b", "gemma2", 256000, 2304, 9216, 26, 8, 4, 256, 10000.0, 1e-6, true, false, false, nullptr},
       {"qwen3-30b-a3b", "qwen3_moe", 151936, 2048, 6144, 48, 32, 4, 128, 1e6, 1e-6, false, false, true,
        nullptr, 128, 8, 768},
   };
@@ -83,6 +84,10 @@ std::vector<Tensor> tensor_list(const Preset& p) {
     }
     t.push_back({l + "self_attn.o_proj.weight", {p.hidden, q}});
     t.push_back({l + "post_attention_layernorm.weight", {p.hidden}, true});
+    if (std::string(p.model_type) == "gemma2") {
+      t.push_back({l + "pre_feedforward_layernorm.weight", {p.hidden}, true});
+      t.push_back({l + "post_feedforward_layernorm.weight", {p.hidden}, true});
+    }
     if (p.experts > 0) {
       t.push_back({l + "mlp.gate.weight", {p.experts, p.hidden}});
       for (int e = 0; e < p.experts; ++e) {
@@ -104,11 +109,12 @@ std::vector<Tensor> tensor_list(const Preset& p) {
 
 json make_config(const Preset& p, bool f32) {
   json c = {{"architectures",
-             {std::string(p.model_type) == "qwen2"   ? "Qwen2ForCausalLM"
-              : std::string(p.model_type) == "qwen3" ? "Qwen3ForCausalLM"
-              : std::string(p.model_type) == "llama" ? "LlamaForCausalLM"
-              : p.experts > 0                        ? "Qwen3MoeForCausalLM"
-                                                     : "MistralForCausalLM"}},
+             {std::string(p.model_type) == "qwen2"    ? "Qwen2ForCausalLM"
+              : std::string(p.model_type) == "qwen3"  ? "Qwen3ForCausalLM"
+              : std::string(p.model_type) == "llama"  ? "LlamaForCausalLM"
+              : p.experts > 0                         ? "Qwen3MoeForCausalLM"
+              : std::string(p.model_type) == "gemma2" ? "Gemma2ForCausalLM"
+                                                      : "MistralForCausalLM"}},
             {"model_type", p.model_type},
             {"vocab_size", p.vocab},
             {"hidden_size", p.hidden},
@@ -128,6 +134,15 @@ json make_config(const Preset& p, bool f32) {
             {"eos_token_id", 2}};
   if (std::string(p.model_type) == "qwen2" || std::string(p.model_type) == "qwen3")
     c["use_sliding_window"] = false;
+  if (std::string(p.model_type) == "gemma2") {
+    // Gemma 2 2B's published values (norm weights "ones" here mean a factor 2: Gemma applies 1 + w).
+    c.erase("hidden_act");
+    c["hidden_activation"] = "gelu_pytorch_tanh";
+    c["query_pre_attn_scalar"] = 256;
+    c["attn_logit_softcapping"] = 50.0;
+    c["final_logit_softcapping"] = 30.0;
+    c["sliding_window"] = 4096;
+  }
   if (p.experts > 0) {
     c["num_experts"] = p.experts;
     c["num_experts_per_tok"] = p.top_k;

@@ -427,8 +427,47 @@ const char* family_name(Family family) {
 }
 
 const char* supported_model_types() {
-  return "llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gemma3_text";
+  return "llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gemma3_text, gemma3 (text only)";
 }
+
+namespace {
+
+// A multimodal gemma3 config (Gemma3ForConditionalGeneration) read as text
+// only: its text_config, with Gemma3TextConfig's defaults for absent fields
+// (published configs list only what differs) and the top level's token ids
+// and tie_word_embeddings; the tensors live under language_model.model.
+Expected<ModelConfig> parse_gemma3_multimodal(const json& j, const std::string& path) {
+  if (!j.contains("text_config") || !j["text_config"].is_object())
+    return invalid_argument(path + ": field \"text_config\" must be an object (model_type gemma3)");
+  json text = j["text_config"];
+  const json defaults = {{"vocab_size", 262208},
+                         {"hidden_size", 2304},
+                         {"intermediate_size", 9216},
+                         {"num_hidden_layers", 26},
+                         {"num_attention_heads", 8},
+                         {"num_key_value_heads", 4},
+                         {"head_dim", 256},
+                         {"rms_norm_eps", 1e-6},
+                         {"sliding_window", 4096},
+                         {"query_pre_attn_scalar", 256},
+                         {"max_position_embeddings", 131072},
+                         {"rope_theta", 1000000.0},
+                         {"rope_local_base_freq", 10000.0},
+                         {"hidden_activation", "gelu_pytorch_tanh"}};
+  for (const auto& [key, value] : defaults.items())
+    if (!text.contains(key)) text[key] = value;
+  for (const char* key : {"eos_token_id", "bos_token_id", "tie_word_embeddings", "torch_dtype", "dtype"})
+    if (j.contains(key) && !text.contains(key)) text[key] = j[key];
+  if (!text.contains("tie_word_embeddings")) text["tie_word_embeddings"] = true;
+  text["model_type"] = "gemma3_text";
+  TANDEM_ASSIGN_OR_RETURN(ModelConfig c, parse_config(text.dump(), path + " (text_config)"));
+  c.model_type = "gemma3";
+  c.tensor_prefix = "language_model.model.";
+  c.lm_head_name = "language_model.lm_head.weight";
+  return c;
+}
+
+}  // namespace
 
 Expected<ModelConfig> parse_config(const std::string& text, const std::string& path) {
   json j;
@@ -442,6 +481,7 @@ Expected<ModelConfig> parse_config(const std::string& text, const std::string& p
   ModelConfig c;
   if (!r.has("model_type") || !j["model_type"].is_string()) return r.error("model_type", "is missing");
   c.model_type = j["model_type"].get<std::string>();
+  if (c.model_type == "gemma3") return parse_gemma3_multimodal(j, path);
   auto family = parse_family(c.model_type);
   if (!family.ok()) return family.status().with_context(path);
   c.family = *family;
@@ -457,6 +497,7 @@ Expected<ModelConfig> parse_config(const std::string& text, const std::string& p
   TANDEM_RETURN_IF_ERROR(parse_windows(r, c));
   TANDEM_RETURN_IF_ERROR(parse_dtype(r, c));
   TANDEM_RETURN_IF_ERROR(parse_token_ids(r, c));
+  c.tie_word_embeddings = gemma;  // Gemma2Config / Gemma3TextConfig default to tied
   TANDEM_RETURN_IF_ERROR(r.get_bool("tie_word_embeddings", c.tie_word_embeddings));
   bool attention_bias = false, mlp_bias = false;
   TANDEM_RETURN_IF_ERROR(r.get_bool("attention_bias", attention_bias));

@@ -11,7 +11,9 @@ namespace {
 
 using kernels::DType;
 
-std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
+std::string layer_prefix(const ModelConfig& c, int i) {
+  return c.tensor_prefix + "layers." + std::to_string(i) + ".";
+}
 
 std::vector<float> to_f32_vector(const TensorView& v) {
   std::vector<float> out(static_cast<size_t>(v.numel()));
@@ -76,18 +78,19 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& dir, ModelConfig
   TANDEM_ASSIGN_OR_RETURN(m->checkpoint_, Checkpoint::open_dir(dir));
   const ModelConfig& c = m->config_;
   const Checkpoint& ck = m->checkpoint_;
-  TANDEM_ASSIGN_OR_RETURN(m->embedding_, ck.get("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
+  TANDEM_ASSIGN_OR_RETURN(m->embedding_,
+                          ck.get(c.tensor_prefix + "embed_tokens.weight", {c.vocab_size, c.hidden_size}));
   m->parameters_ += m->embedding_->numel();
-  TANDEM_ASSIGN_OR_RETURN(const TensorView* norm, ck.get("model.norm.weight", {c.hidden_size}));
+  TANDEM_ASSIGN_OR_RETURN(const TensorView* norm, ck.get(c.tensor_prefix + "norm.weight", {c.hidden_size}));
   m->final_norm_ = to_f32_vector(*norm);
   const TensorView* head = m->embedding_;
   if (!c.tie_word_embeddings) {
-    TANDEM_ASSIGN_OR_RETURN(head, ck.get("lm_head.weight", {c.vocab_size, c.hidden_size}));
+    TANDEM_ASSIGN_OR_RETURN(head, ck.get(c.lm_head_name, {c.vocab_size, c.hidden_size}));
     m->parameters_ += head->numel();
   }
   m->layers_.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
-    TANDEM_RETURN_IF_ERROR(m->load_layer(i, layer_prefix(i)));
+    TANDEM_RETURN_IF_ERROR(m->load_layer(i, layer_prefix(c, i)));
     if (progress) progress(i + 1, c.num_layers);
   }
   m->lm_head_ = pack_rows({head});

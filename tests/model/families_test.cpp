@@ -161,6 +161,58 @@ TEST(FamilyConfig, Gemma3LocalRopeInBothForms) {
   EXPECT_FALSE(parse(llama).ok()) << "per-layer-type RoPE only where the family defines it";
 }
 
+// A multimodal gemma3 config read as text only: text_config plus
+// Gemma3TextConfig's defaults, the top level's tie / token ids, and the
+// language_model.model. tensor prefix.
+TEST(FamilyConfig, Gemma3MultimodalReadsItsTextConfig) {
+  json j = {{"model_type", "gemma3"},
+            {"eos_token_id", json::array({1, 106})},
+            {"text_config",
+             {{"model_type", "gemma3_text"},
+              {"hidden_size", 2560},
+              {"num_hidden_layers", 34},
+              {"intermediate_size", 10240},
+              {"sliding_window", 1024},
+              {"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}}}},
+            {"vision_config", {{"model_type", "siglip_vision_model"}}}};
+  auto c = parse(j);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, Family::gemma3);
+  EXPECT_EQ(c->model_type, "gemma3");
+  EXPECT_EQ(c->tensor_prefix, "language_model.model.");
+  EXPECT_EQ(c->vocab_size, 262208);
+  EXPECT_EQ(c->num_heads, 8);
+  EXPECT_EQ(c->num_kv_heads, 4);
+  EXPECT_EQ(c->head_dim, 256);
+  EXPECT_EQ(c->attn_scale, 1.0f / 16.0f);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int32_t>{1, 106}));
+  EXPECT_EQ(c->rope_theta, 1e6);
+  EXPECT_EQ(c->local_rope_theta, 10000.0);
+  EXPECT_EQ(c->rope_scaling.kind, kernels::RopeScaling::Kind::linear);
+  EXPECT_EQ(c->layer_window[5], 0);
+  EXPECT_EQ(c->layer_window[4], 1024);
+  j.erase("text_config");
+  c = parse(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("text_config"), std::string::npos) << c.status().to_string();
+  j["text_config"] = {{"hidden_size", -4}};
+  c = parse(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("(text_config): field \"hidden_size\""), std::string::npos)
+      << c.status().to_string();
+}
+
+TEST(FamilyConfig, GemmaEmbeddingsAreTiedUnlessSaidOtherwise) {
+  json j = base("gemma2");
+  j["head_dim"] = 16;
+  auto c = parse(j);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->tie_word_embeddings) << "Gemma2Config's default; published checkpoints carry no lm_head";
+  j["tie_word_embeddings"] = false;
+  EXPECT_FALSE(parse(j)->tie_word_embeddings);
+}
+
 // transformers: embed_scale = torch.tensor(hidden ** 0.5).to(weight.dtype).
 TEST(FamilyModel, GemmaEmbeddingScaleIsRoundedToTheTableDtype) {
   auto m = Model::load(testing::fixture_path("gemma2_softcap_bf16"));

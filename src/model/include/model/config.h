@@ -4,7 +4,9 @@
 // NeoX-layout RoPE); qwen3_moe and mixtral (the same blocks with a sparse
 // top-k mixture of experts in place of the MLP); gemma2 and gemma3_text
 // ((1+w) RMSNorm, pre/post norms, GeGLU, scaled embeddings, soft-capping,
-// local/global RoPE). Both config forms are read:
+// local/global RoPE; a multimodal "gemma3" config is read as its text_config,
+// missing fields taking Gemma3TextConfig's defaults, and its vision tower is
+// ignored). Both config forms are read:
 //   classic (transformers 4.x, published checkpoints): rope_theta, rope_scaling
 //     {type|rope_type, factor, ...}, torch_dtype
 //   transformers 5: rope_parameters {rope_type, rope_theta, factor, ...}, dtype,
@@ -31,7 +33,7 @@ namespace tandem::model {
 enum class Family : uint8_t { llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gemma3 };
 // The model_type string ("gemma3_text" for Family::gemma3).
 const char* family_name(Family family);
-// "llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gemma3_text"
+// "llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gemma3_text, gemma3 (text only)"
 const char* supported_model_types();
 
 enum class Activation : uint8_t { silu, gelu_tanh };
@@ -88,6 +90,13 @@ struct ModelConfig {
   // Sliding attention window per layer (keys at positions > p - window);
   // 0 = full causal attention.
   std::vector<int> layer_window;
+
+  // Where the decoder's tensors live: {prefix}embed_tokens.weight,
+  // {prefix}layers.N.*, {prefix}norm.weight, and the untied LM head. "model."
+  // except for a multimodal gemma3 checkpoint read as text only
+  // ("language_model.model.", head "language_model.lm_head.weight").
+  std::string tensor_prefix = "model.";
+  std::string lm_head_name = "lm_head.weight";
 
   kernels::DType declared_dtype = kernels::DType::bf16;  // dtype / torch_dtype (informational)
   std::vector<int32_t> eos_token_ids;

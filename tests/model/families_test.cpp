@@ -213,6 +213,30 @@ TEST(FamilyConfig, GemmaEmbeddingsAreTiedUnlessSaidOtherwise) {
   EXPECT_FALSE(parse(j)->tie_word_embeddings);
 }
 
+// A checkpoint that does not match its MoE / Gemma config fails with the
+// tensor's name (and the shapes), never a crash.
+TEST(FamilyModel, MismatchedCheckpointNamesTheTensor) {
+  struct Case {
+    const char* fixture;
+    const char* field;
+    json value;
+    const char* tensor;
+  };
+  for (const Case& k :
+       {Case{"qwen3_moe_bf16", "num_local_experts", 9, "model.layers.0.mlp.gate.weight"},
+        Case{"qwen3_moe_bf16", "moe_intermediate_size", 48, "mlp.experts.0.gate_proj.weight"},
+        Case{"mixtral_sliding_bf16", "intermediate_size", 32, "block_sparse_moe.experts.0.w1.weight"},
+        Case{"gemma2_softcap_bf16", "tie_word_embeddings", false, "lm_head.weight"}}) {
+    const std::string dir = testing::copy_fixture(k.fixture, std::string("mismatch_") + k.field);
+    json config = json::parse(testing::read_file(dir + "/config.json"));
+    config[k.field] = k.value;
+    testing::write_file(dir + "/config.json", config.dump());
+    auto m = Model::load(dir);
+    ASSERT_FALSE(m.ok()) << k.fixture << " " << k.field;
+    EXPECT_NE(m.status().message().find(k.tensor), std::string::npos) << m.status().to_string();
+  }
+}
+
 // transformers: embed_scale = torch.tensor(hidden ** 0.5).to(weight.dtype).
 TEST(FamilyModel, GemmaEmbeddingScaleIsRoundedToTheTableDtype) {
   auto m = Model::load(testing::fixture_path("gemma2_softcap_bf16"));

@@ -96,6 +96,7 @@ Expected<Family> parse_family(const std::string& type) {
   if (type == "mistral") return Family::mistral;
   if (type == "qwen2") return Family::qwen2;
   if (type == "qwen3") return Family::qwen3;
+  if (type == "qwen2_moe") return Family::qwen2_moe;
   if (type == "qwen3_moe") return Family::qwen3_moe;
   if (type == "mixtral") return Family::mixtral;
   if (type == "gemma2") return Family::gemma2;
@@ -203,7 +204,14 @@ Status parse_rope_scaling(const Reader& r, const json* scaling, const std::strin
 Status parse_windows(const Reader& r, ModelConfig& c) {
   c.layer_window.assign(c.num_layers, 0);
   int64_t window = 0;
-  TANDEM_RETURN_IF_ERROR(r.get_int("sliding_window", window, false, 1, kMaxPositions));
+  // A Qwen config with use_sliding_window false never uses the window, and transformers 5
+  // writes 0 there (Qwen2MoeConfig); anywhere else a window must be >= 1.
+  const bool qwen = c.family == Family::qwen2 || c.family == Family::qwen3 || c.family == Family::qwen2_moe ||
+                    c.family == Family::qwen3_moe;
+  bool use_window = false;
+  TANDEM_RETURN_IF_ERROR(r.get_bool("use_sliding_window", use_window));
+  TANDEM_RETURN_IF_ERROR(
+      r.get_int("sliding_window", window, false, qwen && !use_window ? 0 : 1, kMaxPositions));
   const json& j = r.j();
   if (r.has("layer_types")) {
     const json& lt = j["layer_types"];
@@ -233,7 +241,8 @@ Status parse_windows(const Reader& r, ModelConfig& c) {
       if ((i + 1) % pattern != 0) c.layer_window[i] = static_cast<int>(window);
   } else if (c.family == Family::mistral || c.family == Family::mixtral) {
     c.layer_window.assign(c.num_layers, static_cast<int>(window));
-  } else if (c.family == Family::qwen2 || c.family == Family::qwen3 || c.family == Family::qwen3_moe) {
+  } else if (c.family == Family::qwen2 || c.family == Family::qwen3 || c.family == Family::qwen2_moe ||
+             c.family == Family::qwen3_moe) {
     bool use = false;
     TANDEM_RETURN_IF_ERROR(r.get_bool("use_sliding_window", use));
     int64_t max_window_layers = c.num_layers;
@@ -345,6 +354,9 @@ Status parse_moe(const Reader& r, ModelConfig& c) {
   TANDEM_RETURN_IF_ERROR(r.get_int(experts_field, experts, true, 1, kMaxExperts));
   TANDEM_RETURN_IF_ERROR(r.get_int("num_experts_per_tok", top_k, true, 1, experts));
   if (!mixtral) TANDEM_RETURN_IF_ERROR(r.get_int("moe_intermediate_size", inter, true, 1, kMaxIntermediate));
+  if (c.family == Family::qwen2_moe)
+    TANDEM_RETURN_IF_ERROR(
+        r.get_int("shared_expert_intermediate_size", c.moe.shared_intermediate, true, 1, kMaxIntermediate));
   c.moe.num_experts = static_cast<int>(experts);
   c.moe.top_k = static_cast<int>(top_k);
   c.moe.expert_intermediate = inter;
@@ -414,6 +426,8 @@ const char* family_name(Family family) {
       return "qwen2";
     case Family::qwen3:
       return "qwen3";
+    case Family::qwen2_moe:
+      return "qwen2_moe";
     case Family::qwen3_moe:
       return "qwen3_moe";
     case Family::mixtral:
@@ -427,7 +441,8 @@ const char* family_name(Family family) {
 }
 
 const char* supported_model_types() {
-  return "llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gemma3_text, gemma3 (text only)";
+  return "llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral, gemma2, gemma3_text, gemma3 (text "
+         "only)";
 }
 
 namespace {
@@ -513,6 +528,10 @@ Expected<ModelConfig> parse_config(const std::string& text, const std::string& p
     case Family::qwen2:
       c.qkv_bias = true;
       break;
+    case Family::qwen2_moe:
+      c.qkv_bias = true;  // Qwen2MoeConfig.qkv_bias, default true
+      TANDEM_RETURN_IF_ERROR(r.get_bool("qkv_bias", c.qkv_bias));
+      break;
     case Family::qwen3:
     case Family::qwen3_moe:
       c.qkv_bias = c.o_bias = attention_bias;
@@ -524,7 +543,8 @@ Expected<ModelConfig> parse_config(const std::string& text, const std::string& p
       TANDEM_RETURN_IF_ERROR(parse_gemma(r, c));
       break;
   }
-  if (c.family == Family::qwen3_moe || c.family == Family::mixtral) TANDEM_RETURN_IF_ERROR(parse_moe(r, c));
+  if (c.family == Family::qwen2_moe || c.family == Family::qwen3_moe || c.family == Family::mixtral)
+    TANDEM_RETURN_IF_ERROR(parse_moe(r, c));
   return c;
 }
 

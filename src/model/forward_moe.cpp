@@ -1,4 +1,4 @@
-// The sparse mixture-of-experts half of a layer (qwen3_moe, mixtral), batch
+// The sparse mixture-of-experts half of a layer (qwen2_moe, qwen3_moe, mixtral), batch
 // invariant by construction (docs/adr/0023-sparse-moe.md):
 //   - the router is the kernels' invariant matmul, its softmax and top-k are
 //     row-wise;
@@ -7,8 +7,10 @@
 //     gives a row the same bits however many rows share its expert;
 //   - a row's expert outputs are combined in ascending expert index (as
 //     transformers' expert loop adds them), never in arrival order.
+//   - qwen2_moe's shared expert is dense row-wise work (invariant matmuls).
 // So a token's bits do not depend on which tokens share its batch or experts.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "model/forward.h"
@@ -27,6 +29,13 @@ void Forward::allocate_moe_scratch() {
   route_expert_.resize(rows * k);
   route_weight_.resize(rows * k);
   route_order_.resize(static_cast<size_t>(moe.num_experts));
+  if (moe.shared_intermediate > 0) {
+    const size_t si = static_cast<size_t>(moe.shared_intermediate);
+    shared_gate_up_.allocate(rows * 2 * si);
+    shared_act_.allocate(rows * si);
+    shared_out_.allocate(rows * hs);
+    shared_scale_.allocate(rows);
+  }
   expert_rows_.resize(rows);
   expert_slots_.resize(rows);
 }
@@ -92,8 +101,12 @@ void Forward::moe_block(int layer, int64_t m) {
                   sizeof(float) * hs);
   }
 
+  const bool shared = c.moe.shared_intermediate > 0;
+  if (shared) shared_expert(layer, m);
+
   // Combine in ascending expert order: acc = 0 + w0 * y0 + w1 * y1 + ...
-  // (transformers: zeros, then index_add_ of y * w expert by expert).
+  // (transformers: zeros, then index_add_ of y * w expert by expert), then
+  // qwen2_moe's gated shared expert: acc + sigmoid(g) * s.
   for (int64_t r = 0; r < m; ++r) {
     float* out = h_.data() + r * hs;
     for (int64_t i = 0; i < hs; ++i) {
@@ -102,10 +115,30 @@ void Forward::moe_block(int layer, int64_t m) {
         const float product = expert_out_.data()[(r * k + j) * hs + i] * route_weight_[r * k + j];
         acc = acc + product;
       }
+      if (shared) acc = acc + shared_scale_.data()[r] * shared_out_.data()[r * hs + i];
       out[i] = acc;
     }
   }
   kernels::add_inplace(ctx_, x_.data(), h_.data(), m * hs);
+}
+
+void Forward::shared_expert(int layer, int64_t m) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[layer];
+  const int64_t si = c.moe.shared_intermediate;
+  // Every row: s = down(silu(gate x) * up x), g = sigmoid(shared_expert_gate . x), from
+  // the same normed input h_ as the router.
+  kernels::matmul(ctx_, h_.data(), m, w.shared_expert.gate_up, shared_gate_up_.data());
+  for (int64_t r = 0; r < m; ++r) {
+    const float* row = shared_gate_up_.data() + r * 2 * si;
+    kernels::swiglu(ctx_, row, row + si, shared_act_.data() + r * si, si);
+  }
+  kernels::matmul(ctx_, shared_act_.data(), m, w.shared_expert.down, shared_out_.data());
+  kernels::matmul(ctx_, h_.data(), m, w.shared_expert_gate, shared_scale_.data());
+  for (int64_t r = 0; r < m; ++r) {
+    float& g = shared_scale_.data()[r];
+    g = 1.0f / (1.0f + std::exp(-g));
+  }
 }
 
 }  // namespace tandem::model

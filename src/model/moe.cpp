@@ -1,4 +1,4 @@
-// Loading of sparse mixture-of-experts layers (qwen3_moe, mixtral); the
+// Loading of sparse mixture-of-experts layers (qwen2_moe, qwen3_moe, mixtral); the
 // forward half is forward_moe.cpp. Design: docs/adr/0023-sparse-moe.md.
 #include <string>
 
@@ -43,14 +43,29 @@ Status Model::load_moe(int i, const std::string& p) {
     w.experts[e].down = internal::pack_matrix_rows({down});
     parameters_ += gate->numel() + up->numel() + down->numel();
   }
+  if (c.moe.shared_intermediate > 0) {
+    const int64_t si = c.moe.shared_intermediate;
+    const std::string sp = block + "shared_expert.";
+    TANDEM_ASSIGN_OR_RETURN(const TensorView* gate, ck.get(sp + "gate_proj.weight", {si, h}));
+    TANDEM_ASSIGN_OR_RETURN(const TensorView* up, ck.get(sp + "up_proj.weight", {si, h}));
+    TANDEM_ASSIGN_OR_RETURN(const TensorView* down, ck.get(sp + "down_proj.weight", {h, si}));
+    TANDEM_ASSIGN_OR_RETURN(const TensorView* shared_gate,
+                            ck.get(block + "shared_expert_gate.weight", {1, h}));
+    w.shared_expert.gate_up = internal::pack_matrix_rows({gate, up});
+    w.shared_expert.down = internal::pack_matrix_rows({down});
+    w.shared_expert_gate = internal::pack_matrix_rows({shared_gate});
+    parameters_ += gate->numel() + up->numel() + down->numel() + shared_gate->numel();
+  }
   return Status::Ok();
 }
 
 size_t internal::moe_bytes_per_token(const LayerWeights& w, int top_k) {
   if (w.experts.empty()) return 0;
   const ExpertWeights& e = w.experts.front();
+  const size_t shared = w.shared_expert.gate_up.weight_bytes() + w.shared_expert.down.weight_bytes() +
+                        w.shared_expert_gate.weight_bytes();
   return w.router.weight_bytes() +
-         static_cast<size_t>(top_k) * (e.gate_up.weight_bytes() + e.down.weight_bytes());
+         static_cast<size_t>(top_k) * (e.gate_up.weight_bytes() + e.down.weight_bytes()) + shared;
 }
 
 }  // namespace tandem::model

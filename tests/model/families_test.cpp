@@ -53,6 +53,26 @@ TEST(FamilyConfig, Qwen3MoeFields) {
   EXPECT_TRUE(c->moe.norm_topk_prob);
 }
 
+TEST(FamilyConfig, Qwen2MoeSharedExpert) {
+  json j = base("qwen2_moe");
+  j["num_experts"] = 60;
+  j["num_experts_per_tok"] = 4;
+  j["moe_intermediate_size"] = 1408;
+  j["shared_expert_intermediate_size"] = 5632;
+  auto c = parse(j);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->family, Family::qwen2_moe);
+  EXPECT_TRUE(c->qkv_bias);
+  EXPECT_FALSE(c->qk_norm);
+  EXPECT_EQ(c->moe.shared_intermediate, 5632);
+  EXPECT_FALSE(c->moe.norm_topk_prob);
+  j.erase("shared_expert_intermediate_size");
+  c = parse(j);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("shared_expert_intermediate_size"), std::string::npos)
+      << c.status().to_string();
+}
+
 TEST(FamilyConfig, MixtralFields) {
   json j = base("mixtral");
   j["num_local_experts"] = 8;
@@ -343,6 +363,7 @@ TEST_P(MoeInvariance, RowAloneEqualsRowInAnyBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MoeInvariance,
                          ::testing::Values(std::string("qwen3_moe_bf16"), std::string("qwen3_moe_dense0_f16"),
+                                           std::string("qwen2_moe_shared_bf16"),
                                            std::string("mixtral_sliding_bf16")),
                          [](const auto& info) { return info.param; });
 

@@ -70,12 +70,12 @@ TEST_P(ExactnessProbeFamilies, VerifyBlockIsExact) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ExactnessProbeFamilies,
-                         ::testing::Values(std::string("qwen3_moe_bf16"), std::string("mixtral_sliding_bf16"),
-                                           std::string("gemma2_softcap_bf16"),
-                                           std::string("gemma3_text_bf16"),
-                                           std::string("gemma3_mm_textonly_bf16")),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, ExactnessProbeFamilies,
+    ::testing::Values(std::string("qwen3_moe_bf16"), std::string("qwen2_moe_shared_bf16"),
+                      std::string("mixtral_sliding_bf16"), std::string("gemma2_softcap_bf16"),
+                      std::string("gemma3_text_bf16"), std::string("gemma3_mm_textonly_bf16")),
+    [](const auto& info) { return info.param; });
 
 TEST(ExactnessGate, OnARealModel) {
   auto model = model::Model::load(fixture_dir("llama_default_bf16"));

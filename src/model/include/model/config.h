@@ -1,8 +1,8 @@
 // ModelConfig: what tandem needs from a Hugging Face config.json.
 //
 // Families: llama, mistral, qwen2, qwen3 (decoder-only, RMSNorm, SwiGLU MLP,
-// NeoX-layout RoPE); qwen3_moe and mixtral (the same blocks with a sparse
-// top-k mixture of experts in place of the MLP); gemma2 and gemma3_text
+// NeoX-layout RoPE); qwen2_moe, qwen3_moe and mixtral (the same blocks with
+// a sparse top-k mixture of experts in place of the MLP); gemma2 and gemma3_text
 // ((1+w) RMSNorm, pre/post norms, GeGLU, scaled embeddings, soft-capping,
 // local/global RoPE; a multimodal "gemma3" config is read as its text_config,
 // missing fields taking Gemma3TextConfig's defaults, and its vision tower is
@@ -30,15 +30,15 @@
 
 namespace tandem::model {
 
-enum class Family : uint8_t { llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gemma3 };
+enum class Family : uint8_t { llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral, gemma2, gemma3 };
 // The model_type string ("gemma3_text" for Family::gemma3).
 const char* family_name(Family family);
-// "llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gemma3_text, gemma3 (text only)"
+// "llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral, gemma2, gemma3_text, gemma3 (text only)"
 const char* supported_model_types();
 
 enum class Activation : uint8_t { silu, gelu_tanh };
 
-// Sparse mixture of experts (qwen3_moe, mixtral; docs/adr/0023-sparse-moe.md).
+// Sparse mixture of experts (qwen2_moe, qwen3_moe, mixtral; docs/adr/0023-sparse-moe.md).
 // Router: softmax over all experts' logits, the top_k largest, renormalised
 // to sum 1 when norm_topk_prob (always for mixtral).
 struct MoeConfig {
@@ -46,6 +46,9 @@ struct MoeConfig {
   int top_k = 0;                    // num_experts_per_tok
   int64_t expert_intermediate = 0;  // one expert's intermediate size
   bool norm_topk_prob = true;
+  // qwen2_moe: a shared expert every token runs, scaled by sigmoid(shared_expert_gate . x)
+  // and added to the routed experts' sum; 0 = none.
+  int64_t shared_intermediate = 0;
 };
 
 struct ModelConfig {

@@ -102,6 +102,7 @@ class Forward {
   // forward_moe.cpp: a sparse MoE layer's MLP half (router, routed experts,
   // fixed-order combine, residual add), and its scratch.
   void moe_block(int layer, int64_t m);
+  void shared_expert(int layer, int64_t m);  // qwen2_moe: into shared_out_ / shared_scale_
   void allocate_moe_scratch();
 
   const Model& model_;
@@ -122,6 +123,7 @@ class Forward {
   // chosen expert and its weight, ascending by expert; the rows routed to
   // one expert and their per-(row, k) outputs [max_rows * top_k][hidden].
   AlignedBuffer<float> router_, expert_in_, expert_gate_up_, expert_act_, expert_out_;
+  AlignedBuffer<float> shared_gate_up_, shared_act_, shared_out_, shared_scale_;  // [max_rows][...]
   std::vector<int32_t> route_expert_, route_order_, expert_rows_, expert_slots_;
   std::vector<float> route_weight_;
   // Outputs, grown on demand.

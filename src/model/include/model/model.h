@@ -45,8 +45,10 @@ struct LayerWeights {
   kernels::PackedMatrix down;  // [hidden, intermediate]
   std::vector<float> down_bias;
   // Sparse MoE layers (config.sparse(layer)) instead of gate_up/down (left empty).
-  kernels::PackedMatrix router;        // [num_experts, hidden]
-  std::vector<ExpertWeights> experts;  // [num_experts]
+  kernels::PackedMatrix router;              // [num_experts, hidden]
+  std::vector<ExpertWeights> experts;        // [num_experts]
+  ExpertWeights shared_expert;               // qwen2_moe: [2 shared_intermediate, hidden] / [hidden, ...]
+  kernels::PackedMatrix shared_expert_gate;  // qwen2_moe: [1, hidden]
   // Gemma (config.gemma_norms): every norm weight here already holds 1 + w;
   // mlp_norm is pre_feedforward_layernorm and these two norm the attention
   // and MLP outputs before their residual adds. Empty otherwise.

@@ -25,7 +25,7 @@ void kv_write(const KvPool& pool, const float* k_new, const float* v_new, int64_
 
 void attention(const Ctx& ctx, const float* q, int64_t rows, int n_heads, const KvPool& pool,
                const int32_t* positions, const int32_t* const* block_tables, float scale, int window,
-               float* out) {
+               float* out, float softcap) {
   TANDEM_CHECK(pool.n_kv_heads > 0 && n_heads % pool.n_kv_heads == 0);
   TANDEM_CHECK(pool.head_dim > 0 && pool.head_dim <= kMaxHeadDim && pool.tokens_per_block > 0);
   const KernelTable& kt = kernels_for(ctx.isa);
@@ -42,6 +42,7 @@ void attention(const Ctx& ctx, const float* q, int64_t rows, int n_heads, const 
     a.p = positions[r];
     a.lo = window > 0 ? std::max(0, a.p - window + 1) : 0;
     a.scale = scale;
+    a.softcap = softcap;
     a.out = out + (r * n_heads + h) * d;
     TANDEM_CHECK(a.p >= 0);
     kt.attend(a);

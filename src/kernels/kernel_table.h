@@ -11,6 +11,7 @@
 // gives the same bits.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/ops.h"
@@ -66,8 +67,13 @@ struct AttendArgs {
   int kv_head = 0;
   int32_t lo = 0, p = 0;
   float scale = 1.0f;
+  float softcap = 0.0f;  // > 0: scores become tanh(s / softcap) * softcap
   float* out = nullptr;
 };
+
+// The score soft-capping every attend variant applies (Gemma 2's
+// attn_logit_softcapping): scalar std::tanh, so all variants agree bitwise.
+inline float soft_cap(float score, float cap) { return cap > 0.0f ? std::tanh(score / cap) * cap : score; }
 
 // K slices GemmMode::splitk uses for this call (1 = the invariant path).
 int64_t splitk_parts(int64_t m, int64_t n, int64_t k, int threads);

@@ -33,6 +33,7 @@ Forward::Forward(const Model& model, KvCache& kv, ThreadPool* pool, int64_t max_
   attn_.allocate(rows * c.q_dim());
   gate_up_.allocate(rows * 2 * c.intermediate_size);
   act_.allocate(rows * c.intermediate_size);
+  if (c.moe.num_experts > 0) allocate_moe_scratch();
   if (model.placement().kind == DeviceKind::cuda) {
 #ifdef TANDEM_HAVE_CUDA
     auto backend = CudaForward::create(model, *model.device_weights(), kv, max_rows_);
@@ -181,6 +182,8 @@ void Forward::run_chunk(int64_t r0, int64_t r1, const ForwardOptions& options) {
   const int64_t hs = c.hidden_size;
   kernels::embedding(ctx_, model_.embedding(), model_.embedding_dtype(), hs, tokens_.data() + r0, m,
                      x_.data());
+  if (const float scale = model_.embed_scale(); scale != 1.0f)
+    for (int64_t i = 0; i < m * hs; ++i) x_.data()[i] *= scale;
   for (int64_t r = 0; r < m; ++r)
     if (embed_rows_[r0 + r]) std::memcpy(x_.data() + r * hs, embed_rows_[r0 + r], sizeof(float) * hs);
   for (int l = 0; l < c.num_layers; ++l) run_layer(l, r0, m);
@@ -204,7 +207,10 @@ void Forward::run_chunk(int64_t r0, int64_t r1, const ForwardOptions& options) {
   if (hidden == HiddenOutput::before_final_norm) copy_hidden();
   kernels::rmsnorm(ctx_, gather_.data(), model_.final_norm().data(), gather_.data(), k, hs, c.rms_norm_eps);
   if (hidden == HiddenOutput::after_final_norm) copy_hidden();
-  kernels::matmul(ctx_, gather_.data(), k, model_.lm_head(), out_logits_.data() + out_rows_ * c.vocab_size);
+  float* logits = out_logits_.data() + out_rows_ * c.vocab_size;
+  kernels::matmul(ctx_, gather_.data(), k, model_.lm_head(), logits);
+  if (const float cap = c.final_softcap; cap > 0.0f)  // gemma2: tanh(l / cap) * cap, as transformers
+    for (int64_t i = 0; i < k * c.vocab_size; ++i) logits[i] = std::tanh(logits[i] / cap) * cap;
   out_rows_ += k;
 }
 
@@ -234,7 +240,7 @@ void Forward::attention_block(int layer, int64_t r0, int64_t m) {
   }
   const int32_t* pos = positions_.data() + r0;
   const int32_t* rope_pos = rope_positions_.data() + r0;
-  const float* inv_freq = model_.rope_inv_freq().data();
+  const float* inv_freq = model_.rope_inv_freq(layer).data();
   kernels::rope(ctx_, q_.data(), m, c.num_heads, c.head_dim, rope_pos, inv_freq, c.head_dim,
                 kernels::RopeLayout::neox);
   kernels::rope(ctx_, k_.data(), m, c.num_kv_heads, c.head_dim, rope_pos, inv_freq, c.head_dim,
@@ -244,12 +250,14 @@ void Forward::attention_block(int layer, int64_t r0, int64_t m) {
   const kernels::KvPool pool = kv_.layer_pool(layer);
   const int32_t* const* tables = tables_.data() + r0;
   kernels::kv_write(pool, k_.data(), v_.data(), m, pos, tables);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   kernels::attention(ctx_, q_.data(), m, c.num_heads, pool, pos, tables, scale, c.layer_window[layer],
-                     attn_.data());
+                     attn_.data(), c.attn_softcap);
 
   kernels::matmul(ctx_, attn_.data(), m, w.o, h_.data());
   if (!w.o_bias.empty()) kernels::add_bias(ctx_, h_.data(), w.o_bias.data(), m, hs);
+  if (!w.post_attn_norm.empty())
+    kernels::rmsnorm(ctx_, h_.data(), w.post_attn_norm.data(), h_.data(), m, hs, c.rms_norm_eps);
   kernels::add_inplace(ctx_, x_.data(), h_.data(), m * hs);
 }
 
@@ -257,15 +265,21 @@ void Forward::mlp_block(int layer, int64_t m) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[layer];
   const int64_t hs = c.hidden_size, inter = c.intermediate_size;
+  if (c.sparse(layer)) return moe_block(layer, m);
   kernels::rmsnorm(ctx_, x_.data(), w.mlp_norm.data(), h_.data(), m, hs, c.rms_norm_eps);
   kernels::matmul(ctx_, h_.data(), m, w.gate_up, gate_up_.data());
   if (!w.gate_up_bias.empty()) kernels::add_bias(ctx_, gate_up_.data(), w.gate_up_bias.data(), m, 2 * inter);
   for (int64_t r = 0; r < m; ++r) {
     const float* row = gate_up_.data() + r * 2 * inter;
-    kernels::swiglu(ctx_, row, row + inter, act_.data() + r * inter, inter);
+    if (c.mlp_activation == Activation::gelu_tanh)
+      kernels::gelu_tanh_gate(ctx_, row, row + inter, act_.data() + r * inter, inter);
+    else
+      kernels::swiglu(ctx_, row, row + inter, act_.data() + r * inter, inter);
   }
   kernels::matmul(ctx_, act_.data(), m, w.down, h_.data());
   if (!w.down_bias.empty()) kernels::add_bias(ctx_, h_.data(), w.down_bias.data(), m, hs);
+  if (!w.post_mlp_norm.empty())
+    kernels::rmsnorm(ctx_, h_.data(), w.post_mlp_norm.data(), h_.data(), m, hs, c.rms_norm_eps);
   kernels::add_inplace(ctx_, x_.data(), h_.data(), m * hs);
 }
 

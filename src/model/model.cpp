@@ -8,13 +8,16 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "model_internal.h"
 
 namespace tandem::model {
 namespace {
 
 using kernels::DType;
 
-std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
+std::string layer_prefix(const ModelConfig& c, int i) {
+  return c.tensor_prefix + "layers." + std::to_string(i) + ".";
+}
 
 std::vector<float> to_f32_vector(const TensorView& v) {
   std::vector<float> out(static_cast<size_t>(v.numel()));
@@ -60,6 +63,11 @@ std::vector<float> concat_f32(const std::vector<const TensorView*>& parts) {
 
 }  // namespace
 
+kernels::PackedMatrix internal::pack_matrix_rows(const std::vector<const TensorView*>& parts) {
+  return pack_rows(parts);
+}
+std::vector<float> internal::tensor_to_f32(const TensorView& v) { return to_f32_vector(v); }
+
 Expected<std::unique_ptr<Model>> Model::load(const std::string& dir,
                                              const std::function<void(int, int)>& progress) {
   TANDEM_ASSIGN_OR_RETURN(ModelConfig config, load_config(dir));
@@ -74,22 +82,28 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& dir, ModelConfig
   TANDEM_ASSIGN_OR_RETURN(m->checkpoint_, Checkpoint::open_dir(dir));
   const ModelConfig& c = m->config_;
   const Checkpoint& ck = m->checkpoint_;
-  TANDEM_ASSIGN_OR_RETURN(m->embedding_, ck.get("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
+  TANDEM_ASSIGN_OR_RETURN(m->embedding_,
+                          ck.get(c.tensor_prefix + "embed_tokens.weight", {c.vocab_size, c.hidden_size}));
   m->parameters_ += m->embedding_->numel();
-  TANDEM_ASSIGN_OR_RETURN(const TensorView* norm, ck.get("model.norm.weight", {c.hidden_size}));
+  TANDEM_ASSIGN_OR_RETURN(const TensorView* norm, ck.get(c.tensor_prefix + "norm.weight", {c.hidden_size}));
   m->final_norm_ = to_f32_vector(*norm);
   const TensorView* head = m->embedding_;
   if (!c.tie_word_embeddings) {
-    TANDEM_ASSIGN_OR_RETURN(head, ck.get("lm_head.weight", {c.vocab_size, c.hidden_size}));
+    TANDEM_ASSIGN_OR_RETURN(head, ck.get(c.lm_head_name, {c.vocab_size, c.hidden_size}));
     m->parameters_ += head->numel();
   }
   m->layers_.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
-    TANDEM_RETURN_IF_ERROR(m->load_layer(i, layer_prefix(i)));
+    TANDEM_RETURN_IF_ERROR(m->load_layer(i, layer_prefix(c, i)));
     if (progress) progress(i + 1, c.num_layers);
   }
   m->lm_head_ = pack_rows({head});
   m->inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  if (c.local_rope)
+    m->local_inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_scaling);
+  if (c.gemma_norms)
+    for (float& x : m->final_norm_) x = 1.0f + x;
+  if (c.scale_embeddings) m->embed_scale_ = internal::gemma_embed_scale(c.hidden_size, m->embedding_->dtype);
   return m;
 }
 
@@ -148,17 +162,21 @@ Status Model::load_layer(int i, const std::string& p) {
   TANDEM_ASSIGN_OR_RETURN(const TensorView* v, ck.get(p + "self_attn.v_proj.weight", {kvd, h}));
   TANDEM_ASSIGN_OR_RETURN(const TensorView* o, ck.get(p + "self_attn.o_proj.weight", {h, qd}));
   TANDEM_ASSIGN_OR_RETURN(const TensorView* mlp_norm, ck.get(p + "post_attention_layernorm.weight", {h}));
-  TANDEM_ASSIGN_OR_RETURN(const TensorView* gate, ck.get(p + "mlp.gate_proj.weight", {inter, h}));
-  TANDEM_ASSIGN_OR_RETURN(const TensorView* up, ck.get(p + "mlp.up_proj.weight", {inter, h}));
-  TANDEM_ASSIGN_OR_RETURN(const TensorView* down, ck.get(p + "mlp.down_proj.weight", {h, inter}));
   w.attn_norm = to_f32_vector(*attn_norm);
   w.mlp_norm = to_f32_vector(*mlp_norm);
   w.qkv = pack_rows({q, k, v});
   w.o = pack_rows({o});
-  w.gate_up = pack_rows({gate, up});
-  w.down = pack_rows({down});
-  parameters_ += attn_norm->numel() + mlp_norm->numel() + q->numel() + k->numel() + v->numel() + o->numel() +
-                 gate->numel() + up->numel() + down->numel();
+  parameters_ += attn_norm->numel() + mlp_norm->numel() + q->numel() + k->numel() + v->numel() + o->numel();
+  if (c.sparse(i)) {
+    TANDEM_RETURN_IF_ERROR(load_moe(i, p));
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(const TensorView* gate, ck.get(p + "mlp.gate_proj.weight", {inter, h}));
+    TANDEM_ASSIGN_OR_RETURN(const TensorView* up, ck.get(p + "mlp.up_proj.weight", {inter, h}));
+    TANDEM_ASSIGN_OR_RETURN(const TensorView* down, ck.get(p + "mlp.down_proj.weight", {h, inter}));
+    w.gate_up = pack_rows({gate, up});
+    w.down = pack_rows({down});
+    parameters_ += gate->numel() + up->numel() + down->numel();
+  }
   if (c.qkv_bias) {
     TANDEM_ASSIGN_OR_RETURN(const TensorView* qb, ck.get(p + "self_attn.q_proj.bias", {qd}));
     TANDEM_ASSIGN_OR_RETURN(const TensorView* kb, ck.get(p + "self_attn.k_proj.bias", {kvd}));
@@ -186,6 +204,7 @@ Status Model::load_layer(int i, const std::string& p) {
     w.down_bias = to_f32_vector(*db);
     parameters_ += 2 * inter + h;
   }
+  if (c.gemma_norms) TANDEM_RETURN_IF_ERROR(load_gemma_norms(i, p));
   return Status::Ok();
 }
 
@@ -194,6 +213,7 @@ size_t Model::weight_bytes_per_token() const {
   bytes += static_cast<size_t>(config_.hidden_size) * kernels::dtype_size(embedding_->dtype);
   for (const LayerWeights& w : layers_) {
     bytes += w.qkv.weight_bytes() + w.o.weight_bytes() + w.gate_up.weight_bytes() + w.down.weight_bytes();
+    bytes += internal::moe_bytes_per_token(w, config_.moe.top_k);
   }
   return bytes;
 }
@@ -205,6 +225,22 @@ Status Model::place_on(const Placement& placement) {
     placement_ = placement;
     return Status::Ok();
   }
+  // The CUDA forward runs the dense Llama-style block only (ADR 0009): a family
+  // feature it lacks must not run there with that feature silently dropped.
+  const char* missing = nullptr;
+  if (config_.moe.num_experts > 0)
+    missing = "sparse MoE layers";
+  else if (config_.gemma_norms || config_.scale_embeddings || config_.local_rope)
+    missing = "Gemma's norms, embedding scale and local RoPE";
+  else if (config_.attn_softcap != 0.0f || config_.final_softcap != 0.0f)
+    missing = "soft-capping";
+  else if (config_.attn_scale != 0.0f)
+    missing = "a query scale other than 1/sqrt(head_dim)";
+  else if (config_.mlp_activation != Activation::silu)
+    missing = "MLP activations other than SiLU";
+  if (missing != nullptr)
+    return failed_precondition("cuda: the GPU forward does not support " + std::string(missing) + " yet (" +
+                               config_.model_type + "); run it with --device cpu");
 #ifdef TANDEM_HAVE_CUDA
   const DeviceWeights* borrowed = nullptr;
   if (borrowed_from_ != nullptr) {

@@ -61,7 +61,7 @@ struct PoolFixture {
 
   // Attention for queries (seq, pos) listed, in one call.
   std::vector<float> run(const Ctx& ctx, const std::vector<std::pair<int, int>>& queries, int window,
-                         float scale) const {
+                         float scale, float softcap = 0.0f) const {
     const int64_t rows = static_cast<int64_t>(queries.size());
     const int64_t row_floats = static_cast<int64_t>(n_heads) * head_dim;
     std::vector<float> qs(rows * row_floats), out(rows * row_floats);
@@ -73,12 +73,13 @@ struct PoolFixture {
       positions[r] = queries[r].second;
       bt[r] = tables[queries[r].first].data();
     }
-    attention(ctx, qs.data(), rows, n_heads, pool, positions.data(), bt.data(), scale, window, out.data());
+    attention(ctx, qs.data(), rows, n_heads, pool, positions.data(), bt.data(), scale, window, out.data(),
+              softcap);
     return out;
   }
 
   // Double-precision softmax attention for one (seq, pos, head).
-  std::vector<double> exact(int seq, int pos, int head, int window, float scale) const {
+  std::vector<double> exact(int seq, int pos, int head, int window, float scale, double softcap = 0) const {
     const int kvh = head / (n_heads / n_kv);
     const int lo = window > 0 ? std::max(0, pos - window + 1) : 0;
     const float* qv = q_at(seq, pos) + head * head_dim;
@@ -91,7 +92,7 @@ struct PoolFixture {
     for (int p = lo; p <= pos; ++p) {
       double dot = 0;
       for (int i = 0; i < head_dim; ++i) dot += static_cast<double>(qv[i]) * at(k, p)[i];
-      s.push_back(dot * scale);
+      s.push_back(softcap > 0 ? std::tanh(dot * scale / softcap) * softcap : dot * scale);
       mx = std::max(mx, s.back());
     }
     std::vector<double> out(head_dim, 0.0);
@@ -129,6 +130,29 @@ TEST(Attention, VariantsMatchExactSoftmax) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// Gemma 2's score soft-capping: tanh(s / cap) * cap before the softmax. A
+// large scale puts many scores far into the cap; tanh's slope <= 1 keeps the
+// score error bound of the test above.
+TEST(Attention, SoftcapMatchesExactSoftmax) {
+  PoolFixture f(4, 2, 32, 16, 80, 1);
+  const float scale = 1.0f, softcap = 2.5f;
+  std::vector<std::pair<int, int>> queries;
+  for (int p : {0, 5, 32, 79}) queries.emplace_back(0, p);
+  for (Isa isa : testing::supported_isas()) {
+    const auto out = f.run(Ctx{nullptr, isa}, queries, 0, scale, softcap);
+    const auto uncapped = f.run(Ctx{nullptr, isa}, queries, 0, scale);
+    EXPECT_FALSE(same_bits(out.data(), uncapped.data(), out.size())) << "the cap must change something here";
+    for (size_t r = 0; r < queries.size(); ++r) {
+      for (int h = 0; h < f.n_heads; ++h) {
+        const auto want = f.exact(0, queries[r].second, h, 0, scale, softcap);
+        for (int i = 0; i < f.head_dim; ++i)
+          ASSERT_NEAR(out[(r * f.n_heads + h) * f.head_dim + i], want[i], 2e-5)
+              << isa_name(isa) << " pos=" << queries[r].second << " h=" << h;
       }
     }
   }

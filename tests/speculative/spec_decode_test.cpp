@@ -167,7 +167,12 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SpecEqualsClassic,
                                            Pairing{"qwen2_bias_bf16_tied", "llama_linear_f16_tied"},
                                            Pairing{"qwen2_bias_f16", "qwen3_qknorm_bf16_tied"},
                                            Pairing{"qwen3_qknorm_bf16_tied", "llama3_rope_v5_f32"},
-                                           Pairing{"qwen3_qknorm_f16", "qwen2_bias_bf16_tied"}),
+                                           Pairing{"qwen3_qknorm_f16", "qwen2_bias_bf16_tied"},
+                                           Pairing{"qwen3_moe_bf16", "mixtral_sliding_bf16"},
+                                           Pairing{"qwen2_moe_shared_bf16", "qwen3_moe_dense0_f16"},
+                                           Pairing{"mixtral_sliding_bf16", "qwen3_moe_dense0_f16"},
+                                           Pairing{"gemma2_softcap_bf16", "gemma3_text_bf16"},
+                                           Pairing{"gemma3_text_bf16", "gemma2_softcap_bf16"}),
                          [](const auto& info) { return std::string(info.param.target); });
 
 // Near the end of the caches a round shrinks its block to the room left in

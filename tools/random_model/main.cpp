@@ -2,6 +2,7 @@
 // weights at the shapes of a real checkpoint, for benchmarks.
 //
 //   tandem-random-model --preset qwen2.5-0.5b --out /tmp/qwen05b [--dtype bf16|f32] [--layers N]
+//                       [--experts N]   (MoE presets: fewer experts, same bytes per token)
 //
 // Weights are uniform with the std of a trained model's init (0.02); norms
 // are 1. The safetensors file is streamed tensor by tensor, so memory stays
@@ -27,6 +28,9 @@ struct Preset {
   double rope_theta, eps;
   bool tied, qkv_bias, qk_norm;
   json rope_scaling;
+  // Sparse MoE (qwen3_moe): every layer has `experts` experts of width moe_intermediate.
+  int experts = 0, top_k = 0;
+  int64_t moe_intermediate = 0;
 };
 
 std::vector<Preset> presets() {
@@ -46,6 +50,9 @@ std::vector<Preset> presets() {
       {"llama-3.1-8b", "llama", 128256, 4096, 14336, 32, 32, 8, 128, 500000.0, 1e-5, false, false, false,
        llama31},
       {"mistral-7b", "mistral", 32768, 4096, 14336, 32, 32, 8, 128, 1e6, 1e-5, false, false, false, nullptr},
+      {"gemma-2-2b", "gemma2", 256000, 2304, 9216, 26, 8, 4, 256, 10000.0, 1e-6, true, false, false, nullptr},
+      {"qwen3-30b-a3b", "qwen3_moe", 151936, 2048, 6144, 48, 32, 4, 128, 1e6, 1e-6, false, false, true,
+       nullptr, 128, 8, 768},
   };
 }
 
@@ -81,6 +88,20 @@ std::vector<Tensor> tensor_list(const Preset& p) {
     }
     t.push_back({l + "self_attn.o_proj.weight", {p.hidden, q}});
     t.push_back({l + "post_attention_layernorm.weight", {p.hidden}, true});
+    if (std::string(p.model_type) == "gemma2") {
+      t.push_back({l + "pre_feedforward_layernorm.weight", {p.hidden}, true});
+      t.push_back({l + "post_feedforward_layernorm.weight", {p.hidden}, true});
+    }
+    if (p.experts > 0) {
+      t.push_back({l + "mlp.gate.weight", {p.experts, p.hidden}});
+      for (int e = 0; e < p.experts; ++e) {
+        const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
+        t.push_back({x + "gate_proj.weight", {p.moe_intermediate, p.hidden}});
+        t.push_back({x + "up_proj.weight", {p.moe_intermediate, p.hidden}});
+        t.push_back({x + "down_proj.weight", {p.hidden, p.moe_intermediate}});
+      }
+      continue;
+    }
     t.push_back({l + "mlp.gate_proj.weight", {p.intermediate, p.hidden}});
     t.push_back({l + "mlp.up_proj.weight", {p.intermediate, p.hidden}});
     t.push_back({l + "mlp.down_proj.weight", {p.hidden, p.intermediate}});
@@ -92,10 +113,12 @@ std::vector<Tensor> tensor_list(const Preset& p) {
 
 json make_config(const Preset& p, bool f32) {
   json c = {{"architectures",
-             {std::string(p.model_type) == "qwen2"   ? "Qwen2ForCausalLM"
-              : std::string(p.model_type) == "qwen3" ? "Qwen3ForCausalLM"
-              : std::string(p.model_type) == "llama" ? "LlamaForCausalLM"
-                                                     : "MistralForCausalLM"}},
+             {std::string(p.model_type) == "qwen2"    ? "Qwen2ForCausalLM"
+              : std::string(p.model_type) == "qwen3"  ? "Qwen3ForCausalLM"
+              : std::string(p.model_type) == "llama"  ? "LlamaForCausalLM"
+              : p.experts > 0                         ? "Qwen3MoeForCausalLM"
+              : std::string(p.model_type) == "gemma2" ? "Gemma2ForCausalLM"
+                                                      : "MistralForCausalLM"}},
             {"model_type", p.model_type},
             {"vocab_size", p.vocab},
             {"hidden_size", p.hidden},
@@ -115,6 +138,22 @@ json make_config(const Preset& p, bool f32) {
             {"eos_token_id", 2}};
   if (std::string(p.model_type) == "qwen2" || std::string(p.model_type) == "qwen3")
     c["use_sliding_window"] = false;
+  if (std::string(p.model_type) == "gemma2") {
+    // Gemma 2 2B's published values (norm weights "ones" here mean a factor 2: Gemma applies 1 + w).
+    c.erase("hidden_act");
+    c["hidden_activation"] = "gelu_pytorch_tanh";
+    c["query_pre_attn_scalar"] = 256;
+    c["attn_logit_softcapping"] = 50.0;
+    c["final_logit_softcapping"] = 30.0;
+    c["sliding_window"] = 4096;
+  }
+  if (p.experts > 0) {
+    c["num_experts"] = p.experts;
+    c["num_experts_per_tok"] = p.top_k;
+    c["moe_intermediate_size"] = p.moe_intermediate;
+    c["norm_topk_prob"] = true;
+    c["use_sliding_window"] = false;
+  }
   return c;
 }
 
@@ -203,11 +242,18 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype, "bf16 or f32")->check(CLI::IsMember({"bf16", "f32"}));
   app.add_option("--layers", layers, "Override the layer count (0 = the preset's)")
       ->check(CLI::Range(0, 1024));
+  int experts = 0;
+  app.add_option("--experts", experts, "MoE presets: override the expert count (0 = the preset's; >= top-k)")
+      ->check(CLI::Range(0, 1024));
   app.add_option("--seed", seed, "Random seed");
   CLI11_PARSE(app, argc, argv);
   for (auto p : presets()) {
     if (preset_name != p.name) continue;
     if (layers > 0) p.layers = layers;
+    if (experts > 0 && p.experts > 0) {
+      if (experts < p.top_k) return std::fprintf(stderr, "--experts must be >= %d\n", p.top_k), 2;
+      p.experts = experts;
+    }
     return write_model(p, out, dtype == "f32", seed);
   }
   std::fprintf(stderr, "unknown preset \"%s\" (known: %s)\n", preset_name.c_str(), names.c_str());

@@ -30,7 +30,7 @@ void attend(const AttendArgs& a) {
       const float* key = kv_row(pool.k, pool, a.block_table, pos, a.kv_head);
       float dot = 0.0f;
       for (int i = 0; i < d; ++i) dot += a.q[i] * key[i];
-      const float s = dot * a.scale;
+      const float s = soft_cap(dot * a.scale, a.softcap);
       scores[pos - first] = s;
       chunk_max = std::fmax(chunk_max, s);
     }

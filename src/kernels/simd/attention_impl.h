@@ -50,7 +50,7 @@ struct AttentionKernel {
         const float* key = row(pool.k, pool, a.block_table, first + i, a.kv_head);
         F dot = V::zero();
         for (int j = 0; j < nv; ++j) dot = V::fmadd(q[j], V::load_partial(key + j * L, d - j * L), dot);
-        scores[i] = V::reduce_add(dot) * a.scale;
+        scores[i] = soft_cap(V::reduce_add(dot) * a.scale, a.softcap);
         chunk_max = std::fmax(chunk_max, scores[i]);
       }
       const float new_max = std::fmax(running_max, chunk_max);

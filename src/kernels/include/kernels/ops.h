@@ -174,9 +174,11 @@ void kv_write(const KvPool& pool, const float* k_new, const float* v_new, int64_
 // attends to keys at positions [max(0, p - window + 1), p] (window <= 0: no
 // window) of the sequence whose block table is block_tables[r], p =
 // positions[r]; those keys must already be written. Head h reads kv head
-// h / (n_heads / n_kv_heads). Threads split (row, head) pairs.
+// h / (n_heads / n_kv_heads). Threads split (row, head) pairs. softcap > 0
+// caps each score s = scale * (q . k) to tanh(s / softcap) * softcap before
+// the softmax (Gemma 2); 0 leaves scores as they are.
 void attention(const Ctx& ctx, const float* q, int64_t rows, int n_heads, const KvPool& pool,
                const int32_t* positions, const int32_t* const* block_tables, float scale, int window,
-               float* out);
+               float* out, float softcap = 0.0f);
 
 }  // namespace tandem::kernels

@@ -1,7 +1,12 @@
 // ModelConfig: what tandem needs from a Hugging Face config.json.
 //
 // Families: llama, mistral, qwen2, qwen3 (decoder-only, RMSNorm, SwiGLU MLP,
-// NeoX-layout RoPE). Both config forms are read:
+// NeoX-layout RoPE); qwen2_moe, qwen3_moe and mixtral (the same blocks with
+// a sparse top-k mixture of experts in place of the MLP); gemma2 and gemma3_text
+// ((1+w) RMSNorm, pre/post norms, GeGLU, scaled embeddings, soft-capping,
+// local/global RoPE; a multimodal "gemma3" config is read as its text_config,
+// missing fields taking Gemma3TextConfig's defaults, and its vision tower is
+// ignored). Both config forms are read:
 //   classic (transformers 4.x, published checkpoints): rope_theta, rope_scaling
 //     {type|rope_type, factor, ...}, torch_dtype
 //   transformers 5: rope_parameters {rope_type, rope_theta, factor, ...}, dtype,
@@ -25,10 +30,26 @@
 
 namespace tandem::model {
 
-enum class Family : uint8_t { llama, mistral, qwen2, qwen3 };
+enum class Family : uint8_t { llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral, gemma2, gemma3 };
+// The model_type string ("gemma3_text" for Family::gemma3).
 const char* family_name(Family family);
-// "llama, mistral, qwen2, qwen3"
+// "llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral, gemma2, gemma3_text, gemma3 (text only)"
 const char* supported_model_types();
+
+enum class Activation : uint8_t { silu, gelu_tanh };
+
+// Sparse mixture of experts (qwen2_moe, qwen3_moe, mixtral; docs/adr/0023-sparse-moe.md).
+// Router: softmax over all experts' logits, the top_k largest, renormalised
+// to sum 1 when norm_topk_prob (always for mixtral).
+struct MoeConfig {
+  int num_experts = 0;              // 0: a dense model
+  int top_k = 0;                    // num_experts_per_tok
+  int64_t expert_intermediate = 0;  // one expert's intermediate size
+  bool norm_topk_prob = true;
+  // qwen2_moe: a shared expert every token runs, scaled by sigmoid(shared_expert_gate . x)
+  // and added to the routed experts' sum; 0 = none.
+  int64_t shared_intermediate = 0;
+};
 
 struct ModelConfig {
   Family family = Family::llama;
@@ -50,10 +71,35 @@ struct ModelConfig {
   bool qkv_bias = false;  // q/k/v projections have a bias (qwen2; llama/qwen3 attention_bias)
   bool o_bias = false;    // o_proj has a bias (llama/qwen3 attention_bias)
   bool mlp_bias = false;  // gate/up/down have a bias (llama mlp_bias)
-  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (qwen3)
+  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (qwen3, gemma3)
+  Activation mlp_activation = Activation::silu;
+  MoeConfig moe;
+  // Per layer: 1 = sparse MoE block, 0 = dense MLP (empty when moe.num_experts == 0).
+  std::vector<uint8_t> layer_sparse;
+
+  // Gemma (docs/adr/0024-gemma.md). gemma_norms: RMSNorm weights are stored as
+  // w and applied as (1 + w); the attention and MLP outputs get their own
+  // norm before the residual add (post_attention_layernorm,
+  // pre/post_feedforward_layernorm).
+  bool gemma_norms = false;
+  bool scale_embeddings = false;  // embeddings x sqrt(hidden_size), see Model::embed_scale()
+  float attn_scale = 0.0f;        // query scale; 0 = 1/sqrt(head_dim) (query_pre_attn_scalar^-0.5)
+  float attn_softcap = 0.0f;      // scores -> tanh(s / cap) * cap; 0 = off
+  float final_softcap = 0.0f;     // logits -> tanh(l / cap) * cap; 0 = off
+  // RoPE of sliding-window layers when it differs from the global one (gemma3).
+  bool local_rope = false;
+  double local_rope_theta = 10000.0;
+  kernels::RopeScaling local_rope_scaling;
   // Sliding attention window per layer (keys at positions > p - window);
   // 0 = full causal attention.
   std::vector<int> layer_window;
+
+  // Where the decoder's tensors live: {prefix}embed_tokens.weight,
+  // {prefix}layers.N.*, {prefix}norm.weight, and the untied LM head. "model."
+  // except for a multimodal gemma3 checkpoint read as text only
+  // ("language_model.model.", head "language_model.lm_head.weight").
+  std::string tensor_prefix = "model.";
+  std::string lm_head_name = "lm_head.weight";
 
   kernels::DType declared_dtype = kernels::DType::bf16;  // dtype / torch_dtype (informational)
   std::vector<int32_t> eos_token_ids;
@@ -61,6 +107,7 @@ struct ModelConfig {
 
   int64_t q_dim() const { return int64_t{num_heads} * head_dim; }
   int64_t kv_dim() const { return int64_t{num_kv_heads} * head_dim; }
+  bool sparse(int layer) const { return !layer_sparse.empty() && layer_sparse[layer] != 0; }
 };
 
 // Parses config.json text; `path` is only used in error messages.

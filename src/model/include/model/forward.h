@@ -115,6 +115,11 @@ class Forward {
   void run_layer(int layer, int64_t r0, int64_t m);
   void attention_block(int layer, int64_t r0, int64_t m);
   void mlp_block(int layer, int64_t m);
+  // forward_moe.cpp: a sparse MoE layer's MLP half (router, routed experts,
+  // fixed-order combine, residual add), and its scratch.
+  void moe_block(int layer, int64_t m);
+  void shared_expert(int layer, int64_t m);  // qwen2_moe: into shared_out_ / shared_scale_
+  void allocate_moe_scratch();
 
   const Model& model_;
   KvCache& kv_;
@@ -130,6 +135,13 @@ class Forward {
 
   // Scratch, [max_rows][width].
   AlignedBuffer<float> x_, h_, qkv_, q_, k_, v_, attn_, gate_up_, act_;
+  // MoE scratch: router probabilities [max_rows][experts]; per (row, k) the
+  // chosen expert and its weight, ascending by expert; the rows routed to
+  // one expert and their per-(row, k) outputs [max_rows * top_k][hidden].
+  AlignedBuffer<float> router_, expert_in_, expert_gate_up_, expert_act_, expert_out_;
+  AlignedBuffer<float> shared_gate_up_, shared_act_, shared_out_, shared_scale_;  // [max_rows][...]
+  std::vector<int32_t> route_expert_, route_order_, expert_rows_, expert_slots_;
+  std::vector<float> route_weight_;
   // Outputs, grown on demand.
   AlignedBuffer<float> out_hidden_, out_logits_, gather_;
   // The device backend (model placed on cuda), or null; its creation status.

@@ -28,6 +28,12 @@ namespace tandem::model {
 
 struct DeviceWeights;  // device_weights.h (CUDA builds only)
 
+// One expert of a sparse MoE layer (docs/adr/0023-sparse-moe.md).
+struct ExpertWeights {
+  kernels::PackedMatrix gate_up;  // [2 expert_intermediate, hidden]: gate rows then up rows
+  kernels::PackedMatrix down;     // [hidden, expert_intermediate]
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;   // [hidden]
   kernels::PackedMatrix qkv;      // [q_dim + 2 kv_dim, hidden]
@@ -41,6 +47,16 @@ struct LayerWeights {
   std::vector<float> gate_up_bias;
   kernels::PackedMatrix down;  // [hidden, intermediate]
   std::vector<float> down_bias;
+  // Sparse MoE layers (config.sparse(layer)) instead of gate_up/down (left empty).
+  kernels::PackedMatrix router;              // [num_experts, hidden]
+  std::vector<ExpertWeights> experts;        // [num_experts]
+  ExpertWeights shared_expert;               // qwen2_moe: [2 shared_intermediate, hidden] / [hidden, ...]
+  kernels::PackedMatrix shared_expert_gate;  // qwen2_moe: [1, hidden]
+  // Gemma (config.gemma_norms): every norm weight here already holds 1 + w;
+  // mlp_norm is pre_feedforward_layernorm and these two norm the attention
+  // and MLP outputs before their residual adds. Empty otherwise.
+  std::vector<float> post_attn_norm;  // [hidden]
+  std::vector<float> post_mlp_norm;   // [hidden]
 };
 
 class Model {
@@ -73,6 +89,15 @@ class Model {
   kernels::DType embedding_dtype() const { return embedding_->dtype; }
   // Inverse RoPE frequencies [head_dim / 2].
   const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
+  // Layer `layer`'s: the local ones for a sliding layer of a model with a
+  // local RoPE (gemma3), else rope_inv_freq().
+  const std::vector<float>& rope_inv_freq(int layer) const {
+    return config_.local_rope && config_.layer_window[layer] > 0 ? local_inv_freq_ : inv_freq_;
+  }
+  // Factor applied to looked-up embeddings (1 unless config.scale_embeddings):
+  // sqrt(hidden_size) as an f32, rounded to the embedding table's dtype —
+  // what transformers' Gemma embedding multiplies by (`embed_scale.to(weight.dtype)`).
+  float embed_scale() const { return embed_scale_; }
 
   // Places the model's forward on `placement`: for cuda, uploads every weight
   // to that device once (bf16 weights only; FailedPrecondition otherwise,
@@ -93,6 +118,10 @@ class Model {
  private:
   Model() = default;
   Status load_layer(int index, const std::string& prefix);
+  // moe.cpp: the router and experts of sparse layer `index`.
+  Status load_moe(int index, const std::string& prefix);
+  // gemma.cpp: the extra norms of layer `index`, (1 + w) folded into all of its norms.
+  Status load_gemma_norms(int index, const std::string& prefix);
 
   std::string dir_;
   ModelConfig config_;
@@ -102,7 +131,8 @@ class Model {
   std::vector<float> final_norm_;
   kernels::PackedMatrix lm_head_;
   const kernels::PackedMatrix* lm_head_ref_ = &lm_head_;  // own, or the target's for an MTP block
-  std::vector<float> inv_freq_;
+  std::vector<float> inv_freq_, local_inv_freq_;
+  float embed_scale_ = 1.0f;
   int64_t parameters_ = 0;
   const Model* borrowed_from_ = nullptr;  // an MTP block's target
   Placement placement_;

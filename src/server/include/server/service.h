@@ -21,6 +21,7 @@
 #include "server/api_keys.h"
 #include "server/metrics_text.h"
 #include "server/openai_request.h"
+#include "server/token_trie_cache.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -74,6 +75,7 @@ class Service {
   std::atomic<bool> ready_{false};
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_id_{1};
+  TokenTrieCache token_trie_;  // for structured outputs (grammar masks)
   ServerMetrics metrics_;  // finish reasons as told to the clients; GET /metrics
   int64_t created_;
 };

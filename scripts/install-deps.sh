@@ -7,7 +7,8 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config git
   libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev curl
-  clang libclang-rt-14-dev clang-format)
+  clang libclang-rt-14-dev clang-format
+  python3-jsonschema python3-jinja2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -322,7 +322,8 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write,
       std::vector<size_t> fresh;
       std::string text = advance(i, std::chrono::milliseconds(choices_.size() > 1 ? 5 : 50), &fresh);
       json calls_delta;
-      if (chat && request_.structured.parses_tool_calls()) text = tool_stream(i, std::move(text), calls_delta);
+      if (chat && request_.structured.parses_tool_calls())
+        text = tool_stream(i, std::move(text), calls_delta);
       if (c.finish == FinishReason::error) {
         write("data: " +
               dump_json(

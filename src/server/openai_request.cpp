@@ -238,7 +238,8 @@ ParseResult parse_generation_request(Endpoint endpoint, const std::string& body)
     GenerationRequest r = parse_fields(endpoint, parsed);
     const bool chat = endpoint == Endpoint::chat_completions;
     bool structured = chat;
-    for (const char* key : {"response_format", "json_schema", "grammar", "tools", "tool_choice", "parallel_tool_calls"})
+    for (const char* key :
+         {"response_format", "json_schema", "grammar", "tools", "tool_choice", "parallel_tool_calls"})
       structured = structured || parsed.contains(key);
     // Again with key order kept: a schema's properties are generated in its
     // order, and templates print tools and tool-call arguments as sent.

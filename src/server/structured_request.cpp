@@ -28,15 +28,18 @@ std::shared_ptr<const grammar::Grammar> compile(const std::string& gbnf, const s
 }
 
 std::shared_ptr<const grammar::Grammar> compile_schema(const ordered_json& schema, const std::string& param) {
-  if (!schema.is_object() && !schema.is_boolean()) fail(param, "'" + param + "' must be a JSON Schema object");
+  if (!schema.is_object() && !schema.is_boolean())
+    fail(param, "'" + param + "' must be a JSON Schema object");
   auto text = grammar::json_schema_to_gbnf(schema);
   if (!text.ok()) fail(param, "'" + param + "': " + text.status().message());
   return compile(*text, param);
 }
 
-void set_grammar(StructuredRequest& out, std::shared_ptr<const grammar::Grammar> g, const std::string& source) {
+void set_grammar(StructuredRequest& out, std::shared_ptr<const grammar::Grammar> g,
+                 const std::string& source) {
   if (out.grammar)
-    fail(source, "'" + source + "' and '" + out.grammar_source + "' both constrain the output; send one of them");
+    fail(source,
+         "'" + source + "' and '" + out.grammar_source + "' both constrain the output; send one of them");
   out.grammar = std::move(g);
   out.grammar_source = source;
 }
@@ -67,8 +70,9 @@ void parse_response_format(const ordered_json& body, StructuredRequest& out) {
     if (const ordered_json* strict = field(*js, "strict"); strict && !strict->is_boolean())
       fail("response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean");
     const ordered_json* schema = field(*js, "schema");
-    set_grammar(out, compile_schema(schema ? *schema : ordered_json::object(), "response_format.json_schema.schema"),
-                "response_format");
+    set_grammar(
+        out, compile_schema(schema ? *schema : ordered_json::object(), "response_format.json_schema.schema"),
+        "response_format");
     return;
   }
   fail("response_format.type",
@@ -94,7 +98,8 @@ void parse_tools(const ordered_json& body, bool chat, StructuredRequest& out) {
       grammar::FunctionSpec spec{name->get<std::string>(), nullptr};
       if (const ordered_json* params = field(*fn, "parameters")) {
         if (!params->is_object())
-          fail(where + ".function.parameters", "'" + where + ".function.parameters' must be a JSON Schema object");
+          fail(where + ".function.parameters",
+               "'" + where + ".function.parameters' must be a JSON Schema object");
         spec.parameters = *params;
       }
       out.functions.push_back(std::move(spec));
@@ -122,19 +127,24 @@ void parse_tools(const ordered_json& body, bool chat, StructuredRequest& out) {
     const ordered_json* fn = field(*choice, "function");
     const ordered_json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
     if (choice->value("type", std::string()) != "function" || !name || !name->is_string())
-      fail("tool_choice", "'tool_choice' as an object must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      fail("tool_choice",
+           "'tool_choice' as an object must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
     out.tool_choice = ToolChoice::function;
     out.named_function = name->get<std::string>();
     bool found = false;
     for (const auto& f : out.functions) found = found || f.name == out.named_function;
-    if (!found) fail("tool_choice", "'tool_choice' names function '" + out.named_function + "', which is not in 'tools'");
+    if (!found)
+      fail("tool_choice",
+           "'tool_choice' names function '" + out.named_function + "', which is not in 'tools'");
   } else {
     fail("tool_choice", "'tool_choice' must be a string or an object");
   }
-  if ((out.tool_choice == ToolChoice::required || out.tool_choice == ToolChoice::function) && out.functions.empty())
+  if ((out.tool_choice == ToolChoice::required || out.tool_choice == ToolChoice::function) &&
+      out.functions.empty())
     fail("tool_choice", "'tool_choice' requires a tool call but 'tools' is empty");
   if ((out.tool_choice == ToolChoice::required || out.tool_choice == ToolChoice::function) && out.grammar)
-    fail("tool_choice", "'tool_choice' forces a tool call; it cannot be combined with '" + out.grammar_source + "'");
+    fail("tool_choice",
+         "'tool_choice' forces a tool call; it cannot be combined with '" + out.grammar_source + "'");
 }
 
 }  // namespace
@@ -143,10 +153,12 @@ std::optional<ApiError> parse_structured(const ordered_json& body, bool chat, St
   try {
     if (chat && body.contains("messages")) out.messages = body["messages"];
     parse_response_format(body, out);
-    if (const ordered_json* schema = field(body, "json_schema")) set_grammar(out, compile_schema(*schema, "json_schema"), "json_schema");
+    if (const ordered_json* schema = field(body, "json_schema"))
+      set_grammar(out, compile_schema(*schema, "json_schema"), "json_schema");
     if (const ordered_json* g = field(body, "grammar")) {
       if (!g->is_string()) fail("grammar", "'grammar' must be a string of GBNF rules");
-      if (!g->get<std::string>().empty()) set_grammar(out, compile(g->get<std::string>(), "grammar"), "grammar");
+      if (!g->get<std::string>().empty())
+        set_grammar(out, compile(g->get<std::string>(), "grammar"), "grammar");
     }
     parse_tools(body, chat, out);
     // The arguments schemas of the functions a call may be forced to: checked here (400), built later.

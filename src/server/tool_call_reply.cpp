@@ -12,12 +12,14 @@ ToolCallReply tool_call_reply(const std::string& text, const StructuredRequest& 
   out.calls = json::array();
   for (size_t k = 0; k < parsed.calls.size(); ++k) {
     if (k > 0 && !request.parallel_tool_calls) break;
-    out.calls.push_back({{"id", "call_" + call_id_prefix + "_" + std::to_string(k)},
-                         {"type", "function"},
-                         {"function", {{"name", parsed.calls[k].name}, {"arguments", parsed.calls[k].arguments}}}});
+    out.calls.push_back(
+        {{"id", "call_" + call_id_prefix + "_" + std::to_string(k)},
+         {"type", "function"},
+         {"function", {{"name", parsed.calls[k].name}, {"arguments", parsed.calls[k].arguments}}}});
   }
   out.has_calls = !out.calls.empty();
-  out.message = {{"role", "assistant"}, {"content", out.has_calls && out.content.empty() ? json(nullptr) : json(out.content)}};
+  out.message = {{"role", "assistant"},
+                 {"content", out.has_calls && out.content.empty() ? json(nullptr) : json(out.content)}};
   if (out.has_calls) out.message["tool_calls"] = out.calls;
   return out;
 }

@@ -76,7 +76,7 @@ class Service {
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_id_{1};
   TokenTrieCache token_trie_;  // for structured outputs (grammar masks)
-  ServerMetrics metrics_;  // finish reasons as told to the clients; GET /metrics
+  ServerMetrics metrics_;      // finish reasons as told to the clients; GET /metrics
   int64_t created_;
 };
 

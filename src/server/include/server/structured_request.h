@@ -29,7 +29,7 @@ struct StructuredRequest {
   // Tools (chat only).
   std::vector<grammar::FunctionSpec> functions;
   ToolChoice tool_choice = ToolChoice::auto_;
-  std::string named_function;     // tool_choice {"type":"function","function":{"name":...}}
+  std::string named_function;  // tool_choice {"type":"function","function":{"name":...}}
   bool parallel_tool_calls = true;
   grammar::ToolCallFormat format = grammar::ToolCallFormat::hermes;
   // Chat: `messages` and `tools` as sent, key order kept, for the template.
@@ -41,7 +41,8 @@ struct StructuredRequest {
 
 // Reads the fields above from `body` (parsed with key order kept: properties
 // are generated in the schema's order). `chat`: tools are accepted.
-std::optional<ApiError> parse_structured(const nlohmann::ordered_json& body, bool chat, StructuredRequest& out);
+std::optional<ApiError> parse_structured(const nlohmann::ordered_json& body, bool chat,
+                                         StructuredRequest& out);
 
 // For tool_choice required / named: sets out.format and builds the grammar of
 // a valid call in that syntax. No-op otherwise.

@@ -16,7 +16,8 @@ class TokenTrieCache {
  public:
   std::shared_ptr<const grammar::TokenTrie> get(const tok::Tokenizer& tokenizer) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!trie_) trie_ = std::make_shared<const grammar::TokenTrie>(grammar::TokenTrie::from_tokenizer(tokenizer));
+    if (!trie_)
+      trie_ = std::make_shared<const grammar::TokenTrie>(grammar::TokenTrie::from_tokenizer(tokenizer));
     return trie_;
   }
 

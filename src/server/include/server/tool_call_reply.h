@@ -12,9 +12,9 @@
 namespace tandem::server {
 
 struct ToolCallReply {
-  nlohmann::json message;      // role, content (null when only calls), tool_calls (when any)
-  nlohmann::json calls;        // the tool_calls array (empty when none)
-  std::string content;         // the text outside the calls
+  nlohmann::json message;  // role, content (null when only calls), tool_calls (when any)
+  nlohmann::json calls;    // the tool_calls array (empty when none)
+  std::string content;     // the text outside the calls
   bool has_calls = false;
 };
 

@@ -42,6 +42,8 @@ class GrammarConstraint final : public sampling::TokenConstraint {
   int32_t state_after(std::span<const int32_t> generated);
   bool accepts(std::span<const int32_t> generated) { return automaton_.accepting(state_after(generated)); }
   ByteAutomaton& automaton() { return automaton_; }
+  // Forgets the cached masks (the automaton keeps its states); for benchmarks.
+  void clear_mask_cache() { masks_.clear(); }
 
  private:
   const std::vector<uint64_t>& mask_of(int32_t state);

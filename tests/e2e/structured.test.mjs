@@ -204,6 +204,30 @@ describe('tools', () => {
     assert.equal(chunks.map((c) => c.choices[0]?.finish_reason).filter(Boolean).pop(), 'tool_calls');
   });
 
+  it('tool_choice auto parses the model\'s <tool_call> text into tool_calls, whole and streamed', async () => {
+    // The tiny model never calls a tool on its own; a GBNF grammar makes it write
+    // some content and then a call in the Hermes syntax, which auto must parse.
+    const grammar = String.raw`root ::= "Checking. " "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"" [A-Za-z]{1,12} "\", \"unit\": \"celsius\"}}\n</tool_call>"`;
+    const body = { model: 'tandem-target', messages: weatherAsk, tools: [WEATHER], max_tokens: 120, temperature: 0, grammar };
+    const r = await client.chat.completions.create(body);
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
+    assert.equal(c.message.content, 'Checking.');
+    checkCall(c.message.tool_calls[0], WEATHER);
+    const { chunks } = await collectStream(await client.chat.completions.create({ ...body, stream: true }));
+    const content = chunks.map((k) => k.choices[0]?.delta?.content ?? '').join('');
+    assert.equal(content, 'Checking. ', 'the content before the call streams; the call markup does not');
+    const calls = chunks.flatMap((k) => k.choices[0]?.delta?.tool_calls ?? []);
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0].function.arguments, c.message.tool_calls[0].function.arguments);
+    assert.equal(chunks.map((k) => k.choices[0]?.finish_reason).filter(Boolean).pop(), 'tool_calls');
+    // tool_choice none: the same text stays content.
+    const none = await client.chat.completions.create({ ...body, tool_choice: 'none' });
+    assert.equal(none.choices[0].finish_reason, 'stop');
+    assert.ok(none.choices[0].message.content.includes('<tool_call>'));
+    assert.equal(none.choices[0].message.tool_calls, undefined);
+  });
+
   it('renders assistant tool_calls with content null and tool results', async () => {
     const r = await client.chat.completions.create({
       model: 'tandem-target',

@@ -88,6 +88,7 @@ int32_t ByteAutomaton::compute(int32_t state, uint8_t byte) {
     const Node node = nodes_[n];
     if (!grammar_->classes[grammar_->symbols[node.position]].test(byte)) continue;
     expand(node.position + 1, node.parent, next, accept);
+    if (next.size() > kMaxStacks || nodes_.size() > kMaxNodes) return kDead;  // see the header
   }
   return intern_state(std::move(next), accept);
 }

@@ -94,6 +94,17 @@ item ::= "x")");
   EXPECT_TRUE(a.accepting(a.next(s, ']')));
 }
 
+TEST(Gbnf, ExponentiallyAmbiguousGrammarsEndInsteadOfExploding) {
+  // After n 'a's there are 2^n ways to close: the state is cut off at kMaxStacks.
+  auto g = compile(R"(root ::= x
+x ::= "a" x "b" | "a" x "c" | "")");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(verdict(g, "aabc"), 'a');
+  EXPECT_EQ(verdict(g, std::string(10, 'a')), 'p');
+  ByteAutomaton a(g);
+  EXPECT_EQ(a.advance(a.start(), std::string(40, 'a')), ByteAutomaton::kDead);
+}
+
 TEST(Gbnf, ErrorsNameTheProblem) {
   auto missing = parse_gbnf(R"(root ::= thing)");
   ASSERT_FALSE(missing.ok());

@@ -14,6 +14,13 @@
 // through tail references only are allowed (they do not grow the stack and a
 // closure visits each (position, rest) pair once).
 //
+// A very ambiguous grammar can need exponentially many stacks (two rules
+// that differ only in what they close with, nested). A state that would hold
+// more than kMaxStacks stacks, or a transition once the automaton holds more
+// than kMaxNodes stack nodes, is dead instead: the output ends there (the
+// constraint then allows only end tokens), deterministically, so the mask
+// stays a function of the prefix.
+//
 // Not thread-safe (states are created on demand): one automaton per sequence
 // being decoded, or external locking. Memory grows with the distinct states
 // visited.
@@ -32,6 +39,8 @@ namespace tandem::grammar {
 class ByteAutomaton {
  public:
   static constexpr int32_t kDead = -1;
+  static constexpr size_t kMaxStacks = 4096;
+  static constexpr size_t kMaxNodes = size_t{1} << 21;
 
   explicit ByteAutomaton(std::shared_ptr<const Grammar> grammar);
 

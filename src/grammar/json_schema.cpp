@@ -1,5 +1,7 @@
 #include "grammar/json_schema.h"
 
+#include <cmath>
+#include <optional>
 #include <set>
 
 namespace tandem::grammar {
@@ -30,11 +32,28 @@ const char* kBuiltins[][2] = {
 
 const std::set<std::string> kIgnored = {"$schema", "$id",      "$comment",   "title",    "description",
                                         "default", "examples", "deprecated", "readOnly", "writeOnly"};
-const std::set<std::string> kHandled = {"type",        "enum",       "const",    "anyOf",
-                                        "oneOf",       "allOf",      "$ref",     "$defs",
-                                        "definitions", "properties", "required", "additionalProperties",
-                                        "items",       "minItems",   "maxItems", "minLength",
-                                        "maxLength",   "format",     "minimum"};
+const std::set<std::string> kHandled = {"type",
+                                        "enum",
+                                        "const",
+                                        "anyOf",
+                                        "oneOf",
+                                        "allOf",
+                                        "$ref",
+                                        "$defs",
+                                        "definitions",
+                                        "properties",
+                                        "required",
+                                        "additionalProperties",
+                                        "items",
+                                        "minItems",
+                                        "maxItems",
+                                        "minLength",
+                                        "maxLength",
+                                        "format",
+                                        "minimum",
+                                        "maximum",
+                                        "exclusiveMinimum",
+                                        "exclusiveMaximum"};
 
 struct SchemaFail {
   std::string message;
@@ -185,17 +204,56 @@ struct SchemaVisitor {
     if (type == "string") return visit_string(s, path);
     if (type == "boolean") return "json-boolean";
     if (type == "null") return "json-null";
-    if (type == "integer" || type == "number") {
-      if (s.contains("minimum")) {
-        const auto& m = s["minimum"];
-        if (type != "integer" || !m.is_number() || m.get<double>() != 0.0)
-          fail("unsupported JSON Schema keyword 'minimum' at " + path +
-               " (only minimum 0 on integers is supported)");
-        return new_rule("nonneg", R"("0" | [1-9] [0-9]{0,15})");
-      }
-      return type == "integer" ? "json-integer" : "json-number";
+    if (type == "integer") return visit_integer(s, path);
+    if (type == "number") {
+      for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+        if (s.contains(key))
+          fail("unsupported JSON Schema keyword '" + std::string(key) + "' at " + path +
+               " (ranges are supported on integers)");
+      return "json-number";
     }
     fail("unknown type '" + type + "' at " + path);
+  }
+
+  // Integer ranges: both bounds within 2000 of each other, or one bound in
+  // [-1000, 1000]; the values near the bound are listed, the rest by length.
+  std::string visit_integer(const ordered_json& s, const std::string& path) {
+    std::optional<int64_t> lo, hi;
+    std::string keyword;
+    auto read = [&](const char* key, bool lower, bool exclusive) {
+      if (!s.contains(key)) return;
+      keyword = key;
+      const auto& v = s[key];
+      if (!v.is_number() || std::fabs(v.get<double>()) > 1e15)
+        fail("'" + std::string(key) + "' at " + path + " must be a number of at most 15 digits");
+      const double d = v.get<double>();
+      const auto bound = static_cast<int64_t>(lower ? (exclusive ? std::floor(d) + 1 : std::ceil(d))
+                                                    : (exclusive ? std::ceil(d) - 1 : std::floor(d)));
+      auto& slot = lower ? lo : hi;
+      slot = slot ? (lower ? std::max(*slot, bound) : std::min(*slot, bound)) : bound;
+    };
+    read("minimum", true, false);
+    read("exclusiveMinimum", true, true);
+    read("maximum", false, false);
+    read("exclusiveMaximum", false, true);
+    if (!lo && !hi) return "json-integer";
+    auto list = [](int64_t a, int64_t b) {
+      std::string body;
+      for (int64_t v = a; v <= b; ++v) body += (body.empty() ? "" : " | ") + gbnf_literal(std::to_string(v));
+      return body;
+    };
+    if (lo && hi) {
+      if (*hi < *lo) fail("the integer range at " + path + " is empty");
+      if (*hi - *lo <= 2000) return new_rule("range", list(*lo, *hi));
+    } else if (lo && *lo >= -1000 && *lo <= 1000) {
+      const std::string listed = *lo <= 999 ? list(*lo, 999) + " | " : "";
+      return new_rule("range", listed + R"([1-9] [0-9]{3,15})");
+    } else if (hi && *hi >= -1000 && *hi <= 1000) {
+      const std::string listed = *hi >= -999 ? list(-999, *hi) + " | " : "";
+      return new_rule("range", listed + R"("-" [1-9] [0-9]{3,15})");
+    }
+    fail("unsupported JSON Schema keyword '" + keyword + "' at " + path +
+         " (integer ranges need both bounds within 2000 of each other, or one bound between -1000 and 1000)");
   }
 
   std::string visit_string(const ordered_json& s, const std::string& path) {

@@ -71,7 +71,10 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.status().message().find("email"), std::string::npos);
   EXPECT_FALSE(json_schema_to_gbnf(ordered_json::parse(R"({"$ref":"#/$defs/missing"})")).ok());
-  EXPECT_FALSE(json_schema_to_gbnf(ordered_json::parse(R"({"type":"integer","minimum":5})")).ok());
+  auto range = json_schema_to_gbnf(ordered_json::parse(R"({"type":"integer","minimum":5000})"));
+  ASSERT_FALSE(range.ok());
+  EXPECT_NE(range.status().message().find("'minimum'"), std::string::npos);
+  EXPECT_FALSE(json_schema_to_gbnf(ordered_json::parse(R"({"type":"number","maximum":1.5})")).ok());
   EXPECT_FALSE(json_schema_to_gbnf(ordered_json::parse(R"({"type":"strange"})")).ok());
   EXPECT_FALSE(json_schema_to_gbnf(ordered_json::parse("false")).ok());
   EXPECT_TRUE(

@@ -6,7 +6,8 @@
 // minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf (as
 // anyOf), allOf with one schema, $ref to "#", "#/$defs/..." or any local
 // JSON pointer (recursion works), format date / time / date-time / uuid,
-// minimum 0 on integers. Annotations (title, description, default,
+// minimum / maximum / exclusiveMinimum / exclusiveMaximum on integers (both
+// bounds within 2000 of each other, or one bound in [-1000, 1000]). Annotations (title, description, default,
 // examples, $schema, $id, $comment, deprecated, readOnly, writeOnly) are
 // ignored. Any other keyword fails with an InvalidArgument Status whose
 // message names the keyword and where it is ("unsupported JSON Schema keyword

@@ -29,7 +29,7 @@ cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 # plus the small hand-written ones in tests/fuzz/seeds/.
 seeds="$build/fuzz-seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds"/{config,safetensors,tokenizer,chat_template,openai_request,policy_hint}
+mkdir -p "$seeds"/{config,safetensors,tokenizer,chat_template,openai_request,policy_hint,grammar}
 n=0
 for f in tests/fixtures/models/*/config.json models/*/config.json; do
   cp "$f" "$seeds/config/$((n++)).json"

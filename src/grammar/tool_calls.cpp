@@ -113,6 +113,27 @@ ParsedToolOutput parse_mistral(const std::string& text) {
   return out;
 }
 
+// Rules content-0 .. content-(n-1) matching any text that does not contain
+// `word` (whose first byte occurs nowhere else in it): content-k has seen
+// the first k bytes of the word last. Each rule may end (the text stops
+// there); reading the word's last byte is what none of them allows.
+void add_text_without(SchemaConverter& c, const std::string& word, const std::string& name) {
+  auto rule = [&](size_t k) { return name + "-" + std::to_string(k); };
+  auto cls_char = [](char ch) {
+    return ch == ']' || ch == '\\' || ch == '^' || ch == '-' ? std::string("\\") + ch : std::string(1, ch);
+  };
+  const std::string first = gbnf_literal(std::string(1, word[0]));
+  for (size_t k = 0; k < word.size(); ++k) {
+    std::string body;
+    if (k > 0 && k + 1 < word.size())
+      body += gbnf_literal(std::string(1, word[k])) + " " + rule(k + 1) + " | ";
+    std::string excluded = cls_char(word[0]);
+    if (k > 0) excluded += cls_char(word[k]);
+    body += "[^" + excluded + "] " + rule(0) + " | " + first + " " + rule(1) + " | \"\"";
+    c.add_rule(rule(k), body);
+  }
+}
+
 }  // namespace
 
 const char* tool_call_format_name(ToolCallFormat format) {
@@ -135,8 +156,10 @@ ToolCallFormat detect_tool_call_format(const std::string& source) {
 }
 
 Expected<std::string> tool_call_gbnf(ToolCallFormat format, const std::vector<FunctionSpec>& functions,
-                                     bool parallel) {
+                                     bool parallel, bool after_content) {
   if (functions.empty()) return invalid_argument("tool_call_gbnf: no functions");
+  if (after_content && format != ToolCallFormat::hermes)
+    return invalid_argument("tool_call_gbnf: calls after free text are built for the hermes syntax only");
   SchemaConverter c;
   const char* args_key = format == ToolCallFormat::llama3 ? "parameters" : "arguments";
   std::string alternatives;
@@ -152,7 +175,13 @@ Expected<std::string> tool_call_gbnf(ToolCallFormat format, const std::vector<Fu
   switch (format) {
     case ToolCallFormat::hermes:
       c.add_rule("tool-call", R"("<tool_call>\n" call-object "\n</tool_call>")");
-      c.add_rule("root", parallel ? R"(tool-call ( "\n" tool-call )*)" : "tool-call");
+      c.add_rule("calls", parallel ? R"(tool-call ( "\n" tool-call )*)" : "tool-call");
+      if (after_content) {
+        add_text_without(c, "<tool_call>", "content");
+        c.add_rule("root", "content-0 calls?");
+      } else {
+        c.add_rule("root", "calls");
+      }
       break;
     case ToolCallFormat::llama3:
       c.add_rule("root", parallel ? R"(call-object ( "; " call-object )*)" : "call-object");

@@ -133,7 +133,9 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
       return bad_request("messages", "the chat template failed: " + rendered.status().message());
     prompt = tokenizer->encode(*rendered, false);
     const auto format = grammar::detect_tool_call_format(served_.chat_template->source());
-    if (auto e = finish_tool_grammar(format, req.structured)) return *e;
+    const std::optional<int32_t> marker = tokenizer->token_to_id("<tool_call>");
+    if (auto e = finish_tool_grammar(format, req.structured, marker && tokenizer->is_special(*marker)))
+      return *e;
   } else if (req.prompt_text) {
     prompt = tokenizer->encode(*req.prompt_text, true);
   } else {

@@ -178,8 +178,21 @@ std::optional<ApiError> parse_structured(const ordered_json& body, bool chat, St
   return std::nullopt;
 }
 
-std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, StructuredRequest& out) {
+std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, StructuredRequest& out,
+                                            bool marker_is_special) {
   out.format = format;
+  if (out.tool_choice == ToolChoice::auto_ && !out.functions.empty() && !out.grammar &&
+      format == grammar::ToolCallFormat::hermes && !marker_is_special) {
+    // Free text, and valid calls once the model opens one. Where an arguments
+    // schema cannot be compiled, auto stays unconstrained (it promised nothing).
+    auto text = grammar::tool_call_gbnf(format, out.functions, out.parallel_tool_calls, true);
+    auto g = text.ok() ? grammar::parse_gbnf(*text) : Expected<grammar::Grammar>(text.status());
+    if (g.ok()) {
+      out.grammar = std::make_shared<const grammar::Grammar>(std::move(*g));
+      out.grammar_source = "tools";
+    }
+    return std::nullopt;
+  }
   if (out.tool_choice != ToolChoice::required && out.tool_choice != ToolChoice::function) return std::nullopt;
   std::vector<grammar::FunctionSpec> allowed;
   for (const auto& f : out.functions)

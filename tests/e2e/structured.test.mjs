@@ -228,6 +228,23 @@ describe('tools', () => {
     assert.equal(none.choices[0].message.tool_calls, undefined);
   });
 
+  it('tool_choice auto without a grammar: free text, and any call it opens is valid', async () => {
+    for (const seed of [1, 2, 3]) {
+      const r = await client.chat.completions.create({
+        model: 'tandem-target',
+        messages: weatherAsk,
+        tools: [WEATHER],
+        max_tokens: 60,
+        temperature: 1.0,
+        seed,
+      });
+      const c = r.choices[0];
+      assert.ok(['stop', 'length', 'tool_calls'].includes(c.finish_reason), c.finish_reason);
+      for (const call of c.message.tool_calls ?? []) checkCall(call, WEATHER);
+      if (!c.message.tool_calls) assert.ok(!c.message.content.includes('<tool_call>') || c.finish_reason === 'length');
+    }
+  });
+
   it('renders assistant tool_calls with content null and tool results', async () => {
     const r = await client.chat.completions.create({
       model: 'tandem-target',

@@ -109,6 +109,28 @@ TEST(ToolCalls, HermesGrammarAndParserAgree) {
   EXPECT_EQ(broken.content, "<tool_call>\n{\"name\": oops}\n</tool_call>");
 }
 
+TEST(ToolCalls, AutoAllowsFreeTextThenOnlyValidCalls) {
+  FunctionSpec f{
+      "get_weather",
+      nlohmann::ordered_json::parse(
+          R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false})")};
+  auto text = tool_call_gbnf(ToolCallFormat::hermes, {f}, false, true);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  auto g = testing::compile(*text);
+  ASSERT_NE(g, nullptr) << *text;
+  const std::string call =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\"}}\n</tool_call>";
+  EXPECT_EQ(testing::verdict(g, ""), 'a');
+  EXPECT_EQ(testing::verdict(g, "Sure. a < b, <tool_cal> and <<tool_call"), 'a');  // near misses are text
+  EXPECT_EQ(testing::verdict(g, "Let me check.\n" + call), 'a');
+  EXPECT_EQ(testing::verdict(g, call), 'a');
+  EXPECT_EQ(testing::verdict(g, "x <tool_call>\n{\"name\": \"other\""), 'x');  // an opened call must be valid
+  EXPECT_EQ(testing::verdict(g, "the <tool_call> tag"), 'x');
+  EXPECT_EQ(testing::verdict(g, call + "\n" + call), 'x');  // parallel_tool_calls false: one call
+  EXPECT_EQ(testing::verdict(g, call + " and more"), 'x');
+  EXPECT_FALSE(tool_call_gbnf(ToolCallFormat::mistral, {f}, true, true).ok());
+}
+
 TEST(ToolCalls, Llama3AndMistralParse) {
   auto l = parse_tool_calls(ToolCallFormat::llama3,
                             R"({"name": "f", "parameters": {"x": 1}}; {"name": "g", "parameters": {}})");

@@ -105,6 +105,20 @@ TEST(StructuredRequest, AutoToolsAreNotCompiledButRequiredOnesAre) {
   auto s = ok_of(chat(tools));
   EXPECT_TRUE(s.parses_tool_calls());
   EXPECT_EQ(s.grammar, nullptr);
+  ASSERT_FALSE(finish_tool_grammar(grammar::ToolCallFormat::hermes, s).has_value());
+  EXPECT_EQ(s.grammar, nullptr);  // f's schema does not compile: auto stays unconstrained
+  // With schemas that compile, auto gets the lazy grammar: free text, or valid calls.
+  auto lazy = ok_of(chat(
+      R"("tools": [{"type": "function", "function": {"name": "g", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false}}}])"));
+  ASSERT_FALSE(finish_tool_grammar(grammar::ToolCallFormat::hermes, lazy).has_value());
+  ASSERT_NE(lazy.grammar, nullptr);
+  EXPECT_TRUE(accepts(lazy, "No call needed."));
+  EXPECT_TRUE(accepts(lazy, "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"n\":3}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(lazy, "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"));
+  // Not where the marker is a special token, nor for other syntaxes.
+  auto special = ok_of(chat(R"("tools": [{"type": "function", "function": {"name": "g"}}])"));
+  ASSERT_FALSE(finish_tool_grammar(grammar::ToolCallFormat::hermes, special, true).has_value());
+  EXPECT_EQ(special.grammar, nullptr);
   // ... naming the other function builds a grammar for it alone.
   auto named = ok_of(chat(
       tools +

@@ -35,9 +35,12 @@ struct FunctionSpec {
 
 // GBNF whose sentences are one call (parallel: one or more) to one of
 // `functions`, with arguments valid for that function's schema. Schema
-// errors name the function: "tools[1].function.parameters: unsupported ...".
+// errors name the function ("get_weather: unsupported ..."). With
+// `after_content` (tool_choice auto; hermes only) the calls are optional and
+// may follow any text that does not contain the opening marker: the model
+// writes freely, and once it opens a call the call must be valid.
 Expected<std::string> tool_call_gbnf(ToolCallFormat format, const std::vector<FunctionSpec>& functions,
-                                     bool parallel);
+                                     bool parallel, bool after_content = false);
 
 struct ParsedToolCall {
   std::string name;

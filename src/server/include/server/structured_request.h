@@ -44,9 +44,13 @@ struct StructuredRequest {
 std::optional<ApiError> parse_structured(const nlohmann::ordered_json& body, bool chat,
                                          StructuredRequest& out);
 
-// For tool_choice required / named: sets out.format and builds the grammar of
-// a valid call in that syntax. No-op otherwise.
-std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, StructuredRequest& out);
+// Sets out.format and, for tool_choice required / named, builds the grammar
+// of a valid call in that syntax. For auto (Hermes syntax, no other grammar,
+// the opening marker an ordinary token: `marker_is_special` false) it builds
+// the lazy form: any text without the marker, then optionally valid calls —
+// as llama-server constrains auto calls once they start (ADR 0020).
+std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, StructuredRequest& out,
+                                            bool marker_is_special = false);
 
 // OpenAI messages -> what chat templates expect (as vLLM and transformers
 // users pass them): an assistant tool call's `function.arguments` JSON

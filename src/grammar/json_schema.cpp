@@ -28,6 +28,11 @@ const char* kBuiltins[][2] = {
      R"(( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,6} )? ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))"},
     {"json-uuid",
      R"([0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12})"},
+    {"json-email", R"([A-Za-z0-9._%+-]{1,64} "@" json-hostname)"},
+    {"json-hostname", R"([A-Za-z0-9] [A-Za-z0-9-]{0,62} ( "." [A-Za-z0-9] [A-Za-z0-9-]{0,62} ){0,7})"},
+    {"json-octet", R"("25" [0-5] | "2" [0-4] [0-9] | "1" [0-9] [0-9] | [1-9] [0-9] | [0-9])"},
+    {"json-ipv4", R"(json-octet "." json-octet "." json-octet "." json-octet)"},
+    {"json-uri", R"([a-zA-Z] [a-zA-Z0-9+.-]{0,15} ":" [A-Za-z0-9._~:/?#@!$&'()*+,;=%\[\]-]{1,512})"},
 };
 
 const std::set<std::string> kIgnored = {"$schema", "$id",      "$comment",   "title",    "description",
@@ -264,8 +269,12 @@ struct SchemaVisitor {
       if (format == "time") return new_rule("time", R"("\"" json-time "\"")");
       if (format == "date-time") return new_rule("date-time", R"("\"" json-date "T" json-time "\"")");
       if (format == "uuid") return new_rule("uuid", R"("\"" json-uuid "\"")");
+      if (format == "email") return new_rule("email", R"("\"" json-email "\"")");
+      if (format == "hostname") return new_rule("hostname", R"("\"" json-hostname "\"")");
+      if (format == "ipv4") return new_rule("ipv4", R"("\"" json-ipv4 "\"")");
+      if (format == "uri") return new_rule("uri", R"("\"" json-uri "\"")");
       fail("unsupported string format '" + f.dump() + "' at " + path +
-           " (supported: date, time, date-time, uuid)");
+           " (supported: date, time, date-time, uuid, email, hostname, ipv4, uri)");
     }
     const int lo = std::max(0, bound(s, "minLength", path));
     const int hi = bound(s, "maxLength", path);

@@ -67,9 +67,9 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("'pattern'"), std::string::npos) << e.status().message();
   EXPECT_NE(e.status().message().find("#/properties/zip"), std::string::npos) << e.status().message();
-  auto f = json_schema_to_gbnf(ordered_json::parse(R"({"type":"string","format":"email"})"));
+  auto f = json_schema_to_gbnf(ordered_json::parse(R"({"type":"string","format":"ipv6"})"));
   ASSERT_FALSE(f.ok());
-  EXPECT_NE(f.status().message().find("email"), std::string::npos);
+  EXPECT_NE(f.status().message().find("ipv6"), std::string::npos);
   EXPECT_FALSE(json_schema_to_gbnf(ordered_json::parse(R"({"$ref":"#/$defs/missing"})")).ok());
   auto range = json_schema_to_gbnf(ordered_json::parse(R"({"type":"integer","minimum":5000})"));
   ASSERT_FALSE(range.ok());

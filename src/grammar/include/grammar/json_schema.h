@@ -5,7 +5,7 @@
 // means none when `properties` is given and any when it is not), items,
 // minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf (as
 // anyOf), allOf with one schema, $ref to "#", "#/$defs/..." or any local
-// JSON pointer (recursion works), format date / time / date-time / uuid,
+// JSON pointer (recursion works), format date / time / date-time / uuid / email / hostname / ipv4 / uri,
 // minimum / maximum / exclusiveMinimum / exclusiveMaximum on integers (both
 // bounds within 2000 of each other, or one bound in [-1000, 1000]). Annotations (title, description, default,
 // examples, $schema, $id, $comment, deprecated, readOnly, writeOnly) are

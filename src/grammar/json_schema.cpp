@@ -14,6 +14,7 @@ constexpr int kMaxDepth = 64;
 const char* kBuiltins[][2] = {
     {"ws", R"(( " " | "\n" [ \t]{0,20} )?)"},
     {"json-char", R"([^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ))"},
+    {"json-char-plain", R"([^"\\\x00-\x1f] | "\\\"" | "\\\\")"},
     {"json-string", R"("\"" json-char* "\"")"},
     {"json-integer", R"("-"? ( "0" | [1-9] [0-9]{0,15} ))"},
     {"json-number", R"(json-integer ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?)"},
@@ -38,6 +39,7 @@ const char* kBuiltins[][2] = {
 const std::set<std::string> kIgnored = {"$schema", "$id",      "$comment",   "title",    "description",
                                         "default", "examples", "deprecated", "readOnly", "writeOnly"};
 const std::set<std::string> kHandled = {"type",
+                                        "pattern",
                                         "enum",
                                         "const",
                                         "anyOf",
@@ -262,6 +264,12 @@ struct SchemaVisitor {
   }
 
   std::string visit_string(const ordered_json& s, const std::string& path) {
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string()) fail("'pattern' at " + path + " must be a string");
+      auto expr = pattern_to_gbnf(s["pattern"].get<std::string>());
+      if (!expr.ok()) fail("unsupported 'pattern' at " + path + ": " + expr.status().message());
+      return new_rule("pattern", "\"\\\"\" " + *expr + " \"\\\"\"");
+    }
     if (s.contains("format")) {
       const auto& f = s["format"];
       const std::string format = f.is_string() ? f.get<std::string>() : "";

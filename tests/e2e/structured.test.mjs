@@ -129,14 +129,14 @@ describe('response_format', () => {
       client.chat.completions.create({ model: 'tandem-target', messages: ASK, response_format: { type: 'bogus_format' } }),
       (e) => e.status === 400 && e.param === 'response_format.type' && /bogus_format/.test(e.message),
     );
-    const schema = { type: 'object', properties: { zip: { type: 'string', pattern: '^[0-9]{5}$' } } };
+    const schema = { type: 'object', properties: { zips: { type: 'array', uniqueItems: true } } };
     await assert.rejects(
       client.chat.completions.create({
         model: 'tandem-target',
         messages: ASK,
         response_format: { type: 'json_schema', json_schema: { name: 'z', schema } },
       }),
-      (e) => e.status === 400 && /'pattern'/.test(e.message),
+      (e) => e.status === 400 && /'uniqueItems'/.test(e.message),
     );
   });
 

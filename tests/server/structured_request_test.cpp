@@ -67,8 +67,8 @@ TEST(StructuredRequest, RejectionsNameTheField) {
       {R"("response_format": {"type": "bogus_format"})", "response_format.type", "bogus_format"},
       {R"("response_format": "json")", "response_format", "object"},
       {R"("response_format": {"type": "json_schema"})", "response_format.json_schema", "schema"},
-      {R"("response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "x"}}})",
-       "response_format.json_schema.schema", "'pattern'"},
+      {R"("response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "array", "uniqueItems": true}}})",
+       "response_format.json_schema.schema", "'uniqueItems'"},
       {R"("grammar": "root ::= (")", "grammar", "line 1"},
       {R"("grammar": "root ::= \"a\"", "json_schema": {"type": "string"})", "grammar", "both"},
       {R"("tools": {"type": "function"})", "tools", "array"},
@@ -101,7 +101,7 @@ TEST(StructuredRequest, RejectionsNameTheField) {
 TEST(StructuredRequest, AutoToolsAreNotCompiledButRequiredOnesAre) {
   // An unsupported keyword in a tool the model merely may call is no error (nothing is constrained)...
   const std::string tools =
-      R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "a"}}}}}, {"type": "function", "function": {"name": "g", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false}}}])";
+      R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "array", "uniqueItems": true}}}}}, {"type": "function", "function": {"name": "g", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false}}}])";
   auto s = ok_of(chat(tools));
   EXPECT_TRUE(s.parses_tool_calls());
   EXPECT_EQ(s.grammar, nullptr);

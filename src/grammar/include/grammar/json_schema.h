@@ -7,11 +7,12 @@
 // anyOf), allOf with one schema, $ref to "#", "#/$defs/..." or any local
 // JSON pointer (recursion works), format date / time / date-time / uuid / email / hostname / ipv4 / uri,
 // minimum / maximum / exclusiveMinimum / exclusiveMaximum on integers (both
-// bounds within 2000 of each other, or one bound in [-1000, 1000]). Annotations (title, description, default,
+// bounds within 2000 of each other, or one bound in [-1000, 1000]), pattern
+// (a regex subset, json_pattern.cpp). Annotations (title, description, default,
 // examples, $schema, $id, $comment, deprecated, readOnly, writeOnly) are
 // ignored. Any other keyword fails with an InvalidArgument Status whose
 // message names the keyword and where it is ("unsupported JSON Schema keyword
-// 'pattern' at #/properties/zip").
+// 'uniqueItems' at #/properties/tags").
 //
 // The output language is JSON with bounded whitespace (nothing, one space, or
 // a newline and up to 20 spaces/tabs between tokens; none before or after the
@@ -49,6 +50,11 @@ class SchemaConverter {
   int counter_ = 0;
   friend struct SchemaVisitor;
 };
+
+// A JSON Schema `pattern` as a GBNF expression over the characters inside a
+// JSON string (json_pattern.cpp has the supported regex syntax); unsupported
+// constructs are an InvalidArgument naming them.
+Expected<std::string> pattern_to_gbnf(const std::string& pattern);
 
 // A GBNF literal matching exactly `bytes`.
 std::string gbnf_literal(const std::string& bytes);

@@ -266,6 +266,10 @@ struct SchemaVisitor {
   std::string visit_string(const ordered_json& s, const std::string& path) {
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) fail("'pattern' at " + path + " must be a string");
+      for (const char* key : {"minLength", "maxLength", "format"})
+        if (s.contains(key))
+          fail("unsupported JSON Schema keyword '" + std::string(key) + "' at " + path +
+               " together with 'pattern'");
       auto expr = pattern_to_gbnf(s["pattern"].get<std::string>());
       if (!expr.ok()) fail("unsupported 'pattern' at " + path + ": " + expr.status().message());
       return new_rule("pattern", "\"\\\"\" " + *expr + " \"\\\"\"");

@@ -66,6 +66,8 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
       ordered_json::parse(R"({"type":"object","properties":{"zip":{"type":"array","uniqueItems":true}}})"));
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("'uniqueItems'"), std::string::npos) << e.status().message();
+  EXPECT_FALSE(
+      json_schema_to_gbnf(ordered_json::parse(R"({"type":"string","pattern":"^a+$","maxLength":3})")).ok());
   auto look = json_schema_to_gbnf(ordered_json::parse(R"({"type":"string","pattern":"^(?=a)b$"})"));
   ASSERT_FALSE(look.ok());
   EXPECT_NE(look.status().message().find("lookaround"), std::string::npos) << look.status().message();

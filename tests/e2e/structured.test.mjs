@@ -102,6 +102,32 @@ describe('response_format', () => {
     }
   });
 
+  it('pattern, integer ranges and formats are enforced (validated with jsonschema)', async () => {
+    const schema = {
+      type: 'object',
+      properties: {
+        code: { type: 'string', pattern: '^[A-Z]{3}-[0-9]{2}$' },
+        rating: { type: 'integer', minimum: 1, maximum: 5 },
+        when: { type: 'string', format: 'date' },
+        ip: { type: 'string', format: 'ipv4' },
+      },
+      required: ['code', 'rating', 'when', 'ip'],
+      additionalProperties: false,
+    };
+    for (const seed of [1, 2]) {
+      const r = await client.chat.completions.create({
+        model: 'tandem-target',
+        messages: ASK,
+        max_tokens: 200,
+        temperature: 0.9,
+        seed,
+        response_format: { type: 'json_schema', json_schema: { name: 'codes', strict: true, schema } },
+      });
+      assert.equal(r.choices[0].finish_reason, 'stop');
+      assert.equal(validate(schema, r.choices[0].message.content), 'ok', r.choices[0].message.content);
+    }
+  });
+
   it('json_object output is a JSON object', async () => {
     const r = await client.chat.completions.create({
       model: 'tandem-target',

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
 shift || true
-all_targets=(fuzz_config fuzz_safetensors fuzz_tokenizer fuzz_chat_template fuzz_openai_request fuzz_policy_hint)
+all_targets=(fuzz_config fuzz_safetensors fuzz_tokenizer fuzz_chat_template fuzz_openai_request fuzz_policy_hint fuzz_grammar)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 build=build-fuzz
@@ -29,7 +29,7 @@ cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 # plus the small hand-written ones in tests/fuzz/seeds/.
 seeds="$build/fuzz-seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds"/{config,safetensors,tokenizer,chat_template,openai_request,policy_hint}
+mkdir -p "$seeds"/{config,safetensors,tokenizer,chat_template,openai_request,policy_hint,grammar}
 n=0
 for f in tests/fixtures/models/*/config.json models/*/config.json; do
   cp "$f" "$seeds/config/$((n++)).json"
@@ -54,7 +54,7 @@ node -e '
   fs.writeFileSync(process.argv[2], JSON.stringify(t));
 ' models/tandem-target/tokenizer.json "$seeds/tokenizer/tandem_400.json"
 for f in tests/tokenizer/chat/*.jinja; do cp "$f" "$seeds/chat_template/$((n++)).jinja"; done
-for t in config safetensors tokenizer chat_template openai_request policy_hint; do
+for t in config safetensors tokenizer chat_template openai_request policy_hint grammar; do
   cp tests/fuzz/seeds/"$t"/* "$seeds/$t/" 2>/dev/null || true
 done
 

@@ -14,7 +14,8 @@ packages=(build-essential cmake ninja-build ccache pkg-config git
   libgtest-dev libgmock-dev googletest libbenchmark-dev curl
   clang libclang-rt-14-dev clang-format
   chromium fonts-dejavu-core
-  nginx)
+  nginx
+  python3-jsonschema python3-jinja2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

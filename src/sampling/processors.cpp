@@ -117,6 +117,7 @@ void apply_min_p(std::span<float> logits, float min_p) {
 
 void process_logits_greedy(std::span<float> logits, const SamplingParams& p, const TokenHistory& h,
                            ProcessorScratch& s) {
+  if (p.constraint) p.constraint->mask(logits, h.generated);
   apply_logit_bias(logits, p);
   apply_repetition_penalty(logits, h, p.repetition_penalty, s);
   apply_presence_frequency(logits, h, p.presence_penalty, p.frequency_penalty, s);

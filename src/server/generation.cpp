@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <ctime>
 
+#include "server/tool_call_reply.h"
+
 namespace tandem::server {
 
 using nlohmann::json;
@@ -58,6 +60,7 @@ std::string GenerationRun::token_text(int32_t id) const {
 }
 
 const char* GenerationRun::finish_name(const Choice& c) const {
+  if (c.tool_calls && c.finish == FinishReason::stop) return "tool_calls";
   switch (c.finish) {
     case FinishReason::length:
       return "length";
@@ -190,6 +193,29 @@ json GenerationRun::logprobs_json(const Choice& c, size_t from, size_t to) const
   return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
+std::string GenerationRun::tool_stream(size_t i, std::string fresh, json& calls_delta) {
+  (void)fresh;  // already in c.text; what goes out is decided on the whole text
+  Choice& c = choices_[i];
+  if (c.finish == FinishReason::none) {
+    // Content up to where a call may begin; the rest waits for the finish.
+    const size_t safe = grammar::tool_call_safe_prefix(request_.structured.format, c.text);
+    if (safe <= c.streamed) return "";
+    std::string out = c.text.substr(c.streamed, safe - c.streamed);
+    c.streamed = safe;
+    return out;
+  }
+  ToolCallReply reply = tool_call_reply(c.text, request_.structured, id_ + "_" + std::to_string(i));
+  std::string out;
+  if (reply.has_calls) {
+    c.tool_calls = true;
+    calls_delta = tool_call_deltas(reply.calls);
+  } else if (c.streamed < c.text.size()) {
+    out = c.text.substr(c.streamed);
+  }
+  c.streamed = c.text.size();
+  return out;
+}
+
 std::pair<int, std::string> GenerationRun::collect(const std::function<bool()>& alive) {
   for (;;) {
     if (alive && !alive()) {
@@ -218,8 +244,14 @@ std::pair<int, std::string> GenerationRun::collect(const std::function<bool()>& 
     const Choice& c = choices_[i];
     json lp = request_.logprobs ? logprobs_json(c, 0, c.tokens.size()) : json(nullptr);
     if (chat) {
+      json message = {{"role", "assistant"}, {"content", c.text}};
+      if (request_.structured.parses_tool_calls()) {
+        ToolCallReply reply = tool_call_reply(c.text, request_.structured, id_ + "_" + std::to_string(i));
+        choices_[i].tool_calls = reply.has_calls;
+        message = std::move(reply.message);
+      }
       choices.push_back({{"index", i},
-                         {"message", {{"role", "assistant"}, {"content", c.text}}},
+                         {"message", std::move(message)},
                          {"logprobs", lp},
                          {"finish_reason", finish_name(c)}});
     } else {
@@ -288,7 +320,10 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write,
       if (c.finish != FinishReason::none) continue;
       all_done = false;
       std::vector<size_t> fresh;
-      const std::string text = advance(i, std::chrono::milliseconds(choices_.size() > 1 ? 5 : 50), &fresh);
+      std::string text = advance(i, std::chrono::milliseconds(choices_.size() > 1 ? 5 : 50), &fresh);
+      json calls_delta;
+      if (chat && request_.structured.parses_tool_calls())
+        text = tool_stream(i, std::move(text), calls_delta);
       if (c.finish == FinishReason::error) {
         write("data: " +
               dump_json(
@@ -306,6 +341,13 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write,
                                   {"finish_reason", nullptr}}
                            : json{{"index", i}, {"text", text}, {"logprobs", lp}, {"finish_reason", nullptr}};
         if (!alive(chunk(std::move(choice)))) return false;
+      }
+      if (!calls_delta.is_null()) {
+        if (!alive(chunk({{"index", i},
+                          {"delta", {{"tool_calls", std::move(calls_delta)}}},
+                          {"logprobs", nullptr},
+                          {"finish_reason", nullptr}})))
+          return false;
       }
       if (c.finish != FinishReason::none) {
         json choice =

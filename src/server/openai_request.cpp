@@ -238,7 +238,18 @@ ParseResult parse_generation_request(Endpoint endpoint, const std::string& body,
   if (!parsed.is_object())
     return bad_request("body", "The request body must be a JSON object", "invalid_json");
   try {
-    return parse_fields(endpoint, parsed, defaults);
+    GenerationRequest r = parse_fields(endpoint, parsed, defaults);
+    const bool chat = endpoint == Endpoint::chat_completions;
+    bool structured = chat;
+    for (const char* key :
+         {"response_format", "json_schema", "grammar", "tools", "tool_choice", "parallel_tool_calls"})
+      structured = structured || parsed.contains(key);
+    // Again with key order kept: a schema's properties are generated in its
+    // order, and templates print tools and tool-call arguments as sent.
+    if (structured) {
+      if (auto e = parse_structured(nlohmann::ordered_json::parse(body), chat, r.structured)) return *e;
+    }
+    return r;
   } catch (const FieldError& e) {
     return e.error;
   } catch (const json::exception& e) {

@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "core/log.h"
+#include "grammar/token_constraint.h"
 #include "server/generation.h"
 #include "server/metrics_text.h"
 
@@ -117,7 +118,9 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
                          "this model has no chat template (tokenizer_config.json); use /v1/completions",
                          "no_chat_template");
     tok::ChatRenderInput input;
-    input.messages = nlohmann::ordered_json::parse(req.messages.dump());
+    input.messages = !req.structured.messages.is_null() ? req.structured.messages
+                                                        : nlohmann::ordered_json::parse(req.messages.dump());
+    prepare_messages_for_template(input.messages);
     // Content given as text parts renders as the joined string (templates expect strings).
     for (auto& m : input.messages) {
       if (!m.contains("content") || !m["content"].is_array()) continue;
@@ -125,13 +128,21 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
       for (const auto& part : m["content"]) joined += part.value("text", std::string());
       m["content"] = joined;
     }
-    if (!req.tools.is_null()) input.tools = nlohmann::ordered_json::parse(req.tools.dump());
+    if (!req.structured.tools.is_null()) {
+      input.tools = req.structured.tools;
+    } else if (!req.tools.is_null()) {
+      input.tools = nlohmann::ordered_json::parse(req.tools.dump());
+    }
     input.add_generation_prompt = true;
     input.extra = defaults_.chat_template_kwargs;
     auto rendered = served_.chat_template->render(input);
     if (!rendered.ok())
       return bad_request("messages", "the chat template failed: " + rendered.status().message());
     prompt = tokenizer->encode(*rendered, false);
+    const auto format = grammar::detect_tool_call_format(served_.chat_template->source());
+    const std::optional<int32_t> marker = tokenizer->token_to_id("<tool_call>");
+    if (auto e = finish_tool_grammar(format, req.structured, marker && tokenizer->is_special(*marker)))
+      return *e;
   } else if (req.prompt_text) {
     prompt = tokenizer->encode(*req.prompt_text, true);
   } else {
@@ -164,6 +175,13 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
                                  : static_cast<int32_t>(std::min(room, defaults_.max_tokens.value_or(room)));
   const uint64_t seed = req.seed ? *req.seed : defaults_.seed ? *defaults_.seed : sampling::random_seed();
 
+  std::shared_ptr<const grammar::TokenTrie> trie;
+  if (req.structured.grammar) {
+    if (!tokenizer)
+      return bad_request(req.structured.grammar_source, "structured outputs need the model's tokenizer.json");
+    trie = token_trie_.get(*tokenizer);
+  }
+
   std::vector<GenerationRun::Choice> choices;
   for (int32_t i = 0; i < req.n; ++i) {
     auto r = std::make_shared<scheduler::EngineRequest>();
@@ -171,6 +189,9 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
     r->prompt = prompt;
     r->params = req.sampling;
     r->params.seed = seed + static_cast<uint64_t>(i);  // choice i: seed + i (documented)
+    if (trie)  // one per choice: a constraint caches along its own sequence
+      r->params.constraint =
+          std::make_shared<grammar::GrammarConstraint>(req.structured.grammar, trie, served_.stop_tokens);
     r->max_tokens = max_tokens;
     r->stop_tokens = served_.stop_tokens;
     r->want_logprobs = req.logprobs;

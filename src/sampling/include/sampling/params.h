@@ -7,12 +7,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/status.h"
+#include "sampling/constraint.h"
 
 namespace tandem::sampling {
 
@@ -29,6 +31,10 @@ struct SamplingParams {
   // empty std::optional<uint64_t>, resolved there (random_seed() or a fixed default).
   uint64_t seed = 0;
   int32_t top_logprobs = 0;  // number of alternatives to report (0 = none)
+  // Structured outputs: the allowed next tokens given the generated prefix,
+  // applied before everything else (constraint.h). Null: unconstrained. One
+  // object per sequence (it caches along that sequence's prefix).
+  std::shared_ptr<TokenConstraint> constraint;
 
   bool greedy() const { return temperature == 0.0f; }
   bool has_penalties() const {

@@ -1,6 +1,7 @@
 // Logit processors, applied in place to one row of logits in this fixed
-// order (Hugging Face's order for the warpers):
-//   logit_bias -> repetition penalty -> presence/frequency penalties
+// order (Hugging Face's order for the warpers, after the structured-output
+// mask, so the truncations only ever see tokens the grammar allows):
+//   constraint mask (constraint.h) -> logit_bias -> repetition penalty -> presence/frequency penalties
 //   -> temperature -> top-k -> top-p -> min-p
 // Masked tokens become -infinity. Every step is a pure function of the row,
 // the parameters and the token history, so classic decode and speculative

@@ -37,6 +37,8 @@ class GenerationRun {
     scheduler::RequestStats stats;
     Status error;
     bool sent_role = false;
+    size_t streamed = 0;      // bytes of `text` sent so far (tool calls hold some back)
+    bool tool_calls = false;  // the reply carried tool calls: finish_reason "tool_calls"
   };
 
   // `metrics` (optional) counts each choice once, by the finish_reason its client is told.
@@ -68,6 +70,9 @@ class GenerationRun {
   nlohmann::json timings() const;
   nlohmann::json logprobs_json(const Choice& c, size_t from, size_t to) const;
   std::string token_text(int32_t id) const;
+  // Streaming with tools: what of `fresh` may go out as content now; at the
+  // finish, also the tool_calls delta (null when none).
+  std::string tool_stream(size_t i, std::string fresh, nlohmann::json& calls_delta);
   const char* finish_name(const Choice& c) const;
   // Sets the choice's finish reason (once) and counts it in metrics_.
   void finish(Choice& c, scheduler::FinishReason reason);

@@ -14,6 +14,7 @@
 
 #include "sampling/params.h"
 #include "server/api_error.h"
+#include "server/structured_request.h"
 
 namespace tandem::server {
 
@@ -37,6 +38,8 @@ struct GenerationRequest {
   bool echo = false;             // completions only
   std::optional<uint64_t> seed;  // empty: the service picks a random one
   sampling::SamplingParams sampling;
+  // response_format / json_schema / grammar / tools / tool_choice (structured_request.h).
+  StructuredRequest structured;
 };
 
 inline constexpr int32_t kMaxChoices = 16;

@@ -22,6 +22,7 @@
 #include "server/metrics_text.h"
 #include "server/openai_request.h"
 #include "server/request_defaults.h"
+#include "server/token_trie_cache.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -77,7 +78,8 @@ class Service {
   std::atomic<bool> ready_{false};
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_id_{1};
-  ServerMetrics metrics_;  // finish reasons as told to the clients; GET /metrics
+  TokenTrieCache token_trie_;  // for structured outputs (grammar masks)
+  ServerMetrics metrics_;      // finish reasons as told to the clients; GET /metrics
   int64_t created_;
 };
 

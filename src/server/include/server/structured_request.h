@@ -1,0 +1,60 @@
+// Structured outputs and tools in a request: response_format (text,
+// json_object, json_schema), llama-server's `json_schema` and `grammar`
+// fields, and tools / tool_choice / parallel_tool_calls. Parsing validates
+// shapes and compiles every grammar the request constrains with, so any
+// problem is a 400 naming the field (an unsupported JSON Schema keyword names
+// the keyword). Which grammar a required or named tool_choice needs depends on
+// the model's tool-call syntax, so that one is built by finish_tool_grammar()
+// once the chat template is known. Pure functions; thread-safe.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "grammar/grammar.h"
+#include "grammar/tool_calls.h"
+#include "server/api_error.h"
+
+namespace tandem::server {
+
+enum class ToolChoice { none, auto_, required, function };
+
+struct StructuredRequest {
+  // The grammar the output must follow; null: unconstrained.
+  std::shared_ptr<const grammar::Grammar> grammar;
+  std::string grammar_source;  // "response_format", "json_schema", "grammar" or "tool_choice"
+  // Tools (chat only).
+  std::vector<grammar::FunctionSpec> functions;
+  ToolChoice tool_choice = ToolChoice::auto_;
+  std::string named_function;  // tool_choice {"type":"function","function":{"name":...}}
+  bool parallel_tool_calls = true;
+  grammar::ToolCallFormat format = grammar::ToolCallFormat::hermes;
+  // Chat: `messages` and `tools` as sent, key order kept, for the template.
+  nlohmann::ordered_json messages, tools;
+
+  // Whether the output is scanned for tool calls.
+  bool parses_tool_calls() const { return !functions.empty() && tool_choice != ToolChoice::none; }
+};
+
+// Reads the fields above from `body` (parsed with key order kept: properties
+// are generated in the schema's order). `chat`: tools are accepted.
+std::optional<ApiError> parse_structured(const nlohmann::ordered_json& body, bool chat,
+                                         StructuredRequest& out);
+
+// Sets out.format and, for tool_choice required / named, builds the grammar
+// of a valid call in that syntax. For auto (Hermes syntax, no other grammar,
+// the opening marker an ordinary token: `marker_is_special` false) it builds
+// the lazy form: any text without the marker, then optionally valid calls —
+// as llama-server constrains auto calls once they start (ADR 0020).
+std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, StructuredRequest& out,
+                                            bool marker_is_special = false);
+
+// OpenAI messages -> what chat templates expect (as vLLM and transformers
+// users pass them): an assistant tool call's `function.arguments` JSON
+// string becomes the object it encodes.
+void prepare_messages_for_template(nlohmann::ordered_json& messages);
+
+}  // namespace tandem::server

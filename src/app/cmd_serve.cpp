@@ -44,6 +44,10 @@ struct ServeOptions {
   int threads = 0;
   std::string gemm;
   int64_t max_body = 8 << 20;
+  std::vector<std::string> cors_origins;  // --cors-origin (repeatable, comma lists)
+  bool embeddings = false;
+  std::string pooling = "mean";
+  std::string model_match = "strict";
   std::vector<EnvMirror> mirrors;  // flags that TANDEM_* / LLAMA_ARG_* variables mirror
 };
 
@@ -109,11 +113,14 @@ int run_serve(ServeOptions& o) {
   if (!gemm.ok()) return usage_error("serve", gemm.status());
   const std::string id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
   server::Service service(id.empty() ? "tandem" : id, std::move(*keys), static_cast<size_t>(o.max_body));
+  service.set_model_path(o.model);
+  service.set_model_match(o.model_match == "any" ? server::ModelMatch::any : server::ModelMatch::strict);
+  service.set_embeddings(o.embeddings, o.pooling == "last" ? server::Pooling::last : server::Pooling::mean);
   // One HTTP worker per connection, a stream holding its worker to the end (and an idle
   // keep-alive connection for up to 5 s): far more workers than -np, so that requests
   // beyond -np queue in the engine (num_requests_waiting) instead of unread in the
   // accept queue, and /health and /metrics still answer under load.
-  server::HttpServer http(service, {o.host, o.port, std::max(128, o.parallel * 2 + 4)});
+  server::HttpServer http(service, {o.host, o.port, std::max(128, o.parallel * 2 + 4), o.cors_origins});
   if (Status s = http.bind(); !s.ok()) {
     spdlog::error("{}", s.message());
     return 1;
@@ -255,6 +262,26 @@ Command add_serve_command(CLI::App& app) {
   sub->add_option("--max-body-bytes", o->max_body, "Largest request body accepted")
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32))
       ->capture_default_str();
+  // Compatibility routes (docs/api.md, docs/adr/0017-compat-endpoints.md, 0018-embeddings.md).
+  mirror(sub->add_option("--cors-origin", o->cors_origins,
+                         "Allow browsers on ORIGIN (repeatable or a comma list; '*': any) to call the API; "
+                         "default: CORS off (env TANDEM_CORS_ORIGIN)"),
+         {"TANDEM_CORS_ORIGIN"});
+  mirror(sub->add_flag("--embeddings", o->embeddings,
+                       "Serve POST /v1/embeddings (a second forward with its own KV cache; env "
+                       "TANDEM_EMBEDDINGS, LLAMA_ARG_EMBEDDINGS)"),
+         {"TANDEM_EMBEDDINGS", "LLAMA_ARG_EMBEDDINGS"}, true);
+  mirror(sub->add_option("--pooling", o->pooling,
+                         "Embedding pooling: mean or last (env TANDEM_POOLING, LLAMA_ARG_POOLING)")
+             ->check(CLI::IsMember({"mean", "last"}))
+             ->capture_default_str(),
+         {"TANDEM_POOLING", "LLAMA_ARG_POOLING"});
+  mirror(sub->add_option("--model-match", o->model_match,
+                         "A request's unknown 'model': strict = 404 model_not_found (vLLM), any = served "
+                         "anyway (llama-server) (env TANDEM_MODEL_MATCH)")
+             ->check(CLI::IsMember({"strict", "any"}))
+             ->capture_default_str(),
+         {"TANDEM_MODEL_MATCH"});
   return {sub, [o] { return run_serve(*o); }};
 }
 

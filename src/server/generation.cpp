@@ -102,7 +102,42 @@ std::string GenerationRun::advance(size_t i, std::chrono::milliseconds timeout,
     }
   }
   c.text += out;
+  if (lease_ && i == 0) lease_->set_decoded(static_cast<int64_t>(c.tokens.size()));
   return out;
+}
+
+bool GenerationRun::wait(const std::function<bool()>& alive) {
+  for (;;) {
+    if (alive && !alive()) {
+      cancel();
+      return false;
+    }
+    bool all_done = true;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      if (choices_[i].finish != FinishReason::none) continue;
+      all_done = false;
+      advance(i, std::chrono::milliseconds(50));
+    }
+    if (all_done) return true;
+  }
+}
+
+bool GenerationRun::stream_text(const std::function<bool(const std::string&)>& on_text,
+                                const std::function<bool()>& client_alive) {
+  Choice& c = choices_.front();
+  while (c.finish == FinishReason::none) {
+    const std::string text = advance(0, std::chrono::milliseconds(50));
+    if (!text.empty()) {
+      if (!on_text(text)) {
+        cancel();
+        return false;
+      }
+    } else if (c.finish == FinishReason::none && client_alive && !client_alive()) {
+      cancel();
+      return false;
+    }
+  }
+  return true;
 }
 
 // The prompt is billed once for all n choices: its cached part is what the
@@ -191,19 +226,7 @@ json GenerationRun::logprobs_json(const Choice& c, size_t from, size_t to) const
 }
 
 std::pair<int, std::string> GenerationRun::collect(const std::function<bool()>& alive) {
-  for (;;) {
-    if (alive && !alive()) {
-      cancel();
-      return {499, ""};
-    }
-    bool all_done = true;
-    for (size_t i = 0; i < choices_.size(); ++i) {
-      if (choices_[i].finish != FinishReason::none) continue;
-      all_done = false;
-      advance(i, std::chrono::milliseconds(50));
-    }
-    if (all_done) break;
-  }
+  if (!wait(alive)) return {499, ""};
   for (const auto& c : choices_) {
     if (c.finish == FinishReason::error)
       return {500, dump_json({{"error",

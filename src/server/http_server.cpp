@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "server/collected_reply.h"
+#include "server/compat_routes.h"
 #include "server/generation.h"
 
 namespace tandem::server {
@@ -12,11 +13,6 @@ namespace {
 std::optional<std::string> header(const httplib::Request& req, const char* name) {
   if (!req.has_header(name)) return std::nullopt;
   return req.get_header_value(name);
-}
-
-void write_reply(httplib::Response& res, const HttpReply& reply) {
-  res.status = reply.status;
-  res.set_content(reply.body, reply.content_type.c_str());
 }
 
 }  // namespace
@@ -63,13 +59,18 @@ void HttpServer::stop() {
 
 void HttpServer::install_routes() {
   Service& svc = service_;
-  http_->set_pre_routing_handler([&svc](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health" || !svc.keys().enabled()) return httplib::Server::HandlerResponse::Unhandled;
-    if (svc.keys().allows(header(req, "Authorization"), header(req, "X-Api-Key")))
-      return httplib::Server::HandlerResponse::Unhandled;
-    write_reply(res, error_reply(unauthorized()));
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  const CorsPolicy cors(options_.cors_origins);
+  const bool preflight_public = cors.enabled();
+  http_->set_pre_routing_handler(
+      [&svc, preflight_public](const httplib::Request& req, httplib::Response& res) {
+        // A browser's CORS preflight carries no credentials; it is answered without them.
+        if (req.path == "/health" || !svc.keys().enabled() || (preflight_public && req.method == "OPTIONS"))
+          return httplib::Server::HandlerResponse::Unhandled;
+        if (svc.keys().allows(header(req, "Authorization"), header(req, "X-Api-Key")))
+          return httplib::Server::HandlerResponse::Unhandled;
+        write_reply(res, error_reply(unauthorized()));
+        return httplib::Server::HandlerResponse::Handled;
+      });
   // Replies httplib makes on its own (413, 404, 400 on a broken request line) get the OpenAI shape.
   http_->set_error_handler([&svc](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -161,6 +162,8 @@ void HttpServer::install_routes() {
   http_->Post("/v1/chat/completions", generate(Endpoint::chat_completions));
   http_->Post("/completions", generate(Endpoint::completions));
   http_->Post("/chat/completions", generate(Endpoint::chat_completions));
+  install_compat_routes(*http_, svc);
+  install_cors(*http_, cors);
 }
 
 }  // namespace tandem::server

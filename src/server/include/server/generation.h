@@ -19,6 +19,7 @@
 #include "scheduler/request.h"
 #include "server/metrics_text.h"
 #include "server/openai_request.h"
+#include "server/slot_board.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/streaming.h"
 #include "tokenizer/tokenizer.h"
@@ -59,16 +60,37 @@ class GenerationRun {
             const std::function<bool()>& client_alive = {});
   void cancel();
 
+  // For the llama-server and Ollama response shapes (llama_completion.cpp,
+  // ollama_api.cpp), which format the choices themselves:
+  // waits for every choice; false when `alive` turned false (the run is then cancelled).
+  bool wait(const std::function<bool()>& alive = {});
+  // Streams choice 0's text: calls on_text(delta) for every non-empty piece
+  // until it finishes. on_text returning false (client gone) cancels the run;
+  // so does `client_alive` turning false while no text is due. Returns false
+  // when it ended because of either.
+  bool stream_text(const std::function<bool(const std::string&)>& on_text,
+                   const std::function<bool()>& client_alive = {});
+  const std::vector<Choice>& choices() const { return choices_; }
+  const GenerationRequest& request() const { return request_; }
+  const std::string& id() const { return id_; }
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+  // llama-server's timings object (prompt_n, prompt_ms, predicted_n, ...).
+  nlohmann::json timings() const;
+  // "stop", "length" or "abort".
+  const char* finish_name(const Choice& c) const;
+  // The /slots entry this run holds (none: it waits in the engine's queue); it
+  // is given back when the run is destroyed.
+  void set_lease(std::unique_ptr<SlotBoard::Lease> lease) { lease_ = std::move(lease); }
+  int32_t slot() const { return lease_ ? lease_->slot() : -1; }
+
  private:
   // Pulls pending updates of choice i (waiting up to `timeout`); returns the
   // new text to emit (after stop matching) and appends token details.
   std::string advance(size_t i, std::chrono::milliseconds timeout, std::vector<size_t>* new_tokens = nullptr);
   nlohmann::json usage() const;
   int64_t cached_tokens() const;
-  nlohmann::json timings() const;
   nlohmann::json logprobs_json(const Choice& c, size_t from, size_t to) const;
   std::string token_text(int32_t id) const;
-  const char* finish_name(const Choice& c) const;
   // Sets the choice's finish reason (once) and counts it in metrics_.
   void finish(Choice& c, scheduler::FinishReason reason);
 
@@ -79,6 +101,7 @@ class GenerationRun {
   const tok::Tokenizer* tokenizer_;
   std::vector<Choice> choices_;
   ServerMetrics* metrics_;
+  std::unique_ptr<SlotBoard::Lease> lease_;
 };
 
 // Serializes JSON for the wire; invalid UTF-8 is replaced, never thrown.

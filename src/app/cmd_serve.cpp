@@ -46,7 +46,7 @@ struct ServeOptions {
   int64_t max_body = 8 << 20;
   std::vector<std::string> cors_origins;  // --cors-origin (repeatable, comma lists)
   bool embeddings = false;
-  std::string pooling = "mean";
+  std::string pooling;  // empty: the model's (1_Pooling/config.json), else mean
   std::string model_match = "strict";
   std::vector<EnvMirror> mirrors;  // flags that TANDEM_* / LLAMA_ARG_* variables mirror
 };
@@ -115,7 +115,10 @@ int run_serve(ServeOptions& o) {
   server::Service service(id.empty() ? "tandem" : id, std::move(*keys), static_cast<size_t>(o.max_body));
   service.set_model_path(o.model);
   service.set_model_match(o.model_match == "any" ? server::ModelMatch::any : server::ModelMatch::strict);
-  service.set_embeddings(o.embeddings, o.pooling == "last" ? server::Pooling::last : server::Pooling::mean);
+  auto pooling = o.pooling.empty()     ? server::declared_pooling(o.model).value_or(server::Pooling::mean)
+                 : o.pooling == "last" ? server::Pooling::last
+                                       : server::Pooling::mean;
+  service.set_embeddings(o.embeddings, pooling);
   // One HTTP worker per connection, a stream holding its worker to the end (and an idle
   // keep-alive connection for up to 5 s): far more workers than -np, so that requests
   // beyond -np queue in the engine (num_requests_waiting) instead of unread in the
@@ -272,14 +275,14 @@ Command add_serve_command(CLI::App& app) {
                        "TANDEM_EMBEDDINGS, LLAMA_ARG_EMBEDDINGS)"),
          {"TANDEM_EMBEDDINGS", "LLAMA_ARG_EMBEDDINGS"}, true);
   mirror(sub->add_option("--pooling", o->pooling,
-                         "Embedding pooling: mean or last (env TANDEM_POOLING, LLAMA_ARG_POOLING)")
-             ->check(CLI::IsMember({"mean", "last"}))
-             ->capture_default_str(),
+                         "Embedding pooling: mean or last (default: the model's 1_Pooling/config.json, else "
+                         "mean; env TANDEM_POOLING, LLAMA_ARG_POOLING)")
+             ->transform(CLI::IsMember({"mean", "last"}, CLI::ignore_case)),
          {"TANDEM_POOLING", "LLAMA_ARG_POOLING"});
   mirror(sub->add_option("--model-match", o->model_match,
                          "A request's unknown 'model': strict = 404 model_not_found (vLLM), any = served "
                          "anyway (llama-server) (env TANDEM_MODEL_MATCH)")
-             ->check(CLI::IsMember({"strict", "any"}))
+             ->transform(CLI::IsMember({"strict", "any"}, CLI::ignore_case))
              ->capture_default_str(),
          {"TANDEM_MODEL_MATCH"});
   return {sub, [o] { return run_serve(*o); }};

@@ -1,10 +1,25 @@
 #include "server/embedder.h"
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 namespace tandem::server {
 
 const char* pooling_name(Pooling p) { return p == Pooling::mean ? "mean" : "last"; }
+
+std::optional<Pooling> declared_pooling(const std::string& dir) {
+  std::ifstream in(dir + "/1_Pooling/config.json");
+  if (!in) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  auto on = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
+  const bool mean = on("pooling_mode_mean_tokens"), last = on("pooling_mode_lasttoken");
+  const bool other = on("pooling_mode_cls_token") || on("pooling_mode_max_tokens") ||
+                     on("pooling_mode_mean_sqrt_len_tokens") || on("pooling_mode_weightedmean_tokens");
+  if (other || mean == last) return std::nullopt;
+  return mean ? Pooling::mean : Pooling::last;
+}
 
 Expected<std::unique_ptr<Embedder>> Embedder::create(const model::Model& model, int64_t max_tokens,
                                                      Pooling pooling) {

@@ -3,6 +3,11 @@
 // (RFC 4648's test vectors), UTF-8 checks of token pieces, the slot board, and
 // how a request's model name is matched (--model-match).
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "server/compat_routes.h"
 #include "server/embeddings_api.h"
@@ -206,6 +211,30 @@ TEST(ModelMatch, StrictByDefaultAnyOnRequest) {
   // Listing stays exact: /v1/models/{id} knows one id.
   EXPECT_EQ(svc.model("gpt-4o").status, 404);
   EXPECT_EQ(svc.model("org/model").status, 200);
+}
+
+}  // namespace
+}  // namespace tandem::server
+
+namespace tandem::server {
+namespace {
+
+// sentence-transformers' pooling declaration decides the default pooling.
+TEST(Embedder, DeclaredPoolingFromSentenceTransformersConfig) {
+  const std::string dir = ::testing::TempDir() + "/tandem-pooling-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir + "/1_Pooling");
+  auto declare = [&](const char* body) { std::ofstream(dir + "/1_Pooling/config.json") << body; };
+  declare(R"({"word_embedding_dimension": 1024, "pooling_mode_cls_token": false,
+              "pooling_mode_mean_tokens": false, "pooling_mode_lasttoken": true})");
+  EXPECT_EQ(declared_pooling(dir), Pooling::last);
+  declare(R"({"pooling_mode_mean_tokens": true})");
+  EXPECT_EQ(declared_pooling(dir), Pooling::mean);
+  declare(R"({"pooling_mode_cls_token": true})");
+  EXPECT_EQ(declared_pooling(dir), std::nullopt);  // not a mode tandem has: the flag's default
+  declare("not json");
+  EXPECT_EQ(declared_pooling(dir), std::nullopt);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(declared_pooling(dir), std::nullopt);
 }
 
 }  // namespace

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -30,6 +32,12 @@ namespace tandem::server {
 
 enum class Pooling { mean, last };
 const char* pooling_name(Pooling p);
+
+// The model's own pooling, as sentence-transformers declares it in
+// DIR/1_Pooling/config.json (pooling_mode_mean_tokens / pooling_mode_lasttoken,
+// e.g. Qwen3-Embedding's last-token pooling); nullopt when the file is absent,
+// unreadable or declares a mode tandem does not have (cls, max, ...).
+std::optional<Pooling> declared_pooling(const std::string& dir);
 
 class Embedder {
  public:

@@ -1,7 +1,5 @@
 #include "server/llama_api.h"
 
-#include <limits>
-
 #include "server/generation.h"
 #include "server/request_fields.h"
 #include "server/slot_board.h"
@@ -150,42 +148,6 @@ HttpReply llama_slots(const Service& svc, bool fail_on_no_slot) {
     if (!any_idle) return error_reply(unavailable("no slot available"));
   }
   return json_reply(slots);
-}
-
-std::variant<GenerationRequest, ApiError> parse_llama_completion(const std::string& body) {
-  auto parsed = fields::parse_json_object(body);
-  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-  json b = std::get<json>(parsed);
-  return fields::catch_field_errors<GenerationRequest>([&] {
-    GenerationRequest r;
-    r.endpoint = Endpoint::completions;
-    // llama-server's spellings, mapped onto OpenAI's before the shared readers run.
-    if (const json* seed = fields::find(b, "seed"); seed && *seed == -1) b.erase("seed");  // -1: random
-    if (const json* rp = fields::find(b, "repeat_penalty")) {
-      if (!rp->is_number()) fields::fail("repeat_penalty", "'repeat_penalty' must be a number");
-      b["repetition_penalty"] = *rp;
-    }
-    if (const json* lb = fields::find(b, "logit_bias"); lb && lb->is_array()) {
-      json as_object = json::object();
-      for (const auto& pair : *lb) {
-        if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number())
-          fields::fail("logit_bias", "'logit_bias' must be [[token_id, bias], ...] or an object");
-        as_object[std::to_string(pair[0].get<int64_t>())] = pair[1];
-      }
-      b["logit_bias"] = as_object;
-    }
-    parse_prompt_field(b, r);
-    if (auto n = fields::integer(b, "n_predict", -1, std::numeric_limits<int32_t>::max())) {
-      if (*n == 0) fields::fail("n_predict", "'n_predict' must be -1 (up to the context) or at least 1");
-      if (*n > 0) r.max_tokens = static_cast<int32_t>(*n);
-    }
-    r.stream = fields::boolean(b, "stream").value_or(false);
-    fields::boolean(b, "cache_prompt");  // type-checked; prefix reuse is always on (and exact)
-    parse_stop_field(b, r);
-    parse_sampling_fields(b, r);
-    if (auto e = sampling::check_ranges(r.sampling)) fields::fail(e->field, e->message);
-    return r;
-  });
 }
 
 namespace {

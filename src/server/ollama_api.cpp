@@ -79,26 +79,6 @@ ApiError ollama_model_not_found(const std::string& name) {
           "model_not_found"};
 }
 
-// options {...}: Ollama's names for the sampling fields.
-void parse_options(const json& body, GenerationRequest& r) {
-  const json* o = fields::find(body, "options");
-  if (!o) return;
-  if (!o->is_object()) fields::fail("options", "'options' must be an object");
-  json mapped = json::object();
-  for (const char* same :
-       {"temperature", "top_k", "top_p", "min_p", "seed", "stop", "presence_penalty", "frequency_penalty"})
-    if (o->contains(same)) mapped[same] = (*o)[same];
-  if (o->contains("repeat_penalty")) mapped["repetition_penalty"] = (*o)["repeat_penalty"];
-  // num_predict: -1 infinite, -2 fill the context (both: up to the context here).
-  if (auto n = fields::integer(*o, "num_predict", -2, std::numeric_limits<int32_t>::max())) {
-    if (*n == 0)
-      fields::fail("num_predict", "'num_predict' must be at least 1 (or -1 / -2: up to the context)");
-    if (*n > 0) r.max_tokens = static_cast<int32_t>(*n);
-  }
-  parse_stop_field(mapped, r);
-  parse_sampling_fields(mapped, r);
-}
-
 }  // namespace
 
 HttpReply ollama_error(const ApiError& error) {
@@ -158,53 +138,6 @@ HttpReply ollama_show(const Service& svc, const std::string& body) {
   });
   if (auto* e = std::get_if<ApiError>(&reply)) return ollama_error(*e);
   return std::get<HttpReply>(reply);
-}
-
-std::variant<OllamaRequest, ApiError> parse_ollama_request(OllamaEndpoint endpoint, const std::string& body) {
-  auto parsed = fields::parse_json_object(body);
-  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-  const json& b = std::get<json>(parsed);
-  return fields::catch_field_errors<OllamaRequest>([&] {
-    OllamaRequest o;
-    GenerationRequest& r = o.generation;
-    o.model = fields::string(b, "model").value_or("");
-    r.model = o.model;
-    r.stream = fields::boolean(b, "stream").value_or(true);
-    if (const json* format = fields::find(b, "format"); format && !(format->is_string() && format->empty()))
-      fields::fail("format", "'format' (structured output) is not supported");
-    if (const json* images = fields::find(b, "images"); images && !(images->is_array() && images->empty()))
-      fields::fail("images", "'images' is not supported: the served model reads text only");
-    parse_options(b, r);
-    if (auto e = sampling::check_ranges(r.sampling)) fields::fail(e->field, e->message);
-    if (endpoint == OllamaEndpoint::chat) {
-      const json* messages = fields::find(b, "messages");
-      if (!messages || (messages->is_array() && messages->empty())) {
-        o.load_only = true;
-        return o;
-      }
-      r.endpoint = Endpoint::chat_completions;
-      parse_messages_field(b, r);
-      return o;
-    }
-    const std::string prompt = fields::string(b, "prompt").value_or("");
-    const std::string system = fields::string(b, "system").value_or("");
-    const bool raw = fields::boolean(b, "raw").value_or(false);
-    fields::string(b, "suffix");  // type-checked; fill-in-the-middle is not supported
-    if (prompt.empty()) {
-      o.load_only = true;
-      return o;
-    }
-    r.prompt_text = prompt;
-    r.endpoint = Endpoint::completions;
-    if (!raw) {
-      // Templated as Ollama's model template would: [system], user prompt, assistant turn.
-      r.endpoint = Endpoint::chat_completions;
-      r.messages = json::array();
-      if (!system.empty()) r.messages.push_back({{"role", "system"}, {"content", system}});
-      r.messages.push_back({{"role", "user"}, {"content", prompt}});
-    }
-    return o;
-  });
 }
 
 json ollama_chunk_json(OllamaEndpoint endpoint, const std::string& model, const std::string& text) {

@@ -1,11 +1,12 @@
 // Ollama's API (docs/api.md) so Ollama clients work against tandem:
-// GET /api/version, /api/tags, /api/ps, POST /api/show, and the request and
-// response shapes of POST /api/generate and /api/chat (NDJSON streaming by
-// default, one object with "stream": false). Errors use Ollama's body
-// {"error": "..."} with the HTTP status OpenAI's error would have. Model
-// names match as Service::model_matches says (":latest" is the served
-// model). Durations are nanoseconds, timestamps RFC 3339 UTC. The HTTP side
-// is in routes.cpp. Thread-safe: reads the Service only.
+// GET /api/version, /api/tags, /api/ps, POST /api/show, and the response
+// shapes of POST /api/generate and /api/chat (NDJSON streaming by default,
+// one object with "stream": false; their bodies are parsed in
+// compat_requests.h). Errors use Ollama's body {"error": "..."} with the HTTP
+// status OpenAI's error would have. Model names match as
+// Service::model_matches says (":latest" is the served model). Durations are
+// nanoseconds, timestamps RFC 3339 UTC. The HTTP side is in
+// compat_routes.cpp. Thread-safe: reads the Service only.
 #pragma once
 
 #include <chrono>
@@ -14,7 +15,7 @@
 #include <variant>
 
 #include "server/api_error.h"
-#include "server/openai_request.h"
+#include "server/compat_requests.h"
 #include "server/service.h"
 
 namespace tandem::server {
@@ -28,21 +29,6 @@ HttpReply ollama_version();
 HttpReply ollama_tags(const Service& svc);
 HttpReply ollama_ps(const Service& svc);
 HttpReply ollama_show(const Service& svc, const std::string& body);
-
-enum class OllamaEndpoint { generate, chat };
-
-struct OllamaRequest {
-  GenerationRequest generation;
-  std::string model;       // as the client named it (echoed back)
-  bool load_only = false;  // empty prompt / messages: Ollama's "load the model" call
-};
-
-// /api/generate: model, prompt, system, raw, stream (default true), options
-// {temperature, top_k, top_p, min_p, seed, num_predict, stop, repeat_penalty,
-// presence_penalty, frequency_penalty}; unless raw, the prompt (and system)
-// are rendered with the chat template as Ollama's template would.
-// /api/chat: model, messages, tools, stream, options.
-std::variant<OllamaRequest, ApiError> parse_ollama_request(OllamaEndpoint endpoint, const std::string& body);
 
 // One streamed NDJSON object (done: false) carrying `text`.
 nlohmann::json ollama_chunk_json(OllamaEndpoint endpoint, const std::string& model, const std::string& text);

@@ -92,6 +92,12 @@ std::variant<OllamaRequest, ApiError> parse_ollama_request(OllamaEndpoint endpoi
       }
       r.endpoint = Endpoint::chat_completions;
       parse_messages_field(b, r);
+      for (size_t i = 0; i < r.messages.size(); ++i) {
+        const json* images = fields::find(r.messages[i], "images");
+        if (images && !(images->is_array() && images->empty()))
+          fields::fail("messages[" + std::to_string(i) + "].images",
+                       "'images' is not supported: the served model reads text only");
+      }
       return o;
     }
     const std::string prompt = fields::string(b, "prompt").value_or("");

@@ -159,12 +159,32 @@ void install_compat_routes(httplib::Server& http, Service& service) {
   http.Get("/api/ps",
            [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, ollama_ps(svc)); });
   http.Post("/api/show", body_route(ollama_show));
+  http.Post("/api/embed", [&svc](const httplib::Request& req, httplib::Response& res) {
+    write_reply(res, ollama_embed(svc, req.body, false));
+  });
+  http.Post("/api/embeddings", [&svc](const httplib::Request& req, httplib::Response& res) {
+    write_reply(res, ollama_embed(svc, req.body, true));
+  });
   http.Post("/api/generate", [&svc](const httplib::Request& req, httplib::Response& res) {
     ollama_generation(svc, OllamaEndpoint::generate, req, res);
   });
   http.Post("/api/chat", [&svc](const httplib::Request& req, httplib::Response& res) {
     ollama_generation(svc, OllamaEndpoint::chat, req, res);
   });
+  // A known path with the wrong method: 405 naming the right one, as on the OpenAI routes.
+  auto wrong_method = [](const char* allowed) {
+    return [allowed](const httplib::Request& req, httplib::Response& res) {
+      write_reply(res, error_reply({405, "invalid_request_error",
+                                    req.method + " is not allowed on " + req.path + "; use " + allowed,
+                                    std::nullopt, "method_not_allowed"}));
+      res.set_header("Allow", allowed);
+    };
+  };
+  for (const char* path : {"/tokenize", "/detokenize", "/apply-template", "/completion", "/v1/embeddings",
+                           "/api/show", "/api/generate", "/api/chat", "/api/embed"})
+    http.Get(path, wrong_method("POST"));
+  for (const char* path : {"/props", "/slots", "/api/version", "/api/tags", "/api/ps"})
+    http.Post(path, wrong_method("GET"));
 }
 
 CorsPolicy::CorsPolicy(const std::vector<std::string>& origins) {

@@ -35,6 +35,11 @@ void GenerationRun::cancel() {
 void GenerationRun::finish(Choice& c, FinishReason reason) {
   if (c.finish != FinishReason::none) return;
   c.finish = reason;
+  // The slot is free once every choice has finished, before the last events are
+  // written: a client that saw its reply end never finds its request in /slots.
+  if (lease_ && std::all_of(choices_.begin(), choices_.end(),
+                            [](const Choice& other) { return other.finish != FinishReason::none; }))
+    lease_.reset();
   if (!metrics_) return;
   switch (reason) {
     case FinishReason::stop:

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 
-import { API_KEY, MODEL_ID, OpenAI, collectStream, startServer } from './harness.mjs';
+import { API_KEY, MODEL_ID, OpenAI, startServer, waitFor } from './harness.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const ALLOWED = 'http://allowed.example';
@@ -69,6 +69,9 @@ describe('llama-server: /tokenize, /detokenize, /apply-template', () => {
       assert.equal(r.status, 400, `${route} ${JSON.stringify(body)}: ${r.text}`);
       assert.equal(r.json.error.param, param, r.text);
     }
+    const wrong = await server.fetch('/tokenize');
+    assert.equal(wrong.status, 405);
+    assert.equal(wrong.headers.get('allow'), 'POST');
     const broken = await server.post('/tokenize', '{"content":');
     assert.equal(broken.status, 400);
     assert.equal(broken.json.error.code, 'invalid_json');
@@ -183,25 +186,41 @@ describe('llama-server: /props and /slots', () => {
     assert.equal(r.embeddings, true);
   });
 
-  it('/slots shows a streaming request in its slot while it runs, and the slot idle afterwards', async () => {
+  it('/slots shows a streaming request in its slot while it runs, and the slot idle once it ended', async () => {
+    // 1,000 tokens with EOS banned: far more than the one /slots request takes to answer.
+    const props = await (await server.fetch('/props')).json();
+    const eos = (await server.post('/tokenize', { content: props.eos_token })).json.tokens;
+    assert.equal(eos.length, 1);
+    const controller = new AbortController();
     const res = await server.fetch('/completion', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ prompt: PROMPT, n_predict: 40, temperature: 0, stream: true }),
+      body: JSON.stringify({ prompt: PROMPT, n_predict: 1000, temperature: 0, stream: true, logit_bias: [[eos[0], -100]] }),
+      signal: controller.signal,
     });
     const reader = res.body.getReader();
-    await reader.read(); // the first event: the request holds its slot until its last one
+    await reader.read(); // the first event: the request is decoding
     const during = await (await server.fetch('/slots')).json();
     assert.equal(during.length, 2);
     const busy = during.filter((s) => s.is_processing);
     assert.equal(busy.length, 1, JSON.stringify(during));
     assert.ok(busy[0].id_task > 0);
-    assert.equal(busy[0].params.n_predict, 40);
+    assert.equal(busy[0].params.n_predict, 1000);
     assert.equal(busy[0].next_token.has_next_token, true);
-    for (;;) if ((await reader.read()).done) break;
+    assert.ok(busy[0].next_token.n_decoded >= 1);
+    assert.equal((await server.fetch('/slots?fail_on_no_slot=1')).status, 200, 'one of two slots is free');
+    controller.abort(); // the client goes away: the server cancels the request and frees its slot
+    await reader.closed.catch(() => {});
+    const idle = await waitFor(async () => {
+      const slots = await (await server.fetch('/slots')).json();
+      return slots.every((s) => !s.is_processing && s.id_task === -1) ? slots : null;
+    }, { timeoutMs: 20000 });
+    assert.ok(idle, 'the cancelled request left its slot');
+    // A request that ran to its end left its slot before its reply ended.
+    const done = await server.post('/completion', { prompt: PROMPT, n_predict: 4, temperature: 0 });
+    assert.equal(done.json.id_slot, 0);
     const afterwards = await (await server.fetch('/slots')).json();
-    assert.ok(afterwards.every((s) => !s.is_processing && s.id_task === -1), JSON.stringify(afterwards));
-    assert.equal((await server.fetch('/slots?fail_on_no_slot=1')).status, 200);
+    assert.ok(afterwards.every((s) => !s.is_processing), JSON.stringify(afterwards));
   });
 });
 
@@ -356,6 +375,11 @@ describe('Ollama: the official ollama Python client', () => {
     assert.equal(o.chat_stream.last.done_reason, 'length');
     // seeded sampling through options is reproducible
     assert.equal(o.seeded[0], o.seeded[1]);
+    // /api/embed and the older /api/embeddings: the vectors /v1/embeddings gives, bit for bit.
+    const ref2 = await server.post('/v1/embeddings', { input: ['The whale', 'Call me Ishmael.'] });
+    assert.deepEqual(o.embed, ref2.json.data.map((d) => d.embedding));
+    assert.deepEqual(o.embed_one, [ref2.json.data[1].embedding]);
+    assert.deepEqual(o.embeddings_legacy, ref2.json.data[0].embedding);
     // errors the client raises as ResponseError with the status
     assert.equal(o.unknown_model_status, 404);
     assert.equal(o.bad_option_status, 400);

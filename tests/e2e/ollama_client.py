@@ -49,6 +49,11 @@ out["chat_stream"] = {
 seeded = {"num_predict": 8, "temperature": 0.9, "seed": 42}
 out["seeded"] = [client.generate(model=model, prompt=PROMPT, raw=True, options=seeded).response for _ in range(2)]
 
+texts = ["The whale", "Call me Ishmael."]
+out["embed"] = client.embed(model=model, input=texts).embeddings
+out["embed_one"] = client.embed(model=model, input=texts[1]).embeddings
+out["embeddings_legacy"] = client.embeddings(model=model, prompt=texts[0]).embedding
+
 try:
     client.generate(model="no-such-model", prompt=PROMPT)
     out["unknown_model_status"] = 200

@@ -239,3 +239,18 @@ TEST(Embedder, DeclaredPoolingFromSentenceTransformersConfig) {
 
 }  // namespace
 }  // namespace tandem::server
+
+namespace tandem::server {
+namespace {
+
+TEST(OllamaRequest, ImagesInAChatMessageAreRefused) {
+  ApiError e = err(parse_ollama_request(
+      OllamaEndpoint::chat,
+      R"({"messages": [{"role": "user", "content": "what is this?", "images": ["aGk="]}]})"));
+  EXPECT_EQ(e.param, "messages[0].images");
+  ok(parse_ollama_request(OllamaEndpoint::chat,
+                          R"({"messages": [{"role": "user", "content": "hi", "images": []}]})"));
+}
+
+}  // namespace
+}  // namespace tandem::server

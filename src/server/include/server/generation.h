@@ -79,9 +79,12 @@ class GenerationRun {
   // "stop", "length" or "abort".
   const char* finish_name(const Choice& c) const;
   // The /slots entry this run holds (none: it waits in the engine's queue); it
-  // is given back when the run is destroyed.
-  void set_lease(std::unique_ptr<SlotBoard::Lease> lease) { lease_ = std::move(lease); }
-  int32_t slot() const { return lease_ ? lease_->slot() : -1; }
+  // is given back when every choice has finished (or the run is destroyed).
+  void set_lease(std::unique_ptr<SlotBoard::Lease> lease) {
+    lease_ = std::move(lease);
+    slot_ = lease_ ? lease_->slot() : -1;
+  }
+  int32_t slot() const { return slot_; }
 
  private:
   // Pulls pending updates of choice i (waiting up to `timeout`); returns the
@@ -102,6 +105,7 @@ class GenerationRun {
   std::vector<Choice> choices_;
   ServerMetrics* metrics_;
   std::unique_ptr<SlotBoard::Lease> lease_;
+  int32_t slot_ = -1;  // id_slot in llama-server's replies (kept after the lease is given back)
 };
 
 // Serializes JSON for the wire; invalid UTF-8 is replaced, never thrown.

@@ -576,7 +576,7 @@ describe('errors', () => {
     const res = await server.fetch('/v1/no-such-route');
     assert.equal(res.status, 404);
     assertErrorShape(await res.json());
-    const post = await server.post('/v1/embeddings', { input: 'x' });
+    const post = await server.post('/v1/audio/speech', { input: 'x' });
     assert.equal(post.status, 404);
     assertErrorShape(post.json);
   });

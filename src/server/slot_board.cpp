@@ -1,5 +1,7 @@
 #include "server/slot_board.h"
 
+#include <algorithm>
+
 namespace tandem::server {
 
 using nlohmann::json;

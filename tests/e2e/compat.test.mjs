@@ -5,7 +5,7 @@
 // One server for the whole file. Where a route has a twin (the OpenAI completion of the same
 // prompt at temperature 0), the twin's answer is the reference.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
@@ -28,6 +28,22 @@ before(async () => {
 after(async () => {
   if (server) await server.stop();
 });
+
+// Runs a command to its end without blocking the event loop: {status, stdout, stderr}.
+function runAsync(command, args, { env, timeoutMs }) {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (status, signal) => {
+      clearTimeout(timer);
+      resolve({ status, signal, stdout, stderr });
+    });
+  });
+}
 
 // Reads an SSE body into its events' JSON objects.
 async function sseEvents(res) {
@@ -335,10 +351,11 @@ describe('Ollama: the official ollama Python client', () => {
   const skip = probe.status === 0 ? false : 'the ollama Python package is not installed (scripts/install-deps.sh installs it)';
 
   it('lists, shows and generates as Ollama does; text matches the OpenAI routes at temperature 0', { skip }, async () => {
-    const r = spawnSync(python, [path.join(here, 'ollama_client.py'), server.baseURL, API_KEY, MODEL_ID], {
+    // Asynchronously: a blocked event loop would miss the keep-alive sockets' idle timeouts,
+    // and the next request would reuse one the server has closed meanwhile.
+    const r = await runAsync(python, [path.join(here, 'ollama_client.py'), server.baseURL, API_KEY, MODEL_ID], {
       env: { ...process.env, PYTHONPATH: pythonPath },
-      encoding: 'utf8',
-      timeout: 120000,
+      timeoutMs: 120000,
     });
     assert.equal(r.status, 0, r.stdout + r.stderr);
     const o = JSON.parse(r.stdout);

@@ -37,6 +37,11 @@ std::variant<GenerationRequest, ApiError> parse_llama_completion(const std::stri
     }
     r.stream = fields::boolean(b, "stream").value_or(false);
     fields::boolean(b, "cache_prompt");  // type-checked; prefix reuse is always on (and exact)
+    // n_probs: the top-N alternatives of every generated token (completion_probabilities).
+    if (auto n = fields::integer(b, "n_probs", 0, 20); n && *n > 0) {
+      r.logprobs = true;
+      r.sampling.top_logprobs = static_cast<int32_t>(*n);
+    }
     parse_stop_field(b, r);
     parse_sampling_fields(b, r);
     if (auto e = sampling::check_ranges(r.sampling)) fields::fail(e->field, e->message);

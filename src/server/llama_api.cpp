@@ -159,6 +159,30 @@ const char* stop_type(const GenerationRun::Choice& c) {
   return "none";
 }
 
+// llama-server's completion_probabilities entries for tokens [from, to).
+json probabilities_json(const GenerationRun::Choice& c, const tok::Tokenizer* tokenizer, size_t from,
+                        size_t to) {
+  auto entry = [&](int32_t id, float logprob) {
+    std::string text;
+    if (tokenizer) {
+      const int32_t one[1] = {id};
+      text = tokenizer->decode_raw(one);
+    }
+    json bytes = json::array();
+    for (unsigned char ch : text) bytes.push_back(static_cast<int>(ch));
+    return json{{"id", id}, {"token", text}, {"bytes", bytes}, {"logprob", logprob}};
+  };
+  json out = json::array();
+  for (size_t i = from; i < to && i < c.tokens.size(); ++i) {
+    json e = entry(c.tokens[i].token, c.tokens[i].logprob);
+    json top = json::array();
+    for (const auto& alt : c.tokens[i].top) top.push_back(entry(alt.token, alt.logprob));
+    e["top_logprobs"] = top;
+    out.push_back(e);
+  }
+  return out;
+}
+
 }  // namespace
 
 json llama_completion_json(const GenerationRun& run, const std::string& model, bool streamed) {
@@ -188,6 +212,8 @@ json llama_completion_json(const GenerationRun& run, const std::string& model, b
       {"stopped_limit", type == "limit"},
       {"stopping_word", c.stop.matched()},
       {"timings", timings}};
+  if (req.logprobs && !streamed)
+    j["completion_probabilities"] = probabilities_json(c, run.tokenizer(), 0, c.tokens.size());
   return j;
 }
 

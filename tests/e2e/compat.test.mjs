@@ -126,6 +126,25 @@ describe('llama-server: /completion', () => {
     assert.equal(j.generation_settings.temperature, 0);
   });
 
+  it('n_probs gives completion_probabilities: the logprobs /v1/completions reports for the same tokens', async () => {
+    const ref = await client.completions.create({ model: MODEL_ID, prompt: PROMPT, max_tokens: 5, temperature: 0, logprobs: 3 });
+    const r = await server.post('/completion', { prompt: PROMPT, n_predict: 5, temperature: 0, n_probs: 3 });
+    assert.equal(r.status, 200, r.text);
+    const probs = r.json.completion_probabilities;
+    assert.equal(probs.length, 5);
+    assert.equal(probs.map((p) => p.token).join(''), r.json.content);
+    assert.deepEqual(probs.map((p) => p.token), ref.choices[0].logprobs.tokens);
+    assert.deepEqual(probs.map((p) => p.logprob), ref.choices[0].logprobs.token_logprobs);
+    for (let i = 0; i < probs.length; i++) {
+      assert.equal(probs[i].top_logprobs.length, 3);
+      assert.ok(Number.isInteger(probs[i].id));
+      const refTop = ref.choices[0].logprobs.top_logprobs[i];
+      for (const alt of probs[i].top_logprobs) assert.equal(refTop[alt.token], alt.logprob, `token ${i}: ${alt.token}`);
+    }
+    const none = await server.post('/completion', { prompt: PROMPT, n_predict: 2, temperature: 0 });
+    assert.equal(none.json.completion_probabilities, undefined);
+  });
+
   it('a token-id prompt is the same prompt as its text', async () => {
     const ids = (await server.post('/tokenize', { content: PROMPT, add_special: true })).json.tokens;
     const byText = await server.post('/completion', { prompt: PROMPT, n_predict: 6, temperature: 0 });
@@ -171,6 +190,8 @@ describe('llama-server: /completion', () => {
       [{ prompt: PROMPT, top_k: 1.5 }, 'top_k'],
       [{ prompt: PROMPT, stream: 1 }, 'stream'],
       [{ prompt: PROMPT, cache_prompt: 'yes' }, 'cache_prompt'],
+      [{ prompt: PROMPT, n_probs: '3' }, 'n_probs'],
+      [{ prompt: PROMPT, n_probs: 21 }, 'n_probs'],
       [{ prompt: PROMPT, repeat_penalty: 'x' }, 'repeat_penalty'],
       [{ prompt: PROMPT, stop: 'x', seed: 'y' }, 'seed'],
       [{ n_predict: 3 }, 'prompt'],

@@ -57,6 +57,10 @@ TEST(LlamaCompletion, MinusOneMeansRandomSeedAndNoLimit) {
   EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_FALSE(r.max_tokens.has_value());
   EXPECT_FALSE(r.seed.has_value());
+  EXPECT_FALSE(r.logprobs);
+  r = ok(parse_llama_completion(R"({"prompt": "x", "n_probs": 4})"));
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.sampling.top_logprobs, 4);
 }
 
 TEST(LlamaCompletion, WrongTypesNameTheField) {
@@ -64,6 +68,7 @@ TEST(LlamaCompletion, WrongTypesNameTheField) {
       {R"({"prompt": "x", "n_predict": "4"})", "n_predict"},
       {R"({"prompt": "x", "n_predict": 0})", "n_predict"},
       {R"({"prompt": "x", "cache_prompt": 1})", "cache_prompt"},
+      {R"({"prompt": "x", "n_probs": 2.5})", "n_probs"},
       {R"({"prompt": "x", "repeat_penalty": "high"})", "repeat_penalty"},
       {R"({"prompt": "x", "logit_bias": [[1]]})", "logit_bias"},
       {R"({"prompt": "x", "stream": "yes"})", "stream"},

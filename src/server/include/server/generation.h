@@ -74,6 +74,7 @@ class GenerationRun {
   const GenerationRequest& request() const { return request_; }
   const std::string& id() const { return id_; }
   int64_t prompt_tokens() const { return prompt_tokens_; }
+  const tok::Tokenizer* tokenizer() const { return tokenizer_; }
   // llama-server's timings object (prompt_n, prompt_ms, predicted_n, ...).
   nlohmann::json timings() const;
   // "stop", "length" or "abort".

@@ -24,11 +24,27 @@ done
 # unless the machine already has them from elsewhere (e.g. a bundled npm).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
-# Python 3 (standard library only: the fault and load tests under bench/faults).
+# Python 3 (standard library only: the fault and load tests under bench/faults) and pip
+# (the official ollama client for tests/e2e/compat.test.mjs, below).
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The official ollama Python client (PyPI), pinned by tests/e2e/python-requirements.txt, into
+# tests/e2e/python_modules (pip --target: nothing system-wide, no virtual environment). Where
+# PyPI is unreachable the Ollama test of compat.test.mjs is skipped, saying why.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+py_dir="$root/tests/e2e/python_modules"
+py_req="$root/tests/e2e/python-requirements.txt"
+if ! cmp -s "$py_req" "$py_dir/.installed-requirements.txt" 2>/dev/null; then
+  if python3 -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$py_dir" -r "$py_req"; then
+    cp "$py_req" "$py_dir/.installed-requirements.txt"
+  else
+    echo "install-deps: warning: could not install $py_req from PyPI; the Ollama client test will be skipped" >&2
+  fi
 fi

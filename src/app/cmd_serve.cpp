@@ -93,6 +93,12 @@ int run_serve(ServeOptions& o) {
   if (!gemm.ok()) return usage_error("serve", gemm.status());
   const std::string id = o.alias.empty() ? runtime::served_model_id(o.model) : o.alias;
   server::Service service(id.empty() ? "tandem" : id, std::move(*keys), static_cast<size_t>(o.max_body));
+  service.set_model_path(o.model);
+  service.set_model_match(o.model_match == "any" ? server::ModelMatch::any : server::ModelMatch::strict);
+  auto pooling = o.http.pooling.empty() ? server::declared_pooling(o.model).value_or(server::Pooling::mean)
+                 : o.http.pooling == "last" ? server::Pooling::last
+                                            : server::Pooling::mean;
+  service.set_embeddings(o.http.embeddings, pooling);
   server::HttpServer http(service, o.http);
   if (Status s = http.bind(); !s.ok()) {
     spdlog::error("{}", s.message());

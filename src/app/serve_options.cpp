@@ -264,18 +264,29 @@ void add_serve_options(CLI::App* sub, ServeOptions& o) {
                                      "TANDEM_NO_WEBUI, LLAMA_ARG_NO_WEBUI, LLAMA_ARG_UI)");
   o.mirrors.push_back({webui, {"TANDEM_NO_WEBUI", "LLAMA_ARG_NO_WEBUI"}, true, /*inverted=*/true});
   mirror(webui, {"LLAMA_ARG_UI"}, true);
+  // Compatibility routes (docs/api.md, docs/adr/0017-compat-endpoints.md, 0018-embeddings.md).
   mirror(sub->add_option("--cors-origin,--cors-origins", o.http.cors_origins,
-                         "Allowed CORS origins, comma-separated (env LLAMA_ARG_CORS_ORIGINS)"),
-         {"LLAMA_ARG_CORS_ORIGINS"});
+                         "Allow browsers on ORIGIN (repeatable or a comma list; '*': any) to call the API; "
+                         "default: CORS off (env TANDEM_CORS_ORIGIN, LLAMA_ARG_CORS_ORIGINS)"),
+         {"TANDEM_CORS_ORIGIN", "LLAMA_ARG_CORS_ORIGINS"});
   mirror(sub->add_flag("--embeddings,--embedding", o.http.embeddings,
-                       "Serve /v1/embeddings (env LLAMA_ARG_EMBEDDINGS)"),
-         {"LLAMA_ARG_EMBEDDINGS"}, true);
-  mirror(sub->add_option("--pooling", o.http.pooling, "Embedding pooling (env LLAMA_ARG_POOLING)")
-             ->check(CLI::IsMember({"none", "mean", "cls", "last", "rank"}, CLI::ignore_case)),
-         {"LLAMA_ARG_POOLING"});
-  sub->add_option("--embd-normalize", o.http.embd_normalize,
-                  "Embedding normalisation: -1 none, 0 max-abs, 1 taxicab, 2 euclidean, >2 p-norm")
+                       "Serve POST /v1/embeddings (a second forward with its own KV cache; env "
+                       "TANDEM_EMBEDDINGS, LLAMA_ARG_EMBEDDINGS)"),
+         {"TANDEM_EMBEDDINGS", "LLAMA_ARG_EMBEDDINGS"}, true);
+  mirror(sub->add_option("--pooling", o.http.pooling,
+                         "Embedding pooling: mean or last (default: the model's 1_Pooling/config.json, else "
+                         "mean; env TANDEM_POOLING, LLAMA_ARG_POOLING)")
+             ->transform(CLI::IsMember({"mean", "last"}, CLI::ignore_case)),
+         {"TANDEM_POOLING", "LLAMA_ARG_POOLING"});
+  sub->add_option("--embd-normalize", o.given.embd_normalize,
+                  "Embedding normalisation: only 2 (euclidean, the default) is supported")
       ->check(CLI::Range(-1, 1000));
+  mirror(sub->add_option("--model-match", o.model_match,
+                         "A request's unknown 'model': strict = 404 model_not_found (vLLM), any = served "
+                         "anyway (llama-server) (env TANDEM_MODEL_MATCH)")
+             ->transform(CLI::IsMember({"strict", "any"}, CLI::ignore_case))
+             ->capture_default_str(),
+         {"TANDEM_MODEL_MATCH"});
 
   o.draft_max_option =
       sub->add_option("--spec-draft-n-max,--draft-max,--draft,--draft-n", o.given.draft_max,
@@ -327,6 +338,9 @@ Status resolve_serve_options(ServeOptions& o) {
   // accept queue, and /health and /metrics still answer under load.
   o.http.worker_threads = g.threads_http > 0 ? g.threads_http : std::max(128, o.parallel * 2 + 4);
   o.http.pooling = to_lower(o.http.pooling);
+  if (o.given.embd_normalize != 2)
+    return invalid_argument("--embd-normalize " + std::to_string(o.given.embd_normalize) +
+                            ": only 2 (euclidean, L2) is supported");
   return Status::Ok();
 }
 

@@ -53,7 +53,9 @@ struct ServeOptions {
     int draft_max = 0, draft_min = 0;
     std::string spec_type;
     int threads_http = -1;
+    int embd_normalize = 2;
   } given;
+  std::string model_match = "strict";          // --model-match: a request's unknown `model` (ADR 0017)
   std::vector<CLI::Option*> sampling_options;  // --temp ... --seed, in ServerSamplingFlags' order
   CLI::Option *n_predict_option = nullptr, *chat_template_option = nullptr,
               *chat_template_file_option = nullptr, *chat_template_kwargs_option = nullptr,

@@ -37,6 +37,11 @@ void GenerationRun::cancel() {
 void GenerationRun::finish(Choice& c, FinishReason reason) {
   if (c.finish != FinishReason::none) return;
   c.finish = reason;
+  // The slot is free once every choice has finished, before the last events are
+  // written: a client that saw its reply end never finds its request in /slots.
+  if (lease_ && std::all_of(choices_.begin(), choices_.end(),
+                            [](const Choice& other) { return other.finish != FinishReason::none; }))
+    lease_.reset();
   if (!metrics_) return;
   switch (reason) {
     case FinishReason::stop:
@@ -105,7 +110,42 @@ std::string GenerationRun::advance(size_t i, std::chrono::milliseconds timeout,
     }
   }
   c.text += out;
+  if (lease_ && i == 0) lease_->set_decoded(static_cast<int64_t>(c.tokens.size()));
   return out;
+}
+
+bool GenerationRun::wait(const std::function<bool()>& alive) {
+  for (;;) {
+    if (alive && !alive()) {
+      cancel();
+      return false;
+    }
+    bool all_done = true;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      if (choices_[i].finish != FinishReason::none) continue;
+      all_done = false;
+      advance(i, std::chrono::milliseconds(50));
+    }
+    if (all_done) return true;
+  }
+}
+
+bool GenerationRun::stream_text(const std::function<bool(const std::string&)>& on_text,
+                                const std::function<bool()>& client_alive) {
+  Choice& c = choices_.front();
+  while (c.finish == FinishReason::none) {
+    const std::string text = advance(0, std::chrono::milliseconds(50));
+    if (!text.empty()) {
+      if (!on_text(text)) {
+        cancel();
+        return false;
+      }
+    } else if (c.finish == FinishReason::none && client_alive && !client_alive()) {
+      cancel();
+      return false;
+    }
+  }
+  return true;
 }
 
 // The prompt is billed once for all n choices: its cached part is what the
@@ -217,19 +257,7 @@ std::string GenerationRun::tool_stream(size_t i, std::string fresh, json& calls_
 }
 
 std::pair<int, std::string> GenerationRun::collect(const std::function<bool()>& alive) {
-  for (;;) {
-    if (alive && !alive()) {
-      cancel();
-      return {499, ""};
-    }
-    bool all_done = true;
-    for (size_t i = 0; i < choices_.size(); ++i) {
-      if (choices_[i].finish != FinishReason::none) continue;
-      all_done = false;
-      advance(i, std::chrono::milliseconds(50));
-    }
-    if (all_done) break;
-  }
+  if (!wait(alive)) return {499, ""};
   for (const auto& c : choices_) {
     if (c.finish == FinishReason::error)
       return {500, dump_json({{"error",

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "server/collected_reply.h"
+#include "server/compat_routes.h"
 #include "server/generation.h"
 #include "server/webui.h"
 
@@ -25,11 +26,6 @@ std::string exact_route(std::string_view path) {
     pattern += c;
   }
   return pattern;
-}
-
-void write_reply(httplib::Response& res, const HttpReply& reply) {
-  res.status = reply.status;
-  res.set_content(reply.body, reply.content_type.c_str());
 }
 
 }  // namespace
@@ -91,16 +87,21 @@ void HttpServer::stop() {
 void HttpServer::install_routes() {
   Service& svc = service_;
   const bool webui = options_.webui;
-  http_->set_pre_routing_handler([&svc, webui](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health" || !svc.keys().enabled()) return httplib::Server::HandlerResponse::Unhandled;
-    // The page's own files hold no data: a browser must load the page to be asked for the key.
-    if (webui && (req.method == "GET" || req.method == "HEAD") && find_webui_asset(req.path))
-      return httplib::Server::HandlerResponse::Unhandled;
-    if (svc.keys().allows(header(req, "Authorization"), header(req, "X-Api-Key")))
-      return httplib::Server::HandlerResponse::Unhandled;
-    write_reply(res, error_reply(unauthorized()));
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  const CorsPolicy cors(options_.cors_origins);
+  const bool preflight_public = cors.enabled();
+  http_->set_pre_routing_handler(
+      [&svc, webui, preflight_public](const httplib::Request& req, httplib::Response& res) {
+        // A browser's CORS preflight carries no credentials; it is answered without them.
+        if (req.path == "/health" || !svc.keys().enabled() || (preflight_public && req.method == "OPTIONS"))
+          return httplib::Server::HandlerResponse::Unhandled;
+        // The page's own files hold no data: a browser must load the page to be asked for the key.
+        if (webui && (req.method == "GET" || req.method == "HEAD") && find_webui_asset(req.path))
+          return httplib::Server::HandlerResponse::Unhandled;
+        if (svc.keys().allows(header(req, "Authorization"), header(req, "X-Api-Key")))
+          return httplib::Server::HandlerResponse::Unhandled;
+        write_reply(res, error_reply(unauthorized()));
+        return httplib::Server::HandlerResponse::Handled;
+      });
   // Replies httplib makes on its own (413, 404, 400 on a broken request line) get the OpenAI shape.
   http_->set_error_handler([&svc](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -201,6 +202,8 @@ void HttpServer::install_routes() {
       http_->Delete(path, wrong_method("GET"));
     }
   }
+  install_compat_routes(*http_, svc);
+  install_cors(*http_, cors);
 }
 
 void HttpServer::install_webui_routes() {

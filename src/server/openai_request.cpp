@@ -3,71 +3,25 @@
 #include <cmath>
 #include <limits>
 
+#include "server/request_fields.h"
+
 namespace tandem::server {
 namespace {
 
 using nlohmann::json;
 
-// Thrown inside this file only, caught in parse_generation_request.
-struct FieldError {
-  ApiError error;
-};
+using fields::boolean;
+using fields::fail;
+using fields::integer;
+using fields::number;
+using fields::to_float;
+using fields::type_name;
 
-[[noreturn]] void fail(const std::string& field, const std::string& message) {
-  throw FieldError{bad_request(field, message)};
-}
+const json* field(const json& body, const char* name) { return fields::find(body, name); }
 
-const char* type_name(const json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  return "an object";
-}
+}  // namespace
 
-// Reads an optional field; absent or null → nullopt.
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::optional<double> number(const json& body, const char* name) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!v->is_number()) fail(name, std::string("'") + name + "' must be a number, got " + type_name(*v));
-  return v->get<double>();
-}
-
-// A JSON number as a SamplingParams float: beyond float's range it becomes
-// +-infinity, which sampling::check_ranges rejects with the field's range.
-float to_float(double d) {
-  if (d > std::numeric_limits<float>::max()) return std::numeric_limits<float>::infinity();
-  if (d < -std::numeric_limits<float>::max()) return -std::numeric_limits<float>::infinity();
-  return static_cast<float>(d);
-}
-
-std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, int64_t hi) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!v->is_number_integer() && !(v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()))
-    fail(name, std::string("'") + name + "' must be an integer, got " + type_name(*v));
-  const double d = v->get<double>();
-  if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
-    fail(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
-                   std::to_string(hi) + ", got " + v->dump());
-  return static_cast<int64_t>(d);
-}
-
-std::optional<bool> boolean(const json& body, const char* name) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!v->is_boolean()) fail(name, std::string("'") + name + "' must be a boolean, got " + type_name(*v));
-  return v->get<bool>();
-}
-
-void parse_stop(const json& body, GenerationRequest& r) {
+void parse_stop_field(const json& body, GenerationRequest& r) {
   const json* v = field(body, "stop");
   if (!v) return;
   if (v->is_string()) {
@@ -82,6 +36,8 @@ void parse_stop(const json& body, GenerationRequest& r) {
     if (!s.get<std::string>().empty()) r.stop.push_back(s.get<std::string>());
   }
 }
+
+namespace {
 
 void parse_logit_bias(const json& body, GenerationRequest& r) {
   const json* v = field(body, "logit_bias");
@@ -102,7 +58,9 @@ void parse_logit_bias(const json& body, GenerationRequest& r) {
   }
 }
 
-void parse_prompt(const json& body, GenerationRequest& r) {
+}  // namespace
+
+void parse_prompt_field(const json& body, GenerationRequest& r) {
   const json* v = field(body, "prompt");
   if (!v) fail("prompt", "'prompt' is required");
   if (v->is_string()) {
@@ -126,7 +84,7 @@ void parse_prompt(const json& body, GenerationRequest& r) {
   fail("prompt", std::string("'prompt' must be a string or an array of token ids, got ") + type_name(*v));
 }
 
-void parse_messages(const json& body, GenerationRequest& r) {
+void parse_messages_field(const json& body, GenerationRequest& r) {
   const json* v = field(body, "messages");
   if (!v) fail("messages", "'messages' is required");
   if (!v->is_array() || v->empty()) fail("messages", "'messages' must be a non-empty array");
@@ -156,7 +114,7 @@ void parse_messages(const json& body, GenerationRequest& r) {
 }
 
 // Types only: the ranges are sampling's (sampling::check_ranges, in parse_fields).
-void parse_sampling(const json& body, GenerationRequest& r) {
+void parse_sampling_fields(const json& body, GenerationRequest& r) {
   constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
   auto& s = r.sampling;
@@ -174,6 +132,8 @@ void parse_sampling(const json& body, GenerationRequest& r) {
   }
   parse_logit_bias(body, r);
 }
+
+namespace {
 
 void parse_logprobs(Endpoint endpoint, const json& body, GenerationRequest& r) {
   if (endpoint == Endpoint::chat_completions) {
@@ -203,9 +163,9 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body,
     r.model = m->get<std::string>();
   }
   if (endpoint == Endpoint::completions) {
-    parse_prompt(body, r);
+    parse_prompt_field(body, r);
   } else {
-    parse_messages(body, r);
+    parse_messages_field(body, r);
   }
   auto max_tokens = integer(body, "max_tokens", 1, std::numeric_limits<int32_t>::max());
   auto max_completion = integer(body, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
@@ -217,8 +177,8 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body,
     if (!so->is_object()) fail("stream_options", "'stream_options' must be an object");
     if (auto u = boolean(*so, "include_usage")) r.include_usage = *u;
   }
-  parse_stop(body, r);
-  parse_sampling(body, r);
+  parse_stop_field(body, r);
+  parse_sampling_fields(body, r);
   parse_logprobs(endpoint, body, r);
   if (auto e = sampling::check_ranges(r.sampling)) fail(e->field, e->message);
   return r;
@@ -228,33 +188,24 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body,
 
 ParseResult parse_generation_request(Endpoint endpoint, const std::string& body,
                                      const sampling::SamplingParams& defaults) {
-  json parsed;
-  try {
-    parsed = json::parse(body);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number that overflows a double
-    return bad_request("body", std::string("The request body is not valid JSON: ") + e.what(),
-                       "invalid_json");
-  }
-  if (!parsed.is_object())
-    return bad_request("body", "The request body must be a JSON object", "invalid_json");
-  try {
-    GenerationRequest r = parse_fields(endpoint, parsed, defaults);
+  auto parsed = fields::parse_json_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& object = std::get<json>(parsed);
+  return fields::catch_field_errors<GenerationRequest>([&] {
+    GenerationRequest r = parse_fields(endpoint, object, defaults);
     const bool chat = endpoint == Endpoint::chat_completions;
     bool structured = chat;
     for (const char* key :
          {"response_format", "json_schema", "grammar", "tools", "tool_choice", "parallel_tool_calls"})
-      structured = structured || parsed.contains(key);
+      structured = structured || object.contains(key);
     // Again with key order kept: a schema's properties are generated in its
     // order, and templates print tools and tool-call arguments as sent.
     if (structured) {
-      if (auto e = parse_structured(nlohmann::ordered_json::parse(body), chat, r.structured)) return *e;
+      if (auto e = parse_structured(nlohmann::ordered_json::parse(body), chat, r.structured))
+        throw fields::FieldError{*e};
     }
     return r;
-  } catch (const FieldError& e) {
-    return e.error;
-  } catch (const json::exception& e) {
-    return bad_request("body", std::string("Malformed request: ") + e.what());
-  }
+  });
 }
 
 }  // namespace tandem::server

@@ -7,6 +7,7 @@
 #include "grammar/token_constraint.h"
 #include "server/generation.h"
 #include "server/metrics_text.h"
+#include "server/slot_board.h"
 
 namespace tandem::server {
 
@@ -27,7 +28,27 @@ Service::~Service() = default;
 void Service::attach(ServedModel served, RequestDefaults defaults) {
   served_ = std::move(served);
   defaults_ = std::move(defaults);
+  slots_ = std::make_unique<SlotBoard>(served_.engine->config().max_running, served_.engine->context(),
+                                       served_.engine->has_drafter());
+  if (embeddings_enabled_) {
+    auto embedder = Embedder::create(served_.engine->target(), served_.engine->context(), pooling_);
+    if (embedder.ok()) {
+      embedder_ = std::move(*embedder);
+      spdlog::info("embeddings: /v1/embeddings on, {} pooling, {} dimensions", pooling_name(pooling_),
+                   embedder_->dimensions());
+    } else {
+      spdlog::error("embeddings: {} (/v1/embeddings answers 501)", embedder.status().message());
+    }
+  }
   ready_.store(true, std::memory_order_release);
+}
+
+bool Service::model_matches(const std::string& name) const {
+  if (name.empty() || model_match_ == ModelMatch::any || name == model_id_) return true;
+  constexpr std::string_view kLatest = ":latest";
+  return name.size() == model_id_.size() + kLatest.size() &&
+         name.compare(0, model_id_.size(), model_id_) == 0 &&
+         name.compare(model_id_.size(), std::string::npos, kLatest) == 0;
 }
 
 HttpReply Service::health() const {
@@ -75,12 +96,28 @@ json Service::mtp_policy_json() const {
 
 HttpReply Service::mtp_policy() const { return {200, "application/json", dump_json(mtp_policy_json())}; }
 
+namespace {
+
+json model_object(const std::string& id, int64_t created, const ServedModel* served) {
+  json model = {{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "tandem"}};
+  if (served)
+    model["meta"] = {{"context_length", served->engine->context()},
+                     {"vocab_size", served->engine->target().config().vocab_size}};
+  return model;
+}
+
+}  // namespace
+
 HttpReply Service::models() const {
-  json model = {{"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "tandem"}};
-  if (ready())
-    model["meta"] = {{"context_length", served_.engine->context()},
-                     {"vocab_size", served_.engine->target().config().vocab_size}};
+  json model = model_object(model_id_, created_, ready() ? &served_ : nullptr);
   return {200, "application/json", dump_json({{"object", "list"}, {"data", json::array({model})}})};
+}
+
+HttpReply Service::model(const std::string& id) const {
+  // Listing is exact even under --model-match any: the list has one id.
+  if (id != model_id_) return error_reply(model_not_found(id));
+  return {200, "application/json",
+          dump_json(model_object(model_id_, created_, ready() ? &served_ : nullptr))};
 }
 
 HttpReply Service::metrics() const {
@@ -98,8 +135,49 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
   if (shutting_down_.load()) return unavailable("the server is shutting down");
   ParseResult parsed = parse_generation_request(endpoint, body, defaults_.sampling);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-  GenerationRequest req = std::move(std::get<GenerationRequest>(parsed));
-  if (!req.model.empty() && req.model != model_id_) return model_not_found(req.model);
+  return start_request(std::move(std::get<GenerationRequest>(parsed)));
+}
+
+std::variant<std::string, ApiError> Service::render_chat(const json& messages, const json& tools,
+                                                         bool add_generation_prompt) const {
+  return render_chat_ordered(
+      nlohmann::ordered_json::parse(messages.dump()),
+      tools.is_null() ? nlohmann::ordered_json() : nlohmann::ordered_json::parse(tools.dump()),
+      add_generation_prompt);
+}
+
+std::variant<std::string, ApiError> Service::render_chat_ordered(nlohmann::ordered_json messages,
+                                                                 nlohmann::ordered_json tools,
+                                                                 bool add_generation_prompt) const {
+  if (!served_.chat_template)
+    return bad_request("messages",
+                       "this model has no chat template (tokenizer_config.json); use /v1/completions",
+                       "no_chat_template");
+  tok::ChatRenderInput input;
+  input.messages = std::move(messages);
+  prepare_messages_for_template(input.messages);
+  // Content given as text parts renders as the joined string (templates expect strings).
+  for (auto& m : input.messages) {
+    if (!m.contains("content") || !m["content"].is_array()) continue;
+    std::string joined;
+    for (const auto& part : m["content"]) joined += part.value("text", std::string());
+    m["content"] = joined;
+  }
+  if (!tools.is_null()) input.tools = std::move(tools);
+  input.add_generation_prompt = add_generation_prompt;
+  input.extra = defaults_.chat_template_kwargs;
+  auto rendered = served_.chat_template->render(input);
+  if (!rendered.ok())
+    return bad_request("messages", "the chat template failed: " + rendered.status().message());
+  return std::move(*rendered);
+}
+
+std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_request(GenerationRequest req,
+                                                                              bool add_special) {
+  if (!ready()) return unavailable("the model is still loading; GET /health says when it is ready");
+  if (shutting_down_.load()) return unavailable("the server is shutting down");
+  const Endpoint endpoint = req.endpoint;
+  if (!model_matches(req.model)) return model_not_found(req.model);
   // Without tokenizer.json only token-id prompts work; choices then carry
   // "token_ids" and an empty text.
   const tok::Tokenizer* tokenizer = served_.tokenizer ? &*served_.tokenizer : nullptr;
@@ -113,38 +191,24 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
 
   std::vector<int32_t> prompt;
   if (endpoint == Endpoint::chat_completions) {
-    if (!served_.chat_template)
-      return bad_request("messages",
-                         "this model has no chat template (tokenizer_config.json); use /v1/completions",
-                         "no_chat_template");
-    tok::ChatRenderInput input;
-    input.messages = !req.structured.messages.is_null() ? req.structured.messages
-                                                        : nlohmann::ordered_json::parse(req.messages.dump());
-    prepare_messages_for_template(input.messages);
-    // Content given as text parts renders as the joined string (templates expect strings).
-    for (auto& m : input.messages) {
-      if (!m.contains("content") || !m["content"].is_array()) continue;
-      std::string joined;
-      for (const auto& part : m["content"]) joined += part.value("text", std::string());
-      m["content"] = joined;
-    }
+    nlohmann::ordered_json messages = !req.structured.messages.is_null()
+                                          ? req.structured.messages
+                                          : nlohmann::ordered_json::parse(req.messages.dump());
+    nlohmann::ordered_json tools;
     if (!req.structured.tools.is_null()) {
-      input.tools = req.structured.tools;
+      tools = req.structured.tools;
     } else if (!req.tools.is_null()) {
-      input.tools = nlohmann::ordered_json::parse(req.tools.dump());
+      tools = nlohmann::ordered_json::parse(req.tools.dump());
     }
-    input.add_generation_prompt = true;
-    input.extra = defaults_.chat_template_kwargs;
-    auto rendered = served_.chat_template->render(input);
-    if (!rendered.ok())
-      return bad_request("messages", "the chat template failed: " + rendered.status().message());
-    prompt = tokenizer->encode(*rendered, false);
+    auto rendered = render_chat_ordered(std::move(messages), std::move(tools), true);
+    if (auto* e = std::get_if<ApiError>(&rendered)) return *e;
+    prompt = tokenizer->encode(std::get<std::string>(rendered), false);
     const auto format = grammar::detect_tool_call_format(served_.chat_template->source());
     const std::optional<int32_t> marker = tokenizer->token_to_id("<tool_call>");
     if (auto e = finish_tool_grammar(format, req.structured, marker && tokenizer->is_special(*marker)))
       return *e;
   } else if (req.prompt_text) {
-    prompt = tokenizer->encode(*req.prompt_text, true);
+    prompt = tokenizer->encode(*req.prompt_text, add_special);
   } else {
     prompt = req.prompt_tokens;
   }
@@ -206,8 +270,13 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_generation
     }
   }
   const std::string prefix = endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-";
-  return std::make_unique<GenerationRun>(std::move(req), prefix + std::to_string(choices.front().request->id),
-                                         model_id_, n_prompt, tokenizer, std::move(choices), &metrics_);
+  const uint64_t task = choices.front().request->id;
+  SlotTask slot_task{task, n_prompt, max_tokens, choices.front().request->params, req.stop, req.stream};
+  auto lease = std::make_unique<SlotBoard::Lease>(slots_->acquire(slot_task));
+  auto run = std::make_unique<GenerationRun>(std::move(req), prefix + std::to_string(task), model_id_,
+                                             n_prompt, tokenizer, std::move(choices), &metrics_);
+  run->set_lease(std::move(lease));
+  return run;
 }
 
 }  // namespace tandem::server

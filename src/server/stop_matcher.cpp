@@ -8,7 +8,13 @@ std::string StopMatcher::push(const std::string& delta) {
   if (stopped_) return "";
   held_ += delta;
   size_t earliest = std::string::npos;
-  for (const auto& s : stops_) earliest = std::min(earliest, held_.find(s));
+  for (const auto& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at < earliest) {
+      earliest = at;
+      matched_ = s;
+    }
+  }
   if (earliest != std::string::npos) {
     std::string out = held_.substr(0, earliest);
     held_.clear();

@@ -85,6 +85,18 @@ describe('discovery and health', () => {
     assert.match(text, /^tandem:time_to_first_token_seconds_bucket\{model_name="tandem-target",le="\+Inf"\} \d+$/m);
     assert.match(text, /^tandem:spec_decode_num_accepted_tokens_per_pos_total\{model_name="tandem-target",position="0"\} \d+$/m);
   });
+
+  it('the defaults: no --embeddings (501 naming the flag), no --cors-origin (no CORS headers, no preflight)', async () => {
+    const r = await server.post('/v1/embeddings', { input: 'x' });
+    assert.equal(r.status, 501);
+    assert.match(r.json.error.message, /--embeddings/);
+    const res = await server.fetch('/v1/models', { headers: { origin: 'http://a.example' } });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('access-control-allow-origin'), null);
+    const preflight = await server.fetch('/v1/models', { method: 'OPTIONS', headers: { authorization: null, origin: 'http://a.example' } });
+    assert.notEqual(preflight.status, 204);
+    assert.equal(preflight.headers.get('access-control-allow-origin'), null);
+  });
 });
 
 describe('chat completions', () => {
@@ -564,7 +576,7 @@ describe('errors', () => {
     const res = await server.fetch('/v1/no-such-route');
     assert.equal(res.status, 404);
     assertErrorShape(await res.json());
-    const post = await server.post('/v1/embeddings', { input: 'x' });
+    const post = await server.post('/v1/audio/speech', { input: 'x' });
     assert.equal(post.status, 404);
     assertErrorShape(post.json);
   });

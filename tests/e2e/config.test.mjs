@@ -81,6 +81,11 @@ describe('environment variables: a malformed or out-of-range value exits 2 namin
       ['TANDEM_THREADS', '-2', /--threads/],
       ['LLAMA_ARG_THREADS', 'all', /--threads/],
       ['TANDEM_NO_PREFIX_CACHE', 'perhaps', /not a boolean/],
+      ['TANDEM_MODEL_MATCH', 'loose', /--model-match/],
+      ['TANDEM_POOLING', 'cls', /--pooling/],
+      ['LLAMA_ARG_POOLING', 'rank', /--pooling/],
+      ['TANDEM_EMBEDDINGS', 'perhaps', /not a boolean/],
+      ['LLAMA_ARG_EMBEDDINGS', 'sometimes', /not a boolean/],
     ];
     for (const [name, value, detail] of cases) {
       const message = new RegExp(`${name}='${value}'[^\\n]*${detail.source}`);

@@ -80,6 +80,17 @@ TEST(OpenAIRequest, AnOmittedSeedIsEmpty) {
   EXPECT_EQ(*r.seed, static_cast<uint64_t>(-1));
 }
 
+// A 64-bit seed arrives exactly (a double would round it past 2^53).
+TEST(OpenAIRequest, LargeSeedsAreExact) {
+  auto r = parse_ok(Endpoint::completions, R"({"prompt": "x", "seed": 1152921504606846977})");  // 2^60 + 1
+  ASSERT_TRUE(r.seed.has_value());
+  EXPECT_EQ(*r.seed, 1152921504606846977u);
+  r = parse_ok(Endpoint::completions, R"({"prompt": "x", "seed": -9007199254740993})");  // -(2^53 + 1)
+  EXPECT_EQ(*r.seed, static_cast<uint64_t>(int64_t{-9007199254740993}));
+  EXPECT_EQ(parse_err(Endpoint::completions, R"({"prompt": "x", "seed": 18446744073709551615})").param,
+            "seed");
+}
+
 // The ranges are sampling's: the parser reports sampling's field and message.
 TEST(OpenAIRequest, RangeErrorsAreSamplingsOwn) {
   struct Case {

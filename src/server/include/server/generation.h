@@ -19,6 +19,7 @@
 #include "scheduler/request.h"
 #include "server/metrics_text.h"
 #include "server/openai_request.h"
+#include "server/slot_board.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/streaming.h"
 #include "tokenizer/tokenizer.h"
@@ -61,19 +62,44 @@ class GenerationRun {
             const std::function<bool()>& client_alive = {});
   void cancel();
 
+  // For the llama-server and Ollama response shapes (llama_completion.cpp,
+  // ollama_api.cpp), which format the choices themselves:
+  // waits for every choice; false when `alive` turned false (the run is then cancelled).
+  bool wait(const std::function<bool()>& alive = {});
+  // Streams choice 0's text: calls on_text(delta) for every non-empty piece
+  // until it finishes. on_text returning false (client gone) cancels the run;
+  // so does `client_alive` turning false while no text is due. Returns false
+  // when it ended because of either.
+  bool stream_text(const std::function<bool(const std::string&)>& on_text,
+                   const std::function<bool()>& client_alive = {});
+  const std::vector<Choice>& choices() const { return choices_; }
+  const GenerationRequest& request() const { return request_; }
+  const std::string& id() const { return id_; }
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+  const tok::Tokenizer* tokenizer() const { return tokenizer_; }
+  // llama-server's timings object (prompt_n, prompt_ms, predicted_n, ...).
+  nlohmann::json timings() const;
+  // "stop", "length", "abort" or (a tool call was parsed) "tool_calls".
+  const char* finish_name(const Choice& c) const;
+  // The /slots entry this run holds (none: it waits in the engine's queue); it
+  // is given back when every choice has finished (or the run is destroyed).
+  void set_lease(std::unique_ptr<SlotBoard::Lease> lease) {
+    lease_ = std::move(lease);
+    slot_ = lease_ ? lease_->slot() : -1;
+  }
+  int32_t slot() const { return slot_; }
+
  private:
   // Pulls pending updates of choice i (waiting up to `timeout`); returns the
   // new text to emit (after stop matching) and appends token details.
   std::string advance(size_t i, std::chrono::milliseconds timeout, std::vector<size_t>* new_tokens = nullptr);
   nlohmann::json usage() const;
   int64_t cached_tokens() const;
-  nlohmann::json timings() const;
   nlohmann::json logprobs_json(const Choice& c, size_t from, size_t to) const;
   std::string token_text(int32_t id) const;
   // Streaming with tools: what of `fresh` may go out as content now; at the
   // finish, also the tool_calls delta (null when none).
   std::string tool_stream(size_t i, std::string fresh, nlohmann::json& calls_delta);
-  const char* finish_name(const Choice& c) const;
   // Sets the choice's finish reason (once) and counts it in metrics_.
   void finish(Choice& c, scheduler::FinishReason reason);
 
@@ -84,6 +110,8 @@ class GenerationRun {
   const tok::Tokenizer* tokenizer_;
   std::vector<Choice> choices_;
   ServerMetrics* metrics_;
+  std::unique_ptr<SlotBoard::Lease> lease_;
+  int32_t slot_ = -1;  // id_slot in llama-server's replies (kept after the lease is given back)
 };
 
 // Serializes JSON for the wire; invalid UTF-8 is replaced, never thrown.

@@ -1,6 +1,8 @@
 // HttpServer: the cpp-httplib adapter. Knows HTTP, nothing else: it checks
-// the API key (every route but /health and the web page's files), the body size limit, maps routes
-// to Service methods and writes their replies or SSE streams. Every error
+// the API key (every route but /health, the web page's files and CORS
+// preflights), the body size limit, maps routes to Service methods and writes
+// their replies or SSE streams; the llama-server, Ollama and embeddings routes
+// and CORS are in compat_routes.h. Every error
 // body comes from api_error.h. Thread-safe as cpp-httplib is: one worker
 // thread per connection from its pool.
 #pragma once
@@ -8,6 +10,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "server/service.h"
@@ -23,12 +26,11 @@ struct HttpOptions {
   int port = 8080;          // 0: pick a free port
   int worker_threads = 16;  // concurrent connections served
   int timeout_s = 0;        // socket read/write timeout (-to/--timeout); 0: cpp-httplib's defaults
-  // Parsed from serve's flags (issue 19); the routes that act on them come with their endpoints.
-  bool webui = true;         // --webui / --no-webui: serve the web page at / (docs/webui.md)
-  std::string cors_origins;  // --cors-origin(s): comma-separated allowed origins; "": the default
-  bool embeddings = false;   // --embeddings: serve /v1/embeddings
-  std::string pooling;       // --pooling none|mean|cls|last|rank; "": the model's default
-  int embd_normalize = 2;    // --embd-normalize: -1 none, 0 max-abs, 1 taxicab, 2 euclidean, >2 p-norm
+  bool webui = true;        // --webui / --no-webui: serve the web page at / (docs/webui.md)
+  // --cors-origin values (each may be a comma list; "*": any). Empty: CORS off.
+  std::vector<std::string> cors_origins;
+  bool embeddings = false;  // --embeddings: serve /v1/embeddings
+  std::string pooling;      // --pooling mean|last; "": the model's (1_Pooling/config.json), else mean
 };
 
 class HttpServer {

@@ -53,4 +53,17 @@ using ParseResult = std::variant<GenerationRequest, ApiError>;
 ParseResult parse_generation_request(Endpoint endpoint, const std::string& body,
                                      const sampling::SamplingParams& defaults = {});
 
+// The field readers parse_generation_request uses, for the llama-server and
+// Ollama bodies that share OpenAI's spelling of these fields. Types only (the
+// ranges are sampling::check_ranges'); they throw fields::FieldError
+// (server/request_fields.h), which the calling parser catches.
+// prompt: a string, a one-string array or an array of token ids (required).
+void parse_prompt_field(const nlohmann::json& body, GenerationRequest& r);
+// messages (required) and tools.
+void parse_messages_field(const nlohmann::json& body, GenerationRequest& r);
+// stop: a string or an array of at most kMaxStopSequences strings.
+void parse_stop_field(const nlohmann::json& body, GenerationRequest& r);
+// temperature, top_p, top_k, min_p, presence/frequency/repetition_penalty, seed, logit_bias.
+void parse_sampling_fields(const nlohmann::json& body, GenerationRequest& r);
+
 }  // namespace tandem::server

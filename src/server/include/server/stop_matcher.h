@@ -20,10 +20,13 @@ class StopMatcher {
   // End of stream: returns whatever is held (no stop can complete any more).
   std::string flush();
   bool stopped() const { return stopped_; }
+  // The stop string that matched (empty until stopped()).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
+  std::string matched_;
   bool stopped_ = false;
 };
 

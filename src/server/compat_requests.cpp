@@ -1,0 +1,129 @@
+#include "server/compat_requests.h"
+
+#include <limits>
+
+#include "server/request_fields.h"
+
+namespace tandem::server {
+
+using nlohmann::json;
+
+std::variant<GenerationRequest, ApiError> parse_llama_completion(const std::string& body) {
+  auto parsed = fields::parse_json_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  json b = std::get<json>(parsed);
+  return fields::catch_field_errors<GenerationRequest>([&] {
+    GenerationRequest r;
+    r.endpoint = Endpoint::completions;
+    // llama-server's spellings, mapped onto OpenAI's before the shared readers run.
+    if (const json* seed = fields::find(b, "seed"); seed && *seed == -1) b.erase("seed");  // -1: random
+    if (const json* rp = fields::find(b, "repeat_penalty")) {
+      if (!rp->is_number()) fields::fail("repeat_penalty", "'repeat_penalty' must be a number");
+      b["repetition_penalty"] = *rp;
+    }
+    if (const json* lb = fields::find(b, "logit_bias"); lb && lb->is_array()) {
+      json as_object = json::object();
+      for (const auto& pair : *lb) {
+        if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number())
+          fields::fail("logit_bias", "'logit_bias' must be [[token_id, bias], ...] or an object");
+        as_object[std::to_string(pair[0].get<int64_t>())] = pair[1];
+      }
+      b["logit_bias"] = as_object;
+    }
+    parse_prompt_field(b, r);
+    if (auto n = fields::integer(b, "n_predict", -1, std::numeric_limits<int32_t>::max())) {
+      if (*n == 0) fields::fail("n_predict", "'n_predict' must be -1 (up to the context) or at least 1");
+      if (*n > 0) r.max_tokens = static_cast<int32_t>(*n);
+    }
+    r.stream = fields::boolean(b, "stream").value_or(false);
+    fields::boolean(b, "cache_prompt");  // type-checked; prefix reuse is always on (and exact)
+    // n_probs: the top-N alternatives of every generated token (completion_probabilities).
+    if (auto n = fields::integer(b, "n_probs", 0, 20); n && *n > 0) {
+      r.logprobs = true;
+      r.sampling.top_logprobs = static_cast<int32_t>(*n);
+    }
+    parse_stop_field(b, r);
+    parse_sampling_fields(b, r);
+    if (auto e = sampling::check_ranges(r.sampling)) fields::fail(e->field, e->message);
+    return r;
+  });
+}
+
+namespace {
+
+// options {...}: Ollama's names for the sampling fields.
+void parse_options(const json& body, GenerationRequest& r) {
+  const json* o = fields::find(body, "options");
+  if (!o) return;
+  if (!o->is_object()) fields::fail("options", "'options' must be an object");
+  json mapped = json::object();
+  for (const char* same :
+       {"temperature", "top_k", "top_p", "min_p", "seed", "stop", "presence_penalty", "frequency_penalty"})
+    if (o->contains(same)) mapped[same] = (*o)[same];
+  if (o->contains("repeat_penalty")) mapped["repetition_penalty"] = (*o)["repeat_penalty"];
+  // num_predict: -1 infinite, -2 fill the context (both: up to the context here).
+  if (auto n = fields::integer(*o, "num_predict", -2, std::numeric_limits<int32_t>::max())) {
+    if (*n == 0)
+      fields::fail("num_predict", "'num_predict' must be at least 1 (or -1 / -2: up to the context)");
+    if (*n > 0) r.max_tokens = static_cast<int32_t>(*n);
+  }
+  parse_stop_field(mapped, r);
+  parse_sampling_fields(mapped, r);
+}
+
+}  // namespace
+
+std::variant<OllamaRequest, ApiError> parse_ollama_request(OllamaEndpoint endpoint, const std::string& body) {
+  auto parsed = fields::parse_json_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& b = std::get<json>(parsed);
+  return fields::catch_field_errors<OllamaRequest>([&] {
+    OllamaRequest o;
+    GenerationRequest& r = o.generation;
+    o.model = fields::string(b, "model").value_or("");
+    r.model = o.model;
+    r.stream = fields::boolean(b, "stream").value_or(true);
+    if (const json* format = fields::find(b, "format"); format && !(format->is_string() && format->empty()))
+      fields::fail("format", "'format' (structured output) is not supported");
+    if (const json* images = fields::find(b, "images"); images && !(images->is_array() && images->empty()))
+      fields::fail("images", "'images' is not supported: the served model reads text only");
+    parse_options(b, r);
+    if (auto e = sampling::check_ranges(r.sampling)) fields::fail(e->field, e->message);
+    if (endpoint == OllamaEndpoint::chat) {
+      const json* messages = fields::find(b, "messages");
+      if (!messages || (messages->is_array() && messages->empty())) {
+        o.load_only = true;
+        return o;
+      }
+      r.endpoint = Endpoint::chat_completions;
+      parse_messages_field(b, r);
+      for (size_t i = 0; i < r.messages.size(); ++i) {
+        const json* images = fields::find(r.messages[i], "images");
+        if (images && !(images->is_array() && images->empty()))
+          fields::fail("messages[" + std::to_string(i) + "].images",
+                       "'images' is not supported: the served model reads text only");
+      }
+      return o;
+    }
+    const std::string prompt = fields::string(b, "prompt").value_or("");
+    const std::string system = fields::string(b, "system").value_or("");
+    const bool raw = fields::boolean(b, "raw").value_or(false);
+    fields::string(b, "suffix");  // type-checked; fill-in-the-middle is not supported
+    if (prompt.empty()) {
+      o.load_only = true;
+      return o;
+    }
+    r.prompt_text = prompt;
+    r.endpoint = Endpoint::completions;
+    if (!raw) {
+      // Templated as Ollama's model template would: [system], user prompt, assistant turn.
+      r.endpoint = Endpoint::chat_completions;
+      r.messages = json::array();
+      if (!system.empty()) r.messages.push_back({{"role", "system"}, {"content", system}});
+      r.messages.push_back({{"role", "user"}, {"content", prompt}});
+    }
+    return o;
+  });
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,47 @@
+// The routes beyond the OpenAI core that make tandem a drop-in for other
+// servers' clients, installed on the cpp-httplib server by HttpServer:
+// llama-server's /tokenize, /detokenize, /apply-template, /props, /slots and
+// /completion (SSE when streamed); OpenAI's /v1/models/{id} and
+// /v1/embeddings; Ollama's /api/* (NDJSON when streamed). The shapes are in
+// llama_api.h, ollama_api.h and embeddings_api.h; this file is the HTTP side
+// only (docs/api.md lists every route). Also the CORS policy (--cors-origin).
+// Thread-safe as cpp-httplib's handlers are.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "server/service.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace tandem::server {
+
+void write_reply(httplib::Response& res, const HttpReply& reply);
+
+void install_compat_routes(httplib::Server& http, Service& service);
+
+// CORS (docs/adr/0017-compat-endpoints.md): `origins` from --cors-origin
+// (each entry may be a comma list; "*" allows any origin). Empty: CORS off —
+// no Access-Control-* headers and OPTIONS is not a route.
+class CorsPolicy {
+ public:
+  explicit CorsPolicy(const std::vector<std::string>& origins);
+  bool enabled() const { return any_ || !origins_.empty(); }
+  // The Access-Control-Allow-Origin value for a request's Origin header ("" : none).
+  std::string allow_origin(const std::string& origin) const;
+
+ private:
+  bool any_ = false;
+  std::vector<std::string> origins_;
+};
+
+// Adds Access-Control-Allow-Origin (and Vary: Origin) to every response and
+// answers OPTIONS preflights 204 with the allowed methods and headers.
+void install_cors(httplib::Server& http, const CorsPolicy& policy);
+
+}  // namespace tandem::server

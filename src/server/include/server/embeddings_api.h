@@ -1,0 +1,28 @@
+// POST /v1/embeddings (OpenAI's shape) and Ollama's /api/embed: input as a string, an array of
+// strings, an array of token ids or an array of token-id arrays;
+// encoding_format "float" (default) or "base64" (little-endian float32
+// bytes, as OpenAI sends them); usage counts the input tokens. Text is
+// tokenized with the tokenizer's special tokens (BOS), as llama-server does.
+// 501 when the server was started without --embeddings. The forward runs in
+// the Service's Embedder (server/embedder.h). Thread-safe.
+#pragma once
+
+#include <string>
+
+#include "server/service.h"
+
+namespace tandem::server {
+
+HttpReply openai_embeddings(const Service& svc, const std::string& body);
+
+// Ollama's POST /api/embed ({model, input: a string or strings} ->
+// {model, embeddings: [[...]], total_duration, load_duration, prompt_eval_count})
+// and, with `legacy`, the older POST /api/embeddings ({model, prompt} ->
+// {embedding: [...]}); the same vectors, errors in Ollama's {"error": "..."}.
+// Inputs longer than the context are refused, not truncated.
+HttpReply ollama_embed(const Service& svc, const std::string& body, bool legacy);
+
+// Base64 (RFC 4648, padded) of `bytes`.
+std::string base64_encode(const unsigned char* bytes, size_t size);
+
+}  // namespace tandem::server

@@ -1,0 +1,84 @@
+#include "server/request_fields.h"
+
+#include <cmath>
+#include <limits>
+
+namespace tandem::server::fields {
+
+using nlohmann::json;
+
+void fail(const std::string& field, const std::string& message) {
+  throw FieldError{bad_request(field, message)};
+}
+
+const char* type_name(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+const json* find(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<double> number(const json& body, const char* name) {
+  const json* v = find(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) fail(name, std::string("'") + name + "' must be a number, got " + type_name(*v));
+  return v->get<double>();
+}
+
+float to_float(double d) {
+  if (d > std::numeric_limits<float>::max()) return std::numeric_limits<float>::infinity();
+  if (d < -std::numeric_limits<float>::max()) return -std::numeric_limits<float>::infinity();
+  return static_cast<float>(d);
+}
+
+std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, int64_t hi) {
+  const json* v = find(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer() && !(v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()))
+    fail(name, std::string("'") + name + "' must be an integer, got " + type_name(*v));
+  const double d = v->get<double>();
+  if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
+    fail(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
+                   std::to_string(hi) + ", got " + v->dump());
+  // An unsigned 64-bit seed beyond int64's range arrives as such; keep its bits.
+  if (v->is_number_unsigned()) return static_cast<int64_t>(v->get<uint64_t>());
+  if (v->is_number_integer()) return v->get<int64_t>();
+  return static_cast<int64_t>(d);
+}
+
+std::optional<bool> boolean(const json& body, const char* name) {
+  const json* v = find(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) fail(name, std::string("'") + name + "' must be a boolean, got " + type_name(*v));
+  return v->get<bool>();
+}
+
+std::optional<std::string> string(const json& body, const char* name) {
+  const json* v = find(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) fail(name, std::string("'") + name + "' must be a string, got " + type_name(*v));
+  return v->get<std::string>();
+}
+
+std::variant<json, ApiError> parse_json_object(const std::string& body) {
+  json parsed;
+  try {
+    parsed = json::parse(body);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number that overflows a double
+    return bad_request("body", std::string("The request body is not valid JSON: ") + e.what(),
+                       "invalid_json");
+  }
+  if (!parsed.is_object())
+    return bad_request("body", "The request body must be a JSON object", "invalid_json");
+  return parsed;
+}
+
+}  // namespace tandem::server::fields

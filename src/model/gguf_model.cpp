@@ -203,6 +203,11 @@ Expected<json> gguf_config_json(const GgufFile& f) {
                            ") differs from the head dimension " + std::to_string(head_dim) +
                            "; only full-width RoPE with equal key and value sizes is supported");
   }
+  if (arch == "llama" || arch == "mistral") {
+    // A llama-architecture file with a window is a Mistral (transformers applies it to every layer).
+    TANDEM_RETURN_IF_ERROR(copy_int(f, a + "attention.sliding_window", j, "sliding_window", false));
+    if (j.contains("sliding_window")) j["model_type"] = "mistral";
+  }
   TANDEM_RETURN_IF_ERROR(rope_scaling_json(f, arch, j));
   if (const GgufTensor* freqs = f.find_tensor("rope_freqs.weight")) {
     TANDEM_RETURN_IF_ERROR(fit_llama3_rope(f, *freqs, arch, head_dim, j.value("rope_theta", 10000.0), j));

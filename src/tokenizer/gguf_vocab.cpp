@@ -65,6 +65,11 @@ std::vector<size_t> split_points(std::string_view s) {
   return out;
 }
 
+// Tokens longer than this get no merges built (each split costs a lookup of
+// the token's length, so a hostile file of huge tokens would be quadratic);
+// SentencePiece vocabularies' tokens are a few dozen bytes at most.
+constexpr size_t kMaxMergedTokenBytes = 256;
+
 // transformers' merges for a SentencePiece BPE model: for each token in id
 // order, every split into two vocabulary pieces (ordered by the pieces' ids),
 // then all of them stably sorted by the token's score, highest first.
@@ -78,6 +83,7 @@ json merges_from_scores(const GgufVocab& v) {
   std::vector<Merge> merges;
   for (size_t t = 0; t < v.tokens.size(); ++t) {
     const std::string_view token = v.tokens[t];
+    if (token.size() > kMaxMergedTokenBytes) continue;
     const size_t first = merges.size();
     for (size_t at : split_points(token)) {
       auto l = ids.find(token.substr(0, at));

@@ -165,7 +165,7 @@ TEST(Gguf, MalformedHeadersAreNamed) {
 
 TEST(Gguf, MalformedMetadataIsNamed) {
   Image len;
-  len.header(0, 1).u64(uint64_t{1} << 40);
+  len.header(0, 1).u64(uint64_t{1} << 40).zeros(16);
   EXPECT_NE(error_of(len).find("metadata key 0 has length 1099511627776, beyond the end of the file"),
             std::string::npos);
   Image type;

@@ -1,5 +1,6 @@
 #include "model/gguf_model.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -41,12 +42,24 @@ const char* torch_dtype_of(uint32_t type) {
   }
 }
 
+// The divisor llama3 scaling applies to the frequency of wavelength `wavelen`
+// (transformers' _compute_llama3_parameters, as a divisor).
+double llama3_divisor(double wavelen, double factor, double low, double high, double original) {
+  if (wavelen < original / high) return 1.0;
+  if (wavelen > original / low) return factor;
+  const double smooth = (original / wavelen - low) / (high - low);
+  return 1.0 / ((1 - smooth) / factor + smooth);
+}
+
 // llama.cpp's converter stores Llama-3 RoPE scaling as a `rope_freqs` tensor of
-// per-frequency divisors instead of its parameters. Every published Llama 3.x
-// uses low_freq_factor 1 and high_freq_factor 4; the factor is the divisor of
-// the lowest frequency. The parameters are accepted only when they reproduce
-// the stored divisors, so tandem computes the frequencies as it does for the
-// Hugging Face checkpoint.
+// per-frequency divisors instead of its parameters. They are recovered here:
+// factor is the divisor of the lowest frequency, low_freq_factor is 1 (every
+// published Llama 3.x), high_freq_factor one of a few usual values, and the
+// original context either `rope.scaling.original_context_length`, 8192, or
+// solved from a divisor in the smooth region (rounded to an integer). The
+// first candidate that reproduces every stored divisor (to 1e-4) is taken, so
+// tandem computes the frequencies from the same parameters as for the
+// Hugging Face checkpoint; none does: Unimplemented.
 Status fit_llama3_rope(const GgufFile& f, const GgufTensor& t, const std::string& arch, int64_t head_dim,
                        double theta, json& j) {
   const std::string where = f.path() + ": tensor \"rope_freqs.weight\"";
@@ -55,38 +68,50 @@ Status fit_llama3_rope(const GgufFile& f, const GgufTensor& t, const std::string
                             "]");
   std::vector<float> stored(static_cast<size_t>(t.dims[0]));
   std::memcpy(stored.data(), t.data, stored.size() * sizeof(float));
-  const double factor = stored.back(), low = 1.0, high = 4.0;
-  double original = 8192;
-  if (const std::string key = arch + ".rope.scaling.original_context_length"; f.find(key) != nullptr) {
-    TANDEM_ASSIGN_OR_RETURN(int64_t v, f.get_int(key));
-    original = static_cast<double>(v);
-  }
   bool all_one = true;
   for (float s : stored) all_one = all_one && s == 1.0f;
   if (all_one) return Status::Ok();
-  const double pi = 3.14159265358979323846;
-  for (size_t i = 0; i < stored.size(); ++i) {
-    const double freq = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
-    const double wavelen = 2 * pi / freq;
-    double want = factor;
-    if (wavelen < original / high) {
-      want = 1.0;
-    } else if (wavelen <= original / low) {
-      const double smooth = (original / wavelen - low) / (high - low);
-      want = 1.0 / ((1 - smooth) / factor + smooth);
-    }
-    if (!(std::fabs(want - stored[i]) <= 1e-4 * std::fabs(want)))
-      return unimplemented(where + " holds RoPE divisors that are not Llama-3 scaling with factor " +
-                           std::to_string(factor) + ", low_freq_factor 1, high_freq_factor 4 (entry " +
-                           std::to_string(i) + ": " + std::to_string(stored[i]) + ", expected " +
-                           std::to_string(want) + ")");
+  const double factor = stored.back(), low = 1.0, pi = 3.14159265358979323846;
+  if (!(factor > 1.0) || !std::isfinite(factor))
+    return unimplemented(where + ": the lowest frequency's divisor " + std::to_string(factor) +
+                         " is not a Llama-3 scaling factor");
+  std::vector<double> wavelen(stored.size());
+  for (size_t i = 0; i < stored.size(); ++i)
+    wavelen[i] = 2 * pi * std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+  std::vector<double> originals = {8192};
+  if (const std::string key = arch + ".rope.scaling.original_context_length"; f.find(key) != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(int64_t v, f.get_int(key));
+    originals.insert(originals.begin(), static_cast<double>(v));
   }
-  j["rope_scaling"] = {{"rope_type", "llama3"},
-                       {"factor", factor},
-                       {"low_freq_factor", low},
-                       {"high_freq_factor", high},
-                       {"original_max_position_embeddings", static_cast<int64_t>(original)}};
-  return Status::Ok();
+  double last_unscaled = 0;  // the longest wavelength left unscaled
+  for (size_t i = 0; i < stored.size(); ++i)
+    if (stored[i] == 1.0f) last_unscaled = std::max(last_unscaled, wavelen[i]);
+  for (double high : {4.0, 2.0, 8.0, 3.0, 16.0, 1.5, 32.0}) {
+    std::vector<double> candidates = originals;
+    for (size_t i = 0; i < stored.size(); ++i) {
+      if (stored[i] == 1.0f || stored[i] == static_cast<float>(factor)) continue;
+      const double smooth = (1.0 / stored[i] - 1.0 / factor) / (1.0 - 1.0 / factor);
+      candidates.push_back(std::round(wavelen[i] * (low + smooth * (high - low))));
+    }
+    candidates.push_back(std::floor(last_unscaled * high) + 1);  // no smooth divisor: the smallest consistent
+    for (double original : candidates) {
+      if (!(original >= 1 && original <= 1e9)) continue;
+      bool fits = true;
+      for (size_t i = 0; i < stored.size() && fits; ++i) {
+        const double want = llama3_divisor(wavelen[i], factor, low, high, original);
+        fits = std::fabs(want - stored[i]) <= 1e-4 * std::fabs(want);
+      }
+      if (!fits) continue;
+      j["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", factor},
+                           {"low_freq_factor", low},
+                           {"high_freq_factor", high},
+                           {"original_max_position_embeddings", static_cast<int64_t>(original)}};
+      return Status::Ok();
+    }
+  }
+  return unimplemented(where + " holds RoPE divisors that no Llama-3 scaling (factor " +
+                       std::to_string(factor) + ", low_freq_factor 1) reproduces");
 }
 
 Status rope_scaling_json(const GgufFile& f, const std::string& arch, json& j) {

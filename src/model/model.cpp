@@ -37,7 +37,9 @@ kernels::PackedMatrix pack_rows(const std::vector<const TensorView*>& parts) {
     return kernels::PackedMatrix::pack(rows_in_hf_order(*parts[0], scratch), parts[0]->dtype, n, k);
   if (same) {
     std::vector<uint8_t> buffer;
-    buffer.reserve(static_cast<size_t>(n * k) * kernels::dtype_size(parts[0]->dtype));
+    size_t bytes = 0;  // from the views: a block-quantized dtype has no per-element size
+    for (const TensorView* p : parts) bytes += p->bytes;
+    buffer.reserve(bytes);
     for (const TensorView* p : parts) {
       const uint8_t* rows = rows_in_hf_order(*p, scratch);
       buffer.insert(buffer.end(), rows, rows + p->bytes);

@@ -42,7 +42,8 @@ TEST(GgufVocab, SentencePieceMergesFollowTheScores) {
   const auto j = nlohmann::json::parse(*text);
   // By score, highest first: ab (-1): a+b; ba (-2): b+a; aba (-3): its splits a+ba, ab+a,
   // ordered by the pieces' ids (a=4 < ab=6); ▁a (-4): ▁+a.
-  const nlohmann::json want = {{"a", "b"}, {"b", "a"}, {"a", "ba"}, {"ab", "a"}, {"\xE2\x96\x81", "a"}};
+  const auto want =
+      nlohmann::json::parse(R"([["a", "b"], ["b", "a"], ["a", "ba"], ["ab", "a"], ["\u2581", "a"]])");
   EXPECT_EQ(j["model"]["merges"], want);
   EXPECT_EQ(j["model"]["unk_token"], "<unk>");
   EXPECT_TRUE(j["model"]["byte_fallback"].get<bool>());
@@ -57,7 +58,7 @@ TEST(GgufVocab, SentencePieceTokenizerEncodesWithBosAndSpacePrefix) {
   // beats (▁,a) rank 4 → ▁ aba.
   EXPECT_EQ(t->encode("aba", true), (std::vector<int32_t>{1, 3, 8}));
   EXPECT_EQ(t->encode("aba", false), (std::vector<int32_t>{3, 8}));
-  EXPECT_EQ(t->decode({1, 3, 8}, true), "aba");
+  EXPECT_EQ(t->decode(std::vector<int32_t>{1, 3, 8}, true), "aba");
   GgufVocab no_prefix = sentencepiece_vocab();
   no_prefix.add_space_prefix = false;
   no_prefix.add_bos = false;

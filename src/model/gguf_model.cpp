@@ -200,6 +200,13 @@ std::string hf_tensor_name(std::string_view name) {
 }
 
 Expected<json> gguf_config_json(const GgufFile& f) {
+  if (f.find("split.count") != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(int64_t splits, f.get_int("split.count"));
+    if (splits > 1)
+      return unimplemented(f.path() + ": one of " + std::to_string(splits) +
+                           " split GGUF files (split.count); split files are not supported yet — merge them "
+                           "into one with llama.cpp's `llama-gguf-split --merge`");
+  }
   TANDEM_ASSIGN_OR_RETURN(std::string arch, f.get_string("general.architecture"));
   if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3")
     return unimplemented(f.path() + ": general.architecture \"" + arch +

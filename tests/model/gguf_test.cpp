@@ -317,6 +317,16 @@ TEST(GgufModel, HyperParametersBecomeTheConfig) {
             "qwen3)");
 }
 
+TEST(GgufModel, SplitFilesAreRefusedSayingHowToMergeThem) {
+  Image im;
+  im.header(0, 2).key("split.count", GgufValueType::uint16).raw("\x03\x00", 2);
+  im.key("general.architecture", GgufValueType::string).str("llama");
+  auto c = gguf_config(*im.parse());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(c.status().message().find("test.gguf: one of 3 split GGUF files (split.count)"),
+            std::string::npos);
+}
+
 TEST(GgufModel, MissingHyperParameterIsNamed) {
   Image im;
   im.header(0, 1).key("general.architecture", GgufValueType::string).str("qwen3");

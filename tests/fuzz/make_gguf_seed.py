@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a tiny but complete GGUF (a one-layer llama of hidden size 8 with a byte-level
-tokenizer and a chat template) with the `gguf` package's writer: the seed of fuzz_gguf
+tokenizer, a chat template and a key of every value type) with the `gguf` package's writer: the seed of fuzz_gguf
 (scripts/fuzz.sh), small enough that the fuzzer runs thousands of inputs a second.
 
     make_gguf_seed.py OUT.gguf [ARCH]
@@ -31,6 +31,17 @@ w.add_bos_token_id(5)
 w.add_eos_token_id(6)
 w.add_add_bos_token(True)
 w.add_chat_template("{% for m in messages %}{{ m['content'] }}<|im_end|>{% endfor %}")
+# One key of every other value type (the reader's tests compare them with gguf's reader).
+w.add_uint8("tandem.test.u8", 200)
+w.add_int8("tandem.test.i8", -100)
+w.add_uint16("tandem.test.u16", 60000)
+w.add_int16("tandem.test.i16", -30000)
+w.add_int32("tandem.test.i32", -2000000000)
+w.add_uint64("tandem.test.u64", 2**63 + 5)
+w.add_int64("tandem.test.i64", -(2**62))
+w.add_float64("tandem.test.f64", 0.1)
+w.add_array("tandem.test.nested", [[1, 2], [3]])
+w.add_array("tandem.test.floats", [0.5, -1.25, 3.0])
 rng = np.random.default_rng(0)
 head_dim = hidden // heads
 

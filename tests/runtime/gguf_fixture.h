@@ -37,6 +37,11 @@ inline std::string make_gguf(const std::string& source, const std::string& name,
   return made[name] = std::system(cmd.c_str()) == 0 ? out : std::string();
 }
 
+// `source_dir()/SCRIPT ARGS`; whether it exited 0.
+inline bool run_python(const std::string& script, const std::string& args) {
+  return std::system(("python3 '" + source_dir() + "/" + script + "' " + args).c_str()) == 0;
+}
+
 #define TANDEM_SKIP_WITHOUT_GGUF_WRITER()                   \
   if (!::tandem::runtime::testing::gguf_writer_available()) \
   GTEST_SKIP() << "python3 cannot import the gguf package (pip install gguf; scripts/install-deps.sh does)"

@@ -212,6 +212,69 @@ TEST_F(GgufTarget, GgufDrafterLoads) {
   EXPECT_FALSE(mtp.ok());
 }
 
+// tandem's reader against the gguf package's GGUFReader (tools/fixtures/gguf_dump.py) on a
+// file with a key of every value type and on the bundled target: the same keys, types,
+// values, and the same tensors at the same offsets.
+void expect_reader_agrees(const std::string& path) {
+  const std::string dump = path + ".json";
+  ASSERT_TRUE(testing::run_python("tools/fixtures/gguf_dump.py", "'" + path + "' > '" + dump + "'"));
+  const auto ref = nlohmann::json::parse(model::testing::read_file(dump));
+  auto f = model::GgufFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(f->version(), ref["version"].get<uint32_t>());
+  ASSERT_EQ(f->metadata().size(), ref["metadata"].size());
+  for (const auto& [key, want] : ref["metadata"].items()) {
+    const model::GgufValue* v = f->find(key);
+    ASSERT_NE(v, nullptr) << key;
+    ASSERT_EQ(static_cast<int>(v->type), want["type"].get<int>()) << key;
+    const auto& value = want["value"];
+    using VT = model::GgufValueType;
+    if (v->type == VT::string) {
+      EXPECT_EQ(v->string, value.get<std::string>()) << key;
+    } else if (v->type == VT::boolean) {
+      EXPECT_EQ(v->integer != 0, value.get<bool>()) << key;
+    } else if (v->is_float()) {
+      EXPECT_EQ(v->real, value.get<double>()) << key;
+    } else if (v->type == VT::uint64) {
+      EXPECT_EQ(v->uinteger, value.get<uint64_t>()) << key;
+    } else if (v->is_integer()) {
+      EXPECT_EQ(v->integer, value.get<int64_t>()) << key;
+    } else {  // array
+      ASSERT_EQ(static_cast<int>(v->element_type), want["element_type"].get<int>()) << key;
+      if (v->element_type == VT::array) continue;  // the reference reader flattens nested arrays
+      EXPECT_EQ(v->count, want["count"].get<uint64_t>()) << key;
+      if (v->element_type == VT::string) {
+        std::vector<std::string> strings(v->strings.begin(), v->strings.end());
+        EXPECT_EQ(strings, value.get<std::vector<std::string>>()) << key;
+      } else if (v->element_type == VT::float32 || v->element_type == VT::float64) {
+        const auto floats = *f->get_float_array(key);
+        EXPECT_EQ(std::vector<double>(floats.begin(), floats.end()), value.get<std::vector<double>>()) << key;
+      } else {
+        EXPECT_EQ(*f->get_int32_array(key), value.get<std::vector<int32_t>>()) << key;
+      }
+    }
+  }
+  ASSERT_EQ(f->tensors().size(), ref["tensors"].size());
+  for (const auto& want : ref["tensors"]) {
+    const model::GgufTensor* t = f->find_tensor(want["name"].get<std::string>());
+    ASSERT_NE(t, nullptr) << want["name"];
+    EXPECT_EQ(t->type, want["type"].get<uint32_t>());
+    EXPECT_EQ(t->dims, want["dims"].get<std::vector<int64_t>>());
+    EXPECT_EQ(f->data_offset() + t->offset, want["offset"].get<uint64_t>());
+    EXPECT_EQ(t->bytes, want["bytes"].get<uint64_t>());
+  }
+}
+
+TEST(Gguf, ReaderAgreesWithTheReferenceReader) {
+  TANDEM_SKIP_WITHOUT_GGUF_WRITER();
+  const std::string seed = model::testing::make_temp_dir("gguf_reader") + "/every_type.gguf";
+  ASSERT_TRUE(testing::run_python("tests/fuzz/make_gguf_seed.py", "'" + seed + "' qwen2"));
+  expect_reader_agrees(seed);
+  const std::string target = make_gguf(target_dir(), "tandem_target_bf16");
+  ASSERT_FALSE(target.empty());
+  expect_reader_agrees(target);
+}
+
 TEST(Gguf, QuantizedTypesAreRefusedNamingTheTensor) {
   TANDEM_SKIP_WITHOUT_GGUF_WRITER();
   const std::string gguf =

@@ -6,11 +6,13 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <system_error>
 
 namespace tandem::runtime::testing {
 
@@ -25,16 +27,32 @@ inline bool gguf_writer_available() {
   return available;
 }
 
+// The files this process made; removed when it exits. ctest runs every test in
+// its own process, in parallel: names carry the pid so that no process reads a
+// file another one is writing.
+struct MadeFiles {
+  std::map<std::string, std::string> by_name;
+  ~MadeFiles() {
+    std::error_code ec;
+    for (const auto& [name, path] : by_name) std::filesystem::remove(path, ec);
+  }
+};
+
+// A path in the test temp dir private to this process.
+inline std::string temp_path(const std::string& name) {
+  return (std::filesystem::path(::testing::TempDir()) / ("tandem_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
 // OUT = make_gguf.py SOURCE OUT ARGS; "" when the script failed (its output is in the test log).
 inline std::string make_gguf(const std::string& source, const std::string& name,
                              const std::string& args = "") {
-  static std::map<std::string, std::string> made;
-  if (auto it = made.find(name); it != made.end()) return it->second;
-  const std::string out =
-      (std::filesystem::path(::testing::TempDir()) / ("tandem_" + name + ".gguf")).string();
+  static MadeFiles made;
+  if (auto it = made.by_name.find(name); it != made.by_name.end()) return it->second;
+  const std::string out = temp_path(name + ".gguf");
   const std::string cmd =
       "python3 '" + source_dir() + "/tools/fixtures/make_gguf.py' '" + source + "' '" + out + "' " + args;
-  return made[name] = std::system(cmd.c_str()) == 0 ? out : std::string();
+  return made.by_name[name] = std::system(cmd.c_str()) == 0 ? out : std::string();
 }
 
 // `source_dir()/SCRIPT ARGS`; whether it exited 0.

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -216,9 +217,10 @@ TEST_F(GgufTarget, GgufDrafterLoads) {
 // file with a key of every value type and on the bundled target: the same keys, types,
 // values, and the same tensors at the same offsets.
 void expect_reader_agrees(const std::string& path) {
-  const std::string dump = path + ".json";
+  const std::string dump = path + ".json";  // path is this process's own (temp_path)
   ASSERT_TRUE(testing::run_python("tools/fixtures/gguf_dump.py", "'" + path + "' > '" + dump + "'"));
   const auto ref = nlohmann::json::parse(model::testing::read_file(dump));
+  std::filesystem::remove(dump);
   auto f = model::GgufFile::open(path);
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   EXPECT_EQ(f->version(), ref["version"].get<uint32_t>());
@@ -267,9 +269,10 @@ void expect_reader_agrees(const std::string& path) {
 
 TEST(Gguf, ReaderAgreesWithTheReferenceReader) {
   TANDEM_SKIP_WITHOUT_GGUF_WRITER();
-  const std::string seed = model::testing::make_temp_dir("gguf_reader") + "/every_type.gguf";
+  const std::string seed = testing::temp_path("every_type.gguf");
   ASSERT_TRUE(testing::run_python("tests/fuzz/make_gguf_seed.py", "'" + seed + "' qwen2"));
   expect_reader_agrees(seed);
+  std::filesystem::remove(seed);
   const std::string target = make_gguf(target_dir(), "tandem_target_bf16");
   ASSERT_FALSE(target.empty());
   expect_reader_agrees(target);
@@ -298,7 +301,7 @@ TEST(Gguf, TruncatedFileIsAClearError) {
   const std::string gguf = make_gguf(model::testing::fixture_path("qwen2_bias_f16"), "truncate_src");
   ASSERT_FALSE(gguf.empty());
   const std::string bytes = model::testing::read_file(gguf);
-  const std::string cut = model::testing::make_temp_dir("gguf_truncated") + "/cut.gguf";
+  const std::string cut = testing::temp_path("cut.gguf");
   model::testing::write_file(cut, bytes.substr(0, bytes.size() / 2));
   OpenOptions o;
   o.model_dir = cut;
@@ -314,6 +317,7 @@ TEST(Gguf, TruncatedFileIsAClearError) {
   EXPECT_EQ(opened.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(opened.status().message(),
             cut + ": metadata count 11 is more than the file can hold (at byte 24 of 100)");
+  std::filesystem::remove(cut);
 }
 
 }  // namespace

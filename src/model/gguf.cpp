@@ -1,6 +1,7 @@
 #include "model/gguf.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -280,12 +281,77 @@ int64_t GgufTensor::numel() const {
 
 std::vector<int64_t> GgufTensor::shape() const { return {dims.rbegin(), dims.rend()}; }
 
-Expected<GgufFile> GgufFile::open(const std::string& path) {
+Expected<GgufFile> GgufFile::open_one(const std::string& path) {
   GgufFile f;
   TANDEM_ASSIGN_OR_RETURN(f.file_, MappedFile::open(path));
   f.path_ = path;
   TANDEM_RETURN_IF_ERROR(f.parse_image(f.file_.data(), f.file_.size()));
   return f;
+}
+
+Expected<GgufFile> GgufFile::open(const std::string& path) {
+  TANDEM_ASSIGN_OR_RETURN(GgufFile f, open_one(path));
+  TANDEM_RETURN_IF_ERROR(f.open_splits());
+  return f;
+}
+
+namespace {
+
+constexpr int64_t kMaxSplits = 99999;  // five digits in llama.cpp's split names
+
+// split.no and split.count of a file (0 and 1 when it has none).
+Status split_keys(const GgufFile& f, int64_t& no, int64_t& count) {
+  no = 0;
+  count = 1;
+  if (f.find("split.count") != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(count, f.get_int("split.count"));
+  }
+  if (f.find("split.no") != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(no, f.get_int("split.no"));
+  }
+  if (count < 1 || count > kMaxSplits || no < 0 || no >= count)
+    return invalid_argument(f.path() + ": split.no " + std::to_string(no) + " / split.count " +
+                            std::to_string(count) + " are not a split of 1 to " + std::to_string(kMaxSplits) +
+                            " files");
+  return Status::Ok();
+}
+
+std::string split_suffix(int64_t index, int64_t count) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "-%05lld-of-%05lld.gguf", static_cast<long long>(index + 1),
+                static_cast<long long>(count));
+  return buffer;
+}
+
+}  // namespace
+
+Status GgufFile::open_splits() {
+  int64_t no = 0, count = 1;
+  TANDEM_RETURN_IF_ERROR(split_keys(*this, no, count));
+  if (count == 1) return Status::Ok();
+  const std::string first = split_suffix(0, count);
+  if (no != 0 || path_.size() < first.size() ||
+      path_.compare(path_.size() - first.size(), first.size(), first) != 0)
+    return invalid_argument(path_ + ": split " + std::to_string(no + 1) + " of " + std::to_string(count) +
+                            " of a split model; open its first file, NAME" + first);
+  const std::string prefix = path_.substr(0, path_.size() - first.size());
+  for (int64_t i = 1; i < count; ++i) {
+    TANDEM_ASSIGN_OR_RETURN(GgufFile split, open_one(prefix + split_suffix(i, count)));
+    int64_t split_no = 0, split_count = 1;
+    TANDEM_RETURN_IF_ERROR(split_keys(split, split_no, split_count));
+    if (split_no != i || split_count != count)
+      return invalid_argument(split.path() + ": says split.no " + std::to_string(split_no) + " of " +
+                              std::to_string(split_count) + ", expected " + std::to_string(i) + " of " +
+                              std::to_string(count));
+    for (GgufTensor& t : split.tensors_) {
+      if (!tensor_index_.emplace(t.name, tensors_.size()).second)
+        return invalid_argument(split.path() + ": tensor \"" + t.name + "\" is also in another split");
+      tensors_.push_back(std::move(t));  // its data stays in split's mapping, kept below
+    }
+    split_maps_.push_back(std::move(split.file_));
+  }
+  split_files_ = count;
+  return Status::Ok();
 }
 
 Expected<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, const std::string& path) {

@@ -202,10 +202,9 @@ std::string hf_tensor_name(std::string_view name) {
 Expected<json> gguf_config_json(const GgufFile& f) {
   if (f.find("split.count") != nullptr) {
     TANDEM_ASSIGN_OR_RETURN(int64_t splits, f.get_int("split.count"));
-    if (splits > 1)
-      return unimplemented(f.path() + ": one of " + std::to_string(splits) +
-                           " split GGUF files (split.count); split files are not supported yet — merge them "
-                           "into one with llama.cpp's `llama-gguf-split --merge`");
+    if (splits > f.split_files())  // GgufFile::open joins the splits; an in-memory image cannot
+      return invalid_argument(f.path() + ": one of " + std::to_string(splits) +
+                              " split GGUF files (split.count) whose other splits were not opened");
   }
   TANDEM_ASSIGN_OR_RETURN(std::string arch, f.get_string("general.architecture"));
   if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3")

@@ -278,6 +278,39 @@ TEST(Gguf, ReaderAgreesWithTheReferenceReader) {
   expect_reader_agrees(target);
 }
 
+// A split model (llama.cpp's NAME-00001-of-0000N.gguf, here by the gguf package's writer)
+// opens from its first file and is the same model; another split is refused by name.
+TEST_F(GgufTarget, SplitModelOpensFromItsFirstFile) {
+  const std::string base = testing::temp_path("split.gguf");
+  ASSERT_TRUE(testing::run_python("tools/fixtures/make_gguf.py",
+                                  "'" + target_dir() + "' '" + base + "' --split-max-tensors 30"));
+  const std::string stem = base.substr(0, base.size() - 5);
+  const std::vector<std::string> files = {stem + "-00001-of-00003.gguf", stem + "-00002-of-00003.gguf",
+                                          stem + "-00003-of-00003.gguf"};
+  OpenOptions o;
+  o.threads = 1;
+  o.pool_for_one_thread = false;
+  o.model_dir = files[0];
+  auto split = open_model(o);
+  ASSERT_TRUE(split.ok()) << split.status().to_string();
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 40; ++i) tokens.push_back((i * 131 + 7) % 8192);
+  EXPECT_TRUE(bitwise_equal(all_logits(*dir_->model, tokens), all_logits(*split->model, tokens)));
+  EXPECT_EQ(split->text.tokenizer->encode("Hello world", true),
+            dir_->text.tokenizer->encode("Hello world", true));
+  o.model_dir = files[1];
+  auto second = open_model(o);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().message(),
+            files[1] + ": split 2 of 3 of a split model; open its first file, NAME-00001-of-00003.gguf");
+  std::filesystem::remove(files[2]);
+  o.model_dir = files[0];
+  auto missing = open_model(o);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find(files[2]), std::string::npos) << missing.status().message();
+  for (const std::string& f : files) std::filesystem::remove(f);
+}
+
 TEST(Gguf, QuantizedTypesAreRefusedNamingTheTensor) {
   TANDEM_SKIP_WITHOUT_GGUF_WRITER();
   const std::string gguf =

@@ -133,6 +133,10 @@ struct GgufTensor {
 
 class GgufFile {
  public:
+  // Opens `path`; when it is the first file of a split model (`split.count` > 1,
+  // llama.cpp's NAME-00001-of-0000N.gguf), also its other splits, whose tensors
+  // join this file's (metadata is the first file's; each split must say its
+  // split.no and the same split.count; tensor names unique across all).
   static Expected<GgufFile> open(const std::string& path);
   // Validates an in-memory image exactly as open() does (fuzzing, tests);
   // `path` only names it in errors; `data` must outlive the result.
@@ -145,7 +149,9 @@ class GgufFile {
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
-  uint64_t data_offset() const { return data_offset_; }
+  uint64_t data_offset() const { return data_offset_; }  // of this (the first) file
+  // Files whose tensors this holds: 1, or split.count once open() found every split.
+  int64_t split_files() const { return split_files_; }
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
 
@@ -164,9 +170,13 @@ class GgufFile {
   Expected<std::vector<int32_t>> get_int32_array(std::string_view key) const;  // integer elements in int32
 
  private:
+  static Expected<GgufFile> open_one(const std::string& path);
   Status parse_image(const uint8_t* data, uint64_t size);
+  Status open_splits();
 
-  MappedFile file_;  // empty for parse()
+  MappedFile file_;                     // empty for parse()
+  std::vector<MappedFile> split_maps_;  // the other splits' mappings (open_splits)
+  int64_t split_files_ = 1;
   std::string path_;
   uint32_t version_ = 0;
   uint32_t alignment_ = kGgufDefaultAlignment;

@@ -282,7 +282,7 @@ Expected<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const
     if (!dtype.ok()) return Status(dtype.status().code(), f.path() + ": " + dtype.status().message());
     TensorView v;
     v.name = std::move(name);
-    v.file = f.path();
+    v.file = f.path() + " (GGUF tensor " + t.name + ")";  // errors name both spellings
     v.dtype = *dtype;
     v.shape = t.shape();
     v.data = t.data;

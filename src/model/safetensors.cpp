@@ -262,7 +262,8 @@ Expected<const TensorView*> Checkpoint::get(const std::string& name,
     TensorView want;
     want.shape = shape;
     return invalid_argument(v->file + ": tensor \"" + name + "\" has shape " + v->shape_string() +
-                            ", expected " + want.shape_string() + " from config.json");
+                            ", expected " + want.shape_string() +
+                            (views_.empty() ? " from config.json" : " from the GGUF metadata"));
   }
   return v;
 }

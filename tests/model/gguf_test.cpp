@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "model/gguf_model.h"
+#include "model/model.h"
 
 namespace tandem::model {
 namespace {
@@ -268,7 +269,7 @@ TEST(GgufModel, TensorNamesMapToHuggingFace) {
 }
 
 // The config a minimal llama GGUF describes.
-Image config_image(const std::string& arch, bool with_output) {
+Image config_image(const std::string& arch, bool with_output, uint64_t embedding_columns = 64) {
   Image im;
   const std::string a = arch + ".";
   im.header(with_output ? 2 : 1, 9);
@@ -281,7 +282,7 @@ Image config_image(const std::string& arch, bool with_output) {
   im.key(a + "attention.layer_norm_rms_epsilon", GgufValueType::float32).f32(1e-5f);
   im.key(a + "rope.freq_base", GgufValueType::float32).f32(500000.0f);
   im.key("tokenizer.ggml.eos_token_id", GgufValueType::uint32).u32(7);
-  im.tensor("token_embd.weight", {64, 10}, 30, 0);
+  im.tensor("token_embd.weight", {embedding_columns, 10}, 30, 0);
   if (with_output) im.tensor("output.weight", {64, 10}, 30, 1280);
   im.pad_to(32).zeros(2560);
   return im;
@@ -331,6 +332,25 @@ TEST(GgufModel, MissingHyperParameterIsNamed) {
   im.header(0, 1).key("general.architecture", GgufValueType::string).str("qwen3");
   auto c = gguf_config(*im.parse());
   EXPECT_EQ(c.status().message(), "test.gguf: metadata \"qwen3.embedding_length\" is missing");
+}
+
+TEST(GgufModel, ShapeMismatchNamesBothTensorNames) {
+  const Image im = config_image("llama", false, 32);
+  auto f = im.parse();
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  auto config = gguf_config(*f);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  auto file = std::make_shared<const GgufFile>(std::move(*f));
+  auto checkpoint = gguf_checkpoint(file, *config);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().message();
+  auto model = Model::load(std::move(*checkpoint), *config);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(
+      model.status().message(),
+      "test.gguf (GGUF tensor token_embd.weight): tensor \"model.embed_tokens.weight\" has shape [10, 32], "
+      "expected [10, 64] from the GGUF metadata");
+  auto missing = Model::load(*gguf_checkpoint(file, *config), *config);  // (same file; norms absent too)
+  EXPECT_FALSE(missing.ok());
 }
 
 TEST(GgufModel, RowsInHfOrderUndoesTheInterleave) {

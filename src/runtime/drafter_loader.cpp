@@ -15,7 +15,7 @@ namespace tandem::runtime {
 
 namespace {
 
-// K of a drafter without a config.json: the flag (or env), else the default.
+// K: the flag (or env), else what the drafter's config declares (0: nothing), else the default.
 Status resolve_block_size(const DrafterOptions& options, int declared, LoadedDrafter& out) {
   if (options.block_size > 0) {
     out.block_size = options.block_size;
@@ -36,7 +36,9 @@ Status resolve_block_size(const DrafterOptions& options, int declared, LoadedDra
 }
 
 // A GGUF drafter is a draft model (an MTP head has no GGUF form); its
-// vocabulary is compared with the target's through both tokenizers.
+// vocabulary is compared with the target's through both tokenizers. K has no
+// config to come from: the flag, else the default. (DraftModelDrafter::load
+// maps the file a second time; the metadata parse is cheap next to the weights.)
 Expected<LoadedDrafter> load_gguf_draft_model(const DrafterOptions& options, const model::Model& target,
                                               const std::optional<tok::Tokenizer>& target_tokenizer,
                                               ThreadPool* pool) {

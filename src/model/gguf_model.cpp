@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 namespace tandem::model {
 namespace {
@@ -137,11 +138,16 @@ Status rope_scaling_json(const GgufFile& f, const std::string& arch, json& j) {
 }  // namespace
 
 bool is_gguf_path(const std::string& path) {
-  if (path.size() < 5) return false;
-  std::string ext = path.substr(path.size() - 5);
-  for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   std::error_code ec;
-  return ext == ".gguf" && !std::filesystem::is_directory(path, ec);
+  if (std::filesystem::is_directory(path, ec)) return false;
+  if (path.size() >= 5) {
+    std::string ext = path.substr(path.size() - 5);
+    for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (ext == ".gguf") return true;  // the GGUF reader then says what is wrong with it
+  }
+  char magic[4] = {};
+  std::ifstream in(path, std::ios::binary);
+  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
 }
 
 Expected<kernels::DType> gguf_kernel_dtype(uint32_t type_id, const std::string& tensor) {

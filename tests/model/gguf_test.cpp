@@ -5,8 +5,11 @@
 #include "model/gguf.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "model/gguf_model.h"
@@ -351,6 +354,25 @@ TEST(GgufModel, ShapeMismatchNamesBothTensorNames) {
       "expected [10, 64] from the GGUF metadata");
   auto missing = Model::load(*gguf_checkpoint(file, *config), *config);  // (same file; norms absent too)
   EXPECT_FALSE(missing.ok());
+}
+
+TEST(GgufModel, GgufFilesAreRecognisedByTheirMagic) {
+  const std::string dir = ::testing::TempDir() + "/tandem_gguf_magic_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  Image im;
+  im.header(0, 0);
+  std::ofstream(dir + "/model.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(im.bytes.data()), static_cast<std::streamsize>(im.bytes.size()));
+  std::ofstream(dir + "/other.gguf") << "not gguf";
+  EXPECT_TRUE(is_gguf_path(dir + "/model.bin"));
+  EXPECT_TRUE(is_gguf_path(dir + "/other.gguf"));  // by name: opening it says it is not GGUF
+  EXPECT_EQ(GgufFile::open(dir + "/other.gguf").status().message(),
+            dir + "/other.gguf: not a GGUF file (the first 4 bytes are not \"GGUF\")");
+  EXPECT_TRUE(is_gguf_path(dir + "/absent.GGUF"));
+  EXPECT_FALSE(is_gguf_path(dir + "/absent"));
+  EXPECT_FALSE(is_gguf_path(dir));
+  EXPECT_EQ(GgufFile::open(dir + "/absent.gguf").status().code(), StatusCode::kNotFound);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(GgufModel, RowsInHfOrderUndoesTheInterleave) {

@@ -34,7 +34,9 @@
 
 namespace tandem::model {
 
-// True when `path` ends in ".gguf" (any case) and is not a directory.
+// True unless `path` is a directory, when it ends in ".gguf" (any case) —
+// opening it then reports what is wrong, missing file or not GGUF — or is a
+// file that starts with the GGUF magic, whatever its name.
 bool is_gguf_path(const std::string& path);
 
 // The kernel DType a tensor of GGUF type `type_id` is handed to

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
 shift || true
-all_targets=(fuzz_config fuzz_safetensors fuzz_tokenizer fuzz_chat_template fuzz_openai_request fuzz_policy_hint fuzz_grammar)
+all_targets=(fuzz_config fuzz_safetensors fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_openai_request fuzz_policy_hint fuzz_grammar)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 build=build-fuzz
@@ -29,7 +29,7 @@ cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 # plus the small hand-written ones in tests/fuzz/seeds/.
 seeds="$build/fuzz-seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds"/{config,safetensors,tokenizer,chat_template,openai_request,policy_hint,grammar}
+mkdir -p "$seeds"/{config,safetensors,gguf,tokenizer,chat_template,openai_request,policy_hint,grammar}
 n=0
 for f in tests/fixtures/models/*/config.json models/*/config.json; do
   cp "$f" "$seeds/config/$((n++)).json"
@@ -53,6 +53,17 @@ node -e '
   });
   fs.writeFileSync(process.argv[2], JSON.stringify(t));
 ' models/tandem-target/tokenizer.json "$seeds/tokenizer/tandem_400.json"
+# GGUF seeds, written by the reference writer (the gguf PyPI package): a tiny model per
+# architecture and the 400-token tokenizer above as a GGUF vocabulary.
+if python3 -c 'import gguf' 2>/dev/null; then
+  for arch in llama qwen2 qwen3; do python3 tests/fuzz/make_gguf_seed.py "$seeds/gguf/tiny_$arch.gguf" "$arch"; done
+  mkdir -p "$build/fuzz-tokenizer-dir"
+  cp "$seeds/tokenizer/tandem_400.json" "$build/fuzz-tokenizer-dir/tokenizer.json"
+  cp models/tandem-target/tokenizer_config.json "$build/fuzz-tokenizer-dir/"
+  python3 tools/fixtures/make_gguf.py --tokenizer-only "$build/fuzz-tokenizer-dir" "$seeds/gguf/tandem_400.gguf"
+else
+  echo "fuzz: python3 cannot import gguf (pip install gguf): fuzz_gguf starts from an empty corpus"
+fi
 for f in tests/tokenizer/chat/*.jinja; do cp "$f" "$seeds/chat_template/$((n++)).jinja"; done
 for t in config safetensors tokenizer chat_template openai_request policy_hint grammar; do
   cp tests/fuzz/seeds/"$t"/* "$seeds/$t/" 2>/dev/null || true
@@ -68,6 +79,7 @@ for target in "${targets[@]}"; do
   dict=()
   case $kind in
     chat_template) dict=(-dict=tests/fuzz/jinja.dict) ;;
+    gguf) dict=(-dict=tests/fuzz/gguf.dict) ;;
     *) dict=(-dict=tests/fuzz/json.dict) ;;
   esac
   log="$build/fuzz-$kind.log"

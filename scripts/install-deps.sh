@@ -24,7 +24,7 @@ done
 # unless the machine already has them from elsewhere (e.g. a bundled npm).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
-# Python 3 (standard library only: the fault and load tests under bench/faults) and pip
+# Python 3 (the fault and load tests under bench/faults; the GGUF fixtures below) and pip
 # (the official ollama client for tests/e2e/compat.test.mjs, below).
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
@@ -47,4 +47,17 @@ if ! cmp -s "$py_req" "$py_dir/.installed-requirements.txt" 2>/dev/null; then
   else
     echo "install-deps: warning: could not install $py_req from PyPI; the Ollama client test will be skipped" >&2
   fi
+fi
+
+# Python packages of the test fixtures and references (PyPI): gguf, the reference GGUF writer,
+# with which tools/fixtures/make_gguf.py writes the GGUF test files at test time (brings numpy);
+# jsonschema and jinja2, the references of the grammar and template tests (Debian's
+# python3-jsonschema/python3-jinja2 above serve Debian's python3; this covers another one first on PATH).
+if ! python3 -c 'import gguf, jsonschema, jinja2' 2>/dev/null; then
+  command -v pip3 >/dev/null 2>&1 || python3 -m pip --version >/dev/null 2>&1 || {
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pip
+  }
+  python3 -m pip install --quiet 'gguf==0.19.0' jsonschema jinja2 ||
+    python3 -m pip install --quiet --break-system-packages 'gguf==0.19.0' jsonschema jinja2
 fi

@@ -1,4 +1,4 @@
-// `tandem tokenize -m DIR [--file F] [TEXT]`: prints the token ids of TEXT
+// `tandem tokenize -m DIR|FILE.gguf [--file F] [TEXT]`: prints the token ids of TEXT
 // (or of file F, or of stdin) on one line, space-separated; --pieces adds a
 // second line with the token strings (JSON-quoted).
 // `tandem tokenize -m DIR --chat MESSAGES.json [--add-generation-prompt]`:
@@ -18,7 +18,9 @@
 
 #include "commands.h"
 #include "core/mapped_file.h"
+#include "model/gguf_model.h"
 #include "runtime/chat_templates.h"
+#include "runtime/gguf_text_side.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -50,14 +52,29 @@ int fail(const Status& s) {
   return 1;
 }
 
+// A GGUF file's tokenizer and chat template (runtime/gguf_text_side.h).
+Expected<runtime::TextSide> gguf_text(const std::string& path) {
+  TANDEM_ASSIGN_OR_RETURN(model::GgufFile f, model::GgufFile::open(path));
+  return runtime::load_gguf_text_side(f, model::ModelConfig{});
+}
+
+Expected<tok::ChatTemplate> load_template(const std::string& model) {
+  if (!model::is_gguf_path(model))
+    return tok::ChatTemplate::from_tokenizer_config(model_file(model, "tokenizer_config.json"));
+  TANDEM_ASSIGN_OR_RETURN(runtime::TextSide text, gguf_text(model));
+  if (!text.chat_template) return not_found(model + ": no usable tokenizer.chat_template");
+  return std::move(*text.chat_template);
+}
+
+Expected<tok::Tokenizer> load_tokenizer(const std::string& model) {
+  if (!model::is_gguf_path(model)) return tok::Tokenizer::from_file(model_file(model, "tokenizer.json"));
+  TANDEM_ASSIGN_OR_RETURN(runtime::TextSide text, gguf_text(model));
+  if (!text.tokenizer) return not_found(model + ": no tokenizer.ggml.model (no tokenizer in the file)");
+  return std::move(*text.tokenizer);
+}
+
 int run_chat(const TokenizeOptions& o) {
-  // The template the server would use (chat_template.jinja first, runtime/chat_templates.h).
-  const std::string cfg = model_file(o.model, "tokenizer_config.json");
-  const std::string dir = std::filesystem::path(cfg).parent_path().string();
-  auto chosen = runtime::load_chat_template(dir.empty() ? "." : dir, {});
-  if (!chosen.ok()) return fail(chosen.status());
-  Expected<tok::ChatTemplate> tpl = chosen->has_value() ? Expected<tok::ChatTemplate>(std::move(**chosen))
-                                                        : tok::ChatTemplate::from_tokenizer_config(cfg);
+  auto tpl = load_template(o.model);
   if (!tpl.ok()) return fail(tpl.status());
   auto text = read_text_file(o.chat);
   if (!text.ok()) return fail(text.status());
@@ -92,7 +109,7 @@ int run_chat(const TokenizeOptions& o) {
 
 int run_tokenize(const TokenizeOptions& o) {
   if (!o.chat.empty()) return run_chat(o);
-  auto tokenizer = tok::Tokenizer::from_file(model_file(o.model, "tokenizer.json"));
+  auto tokenizer = load_tokenizer(o.model);
   if (!tokenizer.ok()) return fail(tokenizer.status());
   if (!o.decode.empty()) {
     std::vector<int32_t> ids;
@@ -140,7 +157,8 @@ int run_tokenize(const TokenizeOptions& o) {
 Command add_tokenize_command(CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
   CLI::App* sub = app.add_subcommand("tokenize", "Print token ids of a text, or render a chat template");
-  sub->add_option("-m,--model", o->model, "Model directory (tokenizer.json, tokenizer_config.json)")
+  sub->add_option("-m,--model", o->model,
+                  "Model directory (tokenizer.json, tokenizer_config.json) or a GGUF file")
       ->required();
   sub->add_option("text", o->text, "Text to tokenize (default: --file or stdin)");
   sub->add_option("--file", o->file, "Tokenize the contents of this file");

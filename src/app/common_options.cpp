@@ -16,7 +16,7 @@ std::string env_list(const std::vector<const char*>& names) {
 
 CLI::Option* add_model_option(CLI::App* sub, std::string& dir, bool from_env) {
   const std::string help =
-      "Model directory (Hugging Face layout: config.json, *.safetensors, tokenizer files)";
+      "Model directory (Hugging Face layout: config.json, *.safetensors, tokenizer files) or a GGUF file";
   if (from_env) return sub->add_option("-m,--model", dir, help + " (env " + env_list(kModelVariables) + ")");
   return sub->add_option("-m,--model", dir, help)->required();
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "model/gguf_model.h"
 
 namespace tandem::model {
 namespace {
@@ -549,6 +550,10 @@ Expected<ModelConfig> parse_config(const std::string& text, const std::string& p
 }
 
 Expected<ModelConfig> load_config(const std::string& dir) {
+  if (is_gguf_path(dir)) {
+    TANDEM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(dir));
+    return gguf_config(file);
+  }
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "model/gguf_model.h"
 #include "model_internal.h"
 
 namespace tandem::model {
@@ -21,12 +22,15 @@ std::string layer_prefix(const ModelConfig& c, int i) {
 
 std::vector<float> to_f32_vector(const TensorView& v) {
   std::vector<float> out(static_cast<size_t>(v.numel()));
-  kernels::to_f32(v.data, v.dtype, v.numel(), out.data());
+  std::vector<uint8_t> scratch;
+  kernels::to_f32(rows_in_hf_order(v, scratch), v.dtype, v.numel(), out.data());
   return out;
 }
 
-// Packs the row-wise concatenation of `parts` (each [n_i, k]) as one matrix.
-// Same-dtype parts keep their precision; mixed dtypes are widened to f32.
+// Packs the row-wise concatenation of `parts` (each [n_i, k], rows in HF
+// order: rows_in_hf_order) as one matrix. Same-dtype parts keep their
+// precision (their bytes are concatenated as stored, so a block-quantized
+// dtype is never dequantized); mixed dtypes are widened to f32.
 kernels::PackedMatrix pack_rows(const std::vector<const TensorView*>& parts) {
   const int64_t k = parts[0]->shape[1];
   int64_t n = 0;
@@ -35,17 +39,24 @@ kernels::PackedMatrix pack_rows(const std::vector<const TensorView*>& parts) {
     n += p->shape[0];
     same = same && p->dtype == parts[0]->dtype;
   }
-  if (parts.size() == 1) return kernels::PackedMatrix::pack(parts[0]->data, parts[0]->dtype, n, k);
+  std::vector<uint8_t> scratch;
+  if (parts.size() == 1)
+    return kernels::PackedMatrix::pack(rows_in_hf_order(*parts[0], scratch), parts[0]->dtype, n, k);
   if (same) {
     std::vector<uint8_t> buffer;
-    buffer.reserve(static_cast<size_t>(n * k) * kernels::dtype_size(parts[0]->dtype));
-    for (const TensorView* p : parts) buffer.insert(buffer.end(), p->data, p->data + p->bytes);
+    size_t bytes = 0;  // from the views: a block-quantized dtype has no per-element size
+    for (const TensorView* p : parts) bytes += p->bytes;
+    buffer.reserve(bytes);
+    for (const TensorView* p : parts) {
+      const uint8_t* rows = rows_in_hf_order(*p, scratch);
+      buffer.insert(buffer.end(), rows, rows + p->bytes);
+    }
     return kernels::PackedMatrix::pack(buffer.data(), parts[0]->dtype, n, k);
   }
   std::vector<float> buffer(static_cast<size_t>(n * k));
   size_t offset = 0;
   for (const TensorView* p : parts) {
-    kernels::to_f32(p->data, p->dtype, p->numel(), buffer.data() + offset);
+    kernels::to_f32(rows_in_hf_order(*p, scratch), p->dtype, p->numel(), buffer.data() + offset);
     offset += static_cast<size_t>(p->numel());
   }
   return kernels::PackedMatrix::pack(buffer.data(), DType::f32, n, k);
@@ -76,10 +87,22 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& dir,
 
 Expected<std::unique_ptr<Model>> Model::load(const std::string& dir, ModelConfig config,
                                              const std::function<void(int, int)>& progress) {
+  if (is_gguf_path(dir)) {
+    TANDEM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(dir));
+    TANDEM_ASSIGN_OR_RETURN(Checkpoint checkpoint,
+                            gguf_checkpoint(std::make_shared<const GgufFile>(std::move(file)), config));
+    return load(std::move(checkpoint), std::move(config), progress);
+  }
+  TANDEM_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open_dir(dir));
+  return load(std::move(checkpoint), std::move(config), progress);
+}
+
+Expected<std::unique_ptr<Model>> Model::load(Checkpoint checkpoint, ModelConfig config,
+                                             const std::function<void(int, int)>& progress) {
   std::unique_ptr<Model> m(new Model());
-  m->dir_ = dir;
+  m->dir_ = checkpoint.dir();
   m->config_ = std::move(config);
-  TANDEM_ASSIGN_OR_RETURN(m->checkpoint_, Checkpoint::open_dir(dir));
+  m->checkpoint_ = std::move(checkpoint);
   const ModelConfig& c = m->config_;
   const Checkpoint& ck = m->checkpoint_;
   TANDEM_ASSIGN_OR_RETURN(m->embedding_,

@@ -7,6 +7,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/check.h"
+
 namespace tandem::model {
 namespace {
 
@@ -209,6 +211,37 @@ Expected<Checkpoint> Checkpoint::open_dir(const std::string& dir) {
   return c;
 }
 
+Checkpoint Checkpoint::from_views(std::string source, std::vector<TensorView> views,
+                                  std::shared_ptr<const void> owner) {
+  Checkpoint c;
+  c.dir_ = std::move(source);
+  c.owner_ = std::move(owner);
+  for (TensorView& v : views) {
+    c.views_.push_back(std::make_unique<TensorView>(std::move(v)));
+    c.index_[c.views_.back()->name] = c.views_.back().get();
+  }
+  return c;
+}
+
+const uint8_t* rows_in_hf_order(const TensorView& v, std::vector<uint8_t>& scratch) {
+  const int64_t group = v.rope_group_rows;
+  if (group == 0) return v.data;
+  const int64_t rows = v.shape.empty() ? 1 : v.shape[0];
+  TANDEM_CHECK(group % 2 == 0 && rows % group == 0);
+  const size_t row_bytes = v.bytes / static_cast<size_t>(rows);
+  scratch.resize(v.bytes);
+  const int64_t half = group / 2;
+  for (int64_t base = 0; base < rows; base += group) {
+    for (int64_t i = 0; i < group; ++i) {
+      // HF row i of the head is stored at 2i (first half) or 2(i - half) + 1 (second half).
+      const int64_t stored = i < half ? 2 * i : 2 * (i - half) + 1;
+      std::memcpy(scratch.data() + static_cast<size_t>(base + i) * row_bytes,
+                  v.data + static_cast<size_t>(base + stored) * row_bytes, row_bytes);
+    }
+  }
+  return scratch.data();
+}
+
 const TensorView* Checkpoint::find(const std::string& name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : it->second;
@@ -216,7 +249,9 @@ const TensorView* Checkpoint::find(const std::string& name) const {
 
 Expected<const TensorView*> Checkpoint::get(const std::string& name) const {
   const TensorView* v = find(name);
-  if (v == nullptr) return not_found("model directory " + dir_ + ": tensor \"" + name + "\" is missing");
+  if (v == nullptr)
+    return not_found((views_.empty() ? "model directory " : "") + dir_ + ": tensor \"" + name +
+                     "\" is missing");
   return v;
 }
 
@@ -227,7 +262,8 @@ Expected<const TensorView*> Checkpoint::get(const std::string& name,
     TensorView want;
     want.shape = shape;
     return invalid_argument(v->file + ": tensor \"" + name + "\" has shape " + v->shape_string() +
-                            ", expected " + want.shape_string() + " from config.json");
+                            ", expected " + want.shape_string() +
+                            (views_.empty() ? " from config.json" : " from the GGUF metadata"));
   }
   return v;
 }

@@ -5,11 +5,63 @@
 
 #include "core/log.h"
 #include "model/config.h"
+#include "model/gguf_model.h"
+#include "runtime/gguf_text_side.h"
 #include "scheduler/metrics.h"
 #include "speculative/draft_model.h"
 #include "speculative/mtp.h"
 
 namespace tandem::runtime {
+
+namespace {
+
+// K: the flag (or env), else what the drafter's config declares (0: nothing), else the default.
+Status resolve_block_size(const DrafterOptions& options, int declared, LoadedDrafter& out) {
+  if (options.block_size > 0) {
+    out.block_size = options.block_size;
+    out.block_size_rule = options.block_size_rule;
+  } else if (declared > 0) {
+    out.block_size = declared;
+    out.block_size_rule = "drafter config";
+  } else {
+    out.block_size = kDefaultDraftBlockSize;
+    out.block_size_rule = "default";
+  }
+  if (out.block_size < scheduler::kMinDraftBlockSize || out.block_size > scheduler::kMaxDraftBlockSize)
+    return invalid_argument("draft block size must be between " +
+                            std::to_string(scheduler::kMinDraftBlockSize) + " and " +
+                            std::to_string(scheduler::kMaxDraftBlockSize) + ", got " +
+                            std::to_string(out.block_size) + " (from " + out.block_size_rule + ")");
+  return Status::Ok();
+}
+
+// A GGUF drafter is a draft model (an MTP head has no GGUF form); its
+// vocabulary is compared with the target's through both tokenizers. K has no
+// config to come from: the flag, else the default. (DraftModelDrafter::load
+// maps the file a second time; the metadata parse is cheap next to the weights.)
+Expected<LoadedDrafter> load_gguf_draft_model(const DrafterOptions& options, const model::Model& target,
+                                              const std::optional<tok::Tokenizer>& target_tokenizer,
+                                              ThreadPool* pool) {
+  LoadedDrafter out;
+  if (!options.kind.empty() && options.kind != "draft")
+    return invalid_argument("drafter " + options.dir +
+                            " is a GGUF file, which can only be a draft model, not " + options.kind);
+  TANDEM_RETURN_IF_ERROR(resolve_block_size(options, 0, out));
+  TANDEM_ASSIGN_OR_RETURN(model::GgufFile file, model::GgufFile::open(options.dir));
+  TANDEM_ASSIGN_OR_RETURN(model::ModelConfig draft_config, model::gguf_config(file));
+  TANDEM_ASSIGN_OR_RETURN(TextSide draft_text, load_gguf_text_side(file, draft_config));
+  TANDEM_RETURN_IF_ERROR(speculative::DraftModelDrafter::check_compatible(
+      target.dir(), target.config(), target_tokenizer ? &*target_tokenizer : nullptr, options.dir,
+      draft_config, draft_text.tokenizer ? &*draft_text.tokenizer : nullptr));
+  TANDEM_ASSIGN_OR_RETURN(auto d, speculative::DraftModelDrafter::load(options.dir, std::move(draft_config),
+                                                                       pool, options.max_tokens));
+  out.drafter = std::move(d);
+  spdlog::info("drafter {} (kind draft, a GGUF file); block size {} from {}", options.dir, out.block_size,
+               out.block_size_rule);
+  return out;
+}
+
+}  // namespace
 
 int declared_block_size(const nlohmann::json& j) {
   if (!j.is_object()) return 0;
@@ -25,6 +77,7 @@ Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model:
                                      ThreadPool* pool) {
   LoadedDrafter out;
   if (options.dir.empty()) return out;
+  if (model::is_gguf_path(options.dir)) return load_gguf_draft_model(options, target, target_tokenizer, pool);
   // The drafter's config.json, read once: kind detection, K and the loaders use this value.
   const std::string config_path = options.dir + "/config.json";
   TANDEM_ASSIGN_OR_RETURN(nlohmann::json config, model::read_json_file(config_path));
@@ -35,21 +88,7 @@ Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model:
     TANDEM_ASSIGN_OR_RETURN(kind, speculative::detect_draft_kind(config, config_path));
   }
   // Block size: flag > env (both in options, resolve_drafter_options) > drafter config > default.
-  if (options.block_size > 0) {
-    out.block_size = options.block_size;
-    out.block_size_rule = options.block_size_rule;
-  } else if (int declared = declared_block_size(config); declared > 0) {
-    out.block_size = declared;
-    out.block_size_rule = "drafter config";
-  } else {
-    out.block_size = kDefaultDraftBlockSize;
-    out.block_size_rule = "default";
-  }
-  if (out.block_size < scheduler::kMinDraftBlockSize || out.block_size > scheduler::kMaxDraftBlockSize)
-    return invalid_argument("draft block size must be between " +
-                            std::to_string(scheduler::kMinDraftBlockSize) + " and " +
-                            std::to_string(scheduler::kMaxDraftBlockSize) + ", got " +
-                            std::to_string(out.block_size) + " (from " + out.block_size_rule + ")");
+  TANDEM_RETURN_IF_ERROR(resolve_block_size(options, declared_block_size(config), out));
   if (kind == speculative::DraftKind::draft) {
     TANDEM_ASSIGN_OR_RETURN(model::ModelConfig draft_config, model::parse_config(config.dump(), config_path));
     std::optional<tok::Tokenizer> draft_tokenizer;

@@ -1,6 +1,8 @@
 #include "core/log.h"
 #include "model/config.h"
 #include "model/device.h"
+#include "model/gguf_model.h"
+#include "runtime/gguf_text_side.h"
 #include "runtime/opened_model.h"
 
 namespace tandem::runtime {
@@ -31,14 +33,31 @@ Status place_target(model::Model& target, const std::string& device) {
   return placed;
 }
 
+// A GGUF file is opened and parsed once: config, tensors and text side all come from it.
+Status open_gguf(const OpenOptions& o, OpenedModel& out) {
+  TANDEM_ASSIGN_OR_RETURN(model::GgufFile parsed, model::GgufFile::open(o.model_dir));
+  auto file = std::make_shared<const model::GgufFile>(std::move(parsed));
+  TANDEM_ASSIGN_OR_RETURN(model::ModelConfig config, model::gguf_config(*file));
+  TANDEM_ASSIGN_OR_RETURN(model::Checkpoint checkpoint, model::gguf_checkpoint(file, config));
+  TANDEM_ASSIGN_OR_RETURN(out.model,
+                          model::Model::load(std::move(checkpoint), std::move(config), o.progress));
+  TANDEM_ASSIGN_OR_RETURN(out.text, load_gguf_text_side(*file, out.model->config()));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<OpenedModel> open_model(const OpenOptions& o) {
   OpenedModel out;
-  TANDEM_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_config(o.model_dir));
-  TANDEM_ASSIGN_OR_RETURN(out.model, model::Model::load(o.model_dir, std::move(config), o.progress));
-  TANDEM_RETURN_IF_ERROR(place_target(*out.model, o.device));
-  TANDEM_ASSIGN_OR_RETURN(out.text, load_text_side(o.model_dir, out.model->config(), o.chat_template));
+  if (model::is_gguf_path(o.model_dir)) {
+    TANDEM_RETURN_IF_ERROR(open_gguf(o, out));
+    TANDEM_RETURN_IF_ERROR(place_target(*out.model, o.device));
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_config(o.model_dir));
+    TANDEM_ASSIGN_OR_RETURN(out.model, model::Model::load(o.model_dir, std::move(config), o.progress));
+    TANDEM_RETURN_IF_ERROR(place_target(*out.model, o.device));
+    TANDEM_ASSIGN_OR_RETURN(out.text, load_text_side(o.model_dir, out.model->config(), o.chat_template));
+  }
   if (o.pool_for_one_thread || o.threads > 1) out.pool = std::make_unique<ThreadPool>(o.threads);
   TANDEM_RETURN_IF_ERROR(open_drafter(out, o.drafter));
   return out;

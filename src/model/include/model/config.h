@@ -114,7 +114,8 @@ struct ModelConfig {
 Expected<ModelConfig> parse_config(const std::string& text, const std::string& path);
 // Reads and parses a JSON file; errors name the path.
 Expected<nlohmann::json> read_json_file(const std::string& path);
-// Reads DIR/config.json.
+// Reads DIR/config.json; a GGUF file (model/gguf_model.h) instead gives the
+// config its metadata describes.
 Expected<ModelConfig> load_config(const std::string& dir);
 
 }  // namespace tandem::model

@@ -66,7 +66,12 @@ class Model {
   static Expected<std::unique_ptr<Model>> load(const std::string& dir,
                                                const std::function<void(int, int)>& progress = {});
   // The same with DIR's config.json already parsed (the caller read it once).
+  // DIR may also be a GGUF file (model/gguf_model.h; `config` from gguf_config).
   static Expected<std::unique_ptr<Model>> load(const std::string& dir, ModelConfig config,
+                                               const std::function<void(int, int)>& progress = {});
+  // The same over an opened checkpoint (a directory's or a GGUF file's);
+  // dir() is then checkpoint.dir().
+  static Expected<std::unique_ptr<Model>> load(Checkpoint checkpoint, ModelConfig config,
                                                const std::function<void(int, int)>& progress = {});
   // Loads the decoder block of an MTP head directory (docs/formats.md,
   // model_type "tandem_mtp") as a one-layer model whose embedding table and

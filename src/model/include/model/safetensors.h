@@ -30,6 +30,12 @@ namespace tandem::model {
 inline constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // 100 MiB, as the reference reader
 
 // One tensor inside a mapped file.
+struct TensorView;
+// The tensor's bytes with its rows in Hugging Face order: `v.data` itself, or
+// `scratch` filled with the rows reordered (rope_group_rows, ADR 0011). Works
+// for any row-major tensor whose rows are whole bytes (block-quantized too).
+const uint8_t* rows_in_hf_order(const TensorView& v, std::vector<uint8_t>& scratch);
+
 struct TensorView {
   std::string name;
   std::string file;  // path of the file holding it, for error messages
@@ -37,6 +43,11 @@ struct TensorView {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;
   size_t bytes = 0;
+  // GGUF llama/mistral attn_q/attn_k (ADR 0011): within each group of
+  // `rope_group_rows` rows (one head) the file stores the two RoPE halves
+  // interleaved — stored row 2i is HF row i, stored row 2i+1 is HF row
+  // group/2 + i. 0: rows are in Hugging Face order (every safetensors tensor).
+  int64_t rope_group_rows = 0;
 
   int64_t numel() const;
   // "[896, 4864]"
@@ -70,6 +81,11 @@ class SafetensorsFile {
 class Checkpoint {
  public:
   static Expected<Checkpoint> open_dir(const std::string& dir);
+  // A checkpoint over views another validating reader made (model/gguf_model.h):
+  // `owner` keeps the memory they point into alive; `source` names it (the
+  // GGUF file) in errors. Names must be unique.
+  static Checkpoint from_views(std::string source, std::vector<TensorView> views,
+                               std::shared_ptr<const void> owner);
 
   const std::string& dir() const { return dir_; }
   // nullptr when absent.
@@ -86,6 +102,8 @@ class Checkpoint {
  private:
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::vector<std::unique_ptr<TensorView>> views_;  // from_views
+  std::shared_ptr<const void> owner_;               // from_views
   std::map<std::string, const TensorView*> index_;
 };
 

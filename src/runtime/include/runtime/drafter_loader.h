@@ -48,8 +48,8 @@ struct LoadedDrafter {
 int declared_block_size(const nlohmann::json& config);
 
 // Loads the drafter of `options` for `target` (nothing when options.dir is
-// empty). `target_tokenizer`: the target's, as the opener loaded it (absent:
-// the target ships none); a draft model's vocabulary is compared with it.
+// empty; a path ending in .gguf is a GGUF draft model, model/gguf_model.h). `target_tokenizer`: the target's,
+// as the opener loaded it (absent: the target ships none); a draft model's vocabulary is compared with it.
 Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target,
                                      const std::optional<tok::Tokenizer>& target_tokenizer, ThreadPool* pool);
 

@@ -8,6 +8,9 @@
 // and K (runtime/drafter_loader.h, its config.json read once). gate() builds
 // the exactness gate for the target on that pool. start_engine() turns the
 // bundle into what the server serves. Errors name the file at fault.
+// `model_dir` may instead be a GGUF file (a path ending in .gguf): it is
+// mapped and parsed once and gives the config, the weights and the text side
+// (runtime/gguf_text_side.h); a split model opens from its first file.
 #pragma once
 
 #include <functional>
@@ -25,7 +28,7 @@
 namespace tandem::runtime {
 
 struct OpenOptions {
-  std::string model_dir;
+  std::string model_dir;   // a Hugging Face directory or a .gguf file
   DrafterOptions drafter;  // drafter.dir empty: no drafter
   int threads = 0;         // kernel threads; 0: all hardware threads
   // false: with threads <= 1 the kernels run on the calling thread (pool is null).

@@ -1,10 +1,12 @@
 #include "runtime/drafter_loader.h"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
 #include "model/config.h"
+#include "model/mtp_layout.h"
 #include "scheduler/metrics.h"
 #include "speculative/draft_model.h"
 #include "speculative/mtp.h"
@@ -20,25 +22,19 @@ int declared_block_size(const nlohmann::json& j) {
   return 0;
 }
 
-Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target,
-                                     const std::optional<tok::Tokenizer>& target_tokenizer,
-                                     ThreadPool* pool) {
-  LoadedDrafter out;
-  if (options.dir.empty()) return out;
-  // The drafter's config.json, read once: kind detection, K and the loaders use this value.
-  const std::string config_path = options.dir + "/config.json";
-  TANDEM_ASSIGN_OR_RETURN(nlohmann::json config, model::read_json_file(config_path));
-  speculative::DraftKind kind;
-  if (!options.kind.empty()) {
-    TANDEM_ASSIGN_OR_RETURN(kind, speculative::parse_draft_kind(options.kind));
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(kind, speculative::detect_draft_kind(config, config_path));
-  }
-  // Block size: flag > env (both in options, resolve_drafter_options) > drafter config > default.
+namespace {
+
+bool same_directory(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec);
+}
+
+// Block size: flag > env (both in options, resolve_drafter_options) > drafter config > default.
+Status resolve_block_size(const DrafterOptions& options, const nlohmann::json* config, LoadedDrafter& out) {
   if (options.block_size > 0) {
     out.block_size = options.block_size;
     out.block_size_rule = options.block_size_rule;
-  } else if (int declared = declared_block_size(config); declared > 0) {
+  } else if (int declared = config ? declared_block_size(*config) : 0; declared > 0) {
     out.block_size = declared;
     out.block_size_rule = "drafter config";
   } else {
@@ -50,6 +46,75 @@ Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model:
                             std::to_string(scheduler::kMinDraftBlockSize) + " and " +
                             std::to_string(scheduler::kMaxDraftBlockSize) + ", got " +
                             std::to_string(out.block_size) + " (from " + out.block_size_rule + ")");
+  return Status::Ok();
+}
+
+// The target's own MTP layers (ADR 0027): -md naming the target itself, or --draft-kind mtp alone.
+Expected<LoadedDrafter> load_target_mtp_layers(const DrafterOptions& options, const model::Model& target,
+                                               ThreadPool* pool) {
+  LoadedDrafter out;
+  auto drafter = speculative::MtpDrafter::load_embedded(target, pool, options.max_tokens);
+  if (!drafter.ok()) {
+    if (drafter.status().code() != StatusCode::kNotFound) return drafter.status();
+    const std::string asked =
+        options.dir.empty() ? options.kind_rule + " mtp without -md" : "-md " + options.dir;
+    return invalid_argument(
+        asked + " drafts with the MTP layers of the target's own checkpoint, but " +
+        drafter.status().message() +
+        "; give -md/--model-draft DIR for a separate drafter (an MTP head or a draft model)");
+  }
+  TANDEM_RETURN_IF_ERROR(resolve_block_size(options, nullptr, out));
+  spdlog::info("drafter: the MTP layers of the target {} ({}; kind mtp, {}); block size {} from {}",
+               target.dir(), (*drafter)->layout().description,
+               options.kind.empty() ? "detected from its tensors" : "from " + options.kind_rule,
+               out.block_size, out.block_size_rule);
+  out.drafter = std::move(*drafter);
+  return out;
+}
+
+}  // namespace
+
+Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target,
+                                     const std::optional<tok::Tokenizer>& target_tokenizer,
+                                     ThreadPool* pool) {
+  LoadedDrafter out;
+  if (!options.has_drafter()) return out;
+  std::optional<speculative::DraftKind> forced;
+  if (!options.kind.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(forced, speculative::parse_draft_kind(options.kind));
+  }
+  // No directory (a kind alone) or the target's own: its MTP layers when asked for or present;
+  // -md naming a target without them stays what it was, a copy of the target as draft model.
+  const bool at_target = options.dir.empty() || same_directory(options.dir, target.dir());
+  if (at_target && forced != speculative::DraftKind::draft) {
+    const auto layout = model::find_embedded_mtp_layout(target.checkpoint(), target.config());
+    if (options.dir.empty() || forced == speculative::DraftKind::mtp ||
+        layout.status().code() != StatusCode::kNotFound)
+      return load_target_mtp_layers(options, target, pool);
+  }
+  if (options.dir.empty())
+    return invalid_argument(options.kind_rule + " " + options.kind +
+                            " needs a drafter directory: give -md/--model-draft DIR");
+  // The drafter's config.json, read once: kind detection, K and the loaders use this value.
+  const std::string config_path = options.dir + "/config.json";
+  TANDEM_ASSIGN_OR_RETURN(nlohmann::json config, model::read_json_file(config_path));
+  speculative::DraftKind kind;
+  if (forced) {
+    kind = *forced;
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(kind, speculative::detect_draft_kind(config, config_path));
+  }
+  if (kind == speculative::DraftKind::mtp && config.is_object() &&
+      config.value("model_type", std::string()) != "tandem_mtp")
+    return invalid_argument(
+        config_path + ": a full checkpoint (model_type '" + config.value("model_type", std::string()) +
+        "') with MTP layers inside; those draft only for the checkpoint they belong to: load it as the "
+        "target "
+        "(-m " +
+        options.dir +
+        ") with -md pointing at it or --draft-kind mtp alone, or pass --draft-kind draft to use it "
+        "as a draft model");
+  TANDEM_RETURN_IF_ERROR(resolve_block_size(options, &config, out));
   if (kind == speculative::DraftKind::draft) {
     TANDEM_ASSIGN_OR_RETURN(model::ModelConfig draft_config, model::parse_config(config.dump(), config_path));
     std::optional<tok::Tokenizer> draft_tokenizer;

@@ -104,16 +104,17 @@ Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model:
   } else {
     TANDEM_ASSIGN_OR_RETURN(kind, speculative::detect_draft_kind(config, config_path));
   }
+  // A full checkpoint with MTP layers inside: they were trained on its own trunk's hidden states.
   if (kind == speculative::DraftKind::mtp && config.is_object() &&
-      config.value("model_type", std::string()) != "tandem_mtp")
-    return invalid_argument(
-        config_path + ": a full checkpoint (model_type '" + config.value("model_type", std::string()) +
-        "') with MTP layers inside; those draft only for the checkpoint they belong to: load it as the "
-        "target "
-        "(-m " +
-        options.dir +
-        ") with -md pointing at it or --draft-kind mtp alone, or pass --draft-kind draft to use it "
-        "as a draft model");
+      config.value("model_type", std::string()) != "tandem_mtp") {
+    const std::string type = config.value("model_type", std::string());
+    return invalid_argument(config_path + ": a full checkpoint (model_type '" + type +
+                            "') with MTP layers inside; those draft only for the checkpoint they belong to. "
+                            "Serve it as the target (-m " +
+                            options.dir +
+                            ") with -md naming it too or --draft-kind mtp alone, or pass --draft-kind draft "
+                            "to use it as a draft model");
+  }
   TANDEM_RETURN_IF_ERROR(resolve_block_size(options, &config, out));
   if (kind == speculative::DraftKind::draft) {
     TANDEM_ASSIGN_OR_RETURN(model::ModelConfig draft_config, model::parse_config(config.dump(), config_path));

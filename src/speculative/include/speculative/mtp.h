@@ -9,8 +9,9 @@
 // further drafts are recursive entries built from the head's own output,
 // dropped again at the next propose(). The head is either its own directory
 // (load) or MTP layers stored in the target's checkpoint (load_embedded); the
-// two differ only in data (model/mtp_layout.h). Not thread-safe: engine
-// thread only.
+// two differ only in data (model/mtp_layout.h: tensor names, the concat
+// order, and the RoPE position, p for tandem's head and p - 1 for MiMo's).
+// Not thread-safe: engine thread only.
 #pragma once
 
 #include <memory>

@@ -64,6 +64,9 @@ Expected<LoadedDrafter> load_target_mtp_layers(const DrafterOptions& options, co
         "; give -md/--model-draft DIR for a separate drafter (an MTP head or a draft model)");
   }
   TANDEM_RETURN_IF_ERROR(resolve_block_size(options, nullptr, out));
+  if (target.checkpoint().find("model.mtp_layers.1.input_proj.weight"))
+    spdlog::info("{} holds more than one MTP module; module 0 drafts at every depth, the others are not used",
+                 target.dir());
   spdlog::info("drafter: the MTP layers of the target {} ({}; kind mtp, {}); block size {} from {}",
                target.dir(), (*drafter)->layout().description,
                options.kind.empty() ? "detected from its tensors" : "from " + options.kind_rule,

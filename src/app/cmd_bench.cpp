@@ -295,7 +295,7 @@ Command add_bench_command(CLI::App& app) {
             };
             if (Status s = startup(); !s.ok()) return usage_error("bench", s);
             print_machine();
-            if (spec->drafter.dir.empty()) return run_bench(*o);
+            if (!spec->drafter.has_drafter()) return run_bench(*o);
             spec->model_dir = o->model_dir;
             spec->threads = o->threads;
             spec->device = resolve_device_option(o->device);

@@ -29,8 +29,10 @@ int run_probe(ProbeOptions o) {
   auto checked = check_startup(o.drafter, o.gemm);  // exit 2 on any usage error
   if (!checked.ok()) return usage_error("probe", checked.status());
   const speculative::GemmRequest gemm = *checked;
-  if (o.drafter.dir.empty())
-    return usage_error("probe", invalid_argument("-md/--model-draft DIR is required"));
+  if (!o.drafter.has_drafter())
+    return usage_error("probe",
+                       invalid_argument("-md/--model-draft DIR is required (or --draft-kind mtp for the "
+                                        "target's own MTP layers)"));
   runtime::OpenOptions open{o.model_dir, o.drafter, o.threads};
   open.device = resolve_device_option(o.device);
   auto opened = runtime::open_model(open);

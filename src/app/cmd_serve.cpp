@@ -171,7 +171,7 @@ int run_serve(ServeOptions& o) {
   ec.policy_env = *policy_env;
   ec.allow_inexact = allow_inexact_from_env();
   ec.gemm = *gemm;
-  ec.drafter_dir = o.drafter.dir;
+  ec.drafter_dir = o.drafter.dir.empty() && o.drafter.has_drafter() ? o.model : o.drafter.dir;
   auto served = runtime::make_served_model(std::move(*opened), ec);
   if (!served.ok()) return fail(served.status());
   served->engine->start();

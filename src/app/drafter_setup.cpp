@@ -9,16 +9,19 @@
 namespace tandem::app {
 
 void add_drafter_options(CLI::App* sub, DrafterOptions& o, bool block_size) {
-  sub->add_option("--model-draft,--draft-model,--spec-draft-model", o.dir,
-                  "Drafter directory (-md): a small model or an MTP head (env LLAMA_ARG_MODEL_DRAFT, "
-                  "LLAMA_ARG_SPEC_DRAFT_MODEL)");
+  sub->add_option(
+      "--model-draft,--draft-model,--spec-draft-model", o.dir,
+      "Drafter directory (-md): a small model, an MTP head, or the target itself for the MTP layers in its "
+      "checkpoint (env LLAMA_ARG_MODEL_DRAFT, LLAMA_ARG_SPEC_DRAFT_MODEL)");
   sub->add_option_function<std::string>(
          "--draft-kind",
          [&o](const std::string& kind) {
            o.kind = kind;
            o.kind_rule = "--draft-kind";
          },
-         "draft|mtp (default: detected from the drafter's config.json; env TANDEM_DRAFT_KIND)")
+         "draft|mtp (default: detected from the drafter's config.json; env TANDEM_DRAFT_KIND); mtp without "
+         "-md: "
+         "the target's own MTP layers")
       ->check(CLI::IsMember({"draft", "mtp"}, CLI::ignore_case));
   if (!block_size) return;
   const std::string range =
@@ -57,11 +60,13 @@ Status resolve_drafter_options(DrafterOptions& o) {
       o.block_size_rule = "TANDEM_DRAFT_BLOCK_SIZE";
     }
   }
-  if (o.dir.empty()) {
+  // --draft-kind mtp alone drafts with the target's own MTP layers (runtime::load_drafter checks them).
+  if (o.dir.empty() && to_lower(trim(o.kind)) != "mtp") {
     auto needs_drafter = [](const std::string& rule, const std::string& value) {
       const bool flag = rule.rfind("--", 0) == 0;
       return invalid_argument((flag ? rule + " " + value : rule + "='" + value + "'") +
-                              " needs a drafter: give -md/--model-draft DIR (or LLAMA_ARG_MODEL_DRAFT)");
+                              " needs a drafter: give -md/--model-draft DIR (or LLAMA_ARG_MODEL_DRAFT), or "
+                              "--draft-kind mtp for MTP layers inside the target's checkpoint");
     };
     if (o.block_size > 0) return needs_drafter(o.block_size_rule, std::to_string(o.block_size));
     if (!o.kind.empty()) return needs_drafter(o.kind_rule, o.kind);

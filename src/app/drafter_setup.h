@@ -26,7 +26,8 @@ void add_drafter_options(CLI::App* sub, DrafterOptions& options, bool block_size
 
 // Fills unset options from the environment and checks them: a malformed or
 // out-of-range TANDEM_DRAFT_KIND / TANDEM_DRAFT_BLOCK_SIZE, or a kind or block
-// size without a drafter directory, is InvalidArgument (a start-up error).
+// size without a drafter directory, is InvalidArgument (a start-up error) —
+// except kind mtp, which alone means the target's own MTP layers.
 Status resolve_drafter_options(DrafterOptions& options);
 
 // The matmul mode to run with: --gemm (`gemm`, empty: not given) is a

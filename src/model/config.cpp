@@ -95,7 +95,7 @@ class Reader {
 Expected<Family> parse_family(const std::string& type) {
   if (type == "llama") return Family::llama;
   if (type == "mistral") return Family::mistral;
-  if (type == "qwen2") return Family::qwen2;
+  if (type == "qwen2" || type == "mimo") return Family::qwen2;  // MiMo: Qwen2 plus MTP layers
   if (type == "qwen3") return Family::qwen3;
   if (type == "qwen2_moe") return Family::qwen2_moe;
   if (type == "qwen3_moe") return Family::qwen3_moe;

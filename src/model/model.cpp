@@ -162,13 +162,14 @@ Expected<std::unique_ptr<Model>> Model::load_mtp_block(const std::string& dir, n
     return invalid_argument(path + ": vocab_size " + std::to_string(c.vocab_size) +
                             " does not match the target's " + std::to_string(target.config().vocab_size));
   TANDEM_ASSIGN_OR_RETURN(m->checkpoint_, Checkpoint::open_dir(dir));
-  TANDEM_ASSIGN_OR_RETURN(const TensorView* norm, m->checkpoint_.get("final_norm.weight", {c.hidden_size}));
+  const MtpLayout layout = tandem_head_layout();
+  TANDEM_ASSIGN_OR_RETURN(const TensorView* norm, m->checkpoint_.get(layout.final_norm, {c.hidden_size}));
   m->final_norm_ = to_f32_vector(*norm);
   m->embedding_ = target.embedding_;
   m->lm_head_ref_ = &target.lm_head();
   m->borrowed_from_ = &target;
   m->layers_.resize(1);
-  TANDEM_RETURN_IF_ERROR(m->load_layer(0, "layer."));
+  TANDEM_RETURN_IF_ERROR(m->load_layer(0, layout.block_prefix));
   m->inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
   return m;
 }

@@ -1,11 +1,13 @@
 #include "runtime/drafter_loader.h"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
 #include "model/config.h"
 #include "model/gguf_model.h"
+#include "model/mtp_layout.h"
 #include "runtime/gguf_text_side.h"
 #include "scheduler/metrics.h"
 #include "speculative/draft_model.h"
@@ -72,22 +74,84 @@ int declared_block_size(const nlohmann::json& j) {
   return 0;
 }
 
+namespace {
+
+bool same_directory(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec);
+}
+
+// The target's own MTP layers (ADR 0027): -md naming the target itself, or --draft-kind mtp alone.
+Expected<LoadedDrafter> load_target_mtp_layers(const DrafterOptions& options, const model::Model& target,
+                                               ThreadPool* pool) {
+  LoadedDrafter out;
+  auto drafter = speculative::MtpDrafter::load_embedded(target, pool, options.max_tokens);
+  if (!drafter.ok()) {
+    if (drafter.status().code() != StatusCode::kNotFound) return drafter.status();
+    const std::string asked =
+        options.dir.empty() ? options.kind_rule + " mtp without -md" : "-md " + options.dir;
+    return invalid_argument(
+        asked + " drafts with the MTP layers of the target's own checkpoint, but " +
+        drafter.status().message() +
+        "; give -md/--model-draft DIR for a separate drafter (an MTP head or a draft model)");
+  }
+  TANDEM_RETURN_IF_ERROR(resolve_block_size(options, 0, out));
+  if (target.checkpoint().find("model.mtp_layers.1.input_proj.weight"))
+    spdlog::info("{} holds more than one MTP module; module 0 drafts at every depth, the others are not used",
+                 target.dir());
+  spdlog::info("drafter: the MTP layers of the target {} ({}; kind mtp, {}); block size {} from {}",
+               target.dir(), (*drafter)->layout().description,
+               options.kind.empty() ? "detected from its tensors" : "from " + options.kind_rule,
+               out.block_size, out.block_size_rule);
+  out.drafter = std::move(*drafter);
+  return out;
+}
+
+}  // namespace
+
 Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target,
                                      const std::optional<tok::Tokenizer>& target_tokenizer,
                                      ThreadPool* pool) {
   LoadedDrafter out;
-  if (options.dir.empty()) return out;
-  if (model::is_gguf_path(options.dir)) return load_gguf_draft_model(options, target, target_tokenizer, pool);
+  if (!options.has_drafter()) return out;
+  std::optional<speculative::DraftKind> forced;
+  if (!options.kind.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(forced, speculative::parse_draft_kind(options.kind));
+  }
+  // No directory (a kind alone) or the target's own: its MTP layers when asked for or present;
+  // -md naming a target without them stays what it was, a copy of the target as draft model.
+  const bool at_target = options.dir.empty() || same_directory(options.dir, target.dir());
+  if (at_target && forced != speculative::DraftKind::draft) {
+    const auto layout = model::find_embedded_mtp_layout(target.checkpoint(), target.config());
+    if (options.dir.empty() || forced == speculative::DraftKind::mtp ||
+        layout.status().code() != StatusCode::kNotFound)
+      return load_target_mtp_layers(options, target, pool);
+  }
+  if (!options.dir.empty() && model::is_gguf_path(options.dir))
+    return load_gguf_draft_model(options, target, target_tokenizer, pool);
+  if (options.dir.empty())
+    return invalid_argument(options.kind_rule + " " + options.kind +
+                            " needs a drafter directory: give -md/--model-draft DIR");
   // The drafter's config.json, read once: kind detection, K and the loaders use this value.
   const std::string config_path = options.dir + "/config.json";
   TANDEM_ASSIGN_OR_RETURN(nlohmann::json config, model::read_json_file(config_path));
   speculative::DraftKind kind;
-  if (!options.kind.empty()) {
-    TANDEM_ASSIGN_OR_RETURN(kind, speculative::parse_draft_kind(options.kind));
+  if (forced) {
+    kind = *forced;
   } else {
     TANDEM_ASSIGN_OR_RETURN(kind, speculative::detect_draft_kind(config, config_path));
   }
-  // Block size: flag > env (both in options, resolve_drafter_options) > drafter config > default.
+  // A full checkpoint with MTP layers inside: they were trained on its own trunk's hidden states.
+  if (kind == speculative::DraftKind::mtp && config.is_object() &&
+      config.value("model_type", std::string()) != "tandem_mtp") {
+    const std::string type = config.value("model_type", std::string());
+    return invalid_argument(config_path + ": a full checkpoint (model_type '" + type +
+                            "') with MTP layers inside; those draft only for the checkpoint they belong to. "
+                            "Serve it as the target (-m " +
+                            options.dir +
+                            ") with -md naming it too or --draft-kind mtp alone, or pass --draft-kind draft "
+                            "to use it as a draft model");
+  }
   TANDEM_RETURN_IF_ERROR(resolve_block_size(options, declared_block_size(config), out));
   if (kind == speculative::DraftKind::draft) {
     TANDEM_ASSIGN_OR_RETURN(model::ModelConfig draft_config, model::parse_config(config.dump(), config_path));

@@ -26,7 +26,10 @@ Expected<DraftKind> detect_draft_kind(const std::string& dir) {
 Expected<DraftKind> detect_draft_kind(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) return invalid_argument(path + ": not a JSON object");
   const std::string type = j.value("model_type", std::string());
-  if (type == "tandem_mtp" || j.contains("num_nextn_predict_layers")) return DraftKind::mtp;
+  // A head directory, or a full checkpoint declaring MTP layers inside (MiMo, DeepSeek-V3).
+  const auto nextn = j.find("num_nextn_predict_layers");
+  if (type == "tandem_mtp" || (nextn != j.end() && nextn->is_number_integer() && nextn->get<int64_t>() > 0))
+    return DraftKind::mtp;
   if (auto cfg = model::parse_config(j.dump(), path); cfg.ok()) return DraftKind::draft;
   return invalid_argument(path + ": cannot tell the drafter kind from model_type '" + type +
                           "' (expected tandem_mtp for an MTP head, or a causal LM: " +

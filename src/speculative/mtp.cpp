@@ -16,24 +16,39 @@ Expected<std::unique_ptr<MtpDrafter>> MtpDrafter::load(const std::string& dir, n
                                                        int64_t max_tokens) {
   std::unique_ptr<MtpDrafter> d(new MtpDrafter());
   d->target_ = &target;
+  d->layout_ = model::tandem_head_layout();
   TANDEM_ASSIGN_OR_RETURN(d->block_, model::Model::load_mtp_block(dir, std::move(config), target));
-  // The block runs where its target does (it reads the target's device embedding and LM head).
-  TANDEM_RETURN_IF_ERROR(d->block_->place_on(target.placement()));
-  const int64_t h = target.config().hidden_size;
-  const model::Checkpoint& ck = d->block_->checkpoint();
-  TANDEM_ASSIGN_OR_RETURN(const model::TensorView* enorm, ck.get("enorm.weight", {h}));
-  TANDEM_ASSIGN_OR_RETURN(const model::TensorView* hnorm, ck.get("hnorm.weight", {h}));
-  TANDEM_ASSIGN_OR_RETURN(const model::TensorView* eh, ck.get("eh_proj.weight", {h, 2 * h}));
-  d->enorm_.resize(h);
-  d->hnorm_.resize(h);
-  kernels::to_f32(enorm->data, enorm->dtype, h, d->enorm_.data());
-  kernels::to_f32(hnorm->data, hnorm->dtype, h, d->hnorm_.data());
-  d->eh_proj_ = kernels::PackedMatrix::pack(eh->data, eh->dtype, h, 2 * h);
-  TANDEM_ASSIGN_OR_RETURN(
-      d->kv_,
-      model::KvCache::create(d->block_->config(), model::KvCache::options_for_tokens(max_tokens + 32)));
-  d->forward_ = std::make_unique<model::Forward>(*d->block_, d->kv_, pool, 64);
+  TANDEM_RETURN_IF_ERROR(d->init(pool, max_tokens));
   return d;
+}
+
+Expected<std::unique_ptr<MtpDrafter>> MtpDrafter::load_embedded(const model::Model& target, ThreadPool* pool,
+                                                                int64_t max_tokens) {
+  std::unique_ptr<MtpDrafter> d(new MtpDrafter());
+  d->target_ = &target;
+  TANDEM_ASSIGN_OR_RETURN(d->layout_, model::find_embedded_mtp_layout(target.checkpoint(), target.config()));
+  TANDEM_ASSIGN_OR_RETURN(d->block_, model::Model::load_embedded_mtp_block(target, d->layout_));
+  TANDEM_RETURN_IF_ERROR(d->init(pool, max_tokens));
+  return d;
+}
+
+Status MtpDrafter::init(ThreadPool* pool, int64_t max_tokens) {
+  // The block runs where its target does (it reads the target's device embedding and LM head).
+  TANDEM_RETURN_IF_ERROR(block_->place_on(target_->placement()));
+  const int64_t h = target_->config().hidden_size;
+  const model::Checkpoint& ck = block_->checkpoint();
+  TANDEM_ASSIGN_OR_RETURN(const model::TensorView* enorm, ck.get(layout_.embedding_norm, {h}));
+  TANDEM_ASSIGN_OR_RETURN(const model::TensorView* hnorm, ck.get(layout_.hidden_norm, {h}));
+  TANDEM_ASSIGN_OR_RETURN(const model::TensorView* proj, ck.get(layout_.projection, {h, 2 * h}));
+  enorm_.resize(h);
+  hnorm_.resize(h);
+  kernels::to_f32(enorm->data, enorm->dtype, h, enorm_.data());
+  kernels::to_f32(hnorm->data, hnorm->dtype, h, hnorm_.data());
+  eh_proj_ = kernels::PackedMatrix::pack(proj->data, proj->dtype, h, 2 * h);
+  TANDEM_ASSIGN_OR_RETURN(
+      kv_, model::KvCache::create(block_->config(), model::KvCache::options_for_tokens(max_tokens + 32)));
+  forward_ = std::make_unique<model::Forward>(*block_, kv_, pool, 64);
+  return Status::Ok();
 }
 
 void MtpDrafter::reset() {
@@ -54,9 +69,12 @@ void MtpDrafter::fuse(const float* hidden_rows, const int32_t* tokens, int64_t r
   fused_.resize(static_cast<size_t>(rows * h));
   kernels::embedding(ctx, target_->embedding(), target_->embedding_dtype(), h, tokens, rows, emb_.data());
   for (int64_t r = 0; r < rows; ++r) {
+    // The projection's input order is the layout's: tandem's head reads concat[e, h], MiMo's concat[h, e].
     float* row = cat_.data() + r * 2 * h;
-    kernels::rmsnorm(ctx, emb_.data() + r * h, enorm_.data(), row, 1, h, eps);  // embedding first
-    kernels::rmsnorm(ctx, hidden_rows + r * h, hnorm_.data(), row + h, 1, h, eps);
+    float* e_part = layout_.hidden_first ? row + h : row;
+    float* h_part = layout_.hidden_first ? row : row + h;
+    kernels::rmsnorm(ctx, emb_.data() + r * h, enorm_.data(), e_part, 1, h, eps);
+    kernels::rmsnorm(ctx, hidden_rows + r * h, hnorm_.data(), h_part, 1, h, eps);
   }
   kernels::matmul(ctx, cat_.data(), rows, eh_proj_, fused_.data());
 }
@@ -67,7 +85,7 @@ Expected<model::ForwardOutput> MtpDrafter::run_entries(const int32_t* tokens, in
   step.seq = seq_;
   step.tokens = std::span<const int32_t>(tokens, static_cast<size_t>(rows));
   step.start_position = first_position - 1;  // entry for position p lives in KV slot p - 1
-  step.rope_offset = 1;
+  step.rope_offset = layout_.rope_offset;
   step.logits = logits;
   step.embeddings = std::span<const float>(fused_.data(), fused_.size());
   model::ForwardOptions options;

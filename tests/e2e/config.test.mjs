@@ -1,7 +1,8 @@
 // Start-up configuration of the binary: every variable of docs/environment.md and the
 // drafter flags. A malformed or out-of-range value exits 2 naming the variable (or flag)
 // and the value, in every subcommand that reads it, before anything loads; a flag beats
-// its variable; a block size or kind without a drafter is an error; a drafter without
+// its variable; a block size or kind without a drafter is an error (kind mtp alone means
+// the target's own MTP layers, an error when it has none); a drafter without
 // tokenizer.json is accepted with a warning; /metrics answers while the model loads.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -146,7 +147,12 @@ describe('--draft-block-size', () => {
   it('a block size or draft kind without a drafter (-md) exits 2', () => {
     for (const command of ['serve', 'generate']) {
       expectStartupError([...COMMANDS[command](false), '--draft-block-size', '4'], {}, /--draft-block-size 4 needs a drafter/);
-      expectStartupError([...COMMANDS[command](false), '--draft-kind', 'mtp'], {}, /--draft-kind mtp needs a drafter/);
+      expectStartupError([...COMMANDS[command](false), '--draft-kind', 'draft'], {}, /--draft-kind draft needs a drafter/);
+      // --draft-kind mtp alone drafts with MTP layers inside the target's checkpoint (ADR 0027):
+      // this target has none, which the loader says (exit 1, as for any drafter that does not load).
+      const r = run([...COMMANDS[command](false), '--draft-kind', 'mtp'], {}, 10000);
+      assert.equal(r.status, 1, `${command} --draft-kind mtp: exit ${r.status} (signal ${r.signal})\n${r.out}`);
+      assert.match(r.out, /--draft-kind mtp without -md drafts with the MTP layers of the target's own checkpoint, but .* holds no MTP layers/);
     }
     for (const command of ['serve', 'generate', 'bench'])
       expectStartupError(COMMANDS[command](false), { TANDEM_DRAFT_BLOCK_SIZE: '4' }, /TANDEM_DRAFT_BLOCK_SIZE='4' needs a drafter/);

@@ -133,6 +133,45 @@ TEST(Engine, OutputIsIndependentOfBatchAndDrafter) {
   }
 }
 
+// MTP layers stored inside the target's checkpoint (MiMo's layout, ADR 0027)
+// drive the speculative slot like a separate head: each request's tokens are
+// classic decoding's, greedy and seeded, alone and among others.
+TEST(Engine, TheTargetsOwnMtpLayersMatchClassic) {
+  auto engine_for = [](bool with_layers) {
+    auto target = model::Model::load(testing::fixture_dir("mimo_mtp_bf16"));
+    EXPECT_TRUE(target.ok()) << target.status().to_string();
+    std::unique_ptr<speculative::Drafter> drafter;
+    if (with_layers) {
+      auto d = speculative::MtpDrafter::load_embedded(**target, nullptr, 1024);
+      EXPECT_TRUE(d.ok()) << d.status().to_string();
+      drafter = std::move(*d);
+    }
+    PolicyEnv forced;
+    forced.force = true;
+    return testing::start_engine(test_config(), std::move(*target), std::move(drafter), forced);
+  };
+  for (float temperature : {0.0f, 0.8f}) {
+    SCOPED_TRACE("temperature " + std::to_string(temperature));
+    std::vector<Result> alone;
+    {
+      auto e = engine_for(false);
+      for (uint64_t id = 1; id <= 4; ++id) alone.push_back(run_all(*e, {request(id, temperature)})[0]);
+    }
+    auto e = engine_for(true);
+    int64_t rounds = 0;
+    for (uint64_t id = 1; id <= 4; ++id) {
+      Result r = run_all(*e, {request(id, temperature)})[0];
+      EXPECT_EQ(r.tokens, alone[id - 1].tokens) << "request " << id;
+      rounds += r.stats.spec_rounds;
+    }
+    EXPECT_GT(rounds, 0) << "a lone request must have speculated";
+    std::vector<std::shared_ptr<EngineRequest>> reqs;
+    for (uint64_t id = 1; id <= 4; ++id) reqs.push_back(request(id, temperature));
+    auto together = run_all(*e, reqs);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(together[i].tokens, alone[i].tokens) << "request " << i + 1;
+  }
+}
+
 TEST(Engine, StopTokensAndLimits) {
   auto e = make_engine(false);
   auto probe = request(3, 0.0f);

@@ -175,6 +175,31 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SpecEqualsClassic,
                                            Pairing{"gemma3_text_bf16", "gemma2_softcap_bf16"}),
                          [](const auto& info) { return std::string(info.param.target); });
 
+// MTP layers stored inside the target's checkpoint (MiMo's model.mtp_layers.0,
+// ADR 0027): the in-checkpoint drafter gives exactly the classic stream too.
+TEST(SpecEqualsClassic, WithTheTargetsOwnMtpLayers) {
+  auto target = load_target("mimo_mtp_bf16");
+  ASSERT_NE(target, nullptr);
+  auto mtp = MtpDrafter::load_embedded(*target->model, nullptr, 512);
+  ASSERT_TRUE(mtp.ok()) << mtp.status().to_string();
+  EXPECT_EQ((*mtp)->layout().block_prefix, "model.mtp_layers.0.");
+  int64_t drafted = 0, accepted = 0;
+  for (const auto& params : sampling_cases()) {
+    const std::vector<int32_t> expected = classic(*target, params);
+    for (int k = 2; k <= 8; ++k) {
+      SCOPED_TRACE("K=" + std::to_string(k) + " temperature=" + std::to_string(params.temperature) +
+                   " seed=" + std::to_string(params.seed));
+      SpecRun run = speculative(*target, **mtp, params, k);
+      EXPECT_EQ(run.tokens, expected);
+      EXPECT_GT(run.drafted, 0);
+      drafted += run.drafted;
+      accepted += run.accepted;
+    }
+  }
+  EXPECT_GT(drafted, 0);
+  EXPECT_LE(accepted, drafted);
+}
+
 // Near the end of the caches a round shrinks its block to the room left in
 // the target's cache and in the drafter's, and where no draft fits it is a
 // classic step: with the target's cache (64 positions) run full, every K
@@ -249,6 +274,13 @@ TEST(DraftKind, ParseAndDetect) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("draft, mtp"), std::string::npos);
   EXPECT_EQ(detect_draft_kind(fixture_dir("qwen2_bias_f16")).value(), DraftKind::draft);
+  // A full checkpoint declaring MTP layers inside it (MiMo) is detected as mtp.
+  EXPECT_EQ(detect_draft_kind(fixture_dir("mimo_mtp_bf16")).value(), DraftKind::mtp);
+  // Zero layers: an ordinary causal LM, a draft model.
+  auto none = model::read_json_file(fixture_dir("qwen2_bias_f16") + "/config.json");
+  ASSERT_TRUE(none.ok());
+  (*none)["num_nextn_predict_layers"] = 0;
+  EXPECT_EQ(detect_draft_kind(*none, "config.json").value(), DraftKind::draft);
   EXPECT_FALSE(detect_draft_kind("/nonexistent").ok());
 }
 

@@ -22,6 +22,7 @@
 #include "kernels/ops.h"
 #include "model/config.h"
 #include "model/device.h"
+#include "model/mtp_layout.h"
 #include "model/safetensors.h"
 
 namespace tandem::model {
@@ -82,6 +83,13 @@ class Model {
   // The same with the head's config.json already parsed.
   static Expected<std::unique_ptr<Model>> load_mtp_block(const std::string& dir, nlohmann::json config,
                                                          const Model& target);
+  // Loads MTP layers stored inside `target`'s own checkpoint (model/mtp_layout.h;
+  // MiMo's model.mtp_layers.{i}) as a one-layer model of the target's config,
+  // sharing its embedding table and LM head (`target` must outlive it). Its
+  // final norm is layout.final_norm; the fusion tensors are read through
+  // checkpoint(), which maps the target's files again.
+  static Expected<std::unique_ptr<Model>> load_embedded_mtp_block(const Model& target,
+                                                                  const MtpLayout& layout);
 
   const ModelConfig& config() const { return config_; }
   const std::string& dir() const { return dir_; }

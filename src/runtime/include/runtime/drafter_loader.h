@@ -34,6 +34,9 @@ struct DrafterOptions {
   // Draft KV capacity in positions. The context suffices: the engine's rounds stay below
   // prompt + max_tokens - 1 (a smaller cache only shrinks rounds, never fails them).
   int64_t max_tokens = 4096;
+
+  // A directory, or a kind alone (--draft-kind mtp: the target's own MTP layers).
+  bool has_drafter() const { return !dir.empty() || !kind.empty(); }
 };
 
 struct LoadedDrafter {
@@ -47,9 +50,15 @@ struct LoadedDrafter {
 // num_speculative_tokens + 1), or 0.
 int declared_block_size(const nlohmann::json& config);
 
-// Loads the drafter of `options` for `target` (nothing when options.dir is
-// empty; a path ending in .gguf is a GGUF draft model, model/gguf_model.h). `target_tokenizer`: the target's,
-// as the opener loaded it (absent: the target ships none); a draft model's vocabulary is compared with it.
+// Loads the drafter of `options` for `target` (nothing without
+// has_drafter(); a path ending in .gguf is a GGUF draft model, model/gguf_model.h). `target_tokenizer`: the
+// target's, as the opener loaded it (absent: the target ships none); a draft model's vocabulary is compared
+// with it. The target's own MTP layers (MiMo's model.mtp_layers.*, ADR 0027)
+// draft when options.dir is the target's directory and they are present or
+// the kind is mtp, or when the kind is mtp and there is no directory; asked
+// for and absent, that is InvalidArgument naming the directory. A separate
+// full checkpoint with MTP layers inside is refused as an MTP drafter (its
+// layers belong to its own trunk).
 Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model::Model& target,
                                      const std::optional<tok::Tokenizer>& target_tokenizer, ThreadPool* pool);
 

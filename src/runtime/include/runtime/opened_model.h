@@ -4,8 +4,9 @@
 // open_model() loads, in order: the target (config.json read once, parsed
 // into ModelConfig), its text side (runtime/text_side.h: tokenizer, chat
 // template and the stop ids every front end stops on), the kernel thread
-// pool, and — when options.drafter.dir is set — the drafter with its kind
-// and K (runtime/drafter_loader.h, its config.json read once). gate() builds
+// pool, and — when options.drafter names one (a directory, or --draft-kind
+// mtp alone) — the drafter with its kind and K (runtime/drafter_loader.h, its
+// config.json read once). gate() builds
 // the exactness gate for the target on that pool. start_engine() turns the
 // bundle into what the server serves. Errors name the file at fault.
 // `model_dir` may instead be a GGUF file (a path ending in .gguf): it is
@@ -29,7 +30,7 @@ namespace tandem::runtime {
 
 struct OpenOptions {
   std::string model_dir;   // a Hugging Face directory or a .gguf file
-  DrafterOptions drafter;  // drafter.dir empty: no drafter
+  DrafterOptions drafter;  // !drafter.has_drafter(): no drafter
   int threads = 0;         // kernel threads; 0: all hardware threads
   // false: with threads <= 1 the kernels run on the calling thread (pool is null).
   bool pool_for_one_thread = true;
@@ -58,8 +59,8 @@ struct OpenedModel {
 Expected<OpenedModel> open_model(const OpenOptions& options);
 
 // Loads a drafter into an opened bundle (open_model does when
-// options.drafter.dir is set; a caller that sizes the drafter's cache from
-// the tokenized prompt calls this afterwards). No-op when options.dir is empty.
+// options.drafter.has_drafter(); a caller that sizes the drafter's cache from
+// the tokenized prompt calls this afterwards). No-op without a drafter.
 Status open_drafter(OpenedModel& opened, const DrafterOptions& options);
 
 // What the server serves: the started-to-be engine and the text side.

@@ -27,7 +27,8 @@ const char* draft_kind_name(DraftKind kind);
 // "draft" / "mtp"; anything else is an error listing the accepted values.
 Expected<DraftKind> parse_draft_kind(const std::string& text);
 // From DIR/config.json: model_type "tandem_mtp" (or architectures naming an
-// MTP head) → mtp; a supported causal-LM model_type → draft.
+// MTP head), or num_nextn_predict_layers > 0 (MTP layers inside a full
+// checkpoint) → mtp; a supported causal-LM model_type → draft.
 Expected<DraftKind> detect_draft_kind(const std::string& dir);
 // The same from an already parsed config.json (`path` names it in errors).
 Expected<DraftKind> detect_draft_kind(const nlohmann::json& config, const std::string& path);

@@ -7,7 +7,11 @@
 // (KV slot p - 1). propose() first appends the real entries the cache lacks
 // (from the target's hidden states), whose last one yields the first draft;
 // further drafts are recursive entries built from the head's own output,
-// dropped again at the next propose(). Not thread-safe: engine thread only.
+// dropped again at the next propose(). The head is either its own directory
+// (load) or MTP layers stored in the target's checkpoint (load_embedded); the
+// two differ only in data (model/mtp_layout.h: tensor names, the concat
+// order, and the RoPE position, p for tandem's head and p - 1 for MiMo's).
+// Not thread-safe: engine thread only.
 #pragma once
 
 #include <memory>
@@ -18,6 +22,7 @@
 #include "model/forward.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "model/mtp_layout.h"
 #include "sampling/sampler.h"
 #include "speculative/drafter.h"
 
@@ -35,12 +40,19 @@ class MtpDrafter final : public Drafter {
                                                     const model::Model& target, ThreadPool* pool,
                                                     int64_t max_tokens);
 
+  // Drafts with the MTP layers stored inside `target`'s own checkpoint
+  // (model::find_embedded_mtp_layout: MiMo's model.mtp_layers.0). NotFound
+  // naming the directory when it holds none; Unimplemented for DeepSeek-V3's.
+  static Expected<std::unique_ptr<MtpDrafter>> load_embedded(const model::Model& target, ThreadPool* pool,
+                                                             int64_t max_tokens);
+
   DraftKind kind() const override { return DraftKind::mtp; }
   Expected<std::vector<int32_t>> propose(const DraftRequest& request) override;
   void reset() override;
   // The cache's capacity (an entry for position p sits in slot p - 1, so this
   // is one position conservative).
   int64_t position_limit() const override { return int64_t{kv_.num_blocks()} * kv_.tokens_per_block(); }
+  const model::MtpLayout& layout() const { return layout_; }
   std::string describe() const override { return "mtp:" + block_->dir(); }
   void set_gemm_mode(kernels::GemmMode mode) override { forward_->set_gemm_mode(mode); }
 
@@ -52,15 +64,18 @@ class MtpDrafter final : public Drafter {
 
  private:
   MtpDrafter() = default;
+  // The fusion weights of layout_ (from block_'s checkpoint), the cache and the forward.
+  Status init(ThreadPool* pool, int64_t max_tokens);
   // u rows for entries built from (hidden rows, token ids) into fused_.
   void fuse(const float* hidden_rows, const int32_t* tokens, int64_t rows);
   Expected<model::ForwardOutput> run_entries(const int32_t* tokens, int64_t rows, int64_t first_position,
                                              model::LogitRows logits);
 
   const model::Model* target_ = nullptr;
+  model::MtpLayout layout_;
   std::unique_ptr<model::Model> block_;  // one decoder layer + final norm; target's embedding and LM head
   std::vector<float> enorm_, hnorm_;
-  kernels::PackedMatrix eh_proj_;  // [H, 2H]
+  kernels::PackedMatrix eh_proj_;  // [H, 2H]: eh_proj (tandem) or input_proj (MiMo)
   model::KvCache kv_;
   std::unique_ptr<model::Forward> forward_;
   sampling::Sampler sampler_;

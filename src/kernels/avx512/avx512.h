@@ -17,5 +17,6 @@ void to_f32(const void* src, DType dtype, int64_t count, float* dst);
 void rope_row(float* x, int n_heads, int head_dim, const float* cos, const float* sin, int rotary_dim,
               RopeLayout layout);
 void attend(const AttendArgs& args);
+void matmul_quant(const quant::QuantMatmulArgs& args);
 
 }  // namespace tandem::kernels::avx512

@@ -1,7 +1,7 @@
 // Quantized weights: GGUF block formats against gguf-py goldens (bit-exact
 // dequantize and q8_0/q4_0 quantize), the shape checks, and the quantized
 // matmul — every ISA bitwise equal to the reference, batch invariant
-// (memcmp, M = 1..33, threads 1/2/3), within the documented bound of the
+// (memcmp, every row blocking up to M = 33, threads 1/2/3), within the documented bound of the
 // dequantize-then-f64 product, and splitk detectably not invariant.
 #include <gtest/gtest.h>
 
@@ -13,8 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "avx512/avx512.h"
 #include "dtype_convert.h"
 #include "kernels/ops.h"
+#include "quant/layout.h"
+#include "reference/reference.h"
 #include "test_util.h"
 
 namespace tandem::kernels {
@@ -164,11 +167,10 @@ std::vector<uint8_t> make_quant_weights(DType dtype, int64_t n, int64_t k, uint3
   return bytes;
 }
 
-std::vector<float> run(Isa isa, int threads, GemmMode mode, const float* x, int64_t m,
+std::vector<float> run(Isa isa, ThreadPool* pool, GemmMode mode, const float* x, int64_t m,
                        const PackedMatrix& w) {
-  ThreadPool pool(threads);
   Ctx ctx;
-  ctx.pool = threads > 1 ? &pool : nullptr;
+  ctx.pool = pool;
   ctx.isa = isa;
   ctx.gemm = mode;
   std::vector<float> y(static_cast<size_t>(m * w.n()), NAN);
@@ -185,7 +187,7 @@ TEST(QuantMatmul, WithinBoundOfDequantizedProduct) {
     to_f32(bytes.data(), dtype, n * k, w.data());
     const PackedMatrix pm = PackedMatrix::pack(bytes.data(), dtype, n, k);
     EXPECT_EQ(pm.weight_bytes() % static_cast<size_t>(n), 0u);
-    const std::vector<float> y = run(Isa::scalar, 1, GemmMode::invariant, x.data(), m, pm);
+    const std::vector<float> y = run(Isa::scalar, nullptr, GemmMode::invariant, x.data(), m, pm);
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t c = 0; c < n; ++c) {
         // x is quantized per 32-block with step d = max|x|/127: |x − x̂| ≤ d/2
@@ -210,7 +212,8 @@ TEST(QuantMatmul, WithinBoundOfDequantizedProduct) {
 }
 
 TEST(QuantMatmul, EveryIsaIsBitwiseTheReferenceAndBatchInvariant) {
-  const int64_t n = 200, k = 512, max_m = 33;
+  // n = 72: five groups, the last partial (a lone row takes 4 + 1 groups).
+  const int64_t n = 72, k = 512, max_m = 33;
   const std::vector<float> x = random_floats(max_m * k, 21);
   for (DType dtype : kQuantTypes) {
     const std::vector<uint8_t> bytes = make_quant_weights(dtype, n, k, 9);
@@ -218,13 +221,17 @@ TEST(QuantMatmul, EveryIsaIsBitwiseTheReferenceAndBatchInvariant) {
     // Every row computed alone by the reference: the bits all must produce.
     std::vector<float> alone(static_cast<size_t>(max_m * n));
     for (int64_t r = 0; r < max_m; ++r) {
-      const std::vector<float> y = run(Isa::scalar, 1, GemmMode::invariant, x.data() + r * k, 1, pm);
+      const std::vector<float> y = run(Isa::scalar, nullptr, GemmMode::invariant, x.data() + r * k, 1, pm);
       std::memcpy(&alone[r * n], y.data(), n * 4);
     }
     for (Isa isa : supported_isas()) {
       for (int threads : {1, 2, 3}) {
-        for (int64_t m = 1; m <= max_m; ++m) {
-          const std::vector<float> y = run(isa, threads, GemmMode::invariant, x.data(), m, pm);
+        ThreadPool pool(threads);
+        // Every blocking the kernels have (1, 2, 3, 4 rows and their tails
+        // over 4-row blocks) and the full 33-row batch.
+        for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 31, 33}) {
+          const std::vector<float> y =
+              run(isa, threads > 1 ? &pool : nullptr, GemmMode::invariant, x.data(), m, pm);
           ASSERT_EQ(0, std::memcmp(y.data(), alone.data(), m * n * 4))
               << dtype_name(dtype) << " " << isa_name(isa) << " threads " << threads << " M " << m;
         }
@@ -239,11 +246,44 @@ TEST(QuantMatmul, SplitkIsDetectedAndStaysClose) {
   for (DType dtype : kQuantTypes) {
     const std::vector<uint8_t> bytes = make_quant_weights(dtype, n, k, 13);
     const PackedMatrix pm = PackedMatrix::pack(bytes.data(), dtype, n, k);
+    ThreadPool pool(2);
     for (Isa isa : supported_isas()) {
-      const std::vector<float> inv = run(isa, 2, GemmMode::invariant, x.data(), m, pm);
-      const std::vector<float> split = run(isa, 2, GemmMode::splitk, x.data(), m, pm);
+      const std::vector<float> inv = run(isa, &pool, GemmMode::invariant, x.data(), m, pm);
+      const std::vector<float> split = run(isa, &pool, GemmMode::splitk, x.data(), m, pm);
       EXPECT_NE(0, std::memcmp(inv.data(), split.data(), inv.size() * 4)) << dtype_name(dtype);
       for (size_t i = 0; i < inv.size(); ++i) EXPECT_NEAR(split[i], inv[i], 1e-4 * (1 + std::fabs(inv[i])));
+    }
+  }
+}
+
+// The AVX-512 path without VNNI (vpmaddubsw + vpmaddwd) — what CPUs with
+// AVX-512 BW but no VNNI run — gives the reference's bits too.
+TEST(QuantMatmul, Avx512WithoutVnniIsBitwiseTheReference) {
+  if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "no AVX-512";
+  const int64_t n = 72, k = 512;
+  for (DType dtype : kQuantTypes) {
+    const std::vector<uint8_t> bytes = make_quant_weights(dtype, n, k, 17);
+    const PackedMatrix pm = PackedMatrix::pack(bytes.data(), dtype, n, k);
+    for (int64_t m : {1, 2, 3, 5}) {
+      std::vector<float> x = random_floats(m * k, 40 + m, -3.0f, 3.0f);
+      std::vector<quant::ActBlock> xq(m * k / 32);
+      for (int64_t r = 0; r < m; ++r)
+        quant::quantize_activations(x.data() + r * k, k, xq.data() + r * k / 32);
+      quant::QuantMatmulArgs a;
+      a.x = xq.data();
+      a.m = m;
+      a.w = pm.data();
+      a.dtype = dtype;
+      a.k = k;
+      a.block_end = k / 32;
+      a.group_end = quant::group_count(n);
+      a.ldy = a.n = n;
+      std::vector<float> want(m * n), got(m * n);
+      a.y = want.data();
+      reference::matmul_quant(a);
+      a.y = got.data();
+      avx512::matmul_quant_no_vnni(a);
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << dtype_name(dtype) << " M " << m;
     }
   }
 }

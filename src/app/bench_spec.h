@@ -6,6 +6,7 @@
 #include <string>
 
 #include "drafter_setup.h"
+#include "model/config.h"
 
 namespace tandem::app {
 
@@ -23,6 +24,7 @@ struct SpecBenchOptions {
   float temperature = 0.0f;
   std::optional<uint64_t> seed;  // empty: kBenchSeed
   int threads = 0;
+  model::WeightsQuant weights = model::WeightsQuant::stored;  // bench's --weights
 };
 
 int run_spec_bench(SpecBenchOptions options);

@@ -114,7 +114,9 @@ int run_spec_bench(SpecBenchOptions o) {
   o.drafter.block_size = o.k_min;
   o.drafter.block_size_rule =
       "the first K of the sweep " + std::to_string(o.k_min) + ".." + std::to_string(o.k_max);
-  auto opened = runtime::open_model({o.model_dir, o.drafter, o.threads});
+  runtime::OpenOptions open{o.model_dir, o.drafter, o.threads};
+  open.weights = o.weights;
+  auto opened = runtime::open_model(open);
   if (!opened.ok()) return fail(opened.status());
   const model::Model& m = *opened->model;
   ThreadPool& pool = *opened->pool;

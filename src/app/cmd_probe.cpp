@@ -15,6 +15,7 @@ namespace {
 
 struct ProbeOptions {
   std::string model_dir;
+  std::string weights;  // --weights
   DrafterOptions drafter;
   std::string gemm;
   int threads = 0;
@@ -28,9 +29,13 @@ int run_probe(ProbeOptions o) {
   auto checked = check_startup(o.drafter, o.gemm);  // exit 2 on any usage error
   if (!checked.ok()) return usage_error("probe", checked.status());
   const speculative::GemmRequest gemm = *checked;
+  auto weights = resolve_weights_option(o.weights);
+  if (!weights.ok()) return usage_error("probe", weights.status());
   if (o.drafter.dir.empty())
     return usage_error("probe", invalid_argument("-md/--model-draft DIR is required"));
-  auto opened = runtime::open_model({o.model_dir, o.drafter, o.threads});
+  runtime::OpenOptions open{o.model_dir, o.drafter, o.threads};
+  open.weights = *weights;
+  auto opened = runtime::open_model(open);
   if (!opened.ok()) return fail(opened.status());
   const runtime::LoadedDrafter* drafter = &opened->drafter;
   speculative::ExactnessGate gate = opened->gate(allow_inexact_from_env(), gemm);
@@ -51,6 +56,7 @@ Command add_probe_command(CLI::App& app) {
   add_model_option(sub, o->model_dir);
   add_drafter_options(sub, o->drafter, true);
   add_gemm_option(sub, o->gemm);
+  add_weights_option(sub, o->weights);
   add_threads_option(sub, o->threads);
   return {sub, [o] { return run_probe(*o); }};
 }

@@ -30,6 +30,8 @@ namespace tandem::app {
 namespace {
 
 struct ServeOptions {
+  std::string weights;                                              // --weights
+  model::WeightsQuant weights_quant = model::WeightsQuant::stored;  // resolved at start-up
   std::string model;
   std::string alias;
   DrafterOptions drafter;
@@ -85,6 +87,7 @@ int run_serve(ServeOptions& o) {
     TANDEM_RETURN_IF_ERROR(apply_env_mirrors(o.mirrors));
     TANDEM_RETURN_IF_ERROR(validate_environment());
     TANDEM_RETURN_IF_ERROR(validate_serve_environment());
+    TANDEM_ASSIGN_OR_RETURN(o.weights_quant, resolve_weights_option(o.weights));
     return resolve_drafter_options(o.drafter);
   };
   if (Status s = startup(); !s.ok()) return usage_error("serve", s);
@@ -160,6 +163,7 @@ int run_serve(ServeOptions& o) {
   // The drafter shares the engine's kernel threads: it runs on the engine thread between target steps.
   o.drafter.max_tokens = o.context > 0 ? o.context : 4096;
   runtime::OpenOptions open{o.model, o.drafter, o.threads};
+  open.weights = o.weights_quant;
   open.progress = progress;
   auto opened = runtime::open_model(open);
   if (!opened.ok()) return fail(opened.status());
@@ -252,6 +256,7 @@ Command add_serve_command(CLI::App& app) {
   sub->add_option("--api-key-file", o->api_key_file, "File with one API key per line");
   mirror(add_threads_option(sub, o->threads, 0, /*from_env=*/true), kThreadsVariables);
   add_gemm_option(sub, o->gemm);
+  add_weights_option(sub, o->weights);
   sub->add_option("--max-body-bytes", o->max_body, "Largest request body accepted")
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32))
       ->capture_default_str();

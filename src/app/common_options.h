@@ -27,4 +27,9 @@ CLI::Option* add_threads_option(CLI::App* sub, int& threads, int min = 0, bool f
 // --gemm invariant|splitk|auto: a request; TANDEM_GEMM pins (resolve_gemm_option).
 CLI::Option* add_gemm_option(CLI::App* sub, std::string& gemm);
 
+// --weights stored|q8_0|q4_0|q4_k: quantize the model's matrices at load
+// (model/weights_quant.h); TANDEM_WEIGHTS when the flag is absent
+// (resolve_weights_option).
+CLI::Option* add_weights_option(CLI::App* sub, std::string& weights);
+
 }  // namespace tandem::app

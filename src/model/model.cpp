@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "model/weights_quant.h"
 
 namespace tandem::model {
 namespace {
@@ -19,9 +20,13 @@ std::vector<float> to_f32_vector(const TensorView& v) {
 }
 
 // Packs the row-wise concatenation of `parts` (each [n_i, k]) as one matrix.
-// Same-dtype parts keep their precision; mixed dtypes are widened to f32.
-kernels::PackedMatrix pack_rows(const std::vector<const TensorView*>& parts) {
+// Same-dtype parts keep their precision; mixed dtypes are widened to f32;
+// `weights` may quantize them (model/weights_quant.h).
+kernels::PackedMatrix pack_rows(const std::vector<const TensorView*>& parts,
+                                WeightsQuant weights = WeightsQuant::stored, bool lm_head = false) {
   const int64_t k = parts[0]->shape[1];
+  if (const DType q = quantized_dtype(weights, parts[0]->dtype, k, lm_head); q != parts[0]->dtype)
+    return quantize_rows(parts, q);
   int64_t n = 0;
   bool same = true;
   for (const TensorView* p : parts) {
@@ -84,7 +89,7 @@ Expected<std::unique_ptr<Model>> Model::load(const std::string& dir, ModelConfig
     TANDEM_RETURN_IF_ERROR(m->load_layer(i, layer_prefix(i)));
     if (progress) progress(i + 1, c.num_layers);
   }
-  m->lm_head_ = pack_rows({head});
+  m->lm_head_ = pack_rows({head}, c.weights, /*lm_head=*/true);
   m->inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
   return m;
 }
@@ -148,10 +153,10 @@ Status Model::load_layer(int i, const std::string& p) {
   TANDEM_ASSIGN_OR_RETURN(const TensorView* down, ck.get(p + "mlp.down_proj.weight", {h, inter}));
   w.attn_norm = to_f32_vector(*attn_norm);
   w.mlp_norm = to_f32_vector(*mlp_norm);
-  w.qkv = pack_rows({q, k, v});
-  w.o = pack_rows({o});
-  w.gate_up = pack_rows({gate, up});
-  w.down = pack_rows({down});
+  w.qkv = pack_rows({q, k, v}, c.weights);
+  w.o = pack_rows({o}, c.weights);
+  w.gate_up = pack_rows({gate, up}, c.weights);
+  w.down = pack_rows({down}, c.weights);
   parameters_ += attn_norm->numel() + mlp_norm->numel() + q->numel() + k->numel() + v->numel() + o->numel() +
                  gate->numel() + up->numel() + down->numel();
   if (c.qkv_bias) {
@@ -186,7 +191,7 @@ Status Model::load_layer(int i, const std::string& p) {
 
 size_t Model::weight_bytes_per_token() const {
   size_t bytes = lm_head().weight_bytes();
-  bytes += static_cast<size_t>(config_.hidden_size) * kernels::dtype_size(embedding_->dtype);
+  bytes += kernels::dtype_row_bytes(embedding_->dtype, config_.hidden_size);
   for (const LayerWeights& w : layers_) {
     bytes += w.qkv.weight_bytes() + w.o.weight_bytes() + w.gate_up.weight_bytes() + w.down.weight_bytes();
   }

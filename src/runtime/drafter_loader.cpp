@@ -52,6 +52,7 @@ Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model:
                             std::to_string(out.block_size) + " (from " + out.block_size_rule + ")");
   if (kind == speculative::DraftKind::draft) {
     TANDEM_ASSIGN_OR_RETURN(model::ModelConfig draft_config, model::parse_config(config.dump(), config_path));
+    draft_config.weights = options.weights;
     std::optional<tok::Tokenizer> draft_tokenizer;
     if (const std::string path = options.dir + "/tokenizer.json"; std::ifstream(path).good()) {
       TANDEM_ASSIGN_OR_RETURN(tok::Tokenizer t, tok::Tokenizer::from_file(path));

@@ -10,6 +10,7 @@ speculative::ExactnessGate OpenedModel::gate(bool allow_inexact, speculative::Ge
 Expected<OpenedModel> open_model(const OpenOptions& o) {
   OpenedModel out;
   TANDEM_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_config(o.model_dir));
+  config.weights = o.weights;
   TANDEM_ASSIGN_OR_RETURN(out.model, model::Model::load(o.model_dir, std::move(config), o.progress));
   TANDEM_ASSIGN_OR_RETURN(out.text, load_text_side(o.model_dir, out.model->config()));
   if (o.pool_for_one_thread || o.threads > 1) out.pool = std::make_unique<ThreadPool>(o.threads);
@@ -18,8 +19,10 @@ Expected<OpenedModel> open_model(const OpenOptions& o) {
 }
 
 Status open_drafter(OpenedModel& opened, const DrafterOptions& options) {
-  TANDEM_ASSIGN_OR_RETURN(opened.drafter,
-                          load_drafter(options, *opened.model, opened.text.tokenizer, opened.pool.get()));
+  DrafterOptions with_weights = options;
+  with_weights.weights = opened.model->config().weights;  // a draft model follows the target's --weights
+  TANDEM_ASSIGN_OR_RETURN(
+      opened.drafter, load_drafter(with_weights, *opened.model, opened.text.tokenizer, opened.pool.get()));
   return Status::Ok();
 }
 

@@ -25,6 +25,9 @@
 
 namespace tandem::model {
 
+// --weights: quantize a checkpoint's linear weights at load (model/weights_quant.h).
+enum class WeightsQuant : uint8_t { stored, q8_0, q4_0, q4_k };
+
 enum class Family : uint8_t { llama, mistral, qwen2, qwen3 };
 const char* family_name(Family family);
 // "llama, mistral, qwen2, qwen3"
@@ -56,6 +59,9 @@ struct ModelConfig {
   std::vector<int> layer_window;
 
   kernels::DType declared_dtype = kernels::DType::bf16;  // dtype / torch_dtype (informational)
+  // Not from config.json: what the loader's caller asks for (--weights,
+  // model/weights_quant.h). stored keeps the checkpoint's precision.
+  WeightsQuant weights = WeightsQuant::stored;
   std::vector<int32_t> eos_token_ids;
   int32_t bos_token_id = -1;
 

@@ -34,6 +34,9 @@ struct DrafterOptions {
   // Draft KV capacity in positions. The context suffices: the engine's rounds stay below
   // prompt + max_tokens - 1 (a smaller cache only shrinks rounds, never fails them).
   int64_t max_tokens = 4096;
+  // A draft model's matrices quantized at load (open_drafter copies the
+  // target's --weights here; an MTP head keeps its stored precision).
+  model::WeightsQuant weights = model::WeightsQuant::stored;
 };
 
 struct LoadedDrafter {

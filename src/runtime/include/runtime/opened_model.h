@@ -31,6 +31,9 @@ struct OpenOptions {
   // false: with threads <= 1 the kernels run on the calling thread (pool is null).
   bool pool_for_one_thread = true;
   std::function<void(int, int)> progress;  // the target's layers loaded (done, total)
+  // --weights / TANDEM_WEIGHTS: quantize the target's (and a draft model's)
+  // matrices at load (model/weights_quant.h); stored keeps their precision.
+  model::WeightsQuant weights = model::WeightsQuant::stored;
 };
 
 struct OpenedModel {

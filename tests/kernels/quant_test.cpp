@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "avx2/avx2.h"
 #include "avx512/avx512.h"
 #include "dtype_convert.h"
 #include "kernels/ops.h"
@@ -256,9 +257,9 @@ TEST(QuantMatmul, SplitkIsDetectedAndStaysClose) {
   }
 }
 
-// The AVX-512 path without VNNI (vpmaddubsw + vpmaddwd) — what CPUs with
-// AVX-512 BW but no VNNI run — gives the reference's bits too.
-TEST(QuantMatmul, Avx512WithoutVnniIsBitwiseTheReference) {
+// The AVX-512 and AVX2 paths without VNNI (vpmaddubsw + vpmaddwd) — what
+// CPUs without (AVX-512 / AVX) VNNI run — give the reference's bits too.
+TEST(QuantMatmul, SimdWithoutVnniIsBitwiseTheReference) {
   if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "no AVX-512";
   const int64_t n = 72, k = 512;
   for (DType dtype : kQuantTypes) {
@@ -284,6 +285,10 @@ TEST(QuantMatmul, Avx512WithoutVnniIsBitwiseTheReference) {
       a.y = got.data();
       avx512::matmul_quant_no_vnni(a);
       EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << dtype_name(dtype) << " M " << m;
+      std::fill(got.begin(), got.end(), NAN);
+      avx2::matmul_quant_no_vnni(a);
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
+          << "avx2 " << dtype_name(dtype) << " M " << m;
     }
   }
 }

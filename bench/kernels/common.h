@@ -39,6 +39,7 @@ const std::vector<kernels::PackedMatrix>& bf16_weights(int64_t n, int64_t k);
 // Registration, called from main in this order.
 void register_bandwidth();
 void register_matmuls();
+void register_quant_matmuls();
 void register_interleaved();
 
 unsigned long long read_pass(ThreadPool& pool, const unsigned char* data, size_t bytes, int prefetch);

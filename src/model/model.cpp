@@ -36,7 +36,7 @@ kernels::PackedMatrix pack_rows(const std::vector<const TensorView*>& parts,
   if (parts.size() == 1) return kernels::PackedMatrix::pack(parts[0]->data, parts[0]->dtype, n, k);
   if (same) {
     std::vector<uint8_t> buffer;
-    buffer.reserve(static_cast<size_t>(n * k) * kernels::dtype_size(parts[0]->dtype));
+    buffer.reserve(static_cast<size_t>(n) * kernels::dtype_row_bytes(parts[0]->dtype, k));  // block types too
     for (const TensorView* p : parts) buffer.insert(buffer.end(), p->data, p->data + p->bytes);
     return kernels::PackedMatrix::pack(buffer.data(), parts[0]->dtype, n, k);
   }

@@ -50,9 +50,9 @@ kernels::PackedMatrix quantize_rows(const std::vector<const TensorView*>& parts,
   std::vector<float> row(static_cast<size_t>(k));
   int64_t r = 0;
   for (const TensorView* p : parts) {
-    const size_t esize = kernels::dtype_size(p->dtype);
+    const size_t src_row = kernels::dtype_row_bytes(p->dtype, k);  // any dtype, block types too
     for (int64_t i = 0; i < p->shape[0]; ++i, ++r) {
-      kernels::to_f32(p->data + static_cast<size_t>(i * k) * esize, p->dtype, k, row.data());
+      kernels::to_f32(p->data + static_cast<size_t>(i) * src_row, p->dtype, k, row.data());
       kernels::quantize(row.data(), target, k, blocks.data() + static_cast<size_t>(r) * row_bytes);
     }
   }

@@ -166,6 +166,7 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, int64_t
       for (int h = 0; h < 2; ++h) {
         __m256i lo[R], hi[R];
         for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int jj = 0; jj < 4; ++jj) {
           __m256i clo, chi;
           quad_codes<D>(tile, jj, h, clo, chi);

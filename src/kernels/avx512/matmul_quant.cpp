@@ -164,6 +164,7 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, int64_t
         _mm_prefetch(reinterpret_cast<const char*>(t + kPrefetchAhead + line), _MM_HINT_T0);
       }
     }
+#pragma GCC unroll 4
     for (int jj = 0; jj < 4; ++jj) {
       __m512i xlo[R], xhi[R];
       for (int r = 0; r < R; ++r) {

@@ -143,6 +143,23 @@ TEST(QuantFormats, Q4KQuantizerRoundTripsWithinItsStep) {
   for (int64_t i = 0; i < k; ++i) EXPECT_NEAR(back[i], x[i], 0.6 * 2.0 / 15.0) << i;
 }
 
+// A NaN or infinite weight or activation gives meaningless numbers, never
+// undefined behaviour (UBSan builds run this) or out-of-range codes.
+TEST(QuantFormats, NonFiniteInputsStayDefined) {
+  std::vector<float> x = random_floats(256, 3);
+  x[5] = NAN;
+  x[40] = INFINITY;
+  x[77] = -INFINITY;
+  for (DType d : {DType::q8_0, DType::q4_0, DType::q4_k}) {
+    std::vector<uint8_t> blocks(dtype_row_bytes(d, 256));
+    quantize(x.data(), d, 256, blocks.data());
+    const PackedMatrix pm = PackedMatrix::pack(blocks.data(), d, 1, 256);
+    float y = 0;
+    matmul(Ctx{}, x.data(), 1, pm, &y);  // activations with NaN/inf too
+    SUCCEED() << y;
+  }
+}
+
 // Quantized [n][k] weights of `dtype`: q8_0/q4_0/q4_k via quantize(), q5_k
 // and q6_k as random codes with small finite f16 scales.
 std::vector<uint8_t> make_quant_weights(DType dtype, int64_t n, int64_t k, uint32_t seed) {

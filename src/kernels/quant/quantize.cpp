@@ -31,8 +31,10 @@ void quantize_q8_0(const float* x, uint8_t* out) {
   const float id = d == 0.0f ? 0.0f : 1.0f / d;
   store_f16(out, d);
   for (int i = 0; i < 32; ++i) {
-    // np_roundf: half away from zero, as std::round.
-    out[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::round(x[i] * id)));
+    // np_roundf: half away from zero, as std::round. The clamp only matters
+    // for non-finite input (a NaN weight must not be undefined behaviour).
+    const float v = std::round(x[i] * id);
+    out[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(v == v ? std::clamp(v, -128.0f, 127.0f) : 0.0f));
   }
 }
 
@@ -51,7 +53,7 @@ void quantize_q4_0(const float* x, uint8_t* out) {
   uint8_t q[32];
   for (int i = 0; i < 32; ++i) {
     const float t = std::trunc(x[i] * id + 8.5f);
-    q[i] = static_cast<uint8_t>(std::clamp(t, 0.0f, 15.0f));
+    q[i] = static_cast<uint8_t>(t == t ? std::clamp(t, 0.0f, 15.0f) : 0.0f);  // NaN: see quantize_q8_0
   }
   for (int i = 0; i < 16; ++i) out[2 + i] = static_cast<uint8_t>(q[i] | (q[i + 16] << 4));
 }

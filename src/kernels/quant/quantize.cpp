@@ -3,11 +3,10 @@
 // q8_0 and q4_0 follow gguf-py's Q8_0.quantize_blocks / Q4_0.quantize_blocks
 // operation by operation in f32 (that is what makes them bit-identical; the
 // golden test checks it). q4_k is tandem's own min/max fit (gguf-py has no
-// K-quant quantizer to match): per 32-element sub-block scale = (max − min)/15
-// with min clamped to <= 0, the 8 scales and 8 mins quantized to 6 bits
-// against super-block maxima, then the codes recomputed with the quantized
-// scales. It is simpler than llama.cpp's iterative search (a slightly larger
-// error; docs/quantized.md).
+// K-quant quantizer to match): per 32-element sub-block a (scale, min) fit —
+// the range, then a few rounds of least-squares refits — the 8 scales and 8
+// mins quantized to 6 bits against super-block maxima, then the codes
+// recomputed with the quantized scales (ADR 0014).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -63,6 +62,47 @@ int clamp_round(float v, int hi) {
   return static_cast<int>(std::min(std::nearbyint(v), static_cast<float>(hi)));
 }
 
+// x ≈ scale·q − min over 32 values, q in 0..15, min >= 0: starts from the
+// range (lo <= 0 <= hi), then alternates rounding q with a least-squares
+// refit of (scale, min) twice, keeping the fit with the smallest squared error.
+void fit_sub_block(const float* x, float lo, float hi, float* scale_out, float* min_out) {
+  float scale = (hi - lo) / 15.0f, min = -lo;
+  float q[32];
+  // Rounds q for (scale, min) and returns the squared error.
+  auto round_q = [&](float a, float b) {
+    const float inv = 1.0f / a;
+    float e = 0;
+    for (int i = 0; i < 32; ++i) {
+      q[i] = std::clamp(std::nearbyint((x[i] + b) * inv), 0.0f, 15.0f);
+      const float d = x[i] - (a * q[i] - b);
+      e += d * d;
+    }
+    return e;
+  };
+  *scale_out = scale;
+  *min_out = min;
+  if (!(scale > 0)) return;
+  float best = round_q(scale, min);
+  for (int iter = 0; iter < 2; ++iter) {
+    float sq = 0, sx = 0, sqq = 0, sqx = 0;
+    for (int i = 0; i < 32; ++i) sq += q[i], sx += x[i], sqq += q[i] * q[i], sqx += q[i] * x[i];
+    const float det = 32 * sqq - sq * sq;
+    if (!(det > 0)) break;
+    scale = (32 * sqx - sq * sx) / det;
+    min = (scale * sq - sx) / 32;  // x ≈ scale·q − min
+    if (min < 0) {                 // the format subtracts the min: keep it >= 0
+      min = 0;
+      scale = sqx / sqq;
+    }
+    if (!(scale > 0)) break;
+    const float e = round_q(scale, min);
+    if (!(e < best)) break;
+    best = e;
+    *scale_out = scale;
+    *min_out = min;
+  }
+}
+
 void quantize_q4_k(const float* x, uint8_t* out) {
   float scale[8], min[8];  // per sub-block: x ≈ scale·q − min, min >= 0
   float max_scale = 0.0f, max_min = 0.0f;
@@ -72,8 +112,7 @@ void quantize_q4_k(const float* x, uint8_t* out) {
       lo = std::min(lo, x[32 * j + i]);
       hi = std::max(hi, x[32 * j + i]);
     }
-    scale[j] = (hi - lo) / 15.0f;
-    min[j] = -lo;
+    fit_sub_block(x + 32 * j, lo, hi, &scale[j], &min[j]);
     max_scale = std::max(max_scale, scale[j]);
     max_min = std::max(max_min, min[j]);
   }

@@ -13,12 +13,9 @@
 #include "kernels/ops.h"
 
 namespace tandem::bench {
-namespace {
 
 using kernels::DType;
 using kernels::PackedMatrix;
-
-constexpr DType kTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k};
 
 const std::vector<PackedMatrix>& quant_weights(DType dtype, int64_t n, int64_t k) {
   static std::vector<PackedMatrix> mats;
@@ -41,6 +38,10 @@ const std::vector<PackedMatrix>& quant_weights(DType dtype, int64_t n, int64_t k
   }
   return mats;
 }
+
+namespace {
+
+constexpr DType kTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k};
 
 void BM_MatmulQuant(benchmark::State& state) {
   const DType dtype = kTypes[state.range(0)];

@@ -258,6 +258,31 @@ TEST(QuantMatmul, EveryIsaIsBitwiseTheReferenceAndBatchInvariant) {
   }
 }
 
+// A lone row walks a thread's groups as 2 (AVX2) or 4 (AVX-512) contiguous
+// runs side by side; a wide N gives every run length and leftover (24
+// groups, the last partial, split over 1/2/3 threads): the bits stay the
+// reference's.
+TEST(QuantMatmul, LoneRowRunsKeepBits) {
+  const int64_t n = 16 * 23 + 5, k = 256;
+  const std::vector<float> x = random_floats(2 * k, 23);
+  for (DType dtype : kQuantTypes) {
+    const std::vector<uint8_t> bytes = make_quant_weights(dtype, n, k, 29);
+    const PackedMatrix pm = PackedMatrix::pack(bytes.data(), dtype, n, k);
+    for (int64_t m : {1, 2}) {
+      const std::vector<float> want = run(Isa::scalar, nullptr, GemmMode::invariant, x.data(), m, pm);
+      for (Isa isa : supported_isas()) {
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          const std::vector<float> y =
+              run(isa, threads > 1 ? &pool : nullptr, GemmMode::invariant, x.data(), m, pm);
+          EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4))
+              << dtype_name(dtype) << " " << isa_name(isa) << " threads " << threads << " M " << m;
+        }
+      }
+    }
+  }
+}
+
 TEST(QuantMatmul, SplitkIsDetectedAndStaysClose) {
   const int64_t n = 32, k = 1024, m = 4;
   const std::vector<float> x = random_floats(m * k, 31);

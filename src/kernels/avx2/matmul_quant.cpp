@@ -5,7 +5,8 @@
 // + vpmaddwd (exact for 4-6-bit codes; q8_0 through |q|, sign(q)·x) adds the
 // products into each output's int32 lane. The per-block f32 step is the
 // reference's roundings, so the bits equal the reference's. 16 ymm
-// registers: a lone row takes two groups at once, more rows go two at a time.
+// registers: a lone row takes two groups at once (from two contiguous runs:
+// two long streams), more rows go two at a time.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -142,11 +143,12 @@ inline void store_cols(float* y, __m256 v, int64_t cols) {
 
 // R rows x G consecutive groups.
 template <bool Vnni, DType D, int R, int G>
-void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, int64_t g0,
+void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const int64_t* gs,
                 const ActBlock* const* xr, float* const* yr) {
   const int64_t subs = L.sb_elems / 32;
   const int64_t gbytes = L.group_bytes(a.k);
-  const uint8_t* group = a.w + g0 * gbytes;
+  const uint8_t* group[G];
+  for (int g = 0; g < G; ++g) group[g] = a.w + gs[g] * gbytes;
   __m256 acc[R][G][2];
   for (int r = 0; r < R; ++r) {
     for (int g = 0; g < G; ++g) acc[r][g][0] = acc[r][g][1] = _mm256_setzero_ps();
@@ -156,13 +158,13 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, int64_t
     const int64_t sb_off = (b / subs) * L.sb_bytes();
     const int64_t tile_off = sb_off + L.header_bytes + sub * L.tile_bytes;
     for (int g = 0; g < G; ++g) {
-      const uint8_t* t = group + g * gbytes + tile_off;
+      const uint8_t* t = group[g] + tile_off;
       for (int64_t line = 0; line < L.tile_bytes; line += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(t + kPrefetchAhead + line), _MM_HINT_T0);
       }
     }
     for (int g = 0; g < G; ++g) {
-      const uint8_t* tile = group + g * gbytes + tile_off;
+      const uint8_t* tile = group[g] + tile_off;
       for (int h = 0; h < 2; ++h) {
         __m256i lo[R], hi[R];
         for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm256_setzero_si256();
@@ -178,7 +180,7 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, int64_t
             hi[r] = dot4<Vnni, D>(hi[r], chi, _mm256_set1_epi32(whi));
           }
         }
-        const uint8_t* sb = group + g * gbytes + sb_off;
+        const uint8_t* sb = group[g] + sb_off;
         for (int r = 0; r < R; ++r)
           acc[r][g][h] = block_step<Vnni, D>(sb, sub, h, lo[r], hi[r], xr[r][b], acc[r][g][h]);
       }
@@ -186,10 +188,27 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, int64_t
   }
   for (int r = 0; r < R; ++r) {
     for (int g = 0; g < G; ++g) {
-      const int64_t col = (g0 + g) * kGroup;
+      const int64_t col = gs[g] * kGroup;
       store_cols(yr[r] + col, acc[r][g][0], a.n - col);
       store_cols(yr[r] + col + 8, acc[r][g][1], a.n - col - 8);
     }
+  }
+}
+
+// A lone row (decode): the thread's groups as two contiguous runs walked
+// side by side — two long weight streams in flight, the same bits.
+template <bool Vnni, DType D>
+void lone_row(const quant::QuantMatmulArgs& a, const quant::Layout& L, const ActBlock* const* xr,
+              float* const* yr) {
+  const int64_t len = a.group_end - a.group_begin;
+  const int64_t half = len / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const int64_t gs[2] = {a.group_begin + i, a.group_begin + half + i};
+    tile_block<Vnni, D, 1, 2>(a, L, gs, xr, yr);
+  }
+  if (len % 2 != 0) {
+    const int64_t last = a.group_end - 1;
+    tile_block<Vnni, D, 1, 1>(a, L, &last, xr, yr);
   }
 }
 
@@ -197,19 +216,10 @@ template <bool Vnni, DType D>
 void matmul_typed(const quant::QuantMatmulArgs& a) {
   const quant::Layout L = quant::layout_of(D);
   const int64_t xblocks = a.k / 32;
-  const ActBlock* xr[2];
-  float* yr[2];
-  for (int64_t g = a.group_begin; g < a.group_end;) {
-    if (a.m == 1) {
-      xr[0] = a.x;
-      yr[0] = a.y;
-      if (a.group_end - g >= 2) {
-        tile_block<Vnni, D, 1, 2>(a, L, g, xr, yr), g += 2;
-      } else {
-        tile_block<Vnni, D, 1, 1>(a, L, g, xr, yr), g += 1;
-      }
-      continue;
-    }
+  const ActBlock* xr[2] = {a.x, nullptr};
+  float* yr[2] = {a.y, nullptr};
+  if (a.m == 1) return lone_row<Vnni, D>(a, L, xr, yr);
+  for (int64_t g = a.group_begin; g < a.group_end; ++g) {
     for (int64_t r0 = 0; r0 < a.m; r0 += 2) {
       const int rows = static_cast<int>(std::min<int64_t>(2, a.m - r0));
       for (int r = 0; r < rows; ++r) {
@@ -217,12 +227,11 @@ void matmul_typed(const quant::QuantMatmulArgs& a) {
         yr[r] = a.y + (r0 + r) * a.ldy;
       }
       if (rows == 2) {
-        tile_block<Vnni, D, 2, 1>(a, L, g, xr, yr);
+        tile_block<Vnni, D, 2, 1>(a, L, &g, xr, yr);
       } else {
-        tile_block<Vnni, D, 1, 1>(a, L, g, xr, yr);
+        tile_block<Vnni, D, 1, 1>(a, L, &g, xr, yr);
       }
     }
-    g += 1;
   }
 }
 

@@ -7,10 +7,11 @@
 // lane. Quads 0..3 and 4..7 go to two accumulators (the two 16-element
 // halves q6_k scales separately). Integer sums are exact in any order, and
 // the per-block f32 step is the reference's roundings, so the bits equal
-// the reference's for every blocking: a lone row (decode) takes up to four
-// groups at once (four weight streams, eight independent dot chains), two
-// rows two groups, more rows blocks of up to four rows on one group (the
-// group's stream is re-read from L1/L2 per row block).
+// the reference's for every blocking: a lone row (decode) takes four groups
+// at once from four contiguous runs of the thread's groups (four long weight
+// streams, eight independent dot chains), two rows two groups, more rows
+// blocks of up to four rows on one group (the group's stream is re-read from
+// L1/L2 per row block).
 //
 // Without VNNI (AVX-512 BW only) the same dot product is vpmaddubsw +
 // vpmaddwd — exact for the 4-6-bit codes; q8_0 takes the |q|, sign(q)·x form
@@ -141,11 +142,12 @@ inline void store_cols(float* y, __m512 v, int64_t cols) {
 
 // R rows x G consecutive groups over blocks [b0, b1).
 template <bool Vnni, DType D, int R, int G>
-void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, int64_t g0,
+void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const int64_t* gs,
                 const ActBlock* const* xr, float* const* yr) {
   const int64_t subs = L.sb_elems / 32;
   const int64_t gbytes = L.group_bytes(a.k);
-  const uint8_t* group = a.w + g0 * gbytes;
+  const uint8_t* group[G];
+  for (int g = 0; g < G; ++g) group[g] = a.w + gs[g] * gbytes;
   __m512 acc[R][G];
   for (int r = 0; r < R; ++r) {
     for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
@@ -159,7 +161,7 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, int64_t
       for (int g = 0; g < G; ++g) lo[r][g] = hi[r][g] = _mm512_setzero_si512();
     }
     for (int g = 0; g < G; ++g) {
-      const uint8_t* t = group + g * gbytes + tile_off;
+      const uint8_t* t = group[g] + tile_off;
       for (int64_t line = 0; line < L.tile_bytes; line += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(t + kPrefetchAhead + line), _MM_HINT_T0);
       }
@@ -176,7 +178,7 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, int64_t
       }
       for (int g = 0; g < G; ++g) {
         __m512i clo, chi;
-        quad_codes<D>(group + g * gbytes + tile_off, jj, clo, chi);
+        quad_codes<D>(group[g] + tile_off, jj, clo, chi);
         for (int r = 0; r < R; ++r) {
           lo[r][g] = dot4<Vnni, D>(lo[r][g], clo, xlo[r]);
           hi[r][g] = dot4<Vnni, D>(hi[r][g], chi, xhi[r]);
@@ -184,49 +186,88 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, int64_t
       }
     }
     for (int g = 0; g < G; ++g) {
-      const uint8_t* sb = group + g * gbytes + sb_off;
+      const uint8_t* sb = group[g] + sb_off;
       for (int r = 0; r < R; ++r)
         acc[r][g] = block_step<Vnni, D>(sb, sub, lo[r][g], hi[r][g], xr[r][b], acc[r][g]);
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int g = 0; g < G; ++g) store_cols(yr[r] + (g0 + g) * kGroup, acc[r][g], a.n - (g0 + g) * kGroup);
+    for (int g = 0; g < G; ++g) store_cols(yr[r] + gs[g] * kGroup, acc[r][g], a.n - gs[g] * kGroup);
   }
+}
+
+// A lone row (decode): the thread's groups are cut into up to kStreams
+// contiguous runs walked side by side — kStreams long weight streams in
+// flight instead of one (consecutive groups are only k/32 tiles long), the
+// same bits (each output's chain is its own).
+constexpr int kStreams = 4;
+
+template <bool Vnni, DType D>
+void lone_row(const quant::QuantMatmulArgs& a, const quant::Layout& L, const ActBlock* const* xr,
+              float* const* yr) {
+  const int64_t len = a.group_end - a.group_begin;
+  if (len <= 0) return;
+  const int64_t streams = std::min<int64_t>(kStreams, len);
+  int64_t start[kStreams], size[kStreams];
+  for (int64_t s = 0; s < streams; ++s) {
+    start[s] = a.group_begin + s * len / streams;
+    size[s] = a.group_begin + (s + 1) * len / streams - start[s];
+  }
+  for (int64_t i = 0; i < size[0]; ++i) {  // run 0 is the shortest
+    int64_t gs[kStreams];
+    int count = 0;
+    for (int64_t s = 0; s < streams; ++s) {
+      if (i < size[s]) gs[count++] = start[s] + i;
+    }
+    switch (count) {
+      case 4:
+        tile_block<Vnni, D, 1, 4>(a, L, gs, xr, yr);
+        break;
+      case 3:
+        tile_block<Vnni, D, 1, 3>(a, L, gs, xr, yr);
+        break;
+      case 2:
+        tile_block<Vnni, D, 1, 2>(a, L, gs, xr, yr);
+        break;
+      default:
+        tile_block<Vnni, D, 1, 1>(a, L, gs, xr, yr);
+        break;
+    }
+  }
+  // Runs longer than run 0 by one group: their last groups.
+  int64_t gs[kStreams];
+  int count = 0;
+  for (int64_t s = 0; s < streams; ++s) {
+    if (size[s] > size[0]) gs[count++] = start[s] + size[s] - 1;
+  }
+  if (count == 3) tile_block<Vnni, D, 1, 3>(a, L, gs, xr, yr);
+  if (count == 2) tile_block<Vnni, D, 1, 2>(a, L, gs, xr, yr);
+  if (count == 1) tile_block<Vnni, D, 1, 1>(a, L, gs, xr, yr);
 }
 
 template <bool Vnni, DType D>
 void matmul_typed(const quant::QuantMatmulArgs& a) {
   const quant::Layout L = quant::layout_of(D);
   const int64_t xblocks = a.k / 32;
-  int64_t g = a.group_begin;
   const ActBlock* xr[4];
   float* yr[4];
-  if (a.m <= 2) {
-    for (int r = 0; r < a.m; ++r) {
-      xr[r] = a.x + r * xblocks;
-      yr[r] = a.y + r * a.ldy;
-    }
-    while (g < a.group_end) {
-      const int64_t left = a.group_end - g;
-      if (a.m == 1) {
-        if (left >= 4) {
-          tile_block<Vnni, D, 1, 4>(a, L, g, xr, yr), g += 4;
-        } else if (left == 3) {
-          tile_block<Vnni, D, 1, 3>(a, L, g, xr, yr), g += 3;
-        } else if (left == 2) {
-          tile_block<Vnni, D, 1, 2>(a, L, g, xr, yr), g += 2;
-        } else {
-          tile_block<Vnni, D, 1, 1>(a, L, g, xr, yr), g += 1;
-        }
-      } else if (left >= 2) {
-        tile_block<Vnni, D, 2, 2>(a, L, g, xr, yr), g += 2;
+  for (int r = 0; r < std::min<int64_t>(a.m, 2); ++r) {
+    xr[r] = a.x + r * xblocks;
+    yr[r] = a.y + r * a.ldy;
+  }
+  if (a.m == 1) return lone_row<Vnni, D>(a, L, xr, yr);
+  if (a.m == 2) {
+    for (int64_t g = a.group_begin; g < a.group_end;) {
+      const int64_t gs[2] = {g, g + 1};
+      if (a.group_end - g >= 2) {
+        tile_block<Vnni, D, 2, 2>(a, L, gs, xr, yr), g += 2;
       } else {
-        tile_block<Vnni, D, 2, 1>(a, L, g, xr, yr), g += 1;
+        tile_block<Vnni, D, 2, 1>(a, L, gs, xr, yr), g += 1;
       }
     }
     return;
   }
-  for (; g < a.group_end; ++g) {
+  for (int64_t g = a.group_begin; g < a.group_end; ++g) {
     for (int64_t r0 = 0; r0 < a.m; r0 += 4) {
       const int rows = static_cast<int>(std::min<int64_t>(4, a.m - r0));
       for (int r = 0; r < rows; ++r) {
@@ -235,16 +276,16 @@ void matmul_typed(const quant::QuantMatmulArgs& a) {
       }
       switch (rows) {
         case 4:
-          tile_block<Vnni, D, 4, 1>(a, L, g, xr, yr);
+          tile_block<Vnni, D, 4, 1>(a, L, &g, xr, yr);
           break;
         case 3:
-          tile_block<Vnni, D, 3, 1>(a, L, g, xr, yr);
+          tile_block<Vnni, D, 3, 1>(a, L, &g, xr, yr);
           break;
         case 2:
-          tile_block<Vnni, D, 2, 1>(a, L, g, xr, yr);
+          tile_block<Vnni, D, 2, 1>(a, L, &g, xr, yr);
           break;
         default:
-          tile_block<Vnni, D, 1, 1>(a, L, g, xr, yr);
+          tile_block<Vnni, D, 1, 1>(a, L, &g, xr, yr);
           break;
       }
     }

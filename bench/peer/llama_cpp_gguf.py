@@ -58,7 +58,6 @@ def gguf_name(hf):
 
 def make(args):
     import gguf
-    import llama_cpp
 
     cfg = json.load(open(args.model + "/config.json"))
     bf16 = args.out + "/bf16.gguf"
@@ -92,6 +91,8 @@ def make(args):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    import llama_cpp  # only the quantization needs llama.cpp
+
     for tag, ftype in [("q8_0", llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0), ("q4_0", llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0),
                        ("q4_k_m", llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M)]:
         params = llama_cpp.llama_model_quantize_default_params()

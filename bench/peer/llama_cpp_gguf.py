@@ -106,6 +106,19 @@ def make(args):
 def run(args):
     import llama_cpp
 
+    if args.no_extra_bufts:
+        # The AMX / repack weight buffers (ggml "extra buffer types") off: on a
+        # VM that reports AMX in cpuid without enabling its tile state they
+        # crash (SIGILL); the plain CPU path is what remains.
+        default = llama_cpp.llama_model_default_params
+
+        def params():
+            p = default()
+            p.use_extra_bufts = False
+            return p
+
+        llama_cpp.llama_model_default_params = params
+        llama_cpp.llama_cpp.llama_model_default_params = params
     llm = llama_cpp.Llama(model_path=args.gguf, n_threads=args.threads, n_threads_batch=args.threads,
                           n_ctx=args.prompt + args.decode + 16, n_batch=max(args.prompt, 32), verbose=False)
     prompt = [300 + (i * 37) % 5000 for i in range(args.prompt)]
@@ -138,6 +151,7 @@ def main():
     r.add_argument("-p", "--prompt", type=int, default=64)
     r.add_argument("-n", "--decode", type=int, default=32)
     r.add_argument("-r", "--reps", type=int, default=3)
+    r.add_argument("--no-extra-bufts", action="store_true")
     args = ap.parse_args()
     make(args) if args.cmd == "make" else run(args)
 

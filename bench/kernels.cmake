@@ -5,6 +5,7 @@ add_executable(bench_kernels
   ${CMAKE_CURRENT_LIST_DIR}/kernels/main.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels/bandwidth.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels/matmul.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels/matmul_quant.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kernels/interleaved.cpp)
 target_compile_options(bench_kernels PRIVATE ${TANDEM_WARNINGS})
 target_link_libraries(bench_kernels PRIVATE tandem_kernels benchmark::benchmark)

@@ -35,10 +35,13 @@ const unsigned char* bandwidth_buffer();
 // A rotating set of distinct bf16 packed matrices [n][k] totalling >= kWorkingSetBytes
 // (one shape at a time; asking for another shape frees the previous set).
 const std::vector<kernels::PackedMatrix>& bf16_weights(int64_t n, int64_t k);
+// The same for a quantized dtype (random N(0, 0.02²) weights through kernels::quantize).
+const std::vector<kernels::PackedMatrix>& quant_weights(kernels::DType dtype, int64_t n, int64_t k);
 
 // Registration, called from main in this order.
 void register_bandwidth();
 void register_matmuls();
+void register_quant_matmuls();
 void register_interleaved();
 
 unsigned long long read_pass(ThreadPool& pool, const unsigned char* data, size_t bytes, int prefetch);

@@ -3,7 +3,8 @@
 // DRAM-resident data, one streaming read (with the kernels' two-level
 // prefetch) of one matrix's worth of bytes, one four-stream plain read of
 // the same bytes (the reader behind `tandem bench`'s ceiling; frac4_m1) and
-// one bf16 matmul at each of M = 1, 4, 8 (next matrices in the rotation).
+// one bf16 matmul at each of M = 1, 4, 8 (next matrices in the rotation);
+// BM_InterleavedQuant does the same with quantized weights.
 // Interleaving at the millisecond scale means load from other processes hits
 // every measured quantity alike, so the ratios
 //   frac_m1 = (M=1 weight GB/s) / (read GB/s), r4 = t(M=4)/t(M=1), r8 = t(M=8)/t(M=1)
@@ -30,7 +31,12 @@ double seconds_of(const auto& fn) {
 void BM_Interleaved(benchmark::State& state) {
   const int64_t k = state.range(0), n = state.range(1);
   const int threads = static_cast<int>(state.range(2));
-  const auto& mats = bf16_weights(n, k);
+  // range(3): 0 bf16, else the quantized type (BM_InterleavedQuant).
+  constexpr kernels::DType kQuant[] = {kernels::DType::bf16, kernels::DType::q8_0, kernels::DType::q4_0,
+                                       kernels::DType::q4_k};
+  const kernels::DType dtype = kQuant[state.range(3)];
+  const auto& mats = dtype == kernels::DType::bf16 ? bf16_weights(n, k) : quant_weights(dtype, n, k);
+  state.SetLabel(kernels::dtype_name(dtype));
   ThreadPool& pool = pool_for(threads);
   const kernels::Ctx ctx{&pool, kernels::active_isa(), kernels::GemmMode::invariant};
   const size_t bytes = mats[0].weight_bytes();
@@ -85,10 +91,23 @@ void register_interleaved() {
   for (const auto& s : shapes) {
     for (int threads : {1, 2}) {
       benchmark::RegisterBenchmark("BM_Interleaved", BM_Interleaved)
-          ->Args({s[0], s[1], threads})
-          ->ArgNames({"k", "n", "threads"})
+          ->Args({s[0], s[1], threads, 0})
+          ->ArgNames({"k", "n", "threads", "type"})
           ->MinTime(3.0)
           ->Unit(benchmark::kMillisecond);
+    }
+  }
+  // The quantized matmul (type 1 q8_0, 2 q4_0, 3 q4_k; q4_k needs k % 256 == 0).
+  for (int type : {1, 2, 3}) {
+    for (const auto& s : shapes) {
+      if (type == 3 && s[0] % 256 != 0) continue;
+      for (int threads : {1, 2}) {
+        benchmark::RegisterBenchmark("BM_InterleavedQuant", BM_Interleaved)
+            ->Args({s[0], s[1], threads, type})
+            ->ArgNames({"k", "n", "threads", "type"})
+            ->MinTime(2.0)
+            ->Unit(benchmark::kMillisecond);
+      }
     }
   }
 }

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   tandem::bench::register_bandwidth();
   tandem::bench::register_interleaved();
   tandem::bench::register_matmuls();
+  tandem::bench::register_quant_matmuls();
   // Where the figures were taken (printed in the context header).
   benchmark::AddCustomContext("cpu_model", tandem::cpu_features().model_name);
   benchmark::AddCustomContext("kernels", tandem::kernels::isa_name(tandem::kernels::active_isa()));

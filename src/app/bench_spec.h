@@ -6,6 +6,7 @@
 #include <string>
 
 #include "drafter_setup.h"
+#include "model/config.h"
 
 namespace tandem::app {
 
@@ -24,6 +25,7 @@ struct SpecBenchOptions {
   std::optional<uint64_t> seed;  // empty: kBenchSeed
   int threads = 0;
   std::string device = "auto";
+  model::WeightsQuant weights = model::WeightsQuant::stored;  // bench's --weights
 };
 
 int run_spec_bench(SpecBenchOptions options);

@@ -36,6 +36,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 struct BenchOptions {
   std::string model_dir;
+  std::string weights;  // --weights
   int threads = 1;
   int prompt = 128;
   int decode = 64;
@@ -154,16 +155,26 @@ int run_bench(const BenchOptions& o) {
     return 1;
   };
   auto t = Clock::now();
+  auto weights = resolve_weights_option(o.weights);
+  if (!weights.ok()) return usage_error("bench", weights.status());
   runtime::OpenOptions open{o.model_dir, {}, o.threads};
+  open.weights = *weights;
   open.pool_for_one_thread = false;  // one thread: the kernels run on this thread, no pool
   open.device = resolve_device_option(o.device);
   auto opened = runtime::open_model(open);
   if (!opened.ok()) return fail(opened.status());
   const model::Model& m = *opened->model;
   const model::ModelConfig& c = m.config();
-  std::printf("model: %s (%s, %d layers, hidden %lld, %.0fM parameters, weights %s), loaded in %.1f s\n",
-              o.model_dir.c_str(), c.model_type.c_str(), c.num_layers, static_cast<long long>(c.hidden_size),
-              m.parameter_count() / 1e6, kernels::dtype_name(m.lm_head().dtype()), seconds_since(t));
+  // --weights may give the layers' matrices other types than the LM head (model/weights_quant.h).
+  const model::LayerWeights& l0 = m.layers().front();
+  std::printf(
+      "model: %s (%s, %d layers, hidden %lld, %.0fM parameters, weights %s: qkv %s, o %s, gate/up %s, down "
+      "%s, "
+      "lm head %s), loaded in %.1f s\n",
+      o.model_dir.c_str(), c.model_type.c_str(), c.num_layers, static_cast<long long>(c.hidden_size),
+      m.parameter_count() / 1e6, model::weights_quant_name(c.weights), kernels::dtype_name(l0.qkv.dtype()),
+      kernels::dtype_name(l0.o.dtype()), kernels::dtype_name(l0.gate_up.dtype()),
+      kernels::dtype_name(l0.down.dtype()), kernels::dtype_name(m.lm_head().dtype()), seconds_since(t));
   const std::unique_ptr<ThreadPool>& pool = opened->pool;
   // bench takes no --gemm: TANDEM_GEMM's pin or the invariant kernel.
   auto gemm = resolve_gemm_option("");
@@ -255,6 +266,7 @@ Command add_bench_command(CLI::App& app) {
   add_model_option(sub, o->model_dir);
   add_threads_option(sub, o->threads, 1);
   add_device_option(sub, o->device);
+  add_weights_option(sub, o->weights);
   sub->add_option("-p,--prompt", o->prompt, "Prefill length in tokens")->check(CLI::Range(1, 1 << 16));
   sub->add_option("-n,--decode", o->decode, "Decode steps per repetition")->check(CLI::Range(1, 1 << 16));
   sub->add_option("-r,--reps", o->reps, "Repetitions (best is reported)")->check(CLI::Range(1, 100));
@@ -299,6 +311,9 @@ Command add_bench_command(CLI::App& app) {
             spec->model_dir = o->model_dir;
             spec->threads = o->threads;
             spec->device = resolve_device_option(o->device);
+            auto weights = resolve_weights_option(o->weights);
+            if (!weights.ok()) return usage_error("bench", weights.status());
+            spec->weights = *weights;
             spec->prompt_tokens = o->prompt == 128 ? 64 : o->prompt;
             spec->decode = o->decode;
             return run_spec_bench(*spec);

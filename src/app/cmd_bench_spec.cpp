@@ -116,6 +116,7 @@ int run_spec_bench(SpecBenchOptions o) {
       "the first K of the sweep " + std::to_string(o.k_min) + ".." + std::to_string(o.k_max);
   runtime::OpenOptions open{o.model_dir, o.drafter, o.threads};
   open.device = o.device;
+  open.weights = o.weights;
   auto opened = runtime::open_model(open);
   if (!opened.ok()) return fail(opened.status());
   const model::Model& m = *opened->model;

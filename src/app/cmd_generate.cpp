@@ -29,6 +29,7 @@ namespace {
 
 struct GenerateOptions {
   std::string model_dir;
+  std::string weights;  // --weights
   DrafterOptions drafter;
   std::string prompt, tokens;
   bool chat = false;
@@ -83,12 +84,15 @@ int run_generate(GenerateOptions o) {
   auto checked = check_startup(o.drafter, o.gemm);  // exit 2 on any usage error
   if (!checked.ok()) return usage_error("generate", checked.status());
   const speculative::GemmRequest gemm = *checked;
+  auto weights = resolve_weights_option(o.weights);
+  if (!weights.ok()) return usage_error("generate", weights.status());
   if (o.tokens.empty() && o.prompt.empty())
     return fail(invalid_argument("give a prompt with -p TEXT (or token ids with --tokens)"));
   runtime::OpenOptions open;
   open.model_dir = o.model_dir;
   open.threads = o.threads;
   open.device = resolve_device_option(o.device);
+  open.weights = *weights;
   auto opened = runtime::open_model(open);  // the drafter comes once the prompt's length is known
   if (!opened.ok()) return fail(opened.status());
   const model::Model& m = *opened->model;
@@ -206,6 +210,7 @@ Command add_generate_command(CLI::App& app) {
   add_threads_option(sub, o->threads);
   add_gemm_option(sub, o->gemm);
   add_device_option(sub, o->device);
+  add_weights_option(sub, o->weights);
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after an end-of-sequence token");
   sub->add_flag("--stats", o->stats, "Print speed, acceptance and the exactness verdict on stderr");
   return {sub, [o] { return run_generate(*o); }};

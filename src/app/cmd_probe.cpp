@@ -15,6 +15,7 @@ namespace {
 
 struct ProbeOptions {
   std::string model_dir;
+  std::string weights;  // --weights
   DrafterOptions drafter;
   std::string gemm;
   std::string device;
@@ -29,12 +30,15 @@ int run_probe(ProbeOptions o) {
   auto checked = check_startup(o.drafter, o.gemm);  // exit 2 on any usage error
   if (!checked.ok()) return usage_error("probe", checked.status());
   const speculative::GemmRequest gemm = *checked;
+  auto weights = resolve_weights_option(o.weights);
+  if (!weights.ok()) return usage_error("probe", weights.status());
   if (!o.drafter.has_drafter())
     return usage_error("probe",
                        invalid_argument("-md/--model-draft DIR is required (or --draft-kind mtp for the "
                                         "target's own MTP layers)"));
   runtime::OpenOptions open{o.model_dir, o.drafter, o.threads};
   open.device = resolve_device_option(o.device);
+  open.weights = *weights;
   auto opened = runtime::open_model(open);
   if (!opened.ok()) return fail(opened.status());
   const runtime::LoadedDrafter* drafter = &opened->drafter;
@@ -57,6 +61,7 @@ Command add_probe_command(CLI::App& app) {
   add_drafter_options(sub, o->drafter, true);
   add_gemm_option(sub, o->gemm);
   add_device_option(sub, o->device);
+  add_weights_option(sub, o->weights);
   add_threads_option(sub, o->threads);
   return {sub, [o] { return run_probe(*o); }};
 }

@@ -69,6 +69,7 @@ int run_serve(ServeOptions& o) {
     TANDEM_RETURN_IF_ERROR(apply_env_mirrors(o.mirrors));
     TANDEM_RETURN_IF_ERROR(validate_environment());
     TANDEM_RETURN_IF_ERROR(validate_serve_environment());
+    TANDEM_ASSIGN_OR_RETURN(o.weights_quant, resolve_weights_option(o.weights));
     return resolve_serve_options(o);  // the drafter's options too
   };
   if (Status s = startup(); !s.ok()) return usage_error("serve", s);
@@ -146,6 +147,7 @@ int run_serve(ServeOptions& o) {
   // The drafter shares the engine's kernel threads: it runs on the engine thread between target steps.
   o.drafter.max_tokens = o.context > 0 ? o.context : 4096;
   runtime::OpenOptions open{o.model, o.drafter, o.threads};
+  open.weights = o.weights_quant;
   open.progress = progress;
   open.chat_template = o.chat_template;
   auto opened = runtime::open_model(open);

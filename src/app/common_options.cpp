@@ -51,4 +51,11 @@ CLI::Option* add_gemm_option(CLI::App* sub, std::string& gemm) {
   return sub->add_option("--gemm", gemm, "Matmul kernel request: invariant|splitk|auto (TANDEM_GEMM pins)");
 }
 
+CLI::Option* add_weights_option(CLI::App* sub, std::string& weights) {
+  return sub->add_option(
+      "--weights", weights,
+      "Quantize the weights at load: stored|q8_0|q4_0|q4_k (default stored; env TANDEM_WEIGHTS; "
+      "docs/quantized.md)");
+}
+
 }  // namespace tandem::app

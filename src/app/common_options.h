@@ -34,4 +34,9 @@ std::string resolve_device_option(const std::string& flag);
 // --gemm invariant|splitk|auto: a request; TANDEM_GEMM pins (resolve_gemm_option).
 CLI::Option* add_gemm_option(CLI::App* sub, std::string& gemm);
 
+// --weights stored|q8_0|q4_0|q4_k: quantize the model's matrices at load
+// (model/weights_quant.h); TANDEM_WEIGHTS when the flag is absent
+// (resolve_weights_option).
+CLI::Option* add_weights_option(CLI::App* sub, std::string& weights);
+
 }  // namespace tandem::app

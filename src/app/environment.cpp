@@ -67,6 +67,7 @@ Status validate_environment() {
     if (!model::parse_device(to_lower(trim(*v))).ok())
       return invalid_argument("TANDEM_DEVICE='" + *v + "' is not one of: auto, cpu, cuda, cuda:N");
   }
+  TANDEM_RETURN_IF_ERROR(check_choice("TANDEM_WEIGHTS", {"stored", "q8_0", "q4_0", "q4_k"}));
   for (const char* name : {"TANDEM_MTP_ALLOW_INEXACT", "TANDEM_MTP_ADAPTIVE", "TANDEM_ENABLE_MTP_B1"})
     TANDEM_RETURN_IF_ERROR(check_bool(name));
   return Status::Ok();
@@ -77,6 +78,20 @@ std::optional<kernels::GemmMode> gemm_pin_from_env() {
   kernels::GemmMode mode;
   if (!v || !kernels::parse_gemm_mode(v->c_str(), &mode)) return std::nullopt;
   return mode;
+}
+
+Expected<model::WeightsQuant> resolve_weights_option(const std::string& flag) {
+  if (!is_blank(flag)) {
+    auto w = model::parse_weights_quant(flag);
+    if (!w.ok()) return invalid_argument("--weights: " + w.status().message());
+    return w;
+  }
+  if (auto v = non_blank("TANDEM_WEIGHTS")) {
+    auto w = model::parse_weights_quant(*v);
+    if (!w.ok()) return invalid_argument("TANDEM_WEIGHTS: " + w.status().message());
+    return w;
+  }
+  return model::WeightsQuant::stored;
 }
 
 bool allow_inexact_from_env() { return env_bool("TANDEM_MTP_ALLOW_INEXACT").value_or(false); }

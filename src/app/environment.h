@@ -24,6 +24,7 @@
 
 #include "core/status.h"
 #include "kernels/ops.h"
+#include "model/weights_quant.h"
 #include "scheduler/policy.h"
 
 namespace tandem::app {
@@ -41,6 +42,10 @@ Status validate_environment();
 // TANDEM_GEMM (after validate_environment): the mode it pins (--gemm is then
 // only a request that the pin overrides), nullopt when unset.
 std::optional<kernels::GemmMode> gemm_pin_from_env();
+
+// --weights' value when given, else TANDEM_WEIGHTS (validated by
+// validate_environment), else stored.
+Expected<model::WeightsQuant> resolve_weights_option(const std::string& flag);
 
 // TANDEM_MTP_ALLOW_INEXACT (after validate_environment): the ExactnessGate's
 // allow_inexact.

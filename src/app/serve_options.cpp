@@ -297,6 +297,7 @@ void add_serve_options(CLI::App* sub, ServeOptions& o) {
   o.spec_type_option =
       sub->add_option("--spec-type", o.given.spec_type,
                       "draft-simple (a draft model) or draft-mtp (an MTP head): --draft-kind");
+  add_weights_option(sub, o.weights);
   add_llama_flags(sub, o.llama);
 }
 

@@ -16,6 +16,7 @@
 #include "drafter_setup.h"
 #include "environment.h"
 #include "llama_flags.h"
+#include "model/config.h"
 #include "runtime/chat_templates.h"
 #include "server/http_server.h"
 #include "server/request_defaults.h"
@@ -23,6 +24,8 @@
 namespace tandem::app {
 
 struct ServeOptions {
+  std::string weights;                                              // --weights
+  model::WeightsQuant weights_quant = model::WeightsQuant::stored;  // resolved at start-up
   std::string model;
   std::string alias;
   DrafterOptions drafter;

@@ -51,8 +51,10 @@ CpuFeatures detect() {
     f.avx512f = ((b >> 16) & 1) && zmm_os;
     f.avx512bw = ((b >> 30) & 1) && zmm_os;
     f.avx512vl = ((b >> 31) & 1) && zmm_os;
+    f.avx512vnni = ((c >> 11) & 1) && zmm_os;
     __cpuid_count(7, 1, a, b, c, d);
     f.avx512bf16 = ((a >> 5) & 1) && zmm_os;
+    f.avx_vnni = ((a >> 4) & 1) && ymm_os;
   }
   return f;
 }
@@ -80,6 +82,8 @@ std::string CpuFeatures::describe() const {
   add(avx512bw, "avx512bw");
   add(avx512vl, "avx512vl");
   add(avx512bf16, "avx512bf16");
+  add(avx512vnni, "avx512vnni");
+  add(avx_vnni, "avx_vnni");
   return s.empty() ? "none" : s;
 }
 

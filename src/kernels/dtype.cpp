@@ -1,13 +1,18 @@
 // dtype.cpp — dtype helpers and the small ops that only convert or scan:
 // to_f32, embedding, argmax.
 #include <cmath>
+#include <string>
 
 #include "core/check.h"
 #include "kernel_table.h"
+#include "quant/formats.h"
 
 namespace tandem::kernels {
 
-size_t dtype_size(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
+size_t dtype_size(DType dtype) {
+  TANDEM_CHECK(!dtype_is_quantized(dtype) && "dtype_size of a block type: use dtype_row_bytes");
+  return dtype == DType::f32 ? 4 : 2;
+}
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
@@ -17,11 +22,85 @@ const char* dtype_name(DType dtype) {
       return "f16";
     case DType::bf16:
       return "bf16";
+    case DType::q8_0:
+      return "q8_0";
+    case DType::q4_0:
+      return "q4_0";
+    case DType::q4_k:
+      return "q4_k";
+    case DType::q5_k:
+      return "q5_k";
+    case DType::q6_k:
+      return "q6_k";
   }
   return "?";
 }
 
+bool dtype_is_quantized(DType dtype) {
+  return dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16;
+}
+
+int64_t dtype_block_elems(DType dtype) {
+  switch (dtype) {
+    case DType::q8_0:
+    case DType::q4_0:
+      return quant::kSmallBlock;
+    case DType::q4_k:
+    case DType::q5_k:
+    case DType::q6_k:
+      return quant::kSuperBlock;
+    default:
+      return 1;
+  }
+}
+
+size_t dtype_block_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return 4;
+    case DType::f16:
+    case DType::bf16:
+      return 2;
+    case DType::q8_0:
+      return 34;
+    case DType::q4_0:
+      return 18;
+    case DType::q4_k:
+      return 144;
+    case DType::q5_k:
+      return 176;
+    case DType::q6_k:
+      return 210;
+  }
+  return 0;
+}
+
+size_t dtype_row_bytes(DType dtype, int64_t k) {
+  const int64_t be = dtype_block_elems(dtype);
+  TANDEM_CHECK(k >= 0 && k % be == 0);
+  return static_cast<size_t>(k / be) * dtype_block_bytes(dtype);
+}
+
+Status check_matrix_shape(DType dtype, int64_t n, int64_t k) {
+  if (n <= 0 || k <= 0) {
+    return invalid_argument("a " + std::string(dtype_name(dtype)) +
+                            " matrix needs positive dimensions, got [" + std::to_string(n) + ", " +
+                            std::to_string(k) + "]");
+  }
+  const int64_t be = dtype_block_elems(dtype);
+  if (k % be != 0) {
+    return invalid_argument(std::string(dtype_name(dtype)) + " stores rows in blocks of " +
+                            std::to_string(be) + " elements, but a row has " + std::to_string(k) +
+                            " (not a multiple of " + std::to_string(be) + ")");
+  }
+  return Status::Ok();
+}
+
 void to_f32(const void* src, DType dtype, int64_t count, float* dst) {
+  if (dtype_is_quantized(dtype)) {
+    quant::dequantize(dtype, static_cast<const uint8_t*>(src), count, dst);
+    return;
+  }
   // Widening conversions are exact, so every variant gives the same bits.
   kernels_for(active_isa()).to_f32(src, dtype, count, dst);
 }
@@ -30,10 +109,15 @@ void embedding(const Ctx& ctx, const void* table, DType dtype, int64_t dim, cons
                float* out) {
   const KernelTable& kt = kernels_for(ctx.isa);
   const auto* base = static_cast<const uint8_t*>(table);
-  const size_t row_bytes = static_cast<size_t>(dim) * dtype_size(dtype);
+  const size_t row_bytes = dtype_row_bytes(dtype, dim);
   for (int64_t r = 0; r < rows; ++r) {
     TANDEM_CHECK(ids[r] >= 0);
-    kt.to_f32(base + static_cast<size_t>(ids[r]) * row_bytes, dtype, dim, out + r * dim);
+    const uint8_t* row = base + static_cast<size_t>(ids[r]) * row_bytes;
+    if (dtype_is_quantized(dtype)) {
+      quant::dequantize(dtype, row, dim, out + r * dim);
+    } else {
+      kt.to_f32(row, dtype, dim, out + r * dim);
+    }
   }
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/ops.h"
+#include "quant/layout.h"
 
 namespace tandem::kernels {
 
@@ -93,6 +94,9 @@ struct KernelTable {
   void (*rope_row)(float* x, int n_heads, int head_dim, const float* cos, const float* sin, int rotary_dim,
                    RopeLayout layout);
   void (*attend)(const AttendArgs& args);
+  // Quantized weights (quant/layout.h): the canonical chain of ADR 0013 —
+  // bitwise the same in every variant.
+  void (*matmul_quant)(const quant::QuantMatmulArgs& args);
 };
 
 const KernelTable& reference_kernels();

@@ -16,6 +16,9 @@
 #include "kernel_table.h"
 
 namespace tandem::kernels {
+namespace quant {
+void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, float* y);
+}  // namespace quant
 namespace {
 
 // Shortest K slice worth a separate partial sum.
@@ -87,6 +90,10 @@ void matmul_splitk(const Ctx& ctx, const KernelTable& kt, const MatmulArgs& whol
 void matmul(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, float* y) {
   if (m <= 0) return;
   TANDEM_CHECK(w.data() != nullptr);
+  if (dtype_is_quantized(w.dtype())) {
+    quant::matmul_quantized(ctx, x, m, w, y);
+    return;
+  }
   const KernelTable& kt = kernels_for(ctx.isa);
   MatmulArgs a;
   a.x = x;

@@ -1,12 +1,17 @@
 // pack.cpp — PackedMatrix::pack: row-major [n][k] -> k-major panels of kPanel
 // columns (layout in kernel_table.h). Precision is kept; only the order changes.
+// Quantized dtypes go to quant/pack.cpp (layout in quant/layout.h).
 #include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
 #include "kernel_table.h"
+#include "quant/layout.h"
 
 namespace tandem::kernels {
+namespace quant {
+void pack_quantized(const uint8_t* src, DType dtype, int64_t n, int64_t k, uint8_t* dst);
+}  // namespace quant
 namespace {
 // Transposes one panel: `cols` source rows of k elements -> [k][kPanel].
 // kk outer / j inner keeps the writes sequential and the 64 read streams in L1.
@@ -27,6 +32,16 @@ PackedMatrix PackedMatrix::pack(const void* data, DType dtype, int64_t n, int64_
   out.n_ = n;
   out.k_ = k;
   out.dtype_ = dtype;
+  if (dtype_is_quantized(dtype)) {
+    TANDEM_CHECK(check_matrix_shape(dtype, n, k).ok());
+    const quant::Layout layout = quant::layout_of(dtype);
+    const size_t group_bytes = static_cast<size_t>(layout.group_bytes(k));
+    out.data_.allocate(static_cast<size_t>(quant::group_count(n)) * group_bytes);  // zeroed padding
+    quant::pack_quantized(static_cast<const uint8_t*>(data), dtype, n, k, out.data_.data());
+    out.weight_bytes_ = static_cast<size_t>(n) * (group_bytes / quant::kGroup);
+    return out;
+  }
+  out.weight_bytes_ = static_cast<size_t>(n) * k * dtype_size(dtype);
   const size_t esize = dtype_size(dtype);
   const int64_t panels = panel_count(n);
   int64_t slot[kPanel];

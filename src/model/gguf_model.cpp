@@ -158,15 +158,17 @@ Expected<kernels::DType> gguf_kernel_dtype(uint32_t type_id, const std::string& 
       return kernels::DType::f16;
     case GgmlType::bf16:
       return kernels::DType::bf16;
-    // Wired to kernels::DType::q8_0 … q6_k once the quantized kernels are in
-    // (PackedMatrix::pack takes the GGUF block rows as stored).
+    // Block types: PackedMatrix::pack takes the GGUF block rows as stored (docs/quantized.md).
     case GgmlType::q8_0:
+      return kernels::DType::q8_0;
     case GgmlType::q4_0:
+      return kernels::DType::q4_0;
     case GgmlType::q4_k:
+      return kernels::DType::q4_k;
     case GgmlType::q5_k:
+      return kernels::DType::q5_k;
     case GgmlType::q6_k:
-      return unimplemented("tensor " + tensor + " has type " + ggml_type_name(type_id) +
-                           "; quantized GGUF types need the quantized kernels");
+      return kernels::DType::q6_k;
     default:
       return unimplemented(
           "tensor " + tensor + " has type " + ggml_type_name(type_id) +

@@ -9,6 +9,7 @@
 
 #include "core/mapped_file.h"
 #include "model/gguf_model.h"
+#include "model/weights_quant.h"
 #include "model_internal.h"
 
 namespace tandem::model {
@@ -30,9 +31,13 @@ std::vector<float> to_f32_vector(const TensorView& v) {
 // Packs the row-wise concatenation of `parts` (each [n_i, k], rows in HF
 // order: rows_in_hf_order) as one matrix. Same-dtype parts keep their
 // precision (their bytes are concatenated as stored, so a block-quantized
-// dtype is never dequantized); mixed dtypes are widened to f32.
-kernels::PackedMatrix pack_rows(const std::vector<const TensorView*>& parts) {
+// dtype is never dequantized); mixed dtypes are widened to f32; `weights` may
+// quantize them (model/weights_quant.h).
+kernels::PackedMatrix pack_rows(const std::vector<const TensorView*>& parts,
+                                WeightsQuant weights = WeightsQuant::stored, bool lm_head = false) {
   const int64_t k = parts[0]->shape[1];
+  if (const DType q = quantized_dtype(weights, parts[0]->dtype, k, lm_head); q != parts[0]->dtype)
+    return quantize_rows(parts, q);
   int64_t n = 0;
   bool same = true;
   for (const TensorView* p : parts) {
@@ -120,7 +125,7 @@ Expected<std::unique_ptr<Model>> Model::load(Checkpoint checkpoint, ModelConfig 
     TANDEM_RETURN_IF_ERROR(m->load_layer(i, layer_prefix(c, i)));
     if (progress) progress(i + 1, c.num_layers);
   }
-  m->lm_head_ = pack_rows({head});
+  m->lm_head_ = pack_rows({head}, c.weights, /*lm_head=*/true);
   m->inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
   if (c.local_rope)
     m->local_inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_scaling);
@@ -188,8 +193,8 @@ Status Model::load_layer(int i, const std::string& p) {
   TANDEM_ASSIGN_OR_RETURN(const TensorView* mlp_norm, ck.get(p + "post_attention_layernorm.weight", {h}));
   w.attn_norm = to_f32_vector(*attn_norm);
   w.mlp_norm = to_f32_vector(*mlp_norm);
-  w.qkv = pack_rows({q, k, v});
-  w.o = pack_rows({o});
+  w.qkv = pack_rows({q, k, v}, c.weights);
+  w.o = pack_rows({o}, c.weights);
   parameters_ += attn_norm->numel() + mlp_norm->numel() + q->numel() + k->numel() + v->numel() + o->numel();
   if (c.sparse(i)) {
     TANDEM_RETURN_IF_ERROR(load_moe(i, p));
@@ -197,8 +202,8 @@ Status Model::load_layer(int i, const std::string& p) {
     TANDEM_ASSIGN_OR_RETURN(const TensorView* gate, ck.get(p + "mlp.gate_proj.weight", {inter, h}));
     TANDEM_ASSIGN_OR_RETURN(const TensorView* up, ck.get(p + "mlp.up_proj.weight", {inter, h}));
     TANDEM_ASSIGN_OR_RETURN(const TensorView* down, ck.get(p + "mlp.down_proj.weight", {h, inter}));
-    w.gate_up = pack_rows({gate, up});
-    w.down = pack_rows({down});
+    w.gate_up = pack_rows({gate, up}, c.weights);
+    w.down = pack_rows({down}, c.weights);
     parameters_ += gate->numel() + up->numel() + down->numel();
   }
   if (c.qkv_bias) {
@@ -234,7 +239,7 @@ Status Model::load_layer(int i, const std::string& p) {
 
 size_t Model::weight_bytes_per_token() const {
   size_t bytes = lm_head().weight_bytes();
-  bytes += static_cast<size_t>(config_.hidden_size) * kernels::dtype_size(embedding_->dtype);
+  bytes += kernels::dtype_row_bytes(embedding_->dtype, config_.hidden_size);
   for (const LayerWeights& w : layers_) {
     bytes += w.qkv.weight_bytes() + w.o.weight_bytes() + w.gate_up.weight_bytes() + w.down.weight_bytes();
     bytes += internal::moe_bytes_per_token(w, config_.moe.top_k);

@@ -29,6 +29,8 @@ const char* dtype_tag(kernels::DType d) {
       return "F16";
     case kernels::DType::bf16:
       return "BF16";
+    default:  // never parsed from safetensors
+      break;
   }
   return "?";
 }

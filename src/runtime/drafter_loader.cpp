@@ -155,6 +155,7 @@ Expected<LoadedDrafter> load_drafter(const DrafterOptions& options, const model:
   TANDEM_RETURN_IF_ERROR(resolve_block_size(options, declared_block_size(config), out));
   if (kind == speculative::DraftKind::draft) {
     TANDEM_ASSIGN_OR_RETURN(model::ModelConfig draft_config, model::parse_config(config.dump(), config_path));
+    draft_config.weights = options.weights;
     std::optional<tok::Tokenizer> draft_tokenizer;
     if (const std::string path = options.dir + "/tokenizer.json"; std::ifstream(path).good()) {
       TANDEM_ASSIGN_OR_RETURN(tok::Tokenizer t, tok::Tokenizer::from_file(path));

@@ -54,6 +54,7 @@ Expected<OpenedModel> open_model(const OpenOptions& o) {
     TANDEM_RETURN_IF_ERROR(place_target(*out.model, o.device));
   } else {
     TANDEM_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_config(o.model_dir));
+    config.weights = o.weights;
     TANDEM_ASSIGN_OR_RETURN(out.model, model::Model::load(o.model_dir, std::move(config), o.progress));
     TANDEM_RETURN_IF_ERROR(place_target(*out.model, o.device));
     TANDEM_ASSIGN_OR_RETURN(out.text, load_text_side(o.model_dir, out.model->config(), o.chat_template));
@@ -64,8 +65,10 @@ Expected<OpenedModel> open_model(const OpenOptions& o) {
 }
 
 Status open_drafter(OpenedModel& opened, const DrafterOptions& options) {
-  TANDEM_ASSIGN_OR_RETURN(opened.drafter,
-                          load_drafter(options, *opened.model, opened.text.tokenizer, opened.pool.get()));
+  DrafterOptions with_weights = options;
+  with_weights.weights = opened.model->config().weights;  // a draft model follows the target's --weights
+  TANDEM_ASSIGN_OR_RETURN(
+      opened.drafter, load_drafter(with_weights, *opened.model, opened.text.tokenizer, opened.pool.get()));
   return Status::Ok();
 }
 

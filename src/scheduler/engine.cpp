@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "kernels/ops.h"
+#include "model/weights_quant.h"
 #include "scheduler/metrics.h"
 
 namespace tandem::scheduler {
@@ -73,12 +74,22 @@ std::string canonical(const std::string& dir) {
   return ec ? dir : p.string();
 }
 
+// The policy's name for the target: its directory, plus the load-time
+// quantization (--weights) when there is one — a q8_0 load of a directory
+// times differently from its bf16 load, so their persisted verdicts must not mix.
+std::string policy_target(const model::Model& m) {
+  const std::string dir = canonical(m.dir());
+  return m.config().weights == model::WeightsQuant::stored
+             ? dir
+             : dir + "#weights=" + model::weights_quant_name(m.config().weights);
+}
+
 }  // namespace
 
 void Engine::set_policy_env(const PolicyEnv& env) {
   policy_.reset();
   if (drafter_) {
-    PolicyKey key{canonical(target_->dir()), canonical(config_.drafter_dir), hardware_, config_.block_size};
+    PolicyKey key{policy_target(*target_), canonical(config_.drafter_dir), hardware_, config_.block_size};
     policy_ = AdaptivePolicy::create(key, env);
   }
   publish_policy();
@@ -97,7 +108,7 @@ void Engine::publish_policy() {
   r.draft_kind = speculative::draft_kind_name(drafter_->kind());
   const speculative::GateDecision& gate = gate_->decide(config_.block_size);
   auto set_key = [&] {
-    r.target = canonical(target_->dir());
+    r.target = policy_target(*target_);
     r.drafter = canonical(config_.drafter_dir);
     r.hardware = hardware_;
     r.block_size = config_.block_size;

@@ -50,6 +50,7 @@ describe('environment variables: a malformed or out-of-range value exits 2 namin
     ['TANDEM_MTP_ALLOW_INEXACT', 'maybe', false, /not a boolean/],
     ['TANDEM_GEMM', 'fast', false, /invariant, splitk/],
     ['TANDEM_DEVICE', 'gpu9', false, /auto, cpu, cuda, cuda:N/],
+    ['TANDEM_WEIGHTS', 'q9', false, /stored, q8_0, q4_0, q4_k/],
     ['TANDEM_KERNELS', 'sse9', false, /scalar.*avx2, avx512/],
     ['TANDEM_LOG_LEVEL', 'loud', false, /trace, debug, info/],
     ['TANDEM_DRAFT_KIND', 'big', true, /draft, mtp/],

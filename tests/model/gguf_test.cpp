@@ -246,11 +246,13 @@ TEST(GgufModel, TypesMapToKernelsOrAreRefusedByName) {
   EXPECT_EQ(*gguf_kernel_dtype(0, "x"), kernels::DType::f32);
   EXPECT_EQ(*gguf_kernel_dtype(1, "x"), kernels::DType::f16);
   EXPECT_EQ(*gguf_kernel_dtype(30, "x"), kernels::DType::bf16);
-  auto q8 = gguf_kernel_dtype(8, "blk.0.attn_q.weight");
-  EXPECT_EQ(q8.status().code(), StatusCode::kUnimplemented);
-  EXPECT_EQ(q8.status().message(),
-            "tensor blk.0.attn_q.weight has type Q8_0; quantized GGUF types need the quantized kernels");
-  for (uint32_t t : {2u, 12u, 13u, 14u}) EXPECT_FALSE(gguf_kernel_dtype(t, "w").ok());
+  EXPECT_EQ(*gguf_kernel_dtype(8, "x"), kernels::DType::q8_0);
+  EXPECT_EQ(*gguf_kernel_dtype(2, "x"), kernels::DType::q4_0);
+  EXPECT_EQ(*gguf_kernel_dtype(12, "x"), kernels::DType::q4_k);
+  EXPECT_EQ(*gguf_kernel_dtype(13, "x"), kernels::DType::q5_k);
+  EXPECT_EQ(*gguf_kernel_dtype(14, "x"), kernels::DType::q6_k);
+  for (uint32_t t : {3u, 6u, 7u, 10u, 11u})
+    EXPECT_FALSE(gguf_kernel_dtype(t, "w").ok());  // Q4_1, Q5_0, Q5_1, Q2_K, Q3_K
   auto iq = gguf_kernel_dtype(17, "blk.3.ffn_down.weight");
   EXPECT_EQ(
       iq.status().message(),

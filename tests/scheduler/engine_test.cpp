@@ -31,11 +31,12 @@ enum class TestDrafter { none, copy, mtp };
 // A copy of the target as draft model (acceptance 1.0) whose cache holds
 // `drafter_positions`, or a random MTP head.
 std::unique_ptr<Engine> make_engine(TestDrafter kind, const EngineConfig& config,
-                                    int64_t drafter_positions = 1024) {
-  auto target = testing::load_target();
+                                    int64_t drafter_positions = 1024,
+                                    model::WeightsQuant weights = model::WeightsQuant::stored) {
+  auto target = testing::load_target(weights);
   std::unique_ptr<speculative::Drafter> drafter;
   if (kind == TestDrafter::copy) {
-    drafter = testing::load_copy_drafter(drafter_positions);
+    drafter = testing::load_copy_drafter(drafter_positions, weights);
   } else if (kind == TestDrafter::mtp) {
     auto d =
         speculative::MtpDrafter::load(speculative::testing::write_random_mtp_head(target->config(), "engine"),
@@ -169,6 +170,33 @@ TEST(Engine, TheTargetsOwnMtpLayersMatchClassic) {
     for (uint64_t id = 1; id <= 4; ++id) reqs.push_back(request(id, temperature));
     auto together = run_all(*e, reqs);
     for (size_t i = 0; i < 4; ++i) EXPECT_EQ(together[i].tokens, alone[i].tokens) << "request " << i + 1;
+  }
+}
+
+// The same with quantized weights (--weights; q4_k takes q4_0 on this
+// fixture's 64-wide rows): batch-independent and speculation-independent bits.
+TEST(Engine, QuantizedOutputIsIndependentOfBatchAndDrafter) {
+  for (model::WeightsQuant w : {model::WeightsQuant::q8_0, model::WeightsQuant::q4_k}) {
+    for (float temperature : {0.0f, 0.8f}) {
+      SCOPED_TRACE(std::string(model::weights_quant_name(w)) + " temperature " + std::to_string(temperature));
+      std::vector<Result> alone;
+      {
+        auto e = make_engine(TestDrafter::none, test_config(), 1024, w);
+        for (uint64_t id = 1; id <= 4; ++id) alone.push_back(run_all(*e, {request(id, temperature)})[0]);
+      }
+      auto e = make_engine(TestDrafter::copy, test_config(), 1024, w);
+      int64_t rounds = 0;
+      for (uint64_t id = 1; id <= 4; ++id) {
+        Result r = run_all(*e, {request(id, temperature)})[0];
+        EXPECT_EQ(r.tokens, alone[id - 1].tokens) << "request " << id << " with a drafter";
+        rounds += r.stats.spec_rounds;
+      }
+      EXPECT_GT(rounds, 0);
+      std::vector<std::shared_ptr<EngineRequest>> reqs;
+      for (uint64_t id = 1; id <= 4; ++id) reqs.push_back(request(id, temperature));
+      auto together = run_all(*e, reqs);
+      for (size_t i = 0; i < 4; ++i) EXPECT_EQ(together[i].tokens, alone[i].tokens) << "request " << i + 1;
+    }
   }
 }
 

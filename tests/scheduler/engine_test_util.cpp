@@ -13,14 +13,20 @@ std::string fixture_dir(const std::string& name) {
   return std::string(root ? root : ".") + "/tests/fixtures/models/" + name;
 }
 
-std::unique_ptr<model::Model> load_target() {
-  auto target = model::Model::load(fixture_dir(kModel));
+std::unique_ptr<model::Model> load_target(model::WeightsQuant weights) {
+  auto config = model::load_config(fixture_dir(kModel));
+  EXPECT_TRUE(config.ok()) << config.status().to_string();
+  config->weights = weights;
+  auto target = model::Model::load(fixture_dir(kModel), std::move(*config));
   EXPECT_TRUE(target.ok()) << target.status().to_string();
   return std::move(*target);
 }
 
-std::unique_ptr<speculative::Drafter> load_copy_drafter(int64_t positions) {
-  auto d = speculative::DraftModelDrafter::load(fixture_dir(kModel), nullptr, positions);
+std::unique_ptr<speculative::Drafter> load_copy_drafter(int64_t positions, model::WeightsQuant weights) {
+  auto config = model::load_config(fixture_dir(kModel));
+  EXPECT_TRUE(config.ok()) << config.status().to_string();
+  config->weights = weights;
+  auto d = speculative::DraftModelDrafter::load(fixture_dir(kModel), std::move(*config), nullptr, positions);
   EXPECT_TRUE(d.ok());
   return std::move(*d);
 }

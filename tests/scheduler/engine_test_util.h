@@ -9,6 +9,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "model/weights_quant.h"
 #include "scheduler/engine.h"
 #include "speculative/drafter.h"
 
@@ -20,10 +21,11 @@ inline constexpr const char* kModel = "qwen3_qknorm_bf16_tied";
 // $TANDEM_SOURCE_DIR/tests/fixtures/models/<name> (TANDEM_SOURCE_DIR unset: ".").
 std::string fixture_dir(const std::string& name);
 
-// kModel as the target.
-std::unique_ptr<model::Model> load_target();
+// kModel as the target (`weights`: --weights, quantized at load).
+std::unique_ptr<model::Model> load_target(model::WeightsQuant weights = model::WeightsQuant::stored);
 // A copy of kModel as draft model (acceptance 1.0) whose cache holds `positions`.
-std::unique_ptr<speculative::Drafter> load_copy_drafter(int64_t positions = 1024);
+std::unique_ptr<speculative::Drafter> load_copy_drafter(
+    int64_t positions = 1024, model::WeightsQuant weights = model::WeightsQuant::stored);
 // Engine::create on `target` and `drafter` (may be null); not started.
 std::unique_ptr<Engine> create_engine(const EngineConfig& config, std::unique_ptr<model::Model> target,
                                       std::unique_ptr<speculative::Drafter> drafter);

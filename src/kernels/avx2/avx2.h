@@ -17,5 +17,9 @@ void to_f32(const void* src, DType dtype, int64_t count, float* dst);
 void rope_row(float* x, int n_heads, int head_dim, const float* cos, const float* sin, int rotary_dim,
               RopeLayout layout);
 void attend(const AttendArgs& args);
+void matmul_quant(const quant::QuantMatmulArgs& args);  // AVX-VNNI when the CPU has it
+// The path without AVX-VNNI (what matmul_quant runs on such CPUs); exposed
+// so tests can run it on a CPU that has AVX-VNNI.
+void matmul_quant_no_vnni(const quant::QuantMatmulArgs& args);
 
 }  // namespace tandem::kernels::avx2

@@ -17,5 +17,9 @@ void to_f32(const void* src, DType dtype, int64_t count, float* dst);
 void rope_row(float* x, int n_heads, int head_dim, const float* cos, const float* sin, int rotary_dim,
               RopeLayout layout);
 void attend(const AttendArgs& args);
+void matmul_quant(const quant::QuantMatmulArgs& args);  // VNNI when the CPU has it
+// The AVX-512 BW path without VNNI (what matmul_quant runs on such CPUs);
+// exposed so tests can run it on a CPU that has VNNI.
+void matmul_quant_no_vnni(const quant::QuantMatmulArgs& args);
 
 }  // namespace tandem::kernels::avx512

@@ -229,6 +229,8 @@ void matmul_panels(const MatmulArgs& a) {
       return matmul_typed<DType::bf16>(a);
     case DType::f16:
       return matmul_typed<DType::f16>(a);
+    default:  // quantized weights take matmul_quant
+      return;
   }
 }
 

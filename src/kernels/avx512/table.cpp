@@ -6,7 +6,7 @@ namespace tandem::kernels {
 const KernelTable& avx512_kernels() {
   static const KernelTable table = {
       avx512::matmul_panels, avx512::rmsnorm_row, avx512::softmax_row, avx512::swiglu, avx512::gelu_tanh_gate,
-      avx512::add_inplace,   avx512::to_f32,      avx512::rope_row,    avx512::attend,
+      avx512::add_inplace,   avx512::to_f32,      avx512::rope_row,    avx512::attend, avx512::matmul_quant,
   };
   return table;
 }

@@ -15,6 +15,8 @@ float weight_at(const uint8_t* w, DType dtype, int64_t index) {
       return bf16_to_f32(reinterpret_cast<const uint16_t*>(w)[index]);
     case DType::f16:
       return f16_to_f32(reinterpret_cast<const uint16_t*>(w)[index]);
+    default:  // quantized weights take matmul_quant
+      break;
   }
   return 0.0f;
 }

@@ -19,6 +19,7 @@ void to_f32(const void* src, DType dtype, int64_t count, float* dst);
 void rope_row(float* x, int n_heads, int head_dim, const float* cos, const float* sin, int rotary_dim,
               RopeLayout layout);
 void attend(const AttendArgs& args);
+void matmul_quant(const quant::QuantMatmulArgs& args);
 
 // Address of key/value (position pos, kv head h) in a paged pool plane.
 inline const float* kv_row(const float* plane, const KvPool& pool, const int32_t* block_table, int32_t pos,

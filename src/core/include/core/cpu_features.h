@@ -14,7 +14,9 @@ struct CpuFeatures {
   bool avx512bw = false;
   bool avx512vl = false;
   bool avx512bf16 = false;
-  std::string model_name;  // e.g. "Intel(R) Xeon(R) Processor"; "unknown-x86" if absent
+  bool avx512vnni = false;  // vpdpbusd on zmm (the quantized matmul's dot product)
+  bool avx_vnni = false;    // vpdpbusd on ymm (VEX)
+  std::string model_name;   // e.g. "Intel(R) Xeon(R) Processor"; "unknown-x86" if absent
 
   // AVX2 + FMA + F16C, with the OS saving YMM state.
   bool has_avx2_level() const { return avx2 && fma && f16c; }

@@ -14,7 +14,8 @@
 // with the reference within per-precision tolerances, not bitwise; each
 // variant is bitwise invariant with itself.
 //
-// Units: activations f32, row-major. Weights f32/bf16/f16. Positions are
+// Units: activations f32, row-major. Weights f32/bf16/f16 or a GGUF block
+// type (q8_0, q4_0, q4_k, q5_k, q6_k; docs/quantized.md, ADR 0013). Positions are
 // absolute token positions (0-based). No op allocates on the hot path except
 // where noted. Errors: ops CHECK their preconditions (shapes are the model
 // layer's responsibility, validated at load time).
@@ -25,13 +26,36 @@
 #include <vector>
 
 #include "core/aligned_buffer.h"
+#include "core/status.h"
 #include "core/thread_pool.h"
 
 namespace tandem::kernels {
 
-enum class DType : uint8_t { f32, f16, bf16 };
+// Element types. The quantized ones are GGUF/ggml block formats, stored
+// byte for byte as GGUF files hold them: a row of k elements is k /
+// dtype_block_elems() blocks of dtype_block_bytes() bytes.
+//   q8_0: 32 elements, f16 d + 32 int8 q            -> q·d
+//   q4_0: 32 elements, f16 d + 16 bytes of nibbles  -> (q−8)·d
+//   q4_k: 256 elements, f16 d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
+//   q5_k: as q4_k plus 32 bytes of high bits (5-bit q)
+//   q6_k: 256 elements, 128 bytes low nibbles, 64 bytes high 2 bits, 16 int8 scales, f16 d
+enum class DType : uint8_t { f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k };
+// Bytes per element of a float type; CHECKs that `dtype` is not quantized
+// (block types have no per-element size: use dtype_row_bytes).
 size_t dtype_size(DType dtype);
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k".
 const char* dtype_name(DType dtype);
+bool dtype_is_quantized(DType dtype);
+// Elements per block (1 for float types, 32 for q8_0/q4_0, 256 for the K types).
+int64_t dtype_block_elems(DType dtype);
+// Bytes per block (the element size for float types).
+size_t dtype_block_bytes(DType dtype);
+// Bytes of one row of k elements; CHECKs k % dtype_block_elems(dtype) == 0.
+size_t dtype_row_bytes(DType dtype, int64_t k);
+// OK when a [n][k] matrix of `dtype` can be stored and packed (n, k > 0 and
+// k a multiple of the block); otherwise InvalidArgument naming the dtype, k
+// and the block size. The loaders call this before pack / to_f32 / embedding.
+Status check_matrix_shape(DType dtype, int64_t n, int64_t k);
 
 enum class Isa : uint8_t { scalar = 0, avx2 = 1, avx512 = 2 };
 const char* isa_name(Isa isa);
@@ -81,14 +105,18 @@ class PackedMatrix {
  public:
   PackedMatrix() = default;
   // Copies/repacks `data` (row-major [n][k] of `dtype`). The packed weights
-  // keep their precision (bf16 stays bf16).
+  // keep their precision (bf16 stays bf16). For a quantized dtype `data` is n
+  // rows of dtype_row_bytes(dtype, k) bytes exactly as GGUF stores them;
+  // the caller checks the shape first (check_matrix_shape; a bad shape here
+  // is a CHECK failure).
   static PackedMatrix pack(const void* data, DType dtype, int64_t n, int64_t k);
 
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   DType dtype() const { return dtype_; }
-  // Bytes of weight data one full pass over the matrix reads.
-  size_t weight_bytes() const { return static_cast<size_t>(n_) * k_ * dtype_size(dtype_); }
+  // Bytes of weight data one full pass over the matrix reads (quantized: the
+  // packed blocks incl. the unpacked K-quant scales, padding excluded).
+  size_t weight_bytes() const { return weight_bytes_; }
   const uint8_t* data() const { return data_.data(); }
   // Writes the matrix back in row-major [n][k] of dtype() (the inverse of
   // pack; n * k * dtype_size bytes), e.g. to upload it to a device.
@@ -97,6 +125,7 @@ class PackedMatrix {
  private:
   int64_t n_ = 0, k_ = 0;
   DType dtype_ = DType::f32;
+  size_t weight_bytes_ = 0;
   AlignedBuffer<uint8_t> data_;
 };
 
@@ -105,6 +134,11 @@ class PackedMatrix {
 // (lanes across N, up to 8 rows sharing each weight load); threads split
 // N in 64-column panels. Allocates only in splitk mode (scratch that grows
 // to the largest call).
+// Quantized W (ADR 0013): each row of x is first quantized to int8 per
+// 32-element block (row-local, deterministic); each output is one f32 chain
+// over the blocks in order, each block's integer dot product exact — so
+// every ISA gives the same bits, for every M and thread count. Scratch for
+// the quantized rows is thread_local and grows to the largest call.
 void matmul(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, float* y);
 
 // ---------------------------------------------------------------- row-wise ops
@@ -121,13 +155,20 @@ void gelu_tanh_gate(const Ctx& ctx, const float* gate, const float* up, float* o
 void add_inplace(const Ctx& ctx, float* y, const float* x, int64_t count);
 // y[r][j] += bias[j]
 void add_bias(const Ctx& ctx, float* y, const float* bias, int64_t rows, int64_t n);
-// out[r] = table[ids[r]] converted to f32 (table: [vocab][dim] of dtype).
+// out[r] = table[ids[r]] converted to f32 (table: [vocab][dim] of dtype;
+// quantized tables are dequantized row by row, as to_f32).
 void embedding(const Ctx& ctx, const void* table, DType dtype, int64_t dim, const int32_t* ids, int64_t rows,
                float* out);
 // Index of the largest value (lowest index on ties; NaN never wins).
 int32_t argmax(const float* x, int64_t n);
-// Converts a weight vector (e.g. a norm weight) to f32.
+// Converts a weight vector (e.g. a norm weight) to f32. Quantized dtypes are
+// dequantized (count a multiple of the block), bit-exact to gguf-py's
+// gguf.quants.dequantize.
 void to_f32(const void* src, DType dtype, int64_t count, float* dst);
+// Quantizes `count` f32 values (a multiple of the block) into GGUF blocks of
+// `dtype` (q8_0, q4_0: bit-identical to gguf-py's gguf.quants.quantize;
+// q4_k: tandem's own search, see docs/quantized.md). CHECKs other dtypes.
+void quantize(const float* src, DType dtype, int64_t count, void* dst);
 
 // ---------------------------------------------------------------- RoPE
 enum class RopeLayout : uint8_t {

@@ -30,6 +30,9 @@
 
 namespace tandem::model {
 
+// --weights: quantize a checkpoint's linear weights at load (model/weights_quant.h).
+enum class WeightsQuant : uint8_t { stored, q8_0, q4_0, q4_k };
+
 enum class Family : uint8_t { llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral, gemma2, gemma3 };
 // The model_type string ("gemma3_text" for Family::gemma3).
 const char* family_name(Family family);
@@ -102,6 +105,9 @@ struct ModelConfig {
   std::string lm_head_name = "lm_head.weight";
 
   kernels::DType declared_dtype = kernels::DType::bf16;  // dtype / torch_dtype (informational)
+  // Not from config.json: what the loader's caller asks for (--weights,
+  // model/weights_quant.h). stored keeps the checkpoint's precision.
+  WeightsQuant weights = WeightsQuant::stored;
   std::vector<int32_t> eos_token_ids;
   int32_t bos_token_id = -1;
 

@@ -37,6 +37,9 @@ struct DrafterOptions {
 
   // A directory, or a kind alone (--draft-kind mtp: the target's own MTP layers).
   bool has_drafter() const { return !dir.empty() || !kind.empty(); }
+  // A draft model's matrices quantized at load (open_drafter copies the
+  // target's --weights here; an MTP head keeps its stored precision).
+  model::WeightsQuant weights = model::WeightsQuant::stored;
 };
 
 struct LoadedDrafter {

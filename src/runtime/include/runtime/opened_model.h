@@ -41,6 +41,9 @@ struct OpenOptions {
   // is present and the target's weights are bf16, else cpu; "cuda" /
   // "cuda:N" (an error when that cannot be). The drafter follows the target.
   std::string device = "cpu";
+  // --weights / TANDEM_WEIGHTS: quantize the target's (and a draft model's)
+  // matrices at load (model/weights_quant.h); stored keeps their precision.
+  model::WeightsQuant weights = model::WeightsQuant::stored;
 };
 
 struct OpenedModel {

@@ -1,0 +1,99 @@
+// bench/kernels/matmul_quant.cpp — the quantized matmul (q8_0, q4_0, q4_k;
+// docs/quantized.md) at Qwen2.5-0.5B / Llama-3.2-1B layer shapes, M = 1, 4, 8
+// on 1 and 2 threads. As BM_MatmulBf16: a rotating set of distinct packed
+// matrices totalling >= 1 GiB (weights from DRAM), counters GB/s of packed
+// weights streamed, GFLOP/s and bw_frac against this run's read bandwidth.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <random>
+#include <vector>
+
+#include "common.h"
+#include "kernels/ops.h"
+
+namespace tandem::bench {
+
+using kernels::DType;
+using kernels::PackedMatrix;
+
+const std::vector<PackedMatrix>& quant_weights(DType dtype, int64_t n, int64_t k) {
+  static std::vector<PackedMatrix> mats;
+  static int64_t shape[3] = {-1, 0, 0};
+  if (shape[0] != static_cast<int64_t>(dtype) || shape[1] != n || shape[2] != k) {
+    mats.clear();
+    shape[0] = static_cast<int64_t>(dtype);
+    shape[1] = n;
+    shape[2] = k;
+    std::vector<float> src(static_cast<size_t>(n * k));
+    std::mt19937 rng(static_cast<uint32_t>(n * 31 + k));
+    std::normal_distribution<float> dist(0.0f, 0.02f);
+    for (float& v : src) v = dist(rng);
+    std::vector<uint8_t> blocks(static_cast<size_t>(n) * kernels::dtype_row_bytes(dtype, k));
+    kernels::quantize(src.data(), dtype, n * k, blocks.data());
+    mats.push_back(PackedMatrix::pack(blocks.data(), dtype, n, k));
+    const size_t count =
+        std::max<size_t>(2, (kWorkingSetBytes + mats[0].weight_bytes() - 1) / mats[0].weight_bytes());
+    while (mats.size() < count) mats.push_back(PackedMatrix::pack(blocks.data(), dtype, n, k));
+  }
+  return mats;
+}
+
+namespace {
+
+constexpr DType kTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k};
+
+void BM_MatmulQuant(benchmark::State& state) {
+  const DType dtype = kTypes[state.range(0)];
+  const int64_t k = state.range(1), n = state.range(2), m = state.range(3);
+  const int threads = static_cast<int>(state.range(4));
+  const auto& mats = quant_weights(dtype, n, k);
+  ThreadPool& pool = pool_for(threads);
+  const kernels::Ctx ctx{&pool, kernels::active_isa(), kernels::GemmMode::invariant};
+  std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  const double bandwidth = read_bandwidth(threads);
+  for (const auto& w : mats) kernels::matmul(ctx, x.data(), m, w, y.data());  // warm-up
+  size_t next = 0;
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    kernels::matmul(ctx, x.data(), m, mats[next], y.data());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.SetIterationTime(s);
+    seconds += s;
+    next = next + 1 == mats.size() ? 0 : next + 1;
+  }
+  benchmark::DoNotOptimize(y.data());
+  const double calls = static_cast<double>(state.iterations());
+  const double gbps = static_cast<double>(mats[0].weight_bytes()) * calls / seconds / 1e9;
+  state.SetLabel(kernels::dtype_name(dtype));
+  state.counters["GB/s"] = gbps;
+  state.counters["GFLOP/s"] = 2.0 * m * n * k * calls / seconds / 1e9;
+  state.counters["bw_frac"] = gbps * 1e9 / bandwidth;
+  state.counters["us/call"] = seconds / calls * 1e6;
+}
+
+}  // namespace
+
+void register_quant_matmuls() {
+  const int64_t shapes[][2] = {{896, 4864}, {4864, 896}, {896, 151936}, {2048, 8192}, {8192, 2048}};
+  for (int t = 0; t < 3; ++t) {
+    for (const auto& s : shapes) {
+      if (s[0] % kernels::dtype_block_elems(kTypes[t]) != 0) continue;  // q4_k needs k % 256 == 0
+      for (int threads : {1, 2}) {
+        for (int m : {1, 4, 8}) {
+          benchmark::RegisterBenchmark("BM_MatmulQuant", BM_MatmulQuant)
+              ->Args({t, s[0], s[1], m, threads})
+              ->ArgNames({"type", "k", "n", "m", "threads"})
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tandem::bench

@@ -1,0 +1,90 @@
+// quant/matmul_quant.cpp — the public matmul for quantized weights:
+// activation quantization, threading, and the splitk option.
+//
+// invariant: x's rows are quantized once (row-local), threads split the
+// output groups (N); each output is one chain over all of k's 32-blocks in
+// the ISA's kernel. splitk (M > 1): k's blocks are cut into slices
+// (splitk_parts), partial chains are added in slice order — M-dependent,
+// which the exactness probe must catch (as for f32/bf16 weights).
+#include <algorithm>
+#include <vector>
+
+#include "core/check.h"
+#include "kernel_table.h"
+
+namespace tandem::kernels::quant {
+namespace {
+
+void run_parallel(const Ctx& ctx, int64_t n, const auto& fn) {
+  if (ctx.pool == nullptr || ctx.pool->size() == 1) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  ctx.pool->parallel_for(n, 1, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+}
+
+}  // namespace
+
+void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, float* y) {
+  const KernelTable& kt = kernels_for(ctx.isa);
+  const int64_t k = w.k(), n = w.n(), blocks = k / 32;
+  // Scratch grows to the largest call on this thread (see ops.h).
+  thread_local std::vector<ActBlock> xq;
+  thread_local std::vector<float> partial;
+  if (xq.size() < static_cast<size_t>(m * blocks)) xq.resize(static_cast<size_t>(m * blocks));
+  for (int64_t r = 0; r < m; ++r) quantize_activations(x + r * k, k, xq.data() + r * blocks);
+  QuantMatmulArgs a;
+  a.x = xq.data();
+  a.m = m;
+  a.w = w.data();
+  a.dtype = w.dtype();
+  a.k = k;
+  a.block_begin = 0;
+  a.block_end = blocks;
+  a.y = y;
+  a.ldy = n;
+  a.n = n;
+  const int64_t groups = group_count(n);
+  const int threads = ctx.pool != nullptr ? ctx.pool->size() : 1;
+  // splitk counts in 64-column panels and 64-element slices; here the units
+  // are 16-column groups and 32-element blocks, so ask with panels' worth.
+  const int64_t parts =
+      ctx.gemm == GemmMode::splitk ? std::min(splitk_parts(m, n, k, threads), blocks) : int64_t{1};
+  if (parts <= 1) {
+    // Groups in chunks of 4 (64 columns): a thread's share is one stream.
+    const int64_t chunks = (groups + 3) / 4;
+    run_parallel(ctx, chunks, [&](int64_t begin, int64_t end) {
+      QuantMatmulArgs part = a;
+      part.group_begin = begin * 4;
+      part.group_end = std::min(groups, end * 4);
+      kt.matmul_quant(part);
+    });
+    return;
+  }
+  const size_t need = static_cast<size_t>(parts * m * n);
+  if (partial.size() < need) partial.resize(need);
+  float* sums = partial.data();  // (thread_local: the workers must not name it)
+  run_parallel(ctx, parts * groups, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end;) {
+      const int64_t part = item / groups, first = item % groups;
+      const int64_t last = std::min(groups, first + (end - item));
+      QuantMatmulArgs s = a;
+      s.block_begin = blocks * part / parts;
+      s.block_end = blocks * (part + 1) / parts;
+      s.group_begin = first;
+      s.group_end = last;
+      s.y = sums + part * m * n;
+      kt.matmul_quant(s);
+      item += last - first;
+    }
+  });
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      float sum = sums[r * n + c];
+      for (int64_t part = 1; part < parts; ++part) sum += sums[(part * m + r) * n + c];
+      y[r * n + c] = sum;
+    }
+  }
+}
+
+}  // namespace tandem::kernels::quant

@@ -1,0 +1,339 @@
+// Quantized weights: GGUF block formats against gguf-py goldens (bit-exact
+// dequantize and q8_0/q4_0 quantize), the shape checks, and the quantized
+// matmul — every ISA bitwise equal to the reference, batch invariant
+// (memcmp, every row blocking up to M = 33, threads 1/2/3), within the documented bound of the
+// dequantize-then-f64 product, and splitk detectably not invariant.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "avx2/avx2.h"
+#include "avx512/avx512.h"
+#include "dtype_convert.h"
+#include "kernels/ops.h"
+#include "quant/layout.h"
+#include "reference/reference.h"
+#include "test_util.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::random_floats;
+using testing::supported_isas;
+
+struct Golden {
+  std::vector<float> input;  // empty for the K types
+  std::vector<uint8_t> blocks;
+  std::vector<float> dequantized;
+};
+
+std::map<std::string, Golden> load_goldens() {
+  const char* root = std::getenv("TANDEM_SOURCE_DIR");
+  const std::string path =
+      std::string(root ? root : TANDEM_SOURCE_DIR_DEFAULT) + "/tests/fixtures/quant/goldens.bin";
+  std::ifstream f(path, std::ios::binary);
+  EXPECT_TRUE(f.good()) << path;
+  auto u32 = [&] {
+    uint32_t v = 0;
+    f.read(reinterpret_cast<char*>(&v), 4);
+    return v;
+  };
+  char magic[4];
+  f.read(magic, 4);
+  EXPECT_EQ(std::string(magic, 4), "TQG1");
+  std::map<std::string, Golden> out;
+  const uint32_t entries = u32();
+  for (uint32_t e = 0; e < entries && f.good(); ++e) {
+    char name[9] = {};
+    f.read(name, 8);
+    Golden g;
+    const uint32_t count = u32(), has_input = u32();
+    if (has_input != 0) {
+      g.input.resize(count);
+      f.read(reinterpret_cast<char*>(g.input.data()), count * 4);
+    }
+    g.blocks.resize(u32());
+    f.read(reinterpret_cast<char*>(g.blocks.data()), static_cast<std::streamsize>(g.blocks.size()));
+    g.dequantized.resize(count);
+    f.read(reinterpret_cast<char*>(g.dequantized.data()), count * 4);
+    out[name] = std::move(g);
+  }
+  EXPECT_EQ(out.size(), 5u);
+  return out;
+}
+
+DType dtype_named(const std::string& name) {
+  for (DType d : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
+    if (name == dtype_name(d)) return d;
+  }
+  ADD_FAILURE() << name;
+  return DType::q8_0;
+}
+
+const DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k};
+
+TEST(QuantFormats, SizesAndNames) {
+  EXPECT_EQ(dtype_block_elems(DType::q8_0), 32);
+  EXPECT_EQ(dtype_block_bytes(DType::q8_0), 34u);
+  EXPECT_EQ(dtype_block_bytes(DType::q4_0), 18u);
+  EXPECT_EQ(dtype_block_elems(DType::q4_k), 256);
+  EXPECT_EQ(dtype_block_bytes(DType::q4_k), 144u);
+  EXPECT_EQ(dtype_block_bytes(DType::q5_k), 176u);
+  EXPECT_EQ(dtype_block_bytes(DType::q6_k), 210u);
+  EXPECT_EQ(dtype_row_bytes(DType::q4_k, 512), 288u);
+  EXPECT_EQ(dtype_row_bytes(DType::bf16, 7), 14u);
+  EXPECT_STREQ(dtype_name(DType::q5_k), "q5_k");
+  EXPECT_TRUE(dtype_is_quantized(DType::q6_k));
+  EXPECT_FALSE(dtype_is_quantized(DType::bf16));
+}
+
+TEST(QuantFormats, ShapeCheckNamesTheBlock) {
+  EXPECT_TRUE(check_matrix_shape(DType::q4_k, 3, 512).ok());
+  EXPECT_TRUE(check_matrix_shape(DType::bf16, 3, 7).ok());
+  const Status s = check_matrix_shape(DType::q4_k, 4, 896);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("q4_k"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("256"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("896"), std::string::npos) << s.message();
+  EXPECT_FALSE(check_matrix_shape(DType::q8_0, 0, 32).ok());
+  EXPECT_FALSE(check_matrix_shape(DType::q8_0, 2, 48).ok());
+}
+
+TEST(QuantFormats, DequantizeIsBitExactToGgufPy) {
+  for (const auto& [name, g] : load_goldens()) {
+    const DType d = dtype_named(name);
+    std::vector<float> out(g.dequantized.size(), -1.0f);
+    to_f32(g.blocks.data(), d, static_cast<int64_t>(out.size()), out.data());
+    EXPECT_EQ(0, std::memcmp(out.data(), g.dequantized.data(), out.size() * 4)) << name;
+    // embedding() dequantizes a row the same way.
+    const int64_t dim = dtype_block_elems(d) * (d == DType::q8_0 || d == DType::q4_0 ? 4 : 2);
+    const int32_t ids[] = {1, 0};
+    std::vector<float> rows(2 * dim);
+    embedding(Ctx{}, g.blocks.data(), d, dim, ids, 2, rows.data());
+    EXPECT_EQ(0, std::memcmp(rows.data(), g.dequantized.data() + dim, dim * 4)) << name;
+    EXPECT_EQ(0, std::memcmp(rows.data() + dim, g.dequantized.data(), dim * 4)) << name;
+  }
+}
+
+TEST(QuantFormats, QuantizeIsBitIdenticalToGgufPy) {
+  for (const auto& [name, g] : load_goldens()) {
+    if (g.input.empty()) continue;  // gguf-py has no K-quant quantizer
+    const DType d = dtype_named(name);
+    std::vector<uint8_t> out(g.blocks.size(), 0xee);
+    quantize(g.input.data(), d, static_cast<int64_t>(g.input.size()), out.data());
+    EXPECT_EQ(out, g.blocks) << name;
+  }
+}
+
+TEST(QuantFormats, Q4KQuantizerRoundTripsWithinItsStep) {
+  const int64_t k = 1024;
+  const std::vector<float> x = random_floats(k, 7);
+  std::vector<uint8_t> blocks(dtype_row_bytes(DType::q4_k, k));
+  quantize(x.data(), DType::q4_k, k, blocks.data());
+  std::vector<float> back(k);
+  to_f32(blocks.data(), DType::q4_k, k, back.data());
+  // Each 32-element sub-block spans max − min ≤ 2 in 15 steps; the 6-bit
+  // scale adds at most one part in 63·2 per step: error ≤ ~0.6 step.
+  for (int64_t i = 0; i < k; ++i) EXPECT_NEAR(back[i], x[i], 0.6 * 2.0 / 15.0) << i;
+}
+
+// A NaN or infinite weight or activation gives meaningless numbers, never
+// undefined behaviour (UBSan builds run this) or out-of-range codes.
+TEST(QuantFormats, NonFiniteInputsStayDefined) {
+  std::vector<float> x = random_floats(256, 3);
+  x[5] = NAN;
+  x[40] = INFINITY;
+  x[77] = -INFINITY;
+  for (DType d : {DType::q8_0, DType::q4_0, DType::q4_k}) {
+    std::vector<uint8_t> blocks(dtype_row_bytes(d, 256));
+    quantize(x.data(), d, 256, blocks.data());
+    const PackedMatrix pm = PackedMatrix::pack(blocks.data(), d, 1, 256);
+    float y = 0;
+    matmul(Ctx{}, x.data(), 1, pm, &y);  // activations with NaN/inf too
+    SUCCEED() << y;
+  }
+}
+
+// Quantized [n][k] weights of `dtype`: q8_0/q4_0/q4_k via quantize(), q5_k
+// and q6_k as random codes with small finite f16 scales.
+std::vector<uint8_t> make_quant_weights(DType dtype, int64_t n, int64_t k, uint32_t seed) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * dtype_row_bytes(dtype, k));
+  if (dtype == DType::q8_0 || dtype == DType::q4_0 || dtype == DType::q4_k) {
+    const std::vector<float> v = random_floats(static_cast<size_t>(n * k), seed);
+    quantize(v.data(), dtype, n * k, bytes.data());
+    return bytes;
+  }
+  std::mt19937 rng(seed);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  const size_t bb = dtype_block_bytes(dtype);
+  std::uniform_real_distribution<float> scale(0.001f, 0.01f);
+  for (size_t off = 0; off < bytes.size(); off += bb) {
+    const uint16_t d = f32_to_f16(scale(rng)), dmin = f32_to_f16(scale(rng));
+    if (dtype == DType::q5_k) {
+      std::memcpy(&bytes[off], &d, 2);
+      std::memcpy(&bytes[off + 2], &dmin, 2);
+    } else {
+      std::memcpy(&bytes[off + 208], &d, 2);
+    }
+  }
+  return bytes;
+}
+
+std::vector<float> run(Isa isa, ThreadPool* pool, GemmMode mode, const float* x, int64_t m,
+                       const PackedMatrix& w) {
+  Ctx ctx;
+  ctx.pool = pool;
+  ctx.isa = isa;
+  ctx.gemm = mode;
+  std::vector<float> y(static_cast<size_t>(m * w.n()), NAN);
+  matmul(ctx, x, m, w, y.data());
+  return y;
+}
+
+TEST(QuantMatmul, WithinBoundOfDequantizedProduct) {
+  const int64_t n = 83, k = 512, m = 3;
+  const std::vector<float> x = random_floats(m * k, 11, -2.0f, 2.0f);
+  for (DType dtype : kQuantTypes) {
+    const std::vector<uint8_t> bytes = make_quant_weights(dtype, n, k, 5);
+    std::vector<float> w(static_cast<size_t>(n * k));
+    to_f32(bytes.data(), dtype, n * k, w.data());
+    const PackedMatrix pm = PackedMatrix::pack(bytes.data(), dtype, n, k);
+    EXPECT_EQ(pm.weight_bytes() % static_cast<size_t>(n), 0u);
+    const std::vector<float> y = run(Isa::scalar, nullptr, GemmMode::invariant, x.data(), m, pm);
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t c = 0; c < n; ++c) {
+        // x is quantized per 32-block with step d = max|x|/127: |x − x̂| ≤ d/2
+        // (round-half-away, plus an ulp-level excess); the f32 chain adds a
+        // relative (blocks + 6)·2⁻²⁴ per term (docs/quantized.md).
+        double exact = 0, bound = 0;
+        for (int64_t b = 0; b < k / 32; ++b) {
+          float amax = 0;
+          for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[r * k + b * 32 + i]));
+          const double step = amax / 127.0;
+          for (int i = 0; i < 32; ++i) {
+            const double xi = x[r * k + b * 32 + i], wi = w[c * k + b * 32 + i];
+            exact += xi * wi;
+            bound += std::fabs(wi) *
+                     (0.5 * step * (1 + 1e-5) + (k / 32 + 6) * std::ldexp(2.0 * std::fabs(xi), -24));
+          }
+        }
+        EXPECT_NEAR(y[r * n + c], exact, bound) << dtype_name(dtype) << " row " << r << " col " << c;
+      }
+    }
+  }
+}
+
+TEST(QuantMatmul, EveryIsaIsBitwiseTheReferenceAndBatchInvariant) {
+  // n = 72: five groups, the last partial (a lone row takes 4 + 1 groups).
+  const int64_t n = 72, k = 512, max_m = 33;
+  const std::vector<float> x = random_floats(max_m * k, 21);
+  for (DType dtype : kQuantTypes) {
+    const std::vector<uint8_t> bytes = make_quant_weights(dtype, n, k, 9);
+    const PackedMatrix pm = PackedMatrix::pack(bytes.data(), dtype, n, k);
+    // Every row computed alone by the reference: the bits all must produce.
+    std::vector<float> alone(static_cast<size_t>(max_m * n));
+    for (int64_t r = 0; r < max_m; ++r) {
+      const std::vector<float> y = run(Isa::scalar, nullptr, GemmMode::invariant, x.data() + r * k, 1, pm);
+      std::memcpy(&alone[r * n], y.data(), n * 4);
+    }
+    for (Isa isa : supported_isas()) {
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        // Every blocking the kernels have (1, 2, 3, 4 rows and their tails
+        // over 4-row blocks) and the full 33-row batch.
+        for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 31, 33}) {
+          const std::vector<float> y =
+              run(isa, threads > 1 ? &pool : nullptr, GemmMode::invariant, x.data(), m, pm);
+          ASSERT_EQ(0, std::memcmp(y.data(), alone.data(), m * n * 4))
+              << dtype_name(dtype) << " " << isa_name(isa) << " threads " << threads << " M " << m;
+        }
+      }
+    }
+  }
+}
+
+// A lone row walks a thread's groups as 2 (AVX2) or 4 (AVX-512) contiguous
+// runs side by side; a wide N gives every run length and leftover (24
+// groups, the last partial, split over 1/2/3 threads): the bits stay the
+// reference's.
+TEST(QuantMatmul, LoneRowRunsKeepBits) {
+  const int64_t n = 16 * 23 + 5, k = 256;
+  const std::vector<float> x = random_floats(2 * k, 23);
+  for (DType dtype : kQuantTypes) {
+    const std::vector<uint8_t> bytes = make_quant_weights(dtype, n, k, 29);
+    const PackedMatrix pm = PackedMatrix::pack(bytes.data(), dtype, n, k);
+    for (int64_t m : {1, 2}) {
+      const std::vector<float> want = run(Isa::scalar, nullptr, GemmMode::invariant, x.data(), m, pm);
+      for (Isa isa : supported_isas()) {
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          const std::vector<float> y =
+              run(isa, threads > 1 ? &pool : nullptr, GemmMode::invariant, x.data(), m, pm);
+          EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4))
+              << dtype_name(dtype) << " " << isa_name(isa) << " threads " << threads << " M " << m;
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantMatmul, SplitkIsDetectedAndStaysClose) {
+  const int64_t n = 32, k = 1024, m = 4;
+  const std::vector<float> x = random_floats(m * k, 31);
+  for (DType dtype : kQuantTypes) {
+    const std::vector<uint8_t> bytes = make_quant_weights(dtype, n, k, 13);
+    const PackedMatrix pm = PackedMatrix::pack(bytes.data(), dtype, n, k);
+    ThreadPool pool(2);
+    for (Isa isa : supported_isas()) {
+      const std::vector<float> inv = run(isa, &pool, GemmMode::invariant, x.data(), m, pm);
+      const std::vector<float> split = run(isa, &pool, GemmMode::splitk, x.data(), m, pm);
+      EXPECT_NE(0, std::memcmp(inv.data(), split.data(), inv.size() * 4)) << dtype_name(dtype);
+      for (size_t i = 0; i < inv.size(); ++i) EXPECT_NEAR(split[i], inv[i], 1e-4 * (1 + std::fabs(inv[i])));
+    }
+  }
+}
+
+// The AVX-512 and AVX2 paths without VNNI (vpmaddubsw + vpmaddwd) — what
+// CPUs without (AVX-512 / AVX) VNNI run — give the reference's bits too.
+TEST(QuantMatmul, SimdWithoutVnniIsBitwiseTheReference) {
+  if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "no AVX-512";
+  const int64_t n = 72, k = 512;
+  for (DType dtype : kQuantTypes) {
+    const std::vector<uint8_t> bytes = make_quant_weights(dtype, n, k, 17);
+    const PackedMatrix pm = PackedMatrix::pack(bytes.data(), dtype, n, k);
+    for (int64_t m : {1, 2, 3, 5}) {
+      std::vector<float> x = random_floats(m * k, 40 + m, -3.0f, 3.0f);
+      std::vector<quant::ActBlock> xq(m * k / 32);
+      for (int64_t r = 0; r < m; ++r)
+        quant::quantize_activations(x.data() + r * k, k, xq.data() + r * k / 32);
+      quant::QuantMatmulArgs a;
+      a.x = xq.data();
+      a.m = m;
+      a.w = pm.data();
+      a.dtype = dtype;
+      a.k = k;
+      a.block_end = k / 32;
+      a.group_end = quant::group_count(n);
+      a.ldy = a.n = n;
+      std::vector<float> want(m * n), got(m * n);
+      a.y = want.data();
+      reference::matmul_quant(a);
+      a.y = got.data();
+      avx512::matmul_quant_no_vnni(a);
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << dtype_name(dtype) << " M " << m;
+      std::fill(got.begin(), got.end(), NAN);
+      avx2::matmul_quant_no_vnni(a);
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
+          << "avx2 " << dtype_name(dtype) << " M " << m;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "kernels/ops.h"
+#include "model/config.h"
 
 #ifdef TANDEM_HAVE_CUDA
 #include "kernels/cuda_ops.h"
@@ -73,6 +74,16 @@ Expected<double> device_read_bandwidth(const Placement& placement, size_t bytes,
 #else
   return failed_precondition("this build has no CUDA");
 #endif
+}
+
+std::string cuda_unsupported_feature(const ModelConfig& c) {
+  if (c.moe.num_experts > 0) return "sparse MoE layers";
+  if (c.gemma_norms || c.scale_embeddings || c.local_rope)
+    return "Gemma's norms, embedding scale and local RoPE";
+  if (c.attn_softcap != 0.0f || c.final_softcap != 0.0f) return "soft-capping";
+  if (c.attn_scale != 0.0f) return "a query scale other than 1/sqrt(head_dim)";
+  if (c.mlp_activation != Activation::silu) return "MLP activations other than SiLU";
+  return "";
 }
 
 }  // namespace tandem::model

@@ -256,19 +256,8 @@ Status Model::place_on(const Placement& placement) {
   }
   // The CUDA forward runs the dense Llama-style block only (ADR 0009): a family
   // feature it lacks must not run there with that feature silently dropped.
-  const char* missing = nullptr;
-  if (config_.moe.num_experts > 0)
-    missing = "sparse MoE layers";
-  else if (config_.gemma_norms || config_.scale_embeddings || config_.local_rope)
-    missing = "Gemma's norms, embedding scale and local RoPE";
-  else if (config_.attn_softcap != 0.0f || config_.final_softcap != 0.0f)
-    missing = "soft-capping";
-  else if (config_.attn_scale != 0.0f)
-    missing = "a query scale other than 1/sqrt(head_dim)";
-  else if (config_.mlp_activation != Activation::silu)
-    missing = "MLP activations other than SiLU";
-  if (missing != nullptr)
-    return failed_precondition("cuda: the GPU forward does not support " + std::string(missing) + " yet (" +
+  if (const std::string missing = cuda_unsupported_feature(config_); !missing.empty())
+    return failed_precondition("cuda: the GPU forward does not support " + missing + " yet (" +
                                config_.model_type + "); run it with --device cpu");
 #ifdef TANDEM_HAVE_CUDA
   const DeviceWeights* borrowed = nullptr;

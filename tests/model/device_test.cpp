@@ -47,5 +47,22 @@ TEST(Device, AnUnavailableDeviceIsAFailedPrecondition) {
   EXPECT_TRUE((*m)->place_on(Placement{}).ok());
 }
 
+// The GPU forward runs the dense Llama-style block; a family feature it lacks
+// is named (Model::place_on refuses the model with it) instead of being dropped.
+TEST(Device, FamiliesTheGpuForwardLacksAreNamed) {
+  auto feature = [](const char* fixture) {
+    auto config = load_config(testing::fixture_path(fixture));
+    EXPECT_TRUE(config.ok()) << config.status().to_string();
+    return config.ok() ? cuda_unsupported_feature(*config) : std::string("?");
+  };
+  for (const char* dense :
+       {"llama_default_bf16", "mistral_sliding_bf16", "qwen2_bias_f16", "qwen3_qknorm_f16", "mimo_mtp_bf16"})
+    EXPECT_EQ(feature(dense), "") << dense;
+  EXPECT_EQ(feature("qwen3_moe_bf16"), "sparse MoE layers");
+  EXPECT_EQ(feature("mixtral_sliding_bf16"), "sparse MoE layers");
+  EXPECT_EQ(feature("gemma2_softcap_bf16"), "Gemma's norms, embedding scale and local RoPE");
+  EXPECT_EQ(feature("gemma3_text_bf16"), "Gemma's norms, embedding scale and local RoPE");
+}
+
 }  // namespace
 }  // namespace tandem::model

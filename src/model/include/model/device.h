@@ -30,6 +30,12 @@ Expected<Placement> parse_device(const std::string& text, bool* is_auto = nullpt
 std::string device_name(const Placement& placement);
 // True when this build has CUDA and at least one device is visible.
 bool cuda_available();
+
+struct ModelConfig;
+// What of `config` the CUDA forward does not run (ADR 0009: the dense
+// Llama-style block only), as a phrase for an error message; "" when it runs
+// all of it. Model::place_on refuses such a model (FailedPrecondition).
+std::string cuda_unsupported_feature(const ModelConfig& config);
 // Number of visible CUDA devices (0 without CUDA in the build).
 int cuda_device_count();
 // Checks that `placement` can be used here: cuda needs the build's CUDA and

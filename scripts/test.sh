@@ -35,5 +35,5 @@ ctest --test-dir build -j "$jobs" --output-on-failure
 
 # Every parser of user-supplied input under libFuzzer for a bounded time
 # (clang build in build-fuzz/; scripts/fuzz.sh, docs/fuzzing.md).
-echo "test: libFuzzer targets (${TANDEM_FUZZ_SECONDS:-20} s each)"
-scripts/fuzz.sh "${TANDEM_FUZZ_SECONDS:-20}"
+echo "test: libFuzzer targets (${TANDEM_FUZZ_SECONDS:-10} s each)"
+scripts/fuzz.sh "${TANDEM_FUZZ_SECONDS:-10}"

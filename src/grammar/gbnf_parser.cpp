@@ -298,6 +298,8 @@ class GbnfParser {
       ++i_;
       if (hi >= 0 && hi < lo) fail("repetition {m,n} with n < m");
     }
+    // An empty item ("" or ()) repeated is still empty (and has no symbol to repeat).
+    if (seq.symbols.size() <= item_start) return;
     // The item as one symbol: a rule holding it unless it is one already.
     int32_t item = seq.symbols.back();
     if (seq.symbols.size() - item_start != 1) {

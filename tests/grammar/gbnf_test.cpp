@@ -32,6 +32,17 @@ TEST(Gbnf, BoundedRepetition) {
   EXPECT_EQ(verdict(g, "xxyz"), 'p');
 }
 
+// An empty item repeated (fuzz finding: `""*` read the last symbol of an empty
+// sequence) is the empty string, whatever the repetition.
+TEST(Gbnf, AnEmptyItemRepeatedIsEmpty) {
+  auto g = compile(R"(root ::= "a" ""* ""+ (""){2,3} ""? "b")");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(verdict(g, "ab"), 'a');
+  EXPECT_EQ(verdict(g, "a"), 'p');
+  EXPECT_EQ(verdict(g, "abb"), 'x');
+  ASSERT_NE(compile(R"(root ::= ""*)"), nullptr);
+}
+
 TEST(Gbnf, RulesGroupsAlternativesAndComments) {
   auto g = compile(
       "# a comment\n"

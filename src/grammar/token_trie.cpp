@@ -49,7 +49,8 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : bytes_(token
   token_begin_.push_back(static_cast<int32_t>(token_ids_.size()));
 }
 
-TokenTrie TokenTrie::from_tokenizer(const tok::Tokenizer& tokenizer) {
+TokenTrie TokenTrie::from_tokenizer(const tok::Tokenizer& tokenizer,
+                                    const std::vector<int32_t>& kept_special) {
   const int32_t n = tokenizer.vocab_size();
   std::vector<std::string> bytes(static_cast<size_t>(n));
   // A plain letter as left context; without one, the token alone.
@@ -57,7 +58,12 @@ TokenTrie TokenTrie::from_tokenizer(const tok::Tokenizer& tokenizer) {
   if (ref && tokenizer.is_special(*ref)) ref.reset();
   const std::string ref_bytes = ref ? tokenizer.decode_raw(std::span<const int32_t>(&*ref, 1)) : "";
   for (int32_t id = 0; id < n; ++id) {
-    if (tokenizer.is_special(id) || !tokenizer.id_to_token(id)) continue;
+    if (!tokenizer.id_to_token(id)) continue;
+    if (tokenizer.is_special(id)) {
+      if (std::find(kept_special.begin(), kept_special.end(), id) != kept_special.end())
+        bytes[id] = *tokenizer.id_to_token(id);
+      continue;
+    }
     if (ref && !ref_bytes.empty()) {
       const int32_t pair[2] = {*ref, id};
       std::string both = tokenizer.decode_raw(pair);

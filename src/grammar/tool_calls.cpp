@@ -155,11 +155,23 @@ ToolCallFormat detect_tool_call_format(const std::string& source) {
   return ToolCallFormat::hermes;
 }
 
+std::vector<std::string> tool_call_markers(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::llama3:
+      return {"<|python_tag|>"};
+    case ToolCallFormat::mistral:
+      return {"[TOOL_CALLS]"};
+    default:
+      return {"<tool_call>", "</tool_call>"};
+  }
+}
+
 Expected<std::string> tool_call_gbnf(ToolCallFormat format, const std::vector<FunctionSpec>& functions,
                                      bool parallel, bool after_content) {
   if (functions.empty()) return invalid_argument("tool_call_gbnf: no functions");
-  if (after_content && format != ToolCallFormat::hermes)
-    return invalid_argument("tool_call_gbnf: calls after free text are built for the hermes syntax only");
+  if (after_content && format == ToolCallFormat::llama3)
+    return invalid_argument(
+        "tool_call_gbnf: calls after free text are built for the hermes and mistral syntaxes only");
   SchemaConverter c;
   const char* args_key = format == ToolCallFormat::llama3 ? "parameters" : "arguments";
   std::string alternatives;
@@ -187,8 +199,14 @@ Expected<std::string> tool_call_gbnf(ToolCallFormat format, const std::vector<Fu
       c.add_rule("root", parallel ? R"(call-object ( "; " call-object )*)" : "call-object");
       break;
     case ToolCallFormat::mistral:
-      c.add_rule("root", parallel ? R"("[TOOL_CALLS][" call-object ( ", " call-object )* "]")"
-                                  : R"("[TOOL_CALLS][" call-object "]")");
+      c.add_rule("calls", parallel ? R"("[TOOL_CALLS]" " "? "[" call-object ( ", " call-object )* "]")"
+                                   : R"("[TOOL_CALLS]" " "? "[" call-object "]")");
+      if (after_content) {
+        add_text_without(c, "[TOOL_CALLS]", "content");
+        c.add_rule("root", "content-0 calls?");
+      } else {
+        c.add_rule("root", "calls");
+      }
       break;
   }
   return c.gbnf();

@@ -88,7 +88,14 @@ std::string GenerationRun::advance(size_t i, std::chrono::milliseconds timeout,
       if (c.stop.stopped()) break;
       if (new_tokens) new_tokens->push_back(c.tokens.size());
       c.tokens.push_back(t);
-      if (c.detok) out += c.stop.push(c.detok->push(t.token));
+      if (!c.detok) continue;
+      if (std::find(kept_special_.begin(), kept_special_.end(), t.token) != kept_special_.end()) {
+        // Text held for an incomplete character comes out first, then the marker.
+        out += c.stop.push(c.detok->flush());
+        out += c.stop.push(token_text(t.token));
+      } else {
+        out += c.stop.push(c.detok->push(t.token));
+      }
     }
     if (c.stop.stopped()) {
       // Logprobs cover only tokens whose text starts before the stop string.

@@ -190,6 +190,7 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_request(Ge
   scheduler::Engine& engine = *served_.engine;
 
   std::vector<int32_t> prompt;
+  std::vector<int32_t> kept_markers;  // special tokens whose text the tool-call parser reads
   if (endpoint == Endpoint::chat_completions) {
     nlohmann::ordered_json messages = !req.structured.messages.is_null()
                                           ? req.structured.messages
@@ -204,9 +205,13 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_request(Ge
     if (auto* e = std::get_if<ApiError>(&rendered)) return *e;
     prompt = tokenizer->encode(std::get<std::string>(rendered), false);
     const auto format = grammar::detect_tool_call_format(served_.chat_template->source());
-    const std::optional<int32_t> marker = tokenizer->token_to_id("<tool_call>");
-    if (auto e = finish_tool_grammar(format, req.structured, marker && tokenizer->is_special(*marker)))
-      return *e;
+    if (req.structured.parses_tool_calls()) {
+      // Markers that are special tokens (Mistral's [TOOL_CALLS]): the parser must see them.
+      for (const std::string& m : grammar::tool_call_markers(format))
+        if (auto id = tokenizer->token_to_id(m); id && tokenizer->is_special(*id))
+          kept_markers.push_back(*id);
+    }
+    if (auto e = finish_tool_grammar(format, req.structured)) return *e;
   } else if (req.prompt_text) {
     prompt = tokenizer->encode(*req.prompt_text, add_special);
   } else {
@@ -243,7 +248,9 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_request(Ge
   if (req.structured.grammar) {
     if (!tokenizer)
       return bad_request(req.structured.grammar_source, "structured outputs need the model's tokenizer.json");
-    trie = token_trie_.get(*tokenizer);
+    const bool tool_grammar =
+        req.structured.grammar_source == "tools" || req.structured.grammar_source == "tool_choice";
+    trie = token_trie_.get(*tokenizer, tool_grammar ? kept_markers : std::vector<int32_t>{});
   }
 
   std::vector<GenerationRun::Choice> choices;
@@ -276,6 +283,7 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_request(Ge
   auto run = std::make_unique<GenerationRun>(std::move(req), prefix + std::to_string(task), model_id_,
                                              n_prompt, tokenizer, std::move(choices), &metrics_);
   run->set_lease(std::move(lease));
+  run->keep_special_tokens(std::move(kept_markers));
   return run;
 }
 

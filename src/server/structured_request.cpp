@@ -178,11 +178,10 @@ std::optional<ApiError> parse_structured(const ordered_json& body, bool chat, St
   return std::nullopt;
 }
 
-std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, StructuredRequest& out,
-                                            bool marker_is_special) {
+std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, StructuredRequest& out) {
   out.format = format;
   if (out.tool_choice == ToolChoice::auto_ && !out.functions.empty() && !out.grammar &&
-      format == grammar::ToolCallFormat::hermes && !marker_is_special) {
+      format != grammar::ToolCallFormat::llama3) {
     // Free text, and valid calls once the model opens one. Where an arguments
     // schema cannot be compiled, auto stays unconstrained (it promised nothing).
     auto text = grammar::tool_call_gbnf(format, out.functions, out.parallel_tool_calls, true);

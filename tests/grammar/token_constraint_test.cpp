@@ -128,7 +128,7 @@ TEST(ToolCalls, AutoAllowsFreeTextThenOnlyValidCalls) {
   EXPECT_EQ(testing::verdict(g, "the <tool_call> tag"), 'x');
   EXPECT_EQ(testing::verdict(g, call + "\n" + call), 'x');  // parallel_tool_calls false: one call
   EXPECT_EQ(testing::verdict(g, call + " and more"), 'x');
-  EXPECT_FALSE(tool_call_gbnf(ToolCallFormat::mistral, {f}, true, true).ok());
+  EXPECT_FALSE(tool_call_gbnf(ToolCallFormat::llama3, {f}, true, true).ok());  // the call is the message
 }
 
 TEST(ToolCalls, Llama3AndMistralParse) {

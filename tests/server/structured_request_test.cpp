@@ -115,10 +115,17 @@ TEST(StructuredRequest, AutoToolsAreNotCompiledButRequiredOnesAre) {
   EXPECT_TRUE(accepts(lazy, "No call needed."));
   EXPECT_TRUE(accepts(lazy, "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"n\":3}}\n</tool_call>"));
   EXPECT_FALSE(accepts(lazy, "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"));
-  // Not where the marker is a special token, nor for other syntaxes.
-  auto special = ok_of(chat(R"("tools": [{"type": "function", "function": {"name": "g"}}])"));
-  ASSERT_FALSE(finish_tool_grammar(grammar::ToolCallFormat::hermes, special, true).has_value());
-  EXPECT_EQ(special.grammar, nullptr);
+  // Mistral's syntax gets the lazy form too (its marker, a special token, is in the tool-call trie);
+  // Llama 3's does not (the call is the whole message, with no marker to wait for).
+  auto mistral = ok_of(chat(R"("tools": [{"type": "function", "function": {"name": "g"}}])"));
+  ASSERT_FALSE(finish_tool_grammar(grammar::ToolCallFormat::mistral, mistral).has_value());
+  ASSERT_NE(mistral.grammar, nullptr);
+  EXPECT_TRUE(accepts(mistral, "No call needed."));
+  EXPECT_TRUE(accepts(mistral, R"([TOOL_CALLS] [{"name": "g", "arguments": {"n": 3}}])"));
+  EXPECT_FALSE(accepts(mistral, R"([TOOL_CALLS] [{"name": "f", "arguments": {}}])"));
+  auto llama = ok_of(chat(R"("tools": [{"type": "function", "function": {"name": "g"}}])"));
+  ASSERT_FALSE(finish_tool_grammar(grammar::ToolCallFormat::llama3, llama).has_value());
+  EXPECT_EQ(llama.grammar, nullptr);
   // ... naming the other function builds a grammar for it alone.
   auto named = ok_of(chat(
       tools +

@@ -7,7 +7,9 @@
 // token_constraint.h). Tokens with no bytes and special tokens (they end or
 // structure a turn; their text is not output) are left out; a grammar can
 // never produce them, and the end-of-sequence ids are allowed separately
-// where the grammar accepts.
+// where the grammar accepts. The exception is a tool-call marker that is a
+// special token (Mistral's [TOOL_CALLS]): the server keeps its text in the
+// output it parses, so a trie built for tool calls holds it by that text.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,9 @@ class TokenTrie {
   // the token after a reference token, minus the reference's bytes, so that
   // decoders that strip a leading space only at the start of a text do not
   // change a token's bytes).
-  static TokenTrie from_tokenizer(const tok::Tokenizer& tokenizer);
+  // `kept_special` (sorted or not): special tokens held anyway, by their text.
+  static TokenTrie from_tokenizer(const tok::Tokenizer& tokenizer,
+                                  const std::vector<int32_t>& kept_special = {});
 
   int32_t vocab_size() const { return static_cast<int32_t>(bytes_.size()); }
   const std::string& bytes(int32_t id) const { return bytes_[id]; }

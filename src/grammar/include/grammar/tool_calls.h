@@ -6,7 +6,11 @@
 //   hermes  — Hermes / Qwen2.5 / Qwen3: <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>,
 //             several blocks for parallel calls;
 //   llama3  — Llama 3.x JSON: {"name": ..., "parameters": {...}}, several joined by "; ";
-//   mistral — [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...].
+//   mistral — [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (a space
+//             after the marker allowed, as Mistral's templates write it).
+// A marker may be a special token of the tokenizer (Mistral's [TOOL_CALLS],
+// Llama 3.1's <|python_tag|>): the server keeps its text in the output it
+// parses and lets the grammar's token trie hold it (tool_call_markers).
 // The parser accepts "arguments" and "parameters" in every format, keeps the
 // text outside the calls as content, and leaves text that does not parse as
 // content (no calls), as vLLM's parsers do. Pure functions; thread-safe.
@@ -33,10 +37,14 @@ struct FunctionSpec {
   nlohmann::ordered_json parameters;  // JSON Schema of the arguments; null: any object
 };
 
+// The marker strings of a format, opening one first: the tokens whose text
+// is one of these are kept in the text the parser reads even when special.
+std::vector<std::string> tool_call_markers(ToolCallFormat format);
+
 // GBNF whose sentences are one call (parallel: one or more) to one of
 // `functions`, with arguments valid for that function's schema. Schema
 // errors name the function ("get_weather: unsupported ..."). With
-// `after_content` (tool_choice auto; hermes only) the calls are optional and
+// `after_content` (tool_choice auto; hermes and mistral) the calls are optional and
 // may follow any text that does not contain the opening marker: the model
 // writes freely, and once it opens a call the call must be valid.
 Expected<std::string> tool_call_gbnf(ToolCallFormat format, const std::vector<FunctionSpec>& functions,

@@ -88,6 +88,9 @@ class GenerationRun {
     slot_ = lease_ ? lease_->slot() : -1;
   }
   int32_t slot() const { return slot_; }
+  // Special tokens whose text stays in the choices' text (the detokenizer
+  // skips the others): tool-call markers such as Mistral's [TOOL_CALLS].
+  void keep_special_tokens(std::vector<int32_t> ids) { kept_special_ = std::move(ids); }
 
  private:
   // Pulls pending updates of choice i (waiting up to `timeout`); returns the
@@ -111,6 +114,7 @@ class GenerationRun {
   std::vector<Choice> choices_;
   ServerMetrics* metrics_;
   std::unique_ptr<SlotBoard::Lease> lease_;
+  std::vector<int32_t> kept_special_;
   int32_t slot_ = -1;  // id_slot in llama-server's replies (kept after the lease is given back)
 };
 

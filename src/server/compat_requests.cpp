@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "server/request_fields.h"
+#include "server/structured_request.h"
 
 namespace tandem::server {
 
@@ -45,6 +46,12 @@ std::variant<GenerationRequest, ApiError> parse_llama_completion(const std::stri
     parse_stop_field(b, r);
     parse_sampling_fields(b, r);
     if (auto e = sampling::check_ranges(r.sampling)) fields::fail(e->field, e->message);
+    // llama-server's structured outputs (json_schema, grammar; response_format too), read as
+    // /v1/completions reads them, with key order kept.
+    if (b.contains("json_schema") || b.contains("grammar") || b.contains("response_format")) {
+      if (auto e = parse_structured(nlohmann::ordered_json::parse(body), false, r.structured))
+        throw fields::FieldError{*e};
+    }
     return r;
   });
 }

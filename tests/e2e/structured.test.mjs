@@ -177,6 +177,20 @@ describe('response_format', () => {
     assert.match(r.choices[0].text, /^(yes|no), because [a-z ]{1,24}\.$/);
     assert.equal(r.choices[0].finish_reason, 'stop');
   });
+
+  it("llama-server's json_schema field constrains /v1/chat/completions and /completion", async () => {
+    const schema = { type: 'object', properties: { n: { type: 'integer' }, ok: { type: 'boolean' } }, required: ['n', 'ok'] };
+    const chat = await spec.post('/v1/chat/completions', { messages: ASK, max_tokens: 120, temperature: 0, json_schema: schema });
+    assert.equal(chat.status, 200, chat.text);
+    assert.equal(chat.json.choices[0].finish_reason, 'stop', chat.text);
+    assert.equal(validate(schema, chat.json.choices[0].message.content), 'ok', chat.text);
+    const llama = await spec.post('/completion', { prompt: 'The answer:', n_predict: 120, temperature: 0, json_schema: schema });
+    assert.equal(llama.status, 200, llama.text);
+    assert.equal(validate(schema, llama.json.content), 'ok', llama.text);
+    const bad = await spec.post('/completion', { prompt: 'x', json_schema: { type: 'array', uniqueItems: true } });
+    assert.equal(bad.status, 400, bad.text);
+    assert.match(bad.json.error.message, /uniqueItems/);
+  });
 });
 
 describe('tools', () => {
@@ -252,6 +266,23 @@ describe('tools', () => {
     assert.equal(none.choices[0].finish_reason, 'stop');
     assert.ok(none.choices[0].message.content.includes('<tool_call>'));
     assert.equal(none.choices[0].message.tool_calls, undefined);
+  });
+
+  it('parallel_tool_calls: every call the model writes comes back, or only the first when false', async () => {
+    // A grammar makes the model write two Hermes calls; auto parses them.
+    const call = (zone) => String.raw`"<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"${zone}\"}}\n</tool_call>"`;
+    const grammar = `root ::= ${call('CET')} "\\n" ${call('UTC')}`;
+    const body = { model: 'tandem-target', messages: weatherAsk, tools: [TIME], max_tokens: 120, temperature: 0, grammar };
+    const both = await client.chat.completions.create(body);
+    assert.equal(both.choices[0].finish_reason, 'tool_calls', JSON.stringify(both.choices[0]));
+    assert.deepEqual(both.choices[0].message.tool_calls.map((c) => JSON.parse(c.function.arguments).zone), ['CET', 'UTC']);
+    const ids = both.choices[0].message.tool_calls.map((c) => c.id);
+    assert.equal(new Set(ids).size, 2, 'call ids are distinct');
+    const { chunks } = await collectStream(await client.chat.completions.create({ ...body, stream: true }));
+    const deltas = chunks.flatMap((k) => k.choices[0]?.delta?.tool_calls ?? []);
+    assert.deepEqual(deltas.map((d) => [d.index, JSON.parse(d.function.arguments).zone]), [[0, 'CET'], [1, 'UTC']]);
+    const first = await client.chat.completions.create({ ...body, parallel_tool_calls: false });
+    assert.deepEqual(first.choices[0].message.tool_calls.map((c) => JSON.parse(c.function.arguments).zone), ['CET']);
   });
 
   it('tool_choice auto without a grammar: free text, and any call it opens is valid', async () => {

@@ -63,6 +63,16 @@ TEST(LlamaCompletion, MinusOneMeansRandomSeedAndNoLimit) {
   EXPECT_EQ(r.sampling.top_logprobs, 4);
 }
 
+TEST(LlamaCompletion, ReadsJsonSchemaAndGrammar) {
+  GenerationRequest r = ok(parse_llama_completion(R"({"prompt": "x", "json_schema": {"type": "integer"}})"));
+  ASSERT_NE(r.structured.grammar, nullptr);
+  EXPECT_EQ(r.structured.grammar_source, "json_schema");
+  r = ok(parse_llama_completion(R"({"prompt": "x", "grammar": "root ::= \"a\""})"));
+  ASSERT_NE(r.structured.grammar, nullptr);
+  EXPECT_EQ(r.structured.grammar_source, "grammar");
+  EXPECT_EQ(ok(parse_llama_completion(R"({"prompt": "x"})")).structured.grammar, nullptr);
+}
+
 TEST(LlamaCompletion, WrongTypesNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"prompt": "x", "n_predict": "4"})", "n_predict"},
@@ -75,6 +85,8 @@ TEST(LlamaCompletion, WrongTypesNameTheField) {
       {R"({"prompt": "x", "top_p": 0})", "top_p"},
       {R"({"prompt": 4})", "prompt"},
       {R"({})", "prompt"},
+      {R"({"prompt": "x", "grammar": "root ::= ("})", "grammar"},
+      {R"({"prompt": "x", "json_schema": 3})", "json_schema"},
   };
   for (const auto& [body, field] : cases) {
     ApiError e = err(parse_llama_completion(body));

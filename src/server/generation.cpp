@@ -256,6 +256,9 @@ std::string GenerationRun::tool_stream(size_t i, std::string fresh, json& calls_
   if (reply.has_calls) {
     c.tool_calls = true;
     calls_delta = tool_call_deltas(reply.calls);
+    // Content before the call that arrived with the finish (one update can carry many tokens).
+    const size_t safe = grammar::tool_call_safe_prefix(request_.structured.format, c.text);
+    if (safe > c.streamed) out = c.text.substr(c.streamed, safe - c.streamed);
   } else if (c.streamed < c.text.size()) {
     out = c.text.substr(c.streamed);
   }

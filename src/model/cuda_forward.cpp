@@ -74,6 +74,17 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
     if (plan.slices > 1) slab_floats = std::max(slab_floats, plan.slices * rows * static_cast<size_t>(nk[0]));
   }
   if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
+  // Split attention's partials for every row of a chunk, or (a long pool) for
+  // the decode/verify steps only; bigger calls then take the serial shape,
+  // which gives the same bits (ADR 0028).
+  // (window 0 bounds every layer: a window only lowers the need.)
+  size_t attn_floats = gpu::attention_workspace_floats(max_rows, c.num_heads, f->geometry_, f->max_table_, 0);
+  constexpr size_t kAttentionWorkspaceCap = size_t{64} << 20;  // floats (256 MiB)
+  if (attn_floats > kAttentionWorkspaceCap)
+    attn_floats = gpu::attention_workspace_floats(std::min<int64_t>(max_rows, kGraphMaxRows), c.num_heads,
+                                                  f->geometry_, f->max_table_, 0);
+  TANDEM_RETURN_IF_ERROR(alloc(f->attn_workspace_, attn_floats * fl));
+  TANDEM_RETURN_IF_ERROR(f->attn_workspace_.fill_bytes(0, f->stream_));
   const size_t inputs = rows * (4 + static_cast<size_t>(f->max_table_));
   TANDEM_RETURN_IF_ERROR(alloc(f->row_inputs_, inputs * sizeof(int32_t)));
   int32_t* base = f->row_inputs_.as<int32_t>();
@@ -239,7 +250,8 @@ Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
   TANDEM_RETURN_IF_ERROR(gpu::kv_write(s, pool, kk, v, m, d_positions_, d_tables_, table_stride));
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   TANDEM_RETURN_IF_ERROR(gpu::attention(s, q, m, c.num_heads, pool, d_positions_, d_tables_, table_stride,
-                                        scale, c.layer_window[l], attn));
+                                        scale, c.layer_window[l], attn, attn_workspace_.as<float>(),
+                                        attn_workspace_.bytes() / sizeof(float)));
   TANDEM_RETURN_IF_ERROR(gemm(attn, m, bf16(w.o), hs, qd, h));
   if (w.o_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.o_bias), m, hs));
   TANDEM_RETURN_IF_ERROR(gpu::add_inplace(s, x, h, m * hs));

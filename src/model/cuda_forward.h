@@ -88,6 +88,7 @@ class CudaForward {
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;  // opened on the first splitk chunk
   kernels::gpu::DeviceBuffer x_bf16_;                 // cuBLAS's bf16 copy of x
   kernels::gpu::DeviceBuffer slices_;                 // the K-sliced GEMM's partial sums
+  kernels::gpu::DeviceBuffer attn_workspace_;         // split attention's counters and partials
   std::vector<int32_t> staging_;
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;

@@ -240,14 +240,21 @@ Status kv_write(const Stream& stream, const DeviceKvPool& pool, const float* k_n
 // Causal GQA attention with the CPU attention()'s contract (kernels/ops.h):
 // q, out [rows][n_heads][head_dim]; row r attends to keys [max(0, p - window
 // + 1), p] (window <= 0: no window), p = positions[r]; head h reads kv head
-// h / (n_heads / n_kv_heads). Keys are visited in chunks of kAttentionChunk
-// aligned to absolute positions with the online-softmax merge in chunk order;
-// one block per (row, head) and a fixed reduction tree per score, so a query
-// does identical arithmetic alone (decode), in a verify block or in a prefill
-// chunk. head_dim <= 512.
+// h / (n_heads / n_kv_heads). Keys are split into chunks of kAttentionChunk
+// aligned to absolute positions; each chunk's partial softmax is merged in
+// chunk order by one fixed formula (ADR 0028), so a query does identical
+// arithmetic alone (decode), in a verify block or in a prefill chunk.
+// With a workspace of at least attention_workspace_floats(rows, n_heads, pool,
+// table_stride, window) floats (16-byte aligned, zero-filled once before its
+// first use; the kernel leaves it zeroed), each chunk gets its own block
+// (flash-decoding); without one (or a smaller one), one block per (row, head)
+// walks the chunks: the same bits either way. The workspace is in use until
+// the call's work on `stream` completes. head_dim <= 512.
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
-                 int window, float* out);
+                 int window, float* out, float* workspace = nullptr, size_t workspace_floats = 0);
+size_t attention_workspace_floats(int64_t rows, int n_heads, const DeviceKvPool& pool, int64_t table_stride,
+                                  int window);
 
 // ---------------------------------------------------------------- glue of the model forward
 // Element-wise (no reductions), so trivially batch-invariant. f32 unless stated.

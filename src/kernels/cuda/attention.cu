@@ -189,12 +189,14 @@ __global__ void __launch_bounds__(kThreads)
 // Split shape: one block per (row, head, chunk slot z); slot z is chunk
 // first_chunk + z of the row (blocks past the row's last chunk exit).
 // Workspace: counters[rows·n_heads] (zero between calls: the merging block
-// resets its own), then partials [rows·n_heads][slots][2 + head_dim]
-// (m_c, l_c, a_c).
+// resets its own) and partials [rows·n_heads][slots][2 + head_dim]
+// (m_c, l_c, a_c), in separate buffers, so that one call's partials can never
+// land on the counters of the next (a first version shared one buffer and
+// broke a verify block run after a decode step).
 __global__ void __launch_bounds__(kThreads)
     attention_split_kernel(const float* __restrict__ q, int n_heads, DeviceKvPool pool,
                            const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
-                           int64_t table_stride, float scale, int window, unsigned* __restrict__ counters,
+                           int64_t table_stride, float scale, int window, uint32_t* __restrict__ counters,
                            float* __restrict__ partials, int slots, float* __restrict__ out) {
   __shared__ ChunkSmem sm;
   __shared__ bool merges;
@@ -283,24 +285,19 @@ int64_t split_slots(const DeviceKvPool& pool, int64_t table_stride, int window) 
   return std::max<int64_t>(slots, 1);
 }
 
-size_t counter_floats(int64_t rows, int n_heads) {
-  return (static_cast<size_t>(rows) * n_heads + 3) / 4 * 4;  // keeps the partials 16-byte aligned
-}
-
 }  // namespace
 
-size_t attention_workspace_floats(int64_t rows, int n_heads, const DeviceKvPool& pool, int64_t table_stride,
-                                  int window) {
+size_t attention_partial_floats(int64_t rows, int n_heads, const DeviceKvPool& pool, int64_t table_stride,
+                                int window) {
   if (rows <= 0 || n_heads <= 0 || pool.head_dim <= 0 || pool.tokens_per_block <= 0 || table_stride <= 0)
     return 0;
   const size_t slots = static_cast<size_t>(split_slots(pool, table_stride, window));
-  return counter_floats(rows, n_heads) +
-         static_cast<size_t>(rows) * n_heads * slots * (2 + static_cast<size_t>(pool.head_dim));
+  return static_cast<size_t>(rows) * n_heads * slots * (2 + static_cast<size_t>(pool.head_dim));
 }
 
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
-                 int window, float* out, float* workspace, size_t workspace_floats) {
+                 int window, float* out, const AttentionWorkspace& workspace) {
   TANDEM_RETURN_IF_ERROR(check_pool(pool, "attention"));
   if (n_heads <= 0 || n_heads % pool.n_kv_heads != 0 || n_heads > 65535) {
     return invalid_argument(
@@ -310,15 +307,16 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
   if (rows < 0 || rows > 0x7fffffffLL || table_stride < 0) {
     return invalid_argument("attention: need 0 <= rows < 2^31 and table_stride >= 0");
   }
-  if (workspace != nullptr && (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0) {
-    return invalid_argument("attention: the workspace must be 16-byte aligned");
+  if (workspace.partials != nullptr && (reinterpret_cast<uintptr_t>(workspace.partials) & 15u) != 0) {
+    return invalid_argument("attention: the workspace's partials must be 16-byte aligned");
   }
   if (rows == 0) return Status::Ok();
   const int smem = 2 * kAttentionChunk * pool.head_dim * static_cast<int>(sizeof(float));
   const int64_t slots = split_slots(pool, std::max<int64_t>(table_stride, 1), window);
   const bool split =
-      workspace != nullptr && slots <= 65535 &&
-      workspace_floats >= attention_workspace_floats(rows, n_heads, pool, table_stride, window);
+      workspace.partials != nullptr && workspace.counters != nullptr && slots <= 65535 &&
+      workspace.counter_count >= static_cast<size_t>(rows) * n_heads &&
+      workspace.partial_floats >= attention_partial_floats(rows, n_heads, pool, table_stride, window);
   if (smem > 48 * 1024) {
     const void* kernel = split ? reinterpret_cast<const void*>(attention_split_kernel)
                                : reinterpret_cast<const void*>(attention_serial_kernel);
@@ -329,11 +327,9 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
   if (split) {
     const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads),
                     static_cast<unsigned>(slots));
-    unsigned* counters = reinterpret_cast<unsigned*>(workspace);
-    float* partials = workspace + counter_floats(rows, n_heads);
     attention_split_kernel<<<grid, kThreads, smem, stream.handle()>>>(
-        q, n_heads, pool, positions, block_tables, table_stride, scale, window, counters, partials,
-        static_cast<int>(slots), out);
+        q, n_heads, pool, positions, block_tables, table_stride, scale, window, workspace.counters,
+        workspace.partials, static_cast<int>(slots), out);
     return launch_status("attention (split)");
   }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads));

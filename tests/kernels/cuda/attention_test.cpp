@@ -75,24 +75,27 @@ struct Fixture {
   std::vector<float> run(int first, int count, const Stream& stream, bool split) const {
     DeviceBuffer out = testing::poisoned(static_cast<size_t>(count * row_floats()) * 4, stream);
     const int64_t stride = static_cast<int64_t>(table.size());
-    float* ws = nullptr;
-    size_t ws_floats = 0;
+    AttentionWorkspace ws;
     if (split) {
-      ws_floats = attention_workspace_floats(count, ac.n_heads, pool, stride, ac.window);
-      EXPECT_GT(ws_floats, 0u);
-      if (workspace.bytes() < ws_floats * 4) {
-        workspace = testing::to_device(std::vector<float>(ws_floats, 0.0f), stream);
-      }
-      ws = workspace.as<float>();
+      const size_t partials = attention_partial_floats(count, ac.n_heads, pool, stride, ac.window);
+      EXPECT_GT(partials, 0u);
+      if (partial_buffer.bytes() < partials * 4) partial_buffer = testing::poisoned(partials * 4, stream);
+      const size_t counters = static_cast<size_t>(count) * ac.n_heads;
+      if (counter_buffer.bytes() < counters * 4)
+        counter_buffer = testing::to_device(std::vector<uint32_t>(counters, 0u), stream);
+      ws = AttentionWorkspace{partial_buffer.as<float>(), partial_buffer.bytes() / 4,
+                              counter_buffer.as<uint32_t>(), counter_buffer.bytes() / 4};
     }
-    const Status st = attention(stream, dq.as<float>() + first * row_floats(), count, ac.n_heads, pool,
-                                dpos.as<int32_t>() + first, dtable_rows.as<int32_t>() + first * table.size(),
-                                stride, 1.0f / std::sqrt(static_cast<float>(ac.head_dim)), ac.window,
-                                out.as<float>(), ws, ws_floats);
+    const Status st =
+        attention(stream, dq.as<float>() + first * row_floats(), count, ac.n_heads, pool,
+                  dpos.as<int32_t>() + first, dtable_rows.as<int32_t>() + first * table.size(), stride,
+                  1.0f / std::sqrt(static_cast<float>(ac.head_dim)), ac.window, out.as<float>(), ws);
     EXPECT_TRUE(st.ok()) << st.to_string();
     return testing::to_host<float>(out, count * row_floats(), stream);
   }
-  mutable DeviceBuffer workspace;  // zero-filled; the split kernel leaves it zeroed
+  // Shared by every split call of the fixture, as the forward shares one per
+  // layer sequence: counters zero-filled once (the kernel leaves them zero).
+  mutable DeviceBuffer partial_buffer, counter_buffer;
 
   // Double-precision softmax attention for (pos, head).
   std::vector<double> exact(int pos, int head) const {
@@ -201,10 +204,13 @@ TEST(CudaAttention, SmallWorkspaceFallsBackToTheSameBits) {
   const Fixture f(c, *stream);
   const std::vector<float> serial = f.run(0, c.len, *stream, /*split=*/false);
   DeviceBuffer small = testing::to_device(std::vector<float>(64, 0.0f), *stream);
+  DeviceBuffer counters = testing::to_device(std::vector<uint32_t>(c.len * c.n_heads, 0u), *stream);
   DeviceBuffer out = testing::poisoned(static_cast<size_t>(c.len * f.row_floats()) * 4, *stream);
   const Status st = attention(*stream, f.dq.as<float>(), c.len, c.n_heads, f.pool, f.dpos.as<int32_t>(),
                               f.dtable_rows.as<int32_t>(), static_cast<int64_t>(f.table.size()),
-                              1.0f / std::sqrt(64.0f), 0, out.as<float>(), small.as<float>(), 64);
+                              1.0f / std::sqrt(64.0f), 0, out.as<float>(),
+                              AttentionWorkspace{small.as<float>(), 64, counters.as<uint32_t>(),
+                                                 static_cast<size_t>(c.len * c.n_heads)});
   ASSERT_TRUE(st.ok()) << st.to_string();
   const std::vector<float> got = testing::to_host<float>(out, serial.size(), *stream);
   EXPECT_TRUE(same_bits(got.data(), serial.data(), serial.size()));
@@ -221,7 +227,7 @@ TEST(CudaAttentionArguments, BadShapesAreInvalidArgument) {
   EXPECT_EQ(kv_write(stream, DeviceKvPool{}, nullptr, nullptr, 1, nullptr, nullptr, 1).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(attention(stream, nullptr, 1, 2, pool, nullptr, nullptr, 1, 1.0f, 0, nullptr,
-                      reinterpret_cast<float*>(uintptr_t{4}), 100)
+                      AttentionWorkspace{reinterpret_cast<float*>(uintptr_t{4}), 100, nullptr, 0})
                 .code(),
             StatusCode::kInvalidArgument);  // a misaligned workspace
   EXPECT_TRUE(attention(stream, nullptr, 0, 2, pool, nullptr, nullptr, 1, 1.0f, 0, nullptr).ok());

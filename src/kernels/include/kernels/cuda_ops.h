@@ -213,7 +213,6 @@ Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, 
                                            float* workspace, size_t workspace_floats,
                                            GemmTile tile = GemmTile::automatic);
 
-
 // ---------------------------------------------------------------- row-wise ops
 // One block per row; fixed block size and fixed reduction tree, so each row's
 // bits are independent of `rows`. f32 throughout.

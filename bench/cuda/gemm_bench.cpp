@@ -14,11 +14,14 @@
 //   --quick:    M = 1, 16, 4096 on 4096×4096 only
 //   --variants: also time the tuning candidates (a -DTANDEM_CUDA_TUNING=ON build),
 //               each first checked to give the shipping kernel's bits
+//   --forward-shapes: only the forward's sliced calls at M = 1 and 5 on the 0.5B and
+//               8B matrices (TANDEM_CUDA_SMALL_TILE picks the small tile's variant)
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -257,19 +260,86 @@ void run_variants(const Shape& s, const std::vector<gpu::DeviceBuffer>& w, const
   }
 }
 
+// The forward's own calls (gemm_bf16w_sliced, f32 x, M = 1 and 5: decode and a
+// K = 4 verify block) on the matrices of the 0.5B and 8B shapes, against the
+// read ceiling (weights + x + y bytes, the K-slices' partials not counted).
+void run_forward_shapes(const gpu::Stream& stream, const Ceilings& ceil) {
+  struct Named {
+    const char* name;
+    Shape s;
+  };
+  const Named shapes[] = {{"0.5B qkv", {1152, 896}},       {"0.5B o", {896, 896}},
+                          {"0.5B gate_up", {9728, 896}},   {"0.5B down", {896, 4864}},
+                          {"0.5B lm_head", {151936, 896}}, {"8B qkv", {6144, 4096}},
+                          {"8B o", {4096, 4096}},          {"8B gate_up", {28672, 4096}},
+                          {"8B down", {4096, 14336}},      {"8B lm_head", {128256, 4096}}};
+  std::printf("forward shapes: gemm_bf16w_sliced, f32 x; small tile variants 0..%d (bits vs variant 0)\n",
+              gpu::small_tile_variants() - 1);
+  const std::vector<uint16_t> pattern = random_bf16(size_t{1} << 24, 1);
+  for (const Named& nm : shapes) {
+    const Shape& s = nm.s;
+    const size_t w_elems = static_cast<size_t>(s.n * s.k), w_bytes = w_elems * 2;
+    const int sets = std::clamp(static_cast<int>((size_t{512} << 20) / w_bytes) + 1, 2, 8);
+    std::vector<gpu::DeviceBuffer> w;
+    for (int i = 0; i < sets; ++i) {
+      w.push_back(allocate(w_bytes));
+      for (size_t off = 0; off < w_elems; off += pattern.size()) {
+        const size_t count = std::min(pattern.size(), w_elems - off);
+        check(cudaMemcpy(w.back().as<uint16_t>() + off, pattern.data(), count * 2, cudaMemcpyHostToDevice),
+              "cudaMemcpy");
+      }
+    }
+    const int64_t max_m = 5;
+    std::vector<float> xh(static_cast<size_t>(max_m * s.k));
+    for (size_t i = 0; i < xh.size(); ++i) xh[i] = kernels::bf16_to_f32(pattern[i]) * 1.37f;
+    gpu::DeviceBuffer x = allocate(xh.size() * 4);
+    check(x.upload(xh.data(), xh.size() * 4, stream));
+    gpu::DeviceBuffer y = allocate(static_cast<size_t>(max_m * s.n) * 4);
+    const gpu::GemmSlicing plan = gpu::gemm_slicing(s.n, s.k);
+    const size_t ws_floats = static_cast<size_t>(plan.slices) * max_m * s.n;
+    gpu::DeviceBuffer ws = allocate(ws_floats * 4);
+    for (const int64_t m : {int64_t{1}, max_m}) {
+      std::vector<float> ref(static_cast<size_t>(m * s.n)), got(ref.size());
+      std::printf("  %-13s %6ld x %5ld  m=%ld  slices %2d:", nm.name, static_cast<long>(s.n),
+                  static_cast<long>(s.k), static_cast<long>(m), plan.slices);
+      for (int v = 0; v < gpu::small_tile_variants(); ++v) {
+        gpu::set_small_tile_variant(v);
+        check(gpu::gemm_bf16w_sliced(stream, x.data(), DType::f32, m, w[0].as<uint16_t>(), s.n, s.k,
+                                     y.as<float>(), ws.as<float>(), ws_floats));
+        check(y.download(v == 0 ? ref.data() : got.data(), ref.size() * 4, stream));
+        const bool same = v == 0 || std::memcmp(ref.data(), got.data(), ref.size() * 4) == 0;
+        const double us = time_us(
+            [&](int i) {
+              check(gpu::gemm_bf16w_sliced(stream, x.data(), DType::f32, m, w[i % sets].as<uint16_t>(), s.n,
+                                           s.k, y.as<float>(), ws.as<float>(), ws_floats));
+            },
+            stream.handle());
+        const double bytes = static_cast<double>(w_bytes) + m * s.k * 4.0 + m * s.n * 4.0;
+        std::printf("  v%d %7.1f us %.2f%s", v, us, bytes / us / 1e3 / ceil.read_gbs,
+                    same ? "" : " BITS DIFFER");
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+  gpu::set_small_tile_variant(-1);
+}
+
 }  // namespace
 }  // namespace tandem::bench
 
 int main(int argc, char** argv) {
   using namespace tandem::bench;
-  bool quick = false, variants = false;
+  bool quick = false, variants = false, forward_shapes = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else if (std::strcmp(argv[i], "--variants") == 0) {
       variants = true;
+    } else if (std::strcmp(argv[i], "--forward-shapes") == 0) {
+      forward_shapes = true;
     } else {
-      std::fprintf(stderr, "usage: bench_cuda_gemm [--quick] [--variants]\n");
+      std::fprintf(stderr, "usage: bench_cuda_gemm [--quick] [--variants] [--forward-shapes]\n");
       return 2;
     }
   }
@@ -292,6 +362,10 @@ int main(int argc, char** argv) {
   if (!stream.ok()) die(stream.status().to_string());
   const Ceilings ceil = measure_ceilings(*stream, prop.multiProcessorCount);
   std::printf("ceilings: copy %.0f GB/s (read+write), read %.0f GB/s\n", ceil.copy_gbs, ceil.read_gbs);
+  if (forward_shapes) {
+    run_forward_shapes(*stream, ceil);
+    return 0;
+  }
   tandem::kernels::gpu::testing::CublasReference cublas;
   if (!cublas.ok()) std::printf("cuBLAS: %s (its columns read 0)\n", cublas.error().c_str());
   std::printf("%6s %6s %6s  %-4s %-6s %10s %10s %8s %9s %9s %7s  %s\n", "M", "N", "K", "x", "tile", "us",

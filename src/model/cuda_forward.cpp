@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/log.h"
 #include "model/model.h"
@@ -35,6 +37,8 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   std::unique_ptr<CudaForward> f(new CudaForward(model, weights));
   const ModelConfig& c = model.config();
   f->max_rows_ = max_rows;
+  const char* fuse = std::getenv("TANDEM_CUDA_FUSE");  // 0: the unfused glue (same bits; for comparison)
+  f->fuse_ = fuse == nullptr || std::string(fuse) != "0";
   f->max_table_ = kv.num_blocks();
   auto stream = gpu::Stream::create();
   if (!stream.ok()) return stream.status();
@@ -74,6 +78,22 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
     if (plan.slices > 1) slab_floats = std::max(slab_floats, plan.slices * rows * static_cast<size_t>(nk[0]));
   }
   if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
+  // Split attention's partials for every row of a chunk, or (a long pool) for
+  // the decode/verify steps only; bigger calls then take the serial shape,
+  // which gives the same bits (ADR 0028). Window 0 bounds every layer.
+  int64_t attn_rows = max_rows;
+  constexpr size_t kAttentionPartialCap = size_t{64} << 20;  // floats (256 MiB)
+  if (gpu::attention_partial_floats(attn_rows, c.num_heads, f->geometry_, f->max_table_, 0) >
+      kAttentionPartialCap)
+    attn_rows = std::min<int64_t>(max_rows, kGraphMaxRows);
+  const size_t partials =
+      gpu::attention_partial_floats(attn_rows, c.num_heads, f->geometry_, f->max_table_, 0);
+  const size_t counters = static_cast<size_t>(max_rows) * c.num_heads;
+  TANDEM_RETURN_IF_ERROR(alloc(f->attn_partials_, partials * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->attn_counters_, counters * sizeof(uint32_t)));
+  TANDEM_RETURN_IF_ERROR(f->attn_counters_.fill_bytes(0, f->stream_));
+  f->attn_workspace_ = gpu::AttentionWorkspace{f->attn_partials_.as<float>(), partials,
+                                               f->attn_counters_.as<uint32_t>(), counters};
   const size_t inputs = rows * (4 + static_cast<size_t>(f->max_table_));
   TANDEM_RETURN_IF_ERROR(alloc(f->row_inputs_, inputs * sizeof(int32_t)));
   int32_t* base = f->row_inputs_.as<int32_t>();
@@ -122,6 +142,15 @@ Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n
   if (x_bf16_.bytes() < need) TANDEM_RETURN_IF_ERROR(alloc(x_bf16_, need));
   TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
   return cublas_->gemm(stream_, x_bf16_.as<uint16_t>(), m, w, n, k, y);
+}
+
+Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m, const uint16_t* w,
+                                                       int64_t n, int64_t k, float* y) {
+  if (mode_ == kernels::GemmMode::invariant)
+    return gpu::gemm_bf16w_partials(stream_, x, DType::f32, m, w, n, k, y, slices_.as<float>(),
+                                    slices_.bytes() / sizeof(float));
+  TANDEM_RETURN_IF_ERROR(gemm(x, m, w, n, k, y));
+  return gpu::GemmPartials{y, 1, m, n};
 }
 
 Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride) {
@@ -210,7 +239,53 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   return k;
 }
 
+// The same op sequence with each projection's slab sum fused into what follows
+// it (fused.cu): the same bits, 8 launches fewer per layer. Models with a
+// q/k norm keep the unfused attention input (the norm sits between the split
+// and RoPE).
+Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride) {
+  const ModelConfig& c = model_.config();
+  const DeviceLayer& w = w_.layers[l];
+  const int64_t hs = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), qkv_n = qd + 2 * kvd;
+  const int64_t inter = c.intermediate_size;
+  const float eps = c.rms_norm_eps;
+  float *x = x_.as<float>(), *h = h_.as<float>(), *qkv = qkv_.as<float>();
+  float *q = q_.as<float>(), *attn = attn_.as<float>();
+  const gpu::Stream& s = stream_;
+  auto bias = [](const gpu::DeviceBuffer& b) { return b.bytes() ? b.as<float>() : nullptr; };
+  gpu::DeviceKvPool pool = geometry_;
+  pool.k = k_pool_[l].as<float>();
+  pool.v = v_pool_[l].as<float>();
+  TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.attn_norm), h, m, hs, eps));
+  {
+    auto p = gemm_partials(h, m, bf16(w.qkv), qkv_n, hs, qkv);
+    if (!p.ok()) return p.status();
+    TANDEM_RETURN_IF_ERROR(gpu::qkv_rope_kv_write(s, *p, bias(w.qkv_bias), c.num_heads, pool, d_rope_,
+                                                  f32(w_.inv_freq), c.head_dim, kernels::RopeLayout::neox,
+                                                  d_positions_, d_tables_, table_stride, q));
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  TANDEM_RETURN_IF_ERROR(gpu::attention(s, q, m, c.num_heads, pool, d_positions_, d_tables_, table_stride,
+                                        scale, c.layer_window[l], attn, attn_workspace_));
+  {
+    auto p = gemm_partials(attn, m, bf16(w.o), hs, qd, h);
+    if (!p.ok()) return p.status();
+    TANDEM_RETURN_IF_ERROR(gpu::residual_add_partials(s, *p, bias(w.o_bias), x));
+  }
+  float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
+  TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
+  {
+    auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up);
+    if (!p.ok()) return p.status();
+    TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act));
+  }
+  auto p = gemm_partials(act, m, bf16(w.down), hs, inter, h);
+  if (!p.ok()) return p.status();
+  return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
+}
+
 Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
+  if (fuse_ && !w_.layers[l].q_norm.bytes()) return layer_fused(l, m, table_stride);
   const ModelConfig& c = model_.config();
   const DeviceLayer& w = w_.layers[l];
   const int64_t hs = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), qkv_n = qd + 2 * kvd;
@@ -239,7 +314,7 @@ Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
   TANDEM_RETURN_IF_ERROR(gpu::kv_write(s, pool, kk, v, m, d_positions_, d_tables_, table_stride));
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   TANDEM_RETURN_IF_ERROR(gpu::attention(s, q, m, c.num_heads, pool, d_positions_, d_tables_, table_stride,
-                                        scale, c.layer_window[l], attn));
+                                        scale, c.layer_window[l], attn, attn_workspace_));
   TANDEM_RETURN_IF_ERROR(gemm(attn, m, bf16(w.o), hs, qd, h));
   if (w.o_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.o_bias), m, hs));
   TANDEM_RETURN_IF_ERROR(gpu::add_inplace(s, x, h, m * hs));

@@ -67,6 +67,10 @@ class CudaForward {
   Status enqueue_plain(int64_t m, int64_t k, int64_t stride);
   Status run_graphed(int64_t m, int64_t k, int64_t stride);
   Status layer(int l, int64_t m, int64_t table_stride);
+  Status layer_fused(int l, int64_t m, int64_t table_stride);
+  // The GEMM without its slab sum (invariant mode), or cuBLAS into y (one slab).
+  Expected<kernels::gpu::GemmPartials> gemm_partials(const float* x, int64_t m, const uint16_t* w, int64_t n,
+                                                     int64_t k, float* y);
   Status gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y);
 
   const Model& model_;
@@ -85,9 +89,12 @@ class CudaForward {
   static constexpr int64_t kGraphMaxRows = 16;
   std::map<int64_t, kernels::gpu::Graph> graphs_;
   bool graphs_enabled_ = true;
-  std::unique_ptr<kernels::gpu::CublasGemm> cublas_;  // opened on the first splitk chunk
-  kernels::gpu::DeviceBuffer x_bf16_;                 // cuBLAS's bf16 copy of x
-  kernels::gpu::DeviceBuffer slices_;                 // the K-sliced GEMM's partial sums
+  bool fuse_ = true;  // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
+  std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
+  kernels::gpu::DeviceBuffer x_bf16_;                         // cuBLAS's bf16 copy of x
+  kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums
+  kernels::gpu::DeviceBuffer attn_partials_, attn_counters_;  // split attention's workspace
+  kernels::gpu::AttentionWorkspace attn_workspace_;
   std::vector<int32_t> staging_;
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;

@@ -6,6 +6,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "kernels/ops.h"
+#include "model/device.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -88,6 +89,7 @@ DrawOutcome run_draw(model::Forward& fwd, model::KvCache& kv, const Draw& draw, 
 
 std::string ProbeResult::reason() const {
   if (!ran) return "exactness probe did not run: " + why;
+  if (!declared.empty()) return declared;
   if (exact) return "verify block is byte-identical to the single-token chain";
   return "verify block position " + std::to_string(position) + " differs from the single-token chain in " +
          std::to_string(differing_bytes) + " of " + std::to_string(total_bytes) + " logit bytes";
@@ -98,6 +100,13 @@ ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int
   ProbeResult result;
   if (block_size < 1) {
     result.why = "block size " + std::to_string(block_size) + " is below 1";
+    return result;
+  }
+  if (gemm == kernels::GemmMode::splitk && model.placement().kind == model::DeviceKind::cuda) {
+    result.ran = true;
+    result.declared =
+        "the splitk matmul on the GPU is cuBLAS, which is not batch-invariant by contract (its algorithm may "
+        "change with the row count); declared inexact without measuring";
     return result;
   }
   const auto draws = probe_draws(block_size);

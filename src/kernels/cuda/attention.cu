@@ -1,21 +1,31 @@
 // attention.cu — paged KV writes and causal GQA attention on the device
 // (kernels/cuda_ops.h). Tested on an H200 (tests/kernels/cuda/attention_test.cpp).
 //
-// One block of kThreads per (row, head). Keys are visited in chunks
-// [c·32, c·32 + 32) ∩ [lo, p] aligned to absolute positions. Per chunk, the
-// K and V rows are first staged in shared memory by all threads at once (a
-// chain of dependent global loads per key made decode latency-bound); then:
+// Keys are visited in chunks [c·32, c·32 + 32) ∩ [lo, p] aligned to absolute
+// positions (flash-decoding with a fixed combine, ADR 0028). Each chunk gives
+// a partial (m_c, l_c, a_c[d]) computed by one 128-thread block:
+//   staging: the chunk's K and V rows are copied to shared memory by all
+//     threads at once (independent loads, so decode is not latency-chained);
 //   scores: warp w takes keys w, w + 4, …; lane l sums q[d]·k[d] over
-//     d = l, l + 32, … in order, then a fixed xor tree; s = scale · dot;
-//   m = max(running max, chunk max) (exact in any order); alpha =
-//     exp(old max − m); p_j = exp(s_j − m);
-//   sum = sum·alpha, then + p_j in key order (every thread computes the same
-//     sum the same way); out[d] = out[d]·alpha, then + p_j·v_j[d] in key order
-//     (thread t owns d = t, t + kThreads, …).
-// Finally out = acc / sum. Everything is a function of (q, p, window, keys),
-// so the grouping of rows into a call cannot change a bit.
+//     d = l, l + 32, … by fma in order, then a fixed xor tree; s = scale · dot;
+//   m_c = max of the scores; w_j = exp(s_j − m_c); l_c = Σ w_j in key order;
+//     a_c[d] = Σ w_j·v_j[d] by fma in key order (thread t owns d = t, t + 128, …).
+// The partials are merged in chunk order, c = first … last, from M = −inf,
+// L = A = 0: M' = max(M, m_c); α = exp(M − M'), β = exp(m_c − M');
+// L = L·α + l_c·β; A[d] = A[d]·α + a_c[d]·β (each product and sum rounded
+// separately, no fma); out = A / L.
+// Two launch shapes give the same bits (tested):
+//   split: one block per (row, head, chunk) writes its partial to the
+//     workspace; the block that finishes last for its (row, head) (an atomic
+//     counter) merges them in chunk order — decode and verify steps get
+//     rows × heads × chunks blocks instead of rows × heads;
+//   serial: one block per (row, head) computes the partials one after
+//     another and merges each as it goes (no workspace needed).
+// Everything is a function of (q, p, window, keys): which rows share a call,
+// and which shape the launcher picks, cannot change a bit.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "cuda/cuda_check.h"
@@ -49,81 +59,194 @@ __global__ void kv_write_kernel(DeviceKvPool pool, const float* __restrict__ k_n
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
-    attention_kernel(const float* __restrict__ q, int n_heads, DeviceKvPool pool,
-                     const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
-                     int64_t table_stride, float scale, int window, float* __restrict__ out) {
-  __shared__ float q_s[kMaxHeadDim];
-  __shared__ float score_s[kAttentionChunk];
-  __shared__ float weight_s[kAttentionChunk];
-  // The chunk's K and V rows, staged once per chunk by all threads (the loads
-  // are independent, so they overlap); [key][head_dim] each.
-  extern __shared__ float kv_s[];
-  float* k_s = kv_s;
-  float* v_s = kv_s + kAttentionChunk * pool.head_dim;
-  const int64_t r = blockIdx.x;
-  const int head = blockIdx.y;
+// What one block needs for one (row, head): its query in shared memory and
+// the key range [lo, p].
+struct RowHead {
+  const int32_t* table;
+  int kv_head;
+  int32_t lo, p;
+};
+
+__device__ __forceinline__ RowHead load_row_head(const float* __restrict__ q, int n_heads,
+                                                 const DeviceKvPool& pool,
+                                                 const int32_t* __restrict__ positions,
+                                                 const int32_t* __restrict__ block_tables,
+                                                 int64_t table_stride, int window, int64_t r, int head,
+                                                 float* q_s) {
+  RowHead rh;
+  rh.kv_head = head / (n_heads / pool.n_kv_heads);
+  rh.p = positions[r];
+  rh.lo = window > 0 ? max(0, rh.p - window + 1) : 0;
+  rh.table = block_tables + r * table_stride;
+  const float* qr = q + (r * n_heads + head) * pool.head_dim;
+  for (int d = threadIdx.x; d < pool.head_dim; d += kThreads) q_s[d] = qr[d];
+  return rh;
+}
+
+// Shared memory of one block: the query, the chunk's scores and weights, and
+// (dynamic, after these) the chunk's K and V rows [key][head_dim] each.
+struct ChunkSmem {
+  float q[kMaxHeadDim];
+  float score[kAttentionChunk];
+  float weight[kAttentionChunk];
+};
+
+// The partial of chunk [c0, c0 + 32) ∩ [lo, p]: returns m_c and l_c (the same
+// in every thread), acc[i] = a_c[threadIdx.x + i·kThreads]. Starts and ends
+// with a barrier, so it can be called in a loop. q_s must be filled.
+__device__ __forceinline__ void chunk_partial(const DeviceKvPool& pool, const RowHead& rh, int32_t c0,
+                                              float scale, ChunkSmem& sm, float* k_s, float* v_s, float& m_c,
+                                              float& l_c, float (&acc)[kDimsPerThread]) {
   const int hd = pool.head_dim;
-  const int kv_head = head / (n_heads / pool.n_kv_heads);
-  const int32_t p = positions[r];
-  const int32_t lo = window > 0 ? max(0, p - window + 1) : 0;
-  const int32_t* table = block_tables + r * table_stride;
-  const float* qr = q + (r * n_heads + head) * hd;
-  for (int d = threadIdx.x; d < hd; d += kThreads) q_s[d] = qr[d];
-  __syncthreads();
-
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float acc[kDimsPerThread];
-#pragma unroll
-  for (int i = 0; i < kDimsPerThread; ++i) acc[i] = 0.0f;
-  float run_max = -INFINITY, sum = 0.0f;
-
-  for (int32_t c0 = (lo / kAttentionChunk) * kAttentionChunk; c0 <= p; c0 += kAttentionChunk) {
-    const int32_t first = max(lo, c0), last = min(p, c0 + kAttentionChunk - 1);
-    const int count = last - first + 1;
-    for (int j = warp; j < count; j += kThreads / 32) {
-      const int64_t off = kv_offset(pool, table, first + j, kv_head);
-      for (int d = lane; d < hd; d += 32) {
-        k_s[j * hd + d] = pool.k[off + d];
-        v_s[j * hd + d] = pool.v[off + d];
-      }
+  const int32_t first = max(rh.lo, c0), last = min(rh.p, c0 + kAttentionChunk - 1);
+  const int count = last - first + 1;
+  __syncthreads();  // the previous chunk's readers are done with the shared arrays
+  for (int j = warp; j < count; j += kThreads / 32) {
+    const int64_t off = kv_offset(pool, rh.table, first + j, rh.kv_head);
+    for (int d = lane; d < hd; d += 32) {
+      k_s[j * hd + d] = pool.k[off + d];
+      v_s[j * hd + d] = pool.v[off + d];
     }
-    __syncthreads();
-    for (int j = warp; j < count; j += kThreads / 32) {
-      const float* kr = k_s + j * hd;
-      float dot = 0.0f;
-      for (int d = lane; d < hd; d += 32) dot += q_s[d] * kr[d];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-      if (lane == 0) score_s[j] = scale * dot;
-    }
-    __syncthreads();
-    float chunk_max = -INFINITY;
-    for (int j = 0; j < count; ++j) chunk_max = fmaxf(chunk_max, score_s[j]);
-    const float new_max = fmaxf(run_max, chunk_max);
-    const float alpha = expf(run_max - new_max);  // 0 on the first chunk (exp(-inf))
-    if (threadIdx.x < count) weight_s[threadIdx.x] = expf(score_s[threadIdx.x] - new_max);
-    __syncthreads();
-    sum = sum * alpha;
-    for (int j = 0; j < count; ++j) sum += weight_s[j];
-#pragma unroll
-    for (int i = 0; i < kDimsPerThread; ++i) {
-      const int d = threadIdx.x + i * kThreads;
-      if (d < hd) {
-        float a = acc[i] * alpha;
-        for (int j = 0; j < count; ++j) a += weight_s[j] * v_s[j * hd + d];
-        acc[i] = a;
-      }
-    }
-    run_max = new_max;
-    __syncthreads();  // score_s / weight_s / k_s / v_s are rewritten by the next chunk
   }
-  float* o = out + (r * n_heads + head) * hd;
+  __syncthreads();
+  for (int j = warp; j < count; j += kThreads / 32) {
+    const float* kr = k_s + j * hd;
+    float dot = 0.0f;
+    for (int d = lane; d < hd; d += 32) dot = __fmaf_rn(sm.q[d], kr[d], dot);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) dot = __fadd_rn(dot, __shfl_xor_sync(0xffffffffu, dot, o));
+    if (lane == 0) sm.score[j] = __fmul_rn(scale, dot);
+  }
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int j = 0; j < count; ++j) mx = fmaxf(mx, sm.score[j]);
+  if (threadIdx.x < count) sm.weight[threadIdx.x] = expf(__fsub_rn(sm.score[threadIdx.x], mx));
+  __syncthreads();
+  float sum = 0.0f;
+  for (int j = 0; j < count; ++j) sum = __fadd_rn(sum, sm.weight[j]);
 #pragma unroll
   for (int i = 0; i < kDimsPerThread; ++i) {
     const int d = threadIdx.x + i * kThreads;
-    if (d < hd) o[d] = acc[i] / sum;
+    float a = 0.0f;
+    if (d < hd) {
+      for (int j = 0; j < count; ++j) a = __fmaf_rn(sm.weight[j], v_s[j * hd + d], a);
+    }
+    acc[i] = a;
   }
+  m_c = mx;
+  l_c = sum;
+}
+
+// Running merge of chunk partials, in chunk order (the one formula both
+// launch shapes use).
+struct Merge {
+  float m = -INFINITY, l = 0.0f;
+  float a[kDimsPerThread] = {};
+  __device__ __forceinline__ void add(float m_c, float l_c, const float (&acc)[kDimsPerThread]) {
+    const float m_new = fmaxf(m, m_c);
+    const float alpha = expf(__fsub_rn(m, m_new));  // 0 on the first chunk (exp(-inf))
+    const float beta = expf(__fsub_rn(m_c, m_new));
+    l = __fadd_rn(__fmul_rn(l, alpha), __fmul_rn(l_c, beta));
+#pragma unroll
+    for (int i = 0; i < kDimsPerThread; ++i)
+      a[i] = __fadd_rn(__fmul_rn(a[i], alpha), __fmul_rn(acc[i], beta));
+    m = m_new;
+  }
+  __device__ __forceinline__ void store(float* o, int hd) const {
+#pragma unroll
+    for (int i = 0; i < kDimsPerThread; ++i) {
+      const int d = threadIdx.x + i * kThreads;
+      if (d < hd) o[d] = __fdiv_rn(a[i], l);
+    }
+  }
+};
+
+__device__ __forceinline__ int32_t first_chunk(const RowHead& rh) {
+  return rh.lo / kAttentionChunk * kAttentionChunk;
+}
+
+// Serial shape: one block per (row, head).
+__global__ void __launch_bounds__(kThreads)
+    attention_serial_kernel(const float* __restrict__ q, int n_heads, DeviceKvPool pool,
+                            const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
+                            int64_t table_stride, float scale, int window, float* __restrict__ out) {
+  __shared__ ChunkSmem sm;
+  extern __shared__ float kv_s[];
+  const int64_t r = blockIdx.x;
+  const int head = blockIdx.y;
+  const RowHead rh =
+      load_row_head(q, n_heads, pool, positions, block_tables, table_stride, window, r, head, sm.q);
+  Merge merge;
+  for (int32_t c0 = first_chunk(rh); c0 <= rh.p; c0 += kAttentionChunk) {
+    float m_c, l_c, acc[kDimsPerThread];
+    chunk_partial(pool, rh, c0, scale, sm, kv_s, kv_s + kAttentionChunk * pool.head_dim, m_c, l_c, acc);
+    merge.add(m_c, l_c, acc);
+  }
+  merge.store(out + (r * n_heads + head) * pool.head_dim, pool.head_dim);
+}
+
+// Split shape: one block per (row, head, chunk slot z); slot z is chunk
+// first_chunk + z of the row (blocks past the row's last chunk exit).
+// Workspace: counters[rows·n_heads] (zero between calls: the merging block
+// resets its own) and partials [rows·n_heads][slots][2 + head_dim]
+// (m_c, l_c, a_c), in separate buffers, so that one call's partials can never
+// land on the counters of the next (a first version shared one buffer and
+// broke a verify block run after a decode step).
+__global__ void __launch_bounds__(kThreads)
+    attention_split_kernel(const float* __restrict__ q, int n_heads, DeviceKvPool pool,
+                           const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
+                           int64_t table_stride, float scale, int window, uint32_t* __restrict__ counters,
+                           float* __restrict__ partials, int slots, float* __restrict__ out) {
+  __shared__ ChunkSmem sm;
+  __shared__ bool merges;
+  extern __shared__ float kv_s[];
+  const int64_t r = blockIdx.x;
+  const int head = blockIdx.y;
+  const int z = blockIdx.z;
+  const int hd = pool.head_dim;
+  const RowHead rh =
+      load_row_head(q, n_heads, pool, positions, block_tables, table_stride, window, r, head, sm.q);
+  const int32_t c_first = first_chunk(rh);
+  const int chunks = (rh.p - c_first) / kAttentionChunk + 1;
+  if (z >= chunks) return;  // the whole block (rh is uniform)
+  const int64_t rh_index = r * n_heads + head;
+  const int stride = 2 + hd;
+  float* mine = partials + (rh_index * slots + z) * stride;
+  {
+    float m_c, l_c, acc[kDimsPerThread];
+    chunk_partial(pool, rh, c_first + z * kAttentionChunk, scale, sm, kv_s, kv_s + kAttentionChunk * hd, m_c,
+                  l_c, acc);
+    if (threadIdx.x == 0) {
+      mine[0] = m_c;
+      mine[1] = l_c;
+    }
+#pragma unroll
+    for (int i = 0; i < kDimsPerThread; ++i) {
+      const int d = threadIdx.x + i * kThreads;
+      if (d < hd) mine[2 + d] = acc[i];
+    }
+  }
+  __threadfence();  // this block's partial is visible device-wide before it is counted
+  __syncthreads();
+  if (threadIdx.x == 0) merges = atomicAdd(&counters[rh_index], 1u) + 1 == static_cast<unsigned>(chunks);
+  __syncthreads();
+  if (!merges) return;
+  __threadfence();
+  Merge merge;
+  const float* base = partials + rh_index * slots * stride;
+  for (int c = 0; c < chunks; ++c) {
+    const float* pc = base + c * stride;
+    float acc[kDimsPerThread];
+#pragma unroll
+    for (int i = 0; i < kDimsPerThread; ++i) {
+      const int d = threadIdx.x + i * kThreads;
+      acc[i] = d < hd ? __ldcg(pc + 2 + d) : 0.0f;
+    }
+    merge.add(__ldcg(pc), __ldcg(pc + 1), acc);
+  }
+  merge.store(out + rh_index * hd, hd);
+  if (threadIdx.x == 0) counters[rh_index] = 0;
 }
 
 Status check_pool(const DeviceKvPool& pool, const char* op) {
@@ -152,9 +275,29 @@ Status kv_write(const Stream& stream, const DeviceKvPool& pool, const float* k_n
   return launch_status("kv_write");
 }
 
+namespace {
+
+// Chunk slots per row the split shape provides: enough for any row whose
+// table has table_stride blocks (and, with a window, for its key range).
+int64_t split_slots(const DeviceKvPool& pool, int64_t table_stride, int window) {
+  int64_t slots = (table_stride * pool.tokens_per_block + kAttentionChunk - 1) / kAttentionChunk;
+  if (window > 0) slots = std::min<int64_t>(slots, (window + kAttentionChunk - 2) / kAttentionChunk + 1);
+  return std::max<int64_t>(slots, 1);
+}
+
+}  // namespace
+
+size_t attention_partial_floats(int64_t rows, int n_heads, const DeviceKvPool& pool, int64_t table_stride,
+                                int window) {
+  if (rows <= 0 || n_heads <= 0 || pool.head_dim <= 0 || pool.tokens_per_block <= 0 || table_stride <= 0)
+    return 0;
+  const size_t slots = static_cast<size_t>(split_slots(pool, table_stride, window));
+  return static_cast<size_t>(rows) * n_heads * slots * (2 + static_cast<size_t>(pool.head_dim));
+}
+
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
-                 int window, float* out) {
+                 int window, float* out, const AttentionWorkspace& workspace) {
   TANDEM_RETURN_IF_ERROR(check_pool(pool, "attention"));
   if (n_heads <= 0 || n_heads % pool.n_kv_heads != 0 || n_heads > 65535) {
     return invalid_argument(
@@ -164,16 +307,34 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
   if (rows < 0 || rows > 0x7fffffffLL || table_stride < 0) {
     return invalid_argument("attention: need 0 <= rows < 2^31 and table_stride >= 0");
   }
+  if (workspace.partials != nullptr && (reinterpret_cast<uintptr_t>(workspace.partials) & 15u) != 0) {
+    return invalid_argument("attention: the workspace's partials must be 16-byte aligned");
+  }
   if (rows == 0) return Status::Ok();
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads));
   const int smem = 2 * kAttentionChunk * pool.head_dim * static_cast<int>(sizeof(float));
+  const int64_t slots = split_slots(pool, std::max<int64_t>(table_stride, 1), window);
+  const bool split =
+      workspace.partials != nullptr && workspace.counters != nullptr && slots <= 65535 &&
+      workspace.counter_count >= static_cast<size_t>(rows) * n_heads &&
+      workspace.partial_floats >= attention_partial_floats(rows, n_heads, pool, table_stride, window);
   if (smem > 48 * 1024) {
+    const void* kernel = split ? reinterpret_cast<const void*>(attention_split_kernel)
+                               : reinterpret_cast<const void*>(attention_serial_kernel);
     TANDEM_RETURN_IF_ERROR(
-        cuda_status(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+        cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                     "cudaFuncSetAttribute(attention, " + std::to_string(smem) + " bytes of shared memory)"));
   }
-  attention_kernel<<<grid, kThreads, smem, stream.handle()>>>(q, n_heads, pool, positions, block_tables,
-                                                              table_stride, scale, window, out);
+  if (split) {
+    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads),
+                    static_cast<unsigned>(slots));
+    attention_split_kernel<<<grid, kThreads, smem, stream.handle()>>>(
+        q, n_heads, pool, positions, block_tables, table_stride, scale, window, workspace.counters,
+        workspace.partials, static_cast<int>(slots), out);
+    return launch_status("attention (split)");
+  }
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads));
+  attention_serial_kernel<<<grid, kThreads, smem, stream.handle()>>>(
+      q, n_heads, pool, positions, block_tables, table_stride, scale, window, out);
   return launch_status("attention");
 }
 

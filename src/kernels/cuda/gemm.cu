@@ -3,6 +3,7 @@
 // kernel and its fixed reduction order: gemm_kernel.cuh.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "cuda/gemm_kernel.cuh"
@@ -11,15 +12,60 @@
 namespace tandem::kernels::gpu {
 namespace {
 
+// Small-tile candidates (M <= 16), all the same mma chain per output, so the
+// same bits (tested). The first H200 run found the old tile (variant 0)
+// latency-bound: 128 KB of shared memory per block with f32 x left one block
+// per SM. Variants 1-3 and 6 hold 8 x rows (M <= 8: decode, verify blocks of
+// K <= 7) and fall back to 5 for 8 < M <= 16. Measured on the H200
+// (docs/benchmarks.md, 2026-12-02): 3 is the fastest or within 5% on every
+// forward shape of the 0.5B and 8B models (0.54-0.62 of the read ceiling on
+// the large matrices, 0.16 for variant 0). TANDEM_CUDA_SMALL_TILE=N picks
+// another (a tuning knob, read once).
+constexpr int kSmallTileVariants = 7;
+constexpr int kDefaultSmallTile = 3;
+
+std::atomic<int> small_tile_choice{-1};  // -1: not yet read from the environment
+
+int small_tile_variant() {
+  int v = small_tile_choice.load(std::memory_order_relaxed);
+  if (v >= 0) return v;
+  const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
+  v = e != nullptr ? std::atoi(e) : kDefaultSmallTile;
+  if (v < 0 || v >= kSmallTileVariants) v = kDefaultSmallTile;
+  small_tile_choice.store(v, std::memory_order_relaxed);
+  return v;
+}
+
+template <bool F32X>
+Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
+                    int64_t k, float* y, int64_t slice) {
+  const bool eight = variant == 1 || variant == 2 || variant == 3 || variant == 6;
+  if (eight && m > 8) variant = 5;
+  switch (variant) {
+    case 0:  // 32 weight rows, 16 x rows, 2 warps, 4 stages of 256 k (128 KB with f32 x)
+      return launch<Tile<32, 16, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 1:  // 8 x rows, 4 stages of 128 k (48 KB: 4 blocks per SM)
+      return launch<Tile<32, 8, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 2:  // 8 x rows, 6 stages of 64 k (36 KB)
+      return launch<Tile<32, 8, 2, 1, 64, 6, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 3:  // 64 weight rows, 4 warps, 8 x rows, 4 stages of 128 k (80 KB)
+      return launch<Tile<64, 8, 4, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 5:  // 64 weight rows, 4 warps, 16 x rows, 3 stages of 128 k (72 KB with f32 x)
+      return launch<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 6:  // 8 x rows, 8 stages of 128 k (96 KB)
+      return launch<Tile<32, 8, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y, slice);
+    default:  // 4: 16 x rows, 4 stages of 128 k (64 KB: 3 blocks per SM)
+      return launch<Tile<32, 16, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+  }
+}
+
 // Tile shapes: Tile<BN, BM, warps along N, warps along M, BK, stages, f32 x>.
-// Measured on an H200 (docs/benchmarks.md): for the small tile, 16 rows × 6
-// stages of 256 k and 32 rows × 8 stages of 128 k were both slower than this.
 template <bool F32X>
 Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                    int64_t k, float* y, int64_t slice = 0) {
   switch (tile) {
     case GemmTile::small:
-      return launch<Tile<32, 16, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch_small<F32X>(small_tile_variant(), stream, x, m, w, n, k, y, slice);
     case GemmTile::medium:
       return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case GemmTile::large:
@@ -55,6 +101,12 @@ int current_multiprocessors() {
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
+
+int small_tile_variants() { return kSmallTileVariants; }
+void set_small_tile_variant(int variant) {
+  small_tile_choice.store(variant >= 0 && variant < kSmallTileVariants ? variant : kDefaultSmallTile,
+                          std::memory_order_relaxed);
+}
 
 const char* gemm_tile_name(GemmTile tile) {
   switch (tile) {
@@ -119,13 +171,16 @@ GemmSlicing gemm_slicing(int64_t n, int64_t k) {
   return {static_cast<int>(slices), slice};
 }
 
-Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,
-                         int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
-                         GemmTile tile) {
+Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, DType x_dtype, int64_t m,
+                                           const uint16_t* w, int64_t n, int64_t k, float* y,
+                                           float* workspace, size_t workspace_floats, GemmTile tile) {
   TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w, n, k, y));
-  if (m == 0) return Status::Ok();
   const GemmSlicing plan = gemm_slicing(n, k);
-  if (plan.slices == 1) return gemm_bf16w(stream, x, x_dtype, m, w, n, k, y, tile);
+  if (m == 0) return GemmPartials{y, 1, m, n};
+  if (plan.slices == 1) {
+    TANDEM_RETURN_IF_ERROR(gemm_bf16w(stream, x, x_dtype, m, w, n, k, y, tile));
+    return GemmPartials{y, 1, m, n};
+  }
   const size_t need = static_cast<size_t>(plan.slices) * static_cast<size_t>(m * n);
   if (workspace == nullptr || workspace_floats < need || (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0)
     return invalid_argument("gemm_bf16w_sliced: need a 16-byte aligned workspace of " + std::to_string(need) +
@@ -135,9 +190,19 @@ Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int
       x_dtype == DType::f32
           ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, workspace, plan.slice)
           : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, workspace, plan.slice));
+  return GemmPartials{workspace, plan.slices, m, n};
+}
+
+Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,
+                         int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
+                         GemmTile tile) {
+  Expected<GemmPartials> p =
+      gemm_bf16w_partials(stream, x, x_dtype, m, w, n, k, y, workspace, workspace_floats, tile);
+  if (!p.ok()) return p.status();
+  if (p->slices == 1) return Status::Ok();
   const int64_t count = m * n;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 65535 * 8));
-  sum_slices_kernel<<<blocks, 256, 0, stream.handle()>>>(workspace, plan.slices, count, y);
+  sum_slices_kernel<<<blocks, 256, 0, stream.handle()>>>(p->slabs, p->slices, count, y);
   return launch_status("gemm_bf16w_sliced (sum of slices)");
 }
 

@@ -13,6 +13,12 @@ namespace tandem::kernels::gpu {
 Status check_gemm_args(const void* x, DType x_dtype, int64_t m, const uint16_t* w, int64_t n, int64_t k,
                        const float* y);
 
+// The small tile's shape (M <= 16): variant 0..small_tile_variants()-1, all
+// the same bits; the default unless TANDEM_CUDA_SMALL_TILE or this setter
+// picks another (process-wide; for benchmarks and tests).
+int small_tile_variants();
+void set_small_tile_variant(int variant);
+
 // Tuning builds only. Candidate `variant` (1..gemm_tuning_variants()) of the
 // tile family `tile` (small or large), else InvalidArgument.
 int gemm_tuning_variants();

@@ -70,16 +70,32 @@ struct Fixture {
 
   int64_t row_floats() const { return static_cast<int64_t>(ac.n_heads) * ac.head_dim; }
 
-  // Queries at positions [first, first + count) in one call.
-  std::vector<float> run(int first, int count, const Stream& stream) const {
+  // Queries at positions [first, first + count) in one call; split: one block
+  // per chunk (a workspace), else one block per (row, head) walks the chunks.
+  std::vector<float> run(int first, int count, const Stream& stream, bool split) const {
     DeviceBuffer out = testing::poisoned(static_cast<size_t>(count * row_floats()) * 4, stream);
-    const Status st = attention(
-        stream, dq.as<float>() + first * row_floats(), count, ac.n_heads, pool, dpos.as<int32_t>() + first,
-        dtable_rows.as<int32_t>() + first * table.size(), static_cast<int64_t>(table.size()),
-        1.0f / std::sqrt(static_cast<float>(ac.head_dim)), ac.window, out.as<float>());
+    const int64_t stride = static_cast<int64_t>(table.size());
+    AttentionWorkspace ws;
+    if (split) {
+      const size_t partials = attention_partial_floats(count, ac.n_heads, pool, stride, ac.window);
+      EXPECT_GT(partials, 0u);
+      if (partial_buffer.bytes() < partials * 4) partial_buffer = testing::poisoned(partials * 4, stream);
+      const size_t counters = static_cast<size_t>(count) * ac.n_heads;
+      if (counter_buffer.bytes() < counters * 4)
+        counter_buffer = testing::to_device(std::vector<uint32_t>(counters, 0u), stream);
+      ws = AttentionWorkspace{partial_buffer.as<float>(), partial_buffer.bytes() / 4,
+                              counter_buffer.as<uint32_t>(), counter_buffer.bytes() / 4};
+    }
+    const Status st =
+        attention(stream, dq.as<float>() + first * row_floats(), count, ac.n_heads, pool,
+                  dpos.as<int32_t>() + first, dtable_rows.as<int32_t>() + first * table.size(), stride,
+                  1.0f / std::sqrt(static_cast<float>(ac.head_dim)), ac.window, out.as<float>(), ws);
     EXPECT_TRUE(st.ok()) << st.to_string();
     return testing::to_host<float>(out, count * row_floats(), stream);
   }
+  // Shared by every split call of the fixture, as the forward shares one per
+  // layer sequence: counters zero-filled once (the kernel leaves them zero).
+  mutable DeviceBuffer partial_buffer, counter_buffer;
 
   // Double-precision softmax attention for (pos, head).
   std::vector<double> exact(int pos, int head) const {
@@ -107,7 +123,14 @@ struct Fixture {
   }
 };
 
-const AttentionCase kCases[] = {{4, 2, 64, 16, 140, 0}, {8, 8, 128, 32, 100, 40}, {2, 1, 256, 16, 70, 0}};
+// Chunk boundaries every 32 positions: 140 and 600 keys cross several (600:
+// 19 chunks, the length of a decode step at a 600-token context); windows of
+// 40 and 100 start mid-chunk.
+const AttentionCase kCases[] = {{4, 2, 64, 16, 140, 0},
+                                {8, 8, 128, 32, 100, 40},
+                                {2, 1, 256, 16, 70, 0},
+                                {14, 2, 64, 16, 600, 0},
+                                {8, 2, 128, 16, 300, 100}};
 
 TEST(CudaKvWrite, PlacesRowsExactlyWhereTheCpuDoes) {
   TANDEM_REQUIRE_CUDA_DEVICE();
@@ -128,7 +151,7 @@ TEST(CudaAttention, MatchesDoubleSoftmax) {
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
   for (const AttentionCase& c : kCases) {
     const Fixture f(c, *stream);
-    const std::vector<float> all = f.run(0, c.len, *stream);
+    const std::vector<float> all = f.run(0, c.len, *stream, /*split=*/false);
     // 2e-5 at head_dim 64 (the CPU bound), scaled with head_dim.
     const double tol = 2e-5 * std::max(1.0, c.head_dim / 64.0);
     for (int pos : {0, 1, 31, 32, 33, 64, c.len - 1}) {
@@ -143,24 +166,54 @@ TEST(CudaAttention, MatchesDoubleSoftmax) {
   }
 }
 
-TEST(CudaAttention, QueryBitsIndependentOfGrouping) {
+TEST(CudaAttention, QueryBitsIndependentOfGroupingAndLaunchShape) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Expected<Stream> stream = Stream::create();
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
   for (const AttentionCase& c : kCases) {
     const Fixture f(c, *stream);
-    const std::vector<float> prefill = f.run(0, c.len, *stream);
+    const std::vector<float> prefill = f.run(0, c.len, *stream, /*split=*/false);
     const int64_t w = f.row_floats();
-    for (int pos : {0, 1, 30, 31, 32, 33, 63, 64, 65, c.len - 1}) {
+    // The whole prefill with a block per chunk: the same bits as the serial walk.
+    const std::vector<float> prefill_split = f.run(0, c.len, *stream, /*split=*/true);
+    ASSERT_TRUE(same_bits(prefill_split.data(), prefill.data(), prefill.size()))
+        << "split prefill != serial prefill, len " << c.len;
+    for (int pos : {0, 1, 30, 31, 32, 33, 63, 64, 65, 127, 128, 129, 299, 511, 512, c.len - 1}) {
       if (pos >= c.len) continue;
-      const std::vector<float> decode = f.run(pos, 1, *stream);
-      ASSERT_TRUE(same_bits(decode.data(), prefill.data() + pos * w, w)) << "decode != prefill at " << pos;
-      const int first = std::max(0, pos - 2), count = std::min(c.len - first, 5);  // a verify block
-      const std::vector<float> verify = f.run(first, count, *stream);
-      ASSERT_TRUE(same_bits(verify.data() + (pos - first) * w, prefill.data() + pos * w, w))
-          << "verify != prefill at " << pos;
+      for (const bool split : {false, true}) {
+        const std::vector<float> decode = f.run(pos, 1, *stream, split);
+        ASSERT_TRUE(same_bits(decode.data(), prefill.data() + pos * w, w))
+            << "decode != prefill at " << pos << (split ? " (split)" : " (serial)");
+        const int first = std::max(0, pos - 2), count = std::min(c.len - first, 5);  // a verify block
+        const std::vector<float> verify = f.run(first, count, *stream, split);
+        ASSERT_TRUE(same_bits(verify.data() + (pos - first) * w, prefill.data() + pos * w, w))
+            << "verify != prefill at " << pos << (split ? " (split)" : " (serial)");
+      }
     }
+    // The split kernel leaves its counters at zero: the workspace is reusable.
+    const std::vector<float> again = f.run(0, c.len, *stream, /*split=*/true);
+    ASSERT_TRUE(same_bits(again.data(), prefill.data(), prefill.size())) << "second split call differs";
   }
+}
+
+TEST(CudaAttention, SmallWorkspaceFallsBackToTheSameBits) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  const AttentionCase c{4, 2, 64, 16, 140, 0};
+  const Fixture f(c, *stream);
+  const std::vector<float> serial = f.run(0, c.len, *stream, /*split=*/false);
+  DeviceBuffer small = testing::to_device(std::vector<float>(64, 0.0f), *stream);
+  DeviceBuffer counters = testing::to_device(std::vector<uint32_t>(c.len * c.n_heads, 0u), *stream);
+  DeviceBuffer out = testing::poisoned(static_cast<size_t>(c.len * f.row_floats()) * 4, *stream);
+  const Status st = attention(*stream, f.dq.as<float>(), c.len, c.n_heads, f.pool, f.dpos.as<int32_t>(),
+                              f.dtable_rows.as<int32_t>(), static_cast<int64_t>(f.table.size()),
+                              1.0f / std::sqrt(64.0f), 0, out.as<float>(),
+                              AttentionWorkspace{small.as<float>(), 64, counters.as<uint32_t>(),
+                                                 static_cast<size_t>(c.len * c.n_heads)});
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  const std::vector<float> got = testing::to_host<float>(out, serial.size(), *stream);
+  EXPECT_TRUE(same_bits(got.data(), serial.data(), serial.size()));
 }
 
 TEST(CudaAttentionArguments, BadShapesAreInvalidArgument) {
@@ -173,6 +226,10 @@ TEST(CudaAttentionArguments, BadShapesAreInvalidArgument) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(kv_write(stream, DeviceKvPool{}, nullptr, nullptr, 1, nullptr, nullptr, 1).code(),
             StatusCode::kInvalidArgument);
+  EXPECT_EQ(attention(stream, nullptr, 1, 2, pool, nullptr, nullptr, 1, 1.0f, 0, nullptr,
+                      AttentionWorkspace{reinterpret_cast<float*>(uintptr_t{4}), 100, nullptr, 0})
+                .code(),
+            StatusCode::kInvalidArgument);  // a misaligned workspace
   EXPECT_TRUE(attention(stream, nullptr, 0, 2, pool, nullptr, nullptr, 1, 1.0f, 0, nullptr).ok());
 }
 

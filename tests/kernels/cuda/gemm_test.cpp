@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cublas_reference.h"
+#include "cuda/gemm_tuning.h"
 #include "cuda_test_util.h"
 
 namespace tandem::kernels::gpu {
@@ -244,6 +245,36 @@ TEST(GemmSliced, AShortWorkspaceIsInvalidArgument) {
 
 INSTANTIATE_TEST_SUITE_P(Activations, GemmSliced, ::testing::Values(DType::bf16, DType::f32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Every shape of the small tile (TANDEM_CUDA_SMALL_TILE) gives the shipping
+// default's bits, plain and K-sliced, at M = 1..16 (8-row shapes fall back
+// above M = 8) and on a partial last k tile.
+TEST_P(GemmSliced, EverySmallTileVariantGivesTheSameBits) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  for (const int64_t k : {int64_t{4104}, int64_t{904}}) {
+    const Problem p = make_problem(200, k, 16, GetParam(), 23, *stream);
+    set_small_tile_variant(-1);  // the default
+    std::vector<std::vector<float>> plain(17), sliced(17);
+    for (int64_t m = 1; m <= 16; ++m) {
+      plain[m] = run(p, 0, m, *stream, GemmTile::small);
+      sliced[m] = run_sliced(p, 0, m, *stream, GemmTile::small);
+    }
+    for (int v = 0; v < small_tile_variants(); ++v) {
+      set_small_tile_variant(v);
+      for (int64_t m = 1; m <= 16; ++m) {
+        ASSERT_TRUE(
+            same_bits(run(p, 0, m, *stream, GemmTile::small).data(), plain[m].data(), plain[m].size()))
+            << "variant " << v << " k=" << k << " m=" << m;
+        ASSERT_TRUE(same_bits(run_sliced(p, 0, m, *stream, GemmTile::small).data(), sliced[m].data(),
+                              sliced[m].size()))
+            << "variant " << v << " k=" << k << " m=" << m << " (sliced)";
+      }
+    }
+    set_small_tile_variant(-1);
+  }
+}
 
 TEST(GemmCublas, AgreesWithCublasWithinTheBound) {
   TANDEM_REQUIRE_CUDA_DEVICE();

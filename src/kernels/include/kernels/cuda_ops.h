@@ -198,6 +198,21 @@ Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int
                          int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
                          GemmTile tile = GemmTile::automatic);
 
+// The K-sliced GEMM without its final sum: the partial slabs, for an epilogue
+// that sums them itself (slab 0 + slab 1 + … in slab order, the sum
+// gemm_bf16w_sliced writes) fused with what follows. slices == 1: the
+// product is in y (slabs == y). Same arguments and errors as
+// gemm_bf16w_sliced.
+struct GemmPartials {
+  const float* slabs = nullptr;  // [slices][m][n]
+  int slices = 1;
+  int64_t m = 0, n = 0;
+};
+Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, DType x_dtype, int64_t m,
+                                           const uint16_t* w, int64_t n, int64_t k, float* y,
+                                           float* workspace, size_t workspace_floats,
+                                           GemmTile tile = GemmTile::automatic);
+
 // ---------------------------------------------------------------- row-wise ops
 // One block per row; fixed block size and fixed reduction tree, so each row's
 // bits are independent of `rows`. f32 throughout.
@@ -240,14 +255,28 @@ Status kv_write(const Stream& stream, const DeviceKvPool& pool, const float* k_n
 // Causal GQA attention with the CPU attention()'s contract (kernels/ops.h):
 // q, out [rows][n_heads][head_dim]; row r attends to keys [max(0, p - window
 // + 1), p] (window <= 0: no window), p = positions[r]; head h reads kv head
-// h / (n_heads / n_kv_heads). Keys are visited in chunks of kAttentionChunk
-// aligned to absolute positions with the online-softmax merge in chunk order;
-// one block per (row, head) and a fixed reduction tree per score, so a query
-// does identical arithmetic alone (decode), in a verify block or in a prefill
-// chunk. head_dim <= 512.
+// h / (n_heads / n_kv_heads). Keys are split into chunks of kAttentionChunk
+// aligned to absolute positions; each chunk's partial softmax is merged in
+// chunk order by one fixed formula (ADR 0028), so a query does identical
+// arithmetic alone (decode), in a verify block or in a prefill chunk.
+// With a workspace holding counters[rows · n_heads] (zero-filled once before
+// the first use; every call leaves them zero) and at least
+// attention_partial_floats(rows, n_heads, pool, table_stride, window) floats
+// of partials (16-byte aligned), each chunk gets its own block
+// (flash-decoding); without one (or with a smaller one), one block per (row,
+// head) walks the chunks: the same bits either way. The workspace is in use
+// until the call's work on `stream` completes. head_dim <= 512.
+struct AttentionWorkspace {
+  float* partials = nullptr;
+  size_t partial_floats = 0;
+  uint32_t* counters = nullptr;
+  size_t counter_count = 0;
+};
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
-                 int window, float* out);
+                 int window, float* out, const AttentionWorkspace& workspace = {});
+size_t attention_partial_floats(int64_t rows, int n_heads, const DeviceKvPool& pool, int64_t table_stride,
+                                int window);
 
 // ---------------------------------------------------------------- glue of the model forward
 // Element-wise (no reductions), so trivially batch-invariant. f32 unless stated.
@@ -270,5 +299,22 @@ Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t coun
 // dst[r] = src[indices[r]] for r < rows; rows of `dim` floats; indices on the device.
 Status gather_rows(const Stream& stream, const float* src, const int32_t* indices, int64_t rows, int64_t dim,
                    float* dst);
+
+// ---------------------------------------------------------------- fused GEMM epilogues
+// Epilogues over GemmPartials (fused.cu): each value is the slab sum, then
+// + bias[j] when bias is not null, then exactly the unfused op's arithmetic,
+// so the bits equal the unfused sequence's.
+// x[r][j] += value(r, j): the residual add after the o and down projections.
+Status residual_add_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x);
+// out[r][i] = swiglu_rows' formula on value(r, i) and value(r, inter + i); p.n = 2 · inter.
+Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out);
+// The fused q/k/v projection (p.n = (n_heads + 2 n_kv_heads) · head_dim):
+// split_qkv, rope() on q and k (rope_positions, inv_freq, rotary_dim, layout),
+// q to q_out [rows][n_heads][head_dim], k and v into the pool where kv_write
+// puts them (positions, block tables).
+Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const float* bias, int n_heads,
+                         const DeviceKvPool& pool, const int32_t* rope_positions, const float* inv_freq,
+                         int rotary_dim, RopeLayout layout, const int32_t* positions,
+                         const int32_t* block_tables, int64_t table_stride, float* q_out);
 
 }  // namespace tandem::kernels::gpu

@@ -33,6 +33,9 @@ struct ProbeResult {
   size_t differing_bytes = 0;
   size_t total_bytes = 0;
   std::string why;  // when !ran
+  // Set when the verdict is known without measuring (a kernel that is not
+  // batch-invariant by construction): ran, not exact, and this is the reason.
+  std::string declared;
 
   // The spec's reason string (no trailing period).
   std::string reason() const;
@@ -42,7 +45,11 @@ inline constexpr int kProbeDraws = 3;
 
 // Runs the probe on `model` with matmul mode `gemm`, on a private KV cache
 // (serving caches are untouched): kProbeDraws draws with an 8-token prompt
-// plus one draw whose block crosses an attention chunk boundary.
+// plus one draw whose block crosses an attention chunk boundary. On a model
+// placed on a CUDA device, splitk (cuBLAS) is declared inexact without
+// measuring: cuBLAS promises no batch invariance, and whether one build picks
+// the same algorithm for M = 1 and M = K on one machine says nothing about
+// the next shape, driver or GPU.
 ProbeResult run_exactness_probe(const model::Model& model, ThreadPool* pool, int block_size,
                                 kernels::GemmMode gemm);
 

@@ -1,0 +1,174 @@
+// fused.cu — GEMM epilogues fused with the glue that follows each projection
+// of a layer (kernels/cuda_ops.h): the sum of the K-sliced GEMM's partial
+// slabs, the bias, then the residual add, SwiGLU, or the q/k/v split with
+// RoPE and the K/V write. Each computes every value with exactly the
+// operations, in exactly the order, of the unfused sequence
+// (gemm_bf16w_sliced's slab sum, add_bias, add_inplace / swiglu_rows /
+// split_qkv + rope + kv_write), so the bits are the same; only the launches
+// and the round trips through memory go. Compiled with --fmad=false.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "cuda/cuda_check.h"
+#include "kernels/cuda_ops.h"
+
+namespace tandem::kernels::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxHeadDim = 512;
+
+// slab 0 + slab 1 + … in slab order (gemm_bf16w_sliced's sum), then + bias.
+__device__ __forceinline__ float partial_value(const float* __restrict__ slabs, int slices, int64_t count,
+                                               int64_t i, const float* __restrict__ bias, int64_t j) {
+  float s = slabs[i];
+  for (int z = 1; z < slices; ++z) s = s + slabs[z * count + i];
+  if (bias != nullptr) s = s + bias[j];
+  return s;
+}
+
+__global__ void residual_add_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t n,
+                                    const float* __restrict__ bias, float* x) {
+  const int64_t count = rows * n, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
+    x[i] = x[i] + partial_value(slabs, slices, count, i, bias, i % n);
+}
+
+__global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t inter,
+                              const float* __restrict__ bias, float* __restrict__ out) {
+  const int64_t r = blockIdx.x, count = rows * 2 * inter;
+  for (int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; i < inter;
+       i += static_cast<int64_t>(gridDim.y) * blockDim.x) {
+    const int64_t base = r * 2 * inter;
+    const double g = partial_value(slabs, slices, count, base + i, bias, i);
+    const float up = partial_value(slabs, slices, count, base + inter + i, bias, inter + i);
+    out[r * inter + i] = static_cast<float>(g / (1.0 + exp(-g)) * static_cast<double>(up));
+  }
+}
+
+// One block per (row, head slot): slots [0, n_heads) are q heads, then the
+// n_kv k heads, then the n_kv v heads.
+__global__ void qkv_rope_kv_kernel(const float* __restrict__ slabs, int slices, int64_t rows,
+                                   const float* __restrict__ bias, int n_heads, DeviceKvPool pool,
+                                   const int32_t* __restrict__ rope_positions,
+                                   const float* __restrict__ inv_freq, int rotary_dim, bool neox,
+                                   const int32_t* __restrict__ positions,
+                                   const int32_t* __restrict__ block_tables, int64_t table_stride,
+                                   float* __restrict__ q_out) {
+  __shared__ float vals[kMaxHeadDim];
+  __shared__ float cos_s[kMaxHeadDim / 2], sin_s[kMaxHeadDim / 2];
+  const int64_t r = blockIdx.x;
+  const int slot = blockIdx.y;
+  const int hd = pool.head_dim, n_kv = pool.n_kv_heads;
+  const int64_t width = static_cast<int64_t>(n_heads + 2 * n_kv) * hd, count = rows * width;
+  const int64_t col0 = static_cast<int64_t>(slot) * hd;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x)
+    vals[d] = partial_value(slabs, slices, count, r * width + col0 + d, bias, col0 + d);
+  const bool is_v = slot >= n_heads + n_kv;
+  if (!is_v) {
+    // rope(): one f32 rounding of the angle, cos/sin in double rounded once,
+    // every product rounded (no FMA).
+    const int half = rotary_dim / 2;
+    const float pos = static_cast<float>(rope_positions[r]);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+      const double angle = static_cast<double>(pos * inv_freq[i]);
+      double s, c;
+      sincos(angle, &s, &c);
+      cos_s[i] = static_cast<float>(c);
+      sin_s[i] = static_cast<float>(s);
+    }
+    __syncthreads();
+    float rotated[2 * ((kMaxHeadDim / 2 + kThreads - 1) / kThreads)];
+    int n_rot = 0;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+      const int ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
+      const float a = vals[ia], b = vals[ib];
+      const float ac = a * cos_s[i], bs = b * sin_s[i];
+      const float bc = b * cos_s[i], as = a * sin_s[i];
+      rotated[n_rot++] = ac - bs;
+      rotated[n_rot++] = bc + as;
+    }
+    __syncthreads();  // every pair is read before any is rewritten
+    n_rot = 0;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+      const int ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
+      vals[ia] = rotated[n_rot++];
+      vals[ib] = rotated[n_rot++];
+    }
+  }
+  __syncthreads();
+  if (slot < n_heads) {
+    float* o = q_out + (r * n_heads + slot) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) o[d] = vals[d];
+    return;
+  }
+  // kv_write's placement: block table entry, slot within the block, kv head.
+  const int kv_head = is_v ? slot - n_heads - n_kv : slot - n_heads;
+  const int32_t p = positions[r];
+  const int32_t* table = block_tables + r * table_stride;
+  const int64_t base = ((static_cast<int64_t>(table[p / pool.tokens_per_block]) * pool.tokens_per_block +
+                         p % pool.tokens_per_block) *
+                            n_kv +
+                        kv_head) *
+                       hd;
+  float* dst = is_v ? pool.v : pool.k;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) dst[base + d] = vals[d];
+}
+
+Status check_partials(const GemmPartials& p, const char* op) {
+  if (p.slabs == nullptr && p.m > 0) return invalid_argument(std::string(op) + ": no partials");
+  if (p.m < 0 || p.m > 0x7fffffffLL || p.n <= 0 || p.slices < 1)
+    return invalid_argument(std::string(op) +
+                            ": need 0 <= m < 2^31, n > 0 and slices >= 1 (got m=" + std::to_string(p.m) +
+                            ", n=" + std::to_string(p.n) + ", slices=" + std::to_string(p.slices) + ")");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status residual_add_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x) {
+  TANDEM_RETURN_IF_ERROR(check_partials(p, "residual_add_partials"));
+  if (p.m == 0) return Status::Ok();
+  const int64_t blocks = std::min<int64_t>((p.m * p.n + kThreads - 1) / kThreads, 65535 * 16);
+  residual_add_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream.handle()>>>(p.slabs, p.slices, p.m,
+                                                                                       p.n, bias, x);
+  return launch_status("residual_add_partials");
+}
+
+Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out) {
+  TANDEM_RETURN_IF_ERROR(check_partials(p, "swiglu_partials"));
+  if (p.n % 2 != 0) return invalid_argument("swiglu_partials: n must be 2 * intermediate size (got odd n)");
+  if (p.m == 0) return Status::Ok();
+  const int64_t inter = p.n / 2;
+  const dim3 grid(static_cast<unsigned>(p.m),
+                  static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
+  swiglu_kernel<<<grid, kThreads, 0, stream.handle()>>>(p.slabs, p.slices, p.m, inter, bias, out);
+  return launch_status("swiglu_partials");
+}
+
+Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const float* bias, int n_heads,
+                         const DeviceKvPool& pool, const int32_t* rope_positions, const float* inv_freq,
+                         int rotary_dim, RopeLayout layout, const int32_t* positions,
+                         const int32_t* block_tables, int64_t table_stride, float* q_out) {
+  TANDEM_RETURN_IF_ERROR(check_partials(p, "qkv_rope_kv_write"));
+  if (n_heads <= 0 || pool.n_kv_heads <= 0 || pool.head_dim <= 0 || pool.head_dim > kMaxHeadDim ||
+      pool.tokens_per_block <= 0 || rotary_dim <= 0 || rotary_dim % 2 != 0 || rotary_dim > pool.head_dim ||
+      p.n != static_cast<int64_t>(n_heads + 2 * pool.n_kv_heads) * pool.head_dim) {
+    return invalid_argument(
+        "qkv_rope_kv_write: need n = (n_heads + 2 n_kv_heads) * head_dim, head_dim <= " +
+        std::to_string(kMaxHeadDim) + ", rotary_dim even and <= head_dim (got n=" + std::to_string(p.n) +
+        ", n_heads=" + std::to_string(n_heads) + ", n_kv_heads=" + std::to_string(pool.n_kv_heads) +
+        ", head_dim=" + std::to_string(pool.head_dim) + ", rotary_dim=" + std::to_string(rotary_dim) + ")");
+  }
+  if (p.m == 0) return Status::Ok();
+  const dim3 grid(static_cast<unsigned>(p.m), static_cast<unsigned>(n_heads + 2 * pool.n_kv_heads));
+  const int threads = pool.head_dim >= 256 ? 256 : 128;
+  qkv_rope_kv_kernel<<<grid, threads, 0, stream.handle()>>>(
+      p.slabs, p.slices, p.m, bias, n_heads, pool, rope_positions, inv_freq, rotary_dim,
+      layout == RopeLayout::neox, positions, block_tables, table_stride, q_out);
+  return launch_status("qkv_rope_kv_write");
+}
+
+}  // namespace tandem::kernels::gpu

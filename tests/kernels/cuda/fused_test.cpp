@@ -1,0 +1,162 @@
+// The fused GEMM epilogues (kernels/cuda_ops.h, fused.cu) give exactly the
+// bits of the unfused sequence they replace: gemm_bf16w_sliced, add_bias,
+// then add_inplace / swiglu_rows / split_qkv + rope + kv_write. Skipped
+// without a CUDA device; the argument checks run everywhere.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "kernels/ops.h"
+
+namespace tandem::kernels::gpu {
+namespace {
+
+using testing::random_floats;
+using testing::same_bits;
+
+struct Projection {
+  int64_t m, n, k;
+  DeviceBuffer x, w, bias, slabs, y;
+  size_t slab_floats;
+};
+
+Projection make_projection(int64_t m, int64_t n, int64_t k, uint32_t seed, const Stream& stream) {
+  Projection p{m, n, k, {}, {}, {}, {}, {}, 0};
+  p.x = testing::to_device(random_floats(m * k, seed), stream);
+  p.w = testing::to_device(testing::to_bf16(random_floats(n * k, seed + 1)), stream);
+  p.bias = testing::to_device(random_floats(n, seed + 2), stream);
+  p.slab_floats = static_cast<size_t>(gemm_slicing(n, k).slices) * m * n;
+  p.slabs = testing::to_device(std::vector<float>(p.slab_floats, 0.0f), stream);
+  p.y = testing::to_device(std::vector<float>(m * n, 0.0f), stream);
+  return p;
+}
+
+// The unfused reference: y = sliced product + bias.
+std::vector<float> unfused_product(Projection& p, const Stream& stream) {
+  Status st = gemm_bf16w_sliced(stream, p.x.data(), DType::f32, p.m, p.w.as<uint16_t>(), p.n, p.k,
+                                p.y.as<float>(), p.slabs.as<float>(), p.slab_floats);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  st = add_bias(stream, p.y.as<float>(), p.bias.as<float>(), p.m, p.n);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return testing::to_host<float>(p.y, p.m * p.n, stream);
+}
+
+GemmPartials partials(Projection& p, const Stream& stream) {
+  Expected<GemmPartials> g = gemm_bf16w_partials(stream, p.x.data(), DType::f32, p.m, p.w.as<uint16_t>(), p.n,
+                                                 p.k, p.y.as<float>(), p.slabs.as<float>(), p.slab_floats);
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  return g.ok() ? *g : GemmPartials{};
+}
+
+TEST(CudaFused, ResidualAddAndSwigluEqualTheUnfusedOps) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  for (const int64_t k : {int64_t{4864}, int64_t{896}}) {  // several slices; one slice (n = 9728 is wide)
+    Projection p = make_projection(3, k == 896 ? 9728 : 640, k, 5, *stream);
+    const std::vector<float> y = unfused_product(p, *stream);
+    const std::vector<float> x0 = random_floats(p.m * p.n, 9);
+    // Residual.
+    DeviceBuffer x_ref = testing::to_device(x0, *stream), x_fused = testing::to_device(x0, *stream);
+    DeviceBuffer dy = testing::to_device(y, *stream);
+    ASSERT_TRUE(add_inplace(*stream, x_ref.as<float>(), dy.as<float>(), p.m * p.n).ok());
+    const GemmPartials g = partials(p, *stream);
+    ASSERT_TRUE(residual_add_partials(*stream, g, p.bias.as<float>(), x_fused.as<float>()).ok());
+    const std::vector<float> a = testing::to_host<float>(x_ref, x0.size(), *stream);
+    const std::vector<float> b = testing::to_host<float>(x_fused, x0.size(), *stream);
+    EXPECT_TRUE(same_bits(a.data(), b.data(), a.size())) << "residual, k=" << k << " slices " << g.slices;
+    // SwiGLU over the same rows read as [gate | up].
+    const int64_t inter = p.n / 2;
+    DeviceBuffer out_ref = testing::poisoned(p.m * inter * 4, *stream);
+    DeviceBuffer out_fused = testing::poisoned(p.m * inter * 4, *stream);
+    ASSERT_TRUE(swiglu_rows(*stream, dy.as<float>(), p.m, inter, out_ref.as<float>()).ok());
+    const GemmPartials g2 = partials(p, *stream);
+    ASSERT_TRUE(swiglu_partials(*stream, g2, p.bias.as<float>(), out_fused.as<float>()).ok());
+    const std::vector<float> c = testing::to_host<float>(out_ref, p.m * inter, *stream);
+    const std::vector<float> d = testing::to_host<float>(out_fused, p.m * inter, *stream);
+    EXPECT_TRUE(same_bits(c.data(), d.data(), c.size())) << "swiglu, k=" << k;
+  }
+}
+
+TEST(CudaFused, QkvRopeKvWriteEqualsSplitRopeAndKvWrite) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  for (const int hd : {64, 128}) {
+    const int n_heads = 4, n_kv = 2, tpb = 16, rows = 5;
+    const int64_t qd = n_heads * hd, kvd = n_kv * hd;
+    Projection p = make_projection(rows, qd + 2 * kvd, 2048, 11, *stream);
+    const std::vector<float> y = unfused_product(p, *stream);
+    const std::vector<float> inv = rope_inv_freq(hd, 10000.0, RopeScaling{});
+    DeviceBuffer d_inv = testing::to_device(inv, *stream);
+    const std::vector<int32_t> positions = {17, 18, 40, 3, 63}, rope_positions = {17, 18, 40, 1000, 63};
+    DeviceBuffer d_pos = testing::to_device(positions, *stream);
+    DeviceBuffer d_rope = testing::to_device(rope_positions, *stream);
+    const int blocks = 6;
+    std::vector<int32_t> table(blocks);
+    std::iota(table.rbegin(), table.rend(), 0);  // reversed block ids
+    std::vector<int32_t> tables;
+    for (int r = 0; r < rows; ++r) tables.insert(tables.end(), table.begin(), table.end());
+    DeviceBuffer d_tables = testing::to_device(tables, *stream);
+    const size_t pool_floats = static_cast<size_t>(blocks) * tpb * kvd;
+    auto make_pool = [&](DeviceBuffer& k, DeviceBuffer& v) {
+      k = testing::to_device(std::vector<float>(pool_floats, 0.5f), *stream);
+      v = testing::to_device(std::vector<float>(pool_floats, 0.5f), *stream);
+      return DeviceKvPool{k.as<float>(), v.as<float>(), tpb, n_kv, hd};
+    };
+    DeviceBuffer k_ref, v_ref, k_fused, v_fused;
+    const DeviceKvPool pool_ref = make_pool(k_ref, v_ref), pool_fused = make_pool(k_fused, v_fused);
+    // Unfused.
+    DeviceBuffer dy = testing::to_device(y, *stream);
+    DeviceBuffer q = testing::poisoned(rows * qd * 4, *stream),
+                 k = testing::poisoned(rows * kvd * 4, *stream),
+                 v = testing::poisoned(rows * kvd * 4, *stream);
+    ASSERT_TRUE(
+        split_qkv(*stream, dy.as<float>(), rows, qd, kvd, q.as<float>(), k.as<float>(), v.as<float>()).ok());
+    ASSERT_TRUE(rope(*stream, q.as<float>(), rows, n_heads, hd, d_rope.as<int32_t>(), d_inv.as<float>(), hd,
+                     RopeLayout::neox)
+                    .ok());
+    ASSERT_TRUE(rope(*stream, k.as<float>(), rows, n_kv, hd, d_rope.as<int32_t>(), d_inv.as<float>(), hd,
+                     RopeLayout::neox)
+                    .ok());
+    ASSERT_TRUE(kv_write(*stream, pool_ref, k.as<float>(), v.as<float>(), rows, d_pos.as<int32_t>(),
+                         d_tables.as<int32_t>(), blocks)
+                    .ok());
+    // Fused.
+    DeviceBuffer q_fused = testing::poisoned(rows * qd * 4, *stream);
+    const GemmPartials g = partials(p, *stream);
+    ASSERT_GT(g.slices, 1);
+    const Status st = qkv_rope_kv_write(
+        *stream, g, p.bias.as<float>(), n_heads, pool_fused, d_rope.as<int32_t>(), d_inv.as<float>(), hd,
+        RopeLayout::neox, d_pos.as<int32_t>(), d_tables.as<int32_t>(), blocks, q_fused.as<float>());
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    const auto a = testing::to_host<float>(q, rows * qd, *stream),
+               b = testing::to_host<float>(q_fused, rows * qd, *stream);
+    EXPECT_TRUE(same_bits(a.data(), b.data(), a.size())) << "q, head_dim " << hd;
+    for (const auto* pair : {&k_ref, &v_ref}) {
+      const DeviceBuffer& other = pair == &k_ref ? k_fused : v_fused;
+      const auto c = testing::to_host<float>(*pair, pool_floats, *stream);
+      const auto d = testing::to_host<float>(other, pool_floats, *stream);
+      EXPECT_TRUE(same_bits(c.data(), d.data(), c.size()))
+          << (pair == &k_ref ? "k" : "v") << " pool, head_dim " << hd;
+    }
+  }
+}
+
+TEST(CudaFusedArguments, BadShapesAreInvalidArgument) {
+  const Stream stream;
+  const GemmPartials odd{nullptr, 1, 0, 7};
+  EXPECT_EQ(swiglu_partials(stream, odd, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
+  const GemmPartials no_slabs{nullptr, 1, 2, 8};
+  EXPECT_EQ(residual_add_partials(stream, no_slabs, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
+  const GemmPartials qkv{nullptr, 1, 0, 100};
+  EXPECT_EQ(qkv_rope_kv_write(stream, qkv, nullptr, 4, DeviceKvPool{nullptr, nullptr, 16, 2, 64}, nullptr,
+                              nullptr, 64, RopeLayout::neox, nullptr, nullptr, 1, nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);  // n is not (4 + 2·2)·64
+}
+
+}  // namespace
+}  // namespace tandem::kernels::gpu

@@ -169,6 +169,8 @@ Expected<std::unique_ptr<Model>> Model::load_mtp_block(const std::string& dir, n
   m->dir_ = dir;
   TANDEM_ASSIGN_OR_RETURN(m->config_, parse_config(j.dump(), path));
   const ModelConfig& c = m->config_;
+  if (c.family == Family::gemma4)  // per-layer inputs and KV sharing have no MTP-head form
+    return unimplemented(path + ": an MTP head for a gemma4_text target is not supported");
   if (c.hidden_size != target.config().hidden_size)
     return invalid_argument(path + ": hidden_size " + std::to_string(c.hidden_size) +
                             " does not match the target's " + std::to_string(target.config().hidden_size));

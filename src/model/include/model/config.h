@@ -6,7 +6,9 @@
 // ((1+w) RMSNorm, pre/post norms, GeGLU, scaled embeddings, soft-capping,
 // local/global RoPE; a multimodal "gemma3" config is read as its text_config,
 // missing fields taking Gemma3TextConfig's defaults, and its vision tower is
-// ignored). Both config forms are read:
+// ignored); gemma4_text (per-layer head sizes, KV-shared layers, per-layer
+// inputs, an MoE block beside the MLP: docs/adr/0036-gemma4-text.md), and a
+// multimodal "gemma4" config read as its text_config. Both config forms are read:
 //   classic (transformers 4.x, published checkpoints): rope_theta, rope_scaling
 //     {type|rope_type, factor, ...}, torch_dtype
 //   transformers 5: rope_parameters {rope_type, rope_theta, factor, ...}, dtype,

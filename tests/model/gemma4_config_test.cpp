@@ -169,5 +169,38 @@ TEST(Gemma4Config, KvCacheHasPerLayerShapes) {
   EXPECT_EQ(kv->layer_pool(1).n_kv_heads, 1);
 }
 
+// Decode streams the dense MLP, the router and only the top-k experts of each
+// layer (experts 32 wide, bf16), plus one embedding row.
+TEST(Gemma4Model, MoeStreamsOnlyTheRoutedExperts) {
+  auto m = Model::load(testing::fixture_path("gemma4_moe_bf16"));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const ModelConfig& c = (*m)->config();
+  ASSERT_TRUE(c.moe_beside_mlp);
+  const LayerWeights& w0 = (*m)->layers()[0];
+  ASSERT_EQ(w0.experts.size(), 6u);
+  const size_t expert = w0.experts[0].gate_up.weight_bytes() + w0.experts[0].down.weight_bytes();
+  EXPECT_EQ(expert, size_t{3} * 32 * 64 * 2);
+  size_t expected = (*m)->lm_head().weight_bytes() + 64 * 2;
+  for (const LayerWeights& l : (*m)->layers())
+    expected += l.qkv.weight_bytes() + l.o.weight_bytes() + l.gate_up.weight_bytes() + l.down.weight_bytes() +
+                l.router.weight_bytes() + size_t{2} * expert;
+  EXPECT_EQ((*m)->weight_bytes_per_token(), expected);
+}
+
+// A KV-shared layer has only q and o; a k_eq_v layer q and k (the fused qkv
+// matrix's rows), from the fixture's shapes.
+TEST(Gemma4Model, LayersHoldOnlyTheProjectionsTheyHave) {
+  auto m = Model::load(testing::fixture_path("gemma4_text_bf16"));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const auto& layers = (*m)->layers();
+  EXPECT_EQ(layers[0].qkv.n(), 4 * 16 + 2 * 2 * 16) << "sliding: q, k, v";
+  EXPECT_EQ(layers[1].qkv.n(), 4 * 32 + 1 * 32) << "full with k_eq_v: q and k";
+  EXPECT_EQ(layers[2].qkv.n(), 4 * 16) << "KV-shared: q only";
+  EXPECT_EQ(layers[3].qkv.n(), 4 * 32);
+  EXPECT_TRUE(layers[2].k_norm.empty());
+  EXPECT_EQ(layers[3].gate_up.n(), 2 * 256) << "double-wide MLP on KV-shared layers";
+  EXPECT_EQ(layers[0].per_layer_gate.n(), 16);
+}
+
 }  // namespace
 }  // namespace tandem::model

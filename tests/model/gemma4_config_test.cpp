@@ -202,5 +202,22 @@ TEST(Gemma4Model, LayersHoldOnlyTheProjectionsTheyHave) {
   EXPECT_EQ(layers[0].per_layer_gate.n(), 16);
 }
 
+// Per-layer inputs and KV sharing have no MTP-head form: a tandem_mtp head
+// for a gemma4_text target is refused, saying so.
+TEST(Gemma4Model, AnMtpHeadForAGemma4TargetIsRefused) {
+  auto target = Model::load(testing::fixture_path("gemma4_text_bf16"));
+  ASSERT_TRUE(target.ok()) << target.status().to_string();
+  auto config = read_json_file(testing::fixture_path("gemma4_text_bf16") + "/config.json");
+  ASSERT_TRUE(config.ok());
+  json head = *config;
+  for (const char* key : {"layer_types", "per_layer_config", "num_kv_shared_layers"}) head.erase(key);
+  head["model_type"] = "tandem_mtp";
+  auto mtp = Model::load_mtp_block(testing::make_temp_dir("gemma4_mtp_head"), head, **target);
+  ASSERT_FALSE(mtp.ok());
+  EXPECT_NE(mtp.status().message().find("an MTP head for a gemma4_text target is not supported"),
+            std::string::npos)
+      << mtp.status().to_string();
+}
+
 }  // namespace
 }  // namespace tandem::model

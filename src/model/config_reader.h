@@ -18,14 +18,14 @@ using json = nlohmann::json;
 namespace limits {
 // Upper bounds, generous next to published checkpoints (the largest vocabularies
 // are ~260k, hidden sizes ~16k, intermediate ~100k, 128 layers, 128 heads,
-// head_dim 256, contexts 10M), so that no config value makes the loader or the
-// KV cache size anything absurd or overflow an int.
+// head_dim 512 (Gemma 4's full-attention layers), contexts 10M), so that no config value makes the loader or
+// the KV cache size anything absurd or overflow an int.
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 constexpr int64_t kMaxHidden = int64_t{1} << 16;
 constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
 constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxHeads = 1024;
-constexpr int64_t kMaxHeadDim = 1024;
+constexpr int64_t kMaxHeadDim = 512;  // the attention kernels' limit (kernels' kMaxHeadDim)
 constexpr int64_t kMaxExperts = 1024;
 constexpr int64_t kMaxPositions = int64_t{1} << 30;
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();

@@ -204,6 +204,19 @@ int run_bench(const BenchOptions& o) {
       best_bandwidth / 1e9, o.bw_mib);
   std::printf("weights streamed per token: %.1f MB -> ceiling %.1f tok/s\n", bytes_per_token / 1e6,
               best_bandwidth / bytes_per_token);
+  if (c.moe.num_experts > 0) {  // what the routed experts contribute, against reading them all
+    size_t expert = 0, layers = 0;
+    for (const auto& l : m.layers()) {
+      if (l.experts.empty()) continue;
+      expert = l.experts[0].gate_up.weight_bytes() + l.experts[0].down.weight_bytes();
+      ++layers;
+    }
+    std::printf(
+        "  of which routed experts: top-%d of %d per MoE layer x %zu layers = %.1f MB (all experts: %.1f "
+        "MB)\n",
+        c.moe.top_k, c.moe.num_experts, layers, 1e-6 * static_cast<double>(c.moe.top_k * expert * layers),
+        1e-6 * static_cast<double>(c.moe.num_experts * expert * layers));
+  }
 
   auto kv = model::KvCache::create(c, model::KvCache::options_for_tokens(o.prompt + o.decode + 1));
   if (!kv.ok()) return fail(kv.status());

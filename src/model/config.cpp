@@ -5,6 +5,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "config_reader.h"
 #include "core/mapped_file.h"
 #include "model/gguf_model.h"
 
@@ -12,85 +13,11 @@ namespace tandem::model {
 namespace {
 
 using json = nlohmann::json;
-
-// Upper bounds, generous next to published checkpoints (the largest vocabularies
-// are ~260k, hidden sizes ~16k, intermediate ~100k, 128 layers, 128 heads,
-// head_dim 256, contexts 10M), so that no config value makes the loader or the
-// KV cache size anything absurd or overflow an int.
-constexpr int64_t kMaxVocab = int64_t{1} << 24;
-constexpr int64_t kMaxHidden = int64_t{1} << 16;
-constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
-constexpr int64_t kMaxLayers = 1024;
-constexpr int64_t kMaxHeads = 1024;
-constexpr int64_t kMaxHeadDim = 1024;
-constexpr int64_t kMaxExperts = 1024;
-constexpr int64_t kMaxPositions = int64_t{1} << 30;
-constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
-constexpr double kMaxRopeTheta = 1e12;
-constexpr double kMaxRopeFactor = 1e6;
-
-// Reads config fields with errors that name the file and the field.
-class Reader {
- public:
-  Reader(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
-
-  static std::string type_name(const json& v) {
-    if (v.is_boolean()) return "a boolean";
-    if (v.is_number()) return "a number";
-    if (v.is_string()) return "a string";
-    if (v.is_array()) return "an array";
-    return v.is_object() ? "an object" : "null";
-  }
-  Status error(const std::string& field, const std::string& what) const {
-    return invalid_argument(path_ + ": field \"" + field + "\" " + what);
-  }
-  bool has(const char* field) const { return j_.contains(field) && !j_[field].is_null(); }
-
-  // An integer in [min_value, max_value]; absent (or null) leaves `out` as is.
-  Status get_int(const char* field, int64_t& out, bool required, int64_t min_value = 1,
-                 int64_t max_value = std::numeric_limits<int32_t>::max()) const {
-    if (!has(field)) return required ? error(field, "is missing") : Status::Ok();
-    const json& v = j_[field];
-    if (!v.is_number_integer()) return error(field, "must be an integer, got " + type_name(v));
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max_value))
-      return error(field, "(" + v.dump() + ") must be at most " + std::to_string(max_value));
-    out = v.get<int64_t>();
-    if (out < min_value)
-      return error(field, "(" + std::to_string(out) + ") must be >= " + std::to_string(min_value));
-    if (out > max_value)
-      return error(field, "(" + std::to_string(out) + ") must be at most " + std::to_string(max_value));
-    return Status::Ok();
-  }
-  // A finite number in (min_exclusive, max_value]; absent (or null) leaves `out` as is.
-  // `name` is the field as the error shows it (e.g. "rope_scaling.factor").
-  Status get_double(const json& obj, const std::string& field, const std::string& name, double& out,
-                    double min_exclusive = -std::numeric_limits<double>::infinity(),
-                    double max_value = std::numeric_limits<double>::max()) const {
-    if (!obj.contains(field) || obj[field].is_null()) return Status::Ok();
-    if (!obj[field].is_number()) return error(name, "must be a number, got " + type_name(obj[field]));
-    const double v = obj[field].get<double>();
-    if (!std::isfinite(v)) return error(name, "must be finite");
-    if (!(v > min_exclusive))
-      return error(name, "(" + obj[field].dump() + ") must be > " + json(min_exclusive).dump());
-    if (v > max_value)
-      return error(name, "(" + obj[field].dump() + ") must be at most " + json(max_value).dump());
-    out = v;
-    return Status::Ok();
-  }
-  Status get_bool(const char* field, bool& out) const {
-    if (!has(field)) return Status::Ok();
-    if (!j_[field].is_boolean()) return error(field, "must be true or false");
-    out = j_[field].get<bool>();
-    return Status::Ok();
-  }
-
-  const json& j() const { return j_; }
-  const std::string& path() const { return path_; }
-
- private:
-  const json& j_;
-  std::string path_;
-};
+using internal::fill_gemma4_defaults;
+using internal::parse_gemma4;
+using internal::parse_gemma4_multimodal;
+using internal::Reader;
+using namespace internal::limits;
 
 Expected<Family> parse_family(const std::string& type) {
   if (type == "llama") return Family::llama;
@@ -102,12 +29,21 @@ Expected<Family> parse_family(const std::string& type) {
   if (type == "mixtral") return Family::mixtral;
   if (type == "gemma2") return Family::gemma2;
   if (type == "gemma3_text") return Family::gemma3;
+  if (type == "gemma4_text") return Family::gemma4;
   return unimplemented("model_type \"" + type + "\" is not supported (supported: " + supported_model_types() +
                        ")");
 }
 
 Status parse_rope_scaling(const Reader& r, const json* scaling, const std::string& field,
                           kernels::RopeScaling& s);
+
+// Gemma4TextConfig.__post_init__'s layer_types when absent: every 6th layer
+// is full attention.
+json gemma4_default_layer_types(int layers) {
+  json lt = json::array();
+  for (int i = 0; i < layers; ++i) lt.push_back((i + 1) % 6 != 0 ? "sliding_attention" : "full_attention");
+  return lt;
+}
 
 // One rope_parameters object (or a per-layer-type entry of it): theta and scaling.
 Status parse_rope_parameters(const Reader& r, const json& p, const std::string& field, double& theta,
@@ -122,6 +58,7 @@ Status parse_rope_parameters(const Reader& r, const json& p, const std::string& 
 // rope_parameters {"full_attention": {...}, "sliding_attention": {...}}, or
 // classic rope_local_base_freq (default RoPE).
 Status parse_rope(const Reader& r, ModelConfig& c) {
+  if (c.family == Family::gemma4) return Status::Ok();  // per layer type, parse_gemma4
   const json& j = r.j();
   const bool gemma3 = c.family == Family::gemma3;
   c.local_rope = gemma3;
@@ -214,8 +151,8 @@ Status parse_windows(const Reader& r, ModelConfig& c) {
   TANDEM_RETURN_IF_ERROR(
       r.get_int("sliding_window", window, false, qwen && !use_window ? 0 : 1, kMaxPositions));
   const json& j = r.j();
-  if (r.has("layer_types")) {
-    const json& lt = j["layer_types"];
+  if (r.has("layer_types") || c.family == Family::gemma4) {
+    const json lt = r.has("layer_types") ? j["layer_types"] : gemma4_default_layer_types(c.num_layers);
     if (!lt.is_array() || lt.size() != static_cast<size_t>(c.num_layers))
       return r.error("layer_types", "must be an array with one entry per layer");
     for (int i = 0; i < c.num_layers; ++i) {
@@ -384,8 +321,9 @@ Status parse_moe(const Reader& r, ModelConfig& c) {
 // Gemma 2 / 3: norms, GeGLU, embedding scale, query scale and soft-capping.
 Status parse_gemma(const Reader& r, ModelConfig& c) {
   c.gemma_norms = true;
+  c.norm_plus_one = c.family != Family::gemma4;
   c.scale_embeddings = true;
-  c.qk_norm = c.family == Family::gemma3;
+  c.qk_norm = c.family == Family::gemma3 || c.family == Family::gemma4;
   c.mlp_activation = Activation::gelu_tanh;
   for (const char* field : {"hidden_activation", "hidden_act"}) {
     if (!r.has(field)) continue;
@@ -412,6 +350,10 @@ Status parse_gemma(const Reader& r, ModelConfig& c) {
   c.attn_scale = static_cast<float>(std::pow(scalar, -0.5));
   c.attn_softcap = static_cast<float>(attn_cap);
   c.final_softcap = static_cast<float>(final_cap);
+  if (c.family == Family::gemma4) {
+    c.attn_scale = 1.0f;  // Gemma4TextAttention.scaling (q and k are RMS-normed per head)
+    c.attn_softcap = 0.0f;
+  }
   return Status::Ok();
 }
 
@@ -437,13 +379,15 @@ const char* family_name(Family family) {
       return "gemma2";
     case Family::gemma3:
       return "gemma3_text";
+    case Family::gemma4:
+      return "gemma4_text";
   }
   return "?";
 }
 
 const char* supported_model_types() {
   return "llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral, gemma2, gemma3_text, gemma3 (text "
-         "only)";
+         "only), gemma4_text, gemma4 (text only)";
 }
 
 namespace {
@@ -498,11 +442,13 @@ Expected<ModelConfig> parse_config(const std::string& text, const std::string& p
   if (!r.has("model_type") || !j["model_type"].is_string()) return r.error("model_type", "is missing");
   c.model_type = j["model_type"].get<std::string>();
   if (c.model_type == "gemma3") return parse_gemma3_multimodal(j, path);
+  if (c.model_type == "gemma4") return parse_gemma4_multimodal(j, path);
+  if (c.model_type == "gemma4_text") fill_gemma4_defaults(j);
   auto family = parse_family(c.model_type);
   if (!family.ok()) return family.status().with_context(path);
   c.family = *family;
   TANDEM_RETURN_IF_ERROR(parse_shapes(r, c));
-  const bool gemma = c.family == Family::gemma2 || c.family == Family::gemma3;
+  const bool gemma = c.family == Family::gemma2 || c.family == Family::gemma3 || c.family == Family::gemma4;
   if (r.has("hidden_act") && !gemma) {
     std::string act = j["hidden_act"].is_string() ? j["hidden_act"].get<std::string>() : "";
     if (act != "silu" && act != "swish")
@@ -540,8 +486,10 @@ Expected<ModelConfig> parse_config(const std::string& text, const std::string& p
       break;
     case Family::gemma2:
     case Family::gemma3:
+    case Family::gemma4:
       c.qkv_bias = c.o_bias = attention_bias;
       TANDEM_RETURN_IF_ERROR(parse_gemma(r, c));
+      if (c.family == Family::gemma4) TANDEM_RETURN_IF_ERROR(parse_gemma4(r, c));
       break;
   }
   if (c.family == Family::qwen2_moe || c.family == Family::qwen3_moe || c.family == Family::mixtral)

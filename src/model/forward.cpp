@@ -22,18 +22,36 @@ Forward::Forward(const Model& model, KvCache& kv, ThreadPool* pool, int64_t max_
   ctx_.pool = pool;
   const ModelConfig& c = model.config();
   const size_t rows = static_cast<size_t>(max_rows_);
-  const size_t qkv_n = static_cast<size_t>(c.q_dim() + 2 * c.kv_dim());
+  // The widest layer's shapes (they differ per layer in gemma4).
+  int64_t q_max = 0, kv_max = 0, ffn_max = 0, head_max = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    q_max = std::max(q_max, c.layer_q_dim(l));
+    kv_max = std::max(kv_max, c.layer_kv_dim(l));
+    ffn_max = std::max(ffn_max, c.layer_ffn(l));
+    head_max = std::max<int64_t>(head_max, c.layer_head_dim(l));
+  }
   x_.allocate(rows * c.hidden_size);
   h_.allocate(rows * c.hidden_size);
   gather_.allocate(rows * c.hidden_size);
-  qkv_.allocate(rows * qkv_n);
-  q_.allocate(rows * c.q_dim());
-  k_.allocate(rows * c.kv_dim());
-  v_.allocate(rows * c.kv_dim());
-  attn_.allocate(rows * c.q_dim());
-  gate_up_.allocate(rows * 2 * c.intermediate_size);
-  act_.allocate(rows * c.intermediate_size);
+  qkv_.allocate(rows * static_cast<size_t>(q_max + 2 * kv_max));
+  q_.allocate(rows * q_max);
+  k_.allocate(rows * kv_max);
+  v_.allocate(rows * kv_max);
+  attn_.allocate(rows * q_max);
+  gate_up_.allocate(rows * 2 * ffn_max);
+  act_.allocate(rows * ffn_max);
   if (c.moe.num_experts > 0) allocate_moe_scratch();
+  if (c.v_norm || c.moe_beside_mlp)
+    ones_.assign(static_cast<size_t>(std::max(head_max, c.hidden_size)), 1.0f);
+  if (c.moe_beside_mlp) {
+    moe_x_.allocate(rows * c.hidden_size);
+    moe_h_.allocate(rows * c.hidden_size);
+  }
+  if (c.per_layer_input > 0) {
+    ple_.allocate(rows * c.num_layers * c.per_layer_input);
+    ple_proj_.allocate(rows * c.num_layers * c.per_layer_input);
+    ple_gate_.allocate(rows * c.per_layer_input);
+  }
   if (model.placement().kind == DeviceKind::cuda) {
 #ifdef TANDEM_HAVE_CUDA
     auto backend = CudaForward::create(model, *model.device_weights(), kv, max_rows_);
@@ -186,6 +204,7 @@ void Forward::run_chunk(int64_t r0, int64_t r1, const ForwardOptions& options) {
     for (int64_t i = 0; i < m * hs; ++i) x_.data()[i] *= scale;
   for (int64_t r = 0; r < m; ++r)
     if (embed_rows_[r0 + r]) std::memcpy(x_.data() + r * hs, embed_rows_[r0 + r], sizeof(float) * hs);
+  if (c.per_layer_input > 0) per_layer_inputs(r0, m);
   for (int l = 0; l < c.num_layers; ++l) run_layer(l, r0, m);
   if (all_rows) {
     // Row-wise, so each row's bits equal the gathered path's below.
@@ -217,40 +236,46 @@ void Forward::run_chunk(int64_t r0, int64_t r1, const ForwardOptions& options) {
 void Forward::run_layer(int layer, int64_t r0, int64_t m) {
   attention_block(layer, r0, m);
   mlp_block(layer, m);
+  if (model_.config().layer_scalar) per_layer_block(layer, m);
 }
 
 void Forward::attention_block(int layer, int64_t r0, int64_t m) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[layer];
-  const int64_t hs = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), qkv_n = qd + 2 * kvd;
+  // This layer's shapes; a KV-shared layer (gemma4) projects only q and reads
+  // its source layer's pool; with attention_k_eq_v V is the k projection.
+  const int hd = c.layer_head_dim(layer), kv_heads = c.layer_kv_heads(layer);
+  const bool own_kv = c.kv_source(layer) == layer, k_is_v = c.k_eq_v(layer);
+  const int64_t hs = c.hidden_size, qd = c.layer_q_dim(layer), kvd = c.layer_kv_dim(layer);
+  const int64_t qkv_n = qd + (own_kv ? (k_is_v ? kvd : 2 * kvd) : 0);
   kernels::rmsnorm(ctx_, x_.data(), w.attn_norm.data(), h_.data(), m, hs, c.rms_norm_eps);
   kernels::matmul(ctx_, h_.data(), m, w.qkv, qkv_.data());
   if (!w.qkv_bias.empty()) kernels::add_bias(ctx_, qkv_.data(), w.qkv_bias.data(), m, qkv_n);
   for (int64_t r = 0; r < m; ++r) {
     const float* row = qkv_.data() + r * qkv_n;
     std::memcpy(q_.data() + r * qd, row, sizeof(float) * qd);
+    if (!own_kv) continue;
     std::memcpy(k_.data() + r * kvd, row + qd, sizeof(float) * kvd);
-    std::memcpy(v_.data() + r * kvd, row + qd + kvd, sizeof(float) * kvd);
+    std::memcpy(v_.data() + r * kvd, row + qd + (k_is_v ? 0 : kvd), sizeof(float) * kvd);
   }
-  if (!w.q_norm.empty()) {
-    kernels::rmsnorm(ctx_, q_.data(), w.q_norm.data(), q_.data(), m * c.num_heads, c.head_dim,
-                     c.rms_norm_eps);
-    kernels::rmsnorm(ctx_, k_.data(), w.k_norm.data(), k_.data(), m * c.num_kv_heads, c.head_dim,
-                     c.rms_norm_eps);
-  }
+  if (!w.q_norm.empty())
+    kernels::rmsnorm(ctx_, q_.data(), w.q_norm.data(), q_.data(), m * c.num_heads, hd, c.rms_norm_eps);
+  if (own_kv && !w.k_norm.empty())
+    kernels::rmsnorm(ctx_, k_.data(), w.k_norm.data(), k_.data(), m * kv_heads, hd, c.rms_norm_eps);
+  if (own_kv && c.v_norm)  // gemma4: RMSNorm without a weight
+    kernels::rmsnorm(ctx_, v_.data(), ones_.data(), v_.data(), m * kv_heads, hd, c.rms_norm_eps);
   const int32_t* pos = positions_.data() + r0;
   const int32_t* rope_pos = rope_positions_.data() + r0;
   const float* inv_freq = model_.rope_inv_freq(layer).data();
-  kernels::rope(ctx_, q_.data(), m, c.num_heads, c.head_dim, rope_pos, inv_freq, c.head_dim,
-                kernels::RopeLayout::neox);
-  kernels::rope(ctx_, k_.data(), m, c.num_kv_heads, c.head_dim, rope_pos, inv_freq, c.head_dim,
-                kernels::RopeLayout::neox);
+  kernels::rope(ctx_, q_.data(), m, c.num_heads, hd, rope_pos, inv_freq, hd, kernels::RopeLayout::neox);
+  if (own_kv)
+    kernels::rope(ctx_, k_.data(), m, kv_heads, hd, rope_pos, inv_freq, hd, kernels::RopeLayout::neox);
 
   // New K/V first, then attention over the pool (which now holds them).
   const kernels::KvPool pool = kv_.layer_pool(layer);
   const int32_t* const* tables = tables_.data() + r0;
-  kernels::kv_write(pool, k_.data(), v_.data(), m, pos, tables);
-  const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (own_kv) kernels::kv_write(pool, k_.data(), v_.data(), m, pos, tables);
+  const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
   kernels::attention(ctx_, q_.data(), m, c.num_heads, pool, pos, tables, scale, c.layer_window[layer],
                      attn_.data(), c.attn_softcap);
 
@@ -264,7 +289,7 @@ void Forward::attention_block(int layer, int64_t r0, int64_t m) {
 void Forward::mlp_block(int layer, int64_t m) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[layer];
-  const int64_t hs = c.hidden_size, inter = c.intermediate_size;
+  const int64_t hs = c.hidden_size, inter = c.layer_ffn(layer);
   if (c.sparse(layer)) return moe_block(layer, m);
   kernels::rmsnorm(ctx_, x_.data(), w.mlp_norm.data(), h_.data(), m, hs, c.rms_norm_eps);
   kernels::matmul(ctx_, h_.data(), m, w.gate_up, gate_up_.data());
@@ -278,6 +303,12 @@ void Forward::mlp_block(int layer, int64_t m) {
   }
   kernels::matmul(ctx_, act_.data(), m, w.down, h_.data());
   if (!w.down_bias.empty()) kernels::add_bias(ctx_, h_.data(), w.down_bias.data(), m, hs);
+  if (c.moe_beside_mlp) {
+    // gemma4: norm(mlp) + norm(experts), then the shared post-feedforward norm.
+    kernels::rmsnorm(ctx_, h_.data(), w.post_mlp_dense_norm.data(), h_.data(), m, hs, c.rms_norm_eps);
+    gemma4_moe(layer, m);
+    kernels::add_inplace(ctx_, h_.data(), moe_x_.data(), m * hs);
+  }
   if (!w.post_mlp_norm.empty())
     kernels::rmsnorm(ctx_, h_.data(), w.post_mlp_norm.data(), h_.data(), m, hs, c.rms_norm_eps);
   kernels::add_inplace(ctx_, x_.data(), h_.data(), m * hs);

@@ -66,7 +66,7 @@ void route_row(const float* probs, int n, int k, bool renormalise, int32_t* orde
 void Forward::moe_block(int layer, int64_t m) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[layer];
-  const int64_t hs = c.hidden_size, inter = c.moe.expert_intermediate;
+  const int64_t hs = c.hidden_size;
   const int n_experts = c.moe.num_experts, k = c.moe.top_k;
   kernels::rmsnorm(ctx_, x_.data(), w.mlp_norm.data(), h_.data(), m, hs, c.rms_norm_eps);
   kernels::matmul(ctx_, h_.data(), m, w.router, router_.data());
@@ -74,7 +74,47 @@ void Forward::moe_block(int layer, int64_t m) {
   for (int64_t r = 0; r < m; ++r)
     route_row(router_.data() + r * n_experts, n_experts, k, c.moe.norm_topk_prob, route_order_.data(),
               route_expert_.data() + r * k, route_weight_.data() + r * k);
+  run_routed_experts(layer, m, h_.data(), Activation::silu);
+  const bool shared = c.moe.shared_intermediate > 0;
+  if (shared) shared_expert(layer, m);
+  combine_routed(m, h_.data(), shared);
+  kernels::add_inplace(ctx_, x_.data(), h_.data(), m * hs);
+}
 
+void Forward::gemma4_moe(int layer, int64_t m) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[layer];
+  const int64_t hs = c.hidden_size;
+  const int n_experts = c.moe.num_experts, k = c.moe.top_k;
+  // Gemma4TextRouter on the residual: norm without weight, * scale * hidden^-0.5
+  // (two f32 roundings, as transformers), softmax, top-k renormalised, then
+  // each weight * per_expert_scale[expert].
+  kernels::rmsnorm(ctx_, x_.data(), ones_.data(), moe_x_.data(), m, hs, c.rms_norm_eps);
+  const float root = static_cast<float>(std::pow(static_cast<double>(hs), -0.5));
+  for (int64_t r = 0; r < m; ++r) {
+    float* row = moe_x_.data() + r * hs;
+    for (int64_t i = 0; i < hs; ++i) row[i] = (row[i] * w.router_scale[i]) * root;
+  }
+  kernels::matmul(ctx_, moe_x_.data(), m, w.router, router_.data());
+  kernels::softmax(ctx_, router_.data(), m, n_experts);
+  for (int64_t r = 0; r < m; ++r) {
+    route_row(router_.data() + r * n_experts, n_experts, k, true, route_order_.data(),
+              route_expert_.data() + r * k, route_weight_.data() + r * k);
+    for (int j = 0; j < k; ++j) route_weight_[r * k + j] *= w.per_expert_scale[route_expert_[r * k + j]];
+  }
+  // Experts read pre_feedforward_layernorm_2(residual); their sum is normed by
+  // post_feedforward_layernorm_2.
+  kernels::rmsnorm(ctx_, x_.data(), w.moe_norm.data(), moe_h_.data(), m, hs, c.rms_norm_eps);
+  run_routed_experts(layer, m, moe_h_.data(), c.mlp_activation);
+  combine_routed(m, moe_x_.data(), false);
+  kernels::rmsnorm(ctx_, moe_x_.data(), w.post_moe_norm.data(), moe_x_.data(), m, hs, c.rms_norm_eps);
+}
+
+void Forward::run_routed_experts(int layer, int64_t m, const float* in, Activation activation) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[layer];
+  const int64_t hs = c.hidden_size, inter = c.moe.expert_intermediate;
+  const int n_experts = c.moe.num_experts, k = c.moe.top_k;
   for (int e = 0; e < n_experts; ++e) {
     // The rows routed to e (ascending row) and where each one's output goes.
     int64_t count = 0;
@@ -88,27 +128,31 @@ void Forward::moe_block(int layer, int64_t m) {
     }
     if (count == 0) continue;  // an expert no row chose streams no weights
     for (int64_t i = 0; i < count; ++i)
-      std::memcpy(expert_in_.data() + i * hs, h_.data() + expert_rows_[i] * hs, sizeof(float) * hs);
+      std::memcpy(expert_in_.data() + i * hs, in + expert_rows_[i] * hs, sizeof(float) * hs);
     const ExpertWeights& ew = w.experts[e];
     kernels::matmul(ctx_, expert_in_.data(), count, ew.gate_up, expert_gate_up_.data());
     for (int64_t i = 0; i < count; ++i) {
       const float* row = expert_gate_up_.data() + i * 2 * inter;
-      kernels::swiglu(ctx_, row, row + inter, expert_act_.data() + i * inter, inter);
+      if (activation == Activation::gelu_tanh)
+        kernels::gelu_tanh_gate(ctx_, row, row + inter, expert_act_.data() + i * inter, inter);
+      else
+        kernels::swiglu(ctx_, row, row + inter, expert_act_.data() + i * inter, inter);
     }
     kernels::matmul(ctx_, expert_act_.data(), count, ew.down, expert_in_.data());
     for (int64_t i = 0; i < count; ++i)
       std::memcpy(expert_out_.data() + int64_t{expert_slots_[i]} * hs, expert_in_.data() + i * hs,
                   sizeof(float) * hs);
   }
+}
 
-  const bool shared = c.moe.shared_intermediate > 0;
-  if (shared) shared_expert(layer, m);
-
+void Forward::combine_routed(int64_t m, float* out_rows, bool shared) {
+  const int64_t hs = model_.config().hidden_size;
+  const int k = model_.config().moe.top_k;
   // Combine in ascending expert order: acc = 0 + w0 * y0 + w1 * y1 + ...
   // (transformers: zeros, then index_add_ of y * w expert by expert), then
   // qwen2_moe's gated shared expert: acc + sigmoid(g) * s.
   for (int64_t r = 0; r < m; ++r) {
-    float* out = h_.data() + r * hs;
+    float* out = out_rows + r * hs;
     for (int64_t i = 0; i < hs; ++i) {
       float acc = 0.0f;
       for (int j = 0; j < k; ++j) {
@@ -119,7 +163,6 @@ void Forward::moe_block(int layer, int64_t m) {
       out[i] = acc;
     }
   }
-  kernels::add_inplace(ctx_, x_.data(), h_.data(), m * hs);
 }
 
 void Forward::shared_expert(int layer, int64_t m) {

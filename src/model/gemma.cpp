@@ -32,9 +32,10 @@ Status Model::load_gemma_norms(int i, const std::string& p) {
   w.mlp_norm = internal::tensor_to_f32(*pre_ff);
   w.post_mlp_norm = internal::tensor_to_f32(*post_ff);
   parameters_ += 2 * h;
-  for (std::vector<float>* norm :
-       {&w.attn_norm, &w.post_attn_norm, &w.mlp_norm, &w.post_mlp_norm, &w.q_norm, &w.k_norm})
-    add_one(*norm);
+  if (config_.norm_plus_one)
+    for (std::vector<float>* norm :
+         {&w.attn_norm, &w.post_attn_norm, &w.mlp_norm, &w.post_mlp_norm, &w.q_norm, &w.k_norm})
+      add_one(*norm);
   return Status::Ok();
 }
 

@@ -13,15 +13,19 @@ Expected<KvCache> KvCache::create(const ModelConfig& config, const KvCacheOption
   KvCache c;
   c.tokens_per_block_ = options.tokens_per_block;
   c.num_blocks_ = options.num_blocks;
-  c.n_kv_heads_ = config.num_kv_heads;
-  c.head_dim_ = config.head_dim;
   c.num_layers_ = config.num_layers;
-  const size_t per_layer =
-      static_cast<size_t>(c.num_blocks_) * c.tokens_per_block_ * c.n_kv_heads_ * c.head_dim_;
+  for (int l = 0; l < c.num_layers_; ++l) {
+    c.n_kv_heads_.push_back(config.layer_kv_heads(l));
+    c.head_dim_.push_back(config.layer_head_dim(l));
+    c.source_.push_back(config.kv_source(l));
+  }
   try {
     c.k_.resize(c.num_layers_);
     c.v_.resize(c.num_layers_);
     for (int l = 0; l < c.num_layers_; ++l) {
+      if (c.source_[l] != l) continue;
+      const size_t per_layer =
+          static_cast<size_t>(c.num_blocks_) * c.tokens_per_block_ * c.n_kv_heads_[l] * c.head_dim_[l];
       c.k_[l].allocate(per_layer);
       c.v_[l].allocate(per_layer);
     }
@@ -44,8 +48,10 @@ KvCacheOptions KvCache::options_for_tokens(int64_t tokens, int32_t tokens_per_bl
 }
 
 int64_t KvCache::bytes() const {
-  return int64_t{2} * num_layers_ * num_blocks_ * tokens_per_block_ * n_kv_heads_ * head_dim_ *
-         int64_t{sizeof(float)};
+  int64_t floats_per_token = 0;
+  for (int l = 0; l < num_layers_; ++l)
+    if (source_[l] == l) floats_per_token += int64_t{n_kv_heads_[l]} * head_dim_[l];
+  return int64_t{2} * num_blocks_ * tokens_per_block_ * floats_per_token * int64_t{sizeof(float)};
 }
 
 SequenceId KvCache::create_sequence() {
@@ -168,12 +174,13 @@ const int32_t* KvCache::block_table(SequenceId seq) const { return seq_ref(seq).
 
 kernels::KvPool KvCache::layer_pool(int layer) {
   TANDEM_CHECK(layer >= 0 && layer < num_layers_);
+  const int source = source_[layer];
   kernels::KvPool p;
-  p.k = k_[layer].data();
-  p.v = v_[layer].data();
+  p.k = k_[source].data();
+  p.v = v_[source].data();
   p.tokens_per_block = tokens_per_block_;
-  p.n_kv_heads = n_kv_heads_;
-  p.head_dim = head_dim_;
+  p.n_kv_heads = n_kv_heads_[source];
+  p.head_dim = head_dim_[source];
   return p;
 }
 

@@ -79,8 +79,9 @@ std::vector<float> concat_f32(const std::vector<const TensorView*>& parts) {
 
 }  // namespace
 
-kernels::PackedMatrix internal::pack_matrix_rows(const std::vector<const TensorView*>& parts) {
-  return pack_rows(parts);
+kernels::PackedMatrix internal::pack_matrix_rows(const std::vector<const TensorView*>& parts,
+                                                 WeightsQuant weights) {
+  return pack_rows(parts, weights);
 }
 std::vector<float> internal::tensor_to_f32(const TensorView& v) { return to_f32_vector(v); }
 
@@ -122,14 +123,22 @@ Expected<std::unique_ptr<Model>> Model::load(Checkpoint checkpoint, ModelConfig 
   }
   m->layers_.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
-    TANDEM_RETURN_IF_ERROR(m->load_layer(i, layer_prefix(c, i)));
+    if (c.family == Family::gemma4)
+      TANDEM_RETURN_IF_ERROR(m->load_gemma4_layer(i, layer_prefix(c, i)));
+    else
+      TANDEM_RETURN_IF_ERROR(m->load_layer(i, layer_prefix(c, i)));
     if (progress) progress(i + 1, c.num_layers);
   }
+  if (c.per_layer_input > 0) TANDEM_RETURN_IF_ERROR(m->load_per_layer_inputs());
   m->lm_head_ = pack_rows({head}, c.weights, /*lm_head=*/true);
-  m->inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
-  if (c.local_rope)
-    m->local_inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_scaling);
-  if (c.gemma_norms)
+  if (c.family == Family::gemma4) {
+    m->set_gemma4_rope();
+  } else {
+    m->inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+    if (c.local_rope)
+      m->local_inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.local_rope_theta, c.local_rope_scaling);
+  }
+  if (c.norm_plus_one)
     for (float& x : m->final_norm_) x = 1.0f + x;
   if (c.scale_embeddings) m->embed_scale_ = internal::gemma_embed_scale(c.hidden_size, m->embedding_->dtype);
   return m;
@@ -160,6 +169,8 @@ Expected<std::unique_ptr<Model>> Model::load_mtp_block(const std::string& dir, n
   m->dir_ = dir;
   TANDEM_ASSIGN_OR_RETURN(m->config_, parse_config(j.dump(), path));
   const ModelConfig& c = m->config_;
+  if (c.family == Family::gemma4)  // per-layer inputs and KV sharing have no MTP-head form
+    return unimplemented(path + ": an MTP head for a gemma4_text target is not supported");
   if (c.hidden_size != target.config().hidden_size)
     return invalid_argument(path + ": hidden_size " + std::to_string(c.hidden_size) +
                             " does not match the target's " + std::to_string(target.config().hidden_size));
@@ -240,8 +251,13 @@ Status Model::load_layer(int i, const std::string& p) {
 size_t Model::weight_bytes_per_token() const {
   size_t bytes = lm_head().weight_bytes();
   bytes += kernels::dtype_row_bytes(embedding_->dtype, config_.hidden_size);
+  if (config_.per_layer_input > 0)
+    bytes +=
+        per_layer_model_projection_.weight_bytes() +
+        kernels::dtype_row_bytes(per_layer_embedding_->dtype, config_.per_layer_input * config_.num_layers);
   for (const LayerWeights& w : layers_) {
     bytes += w.qkv.weight_bytes() + w.o.weight_bytes() + w.gate_up.weight_bytes() + w.down.weight_bytes();
+    bytes += w.per_layer_gate.weight_bytes() + w.per_layer_projection.weight_bytes();
     bytes += internal::moe_bytes_per_token(w, config_.moe.top_k);
   }
   return bytes;

@@ -13,8 +13,10 @@
 namespace tandem::model::internal {
 
 // model.cpp: the row-wise concatenation of `parts` (each [n_i, k]) packed as
-// one matrix, in the packing Model::load uses for every matrix.
-kernels::PackedMatrix pack_matrix_rows(const std::vector<const TensorView*>& parts);
+// one matrix, in the packing Model::load uses for every matrix (quantized as
+// `weights` asks, model/weights_quant.h).
+kernels::PackedMatrix pack_matrix_rows(const std::vector<const TensorView*>& parts,
+                                       WeightsQuant weights = WeightsQuant::stored);
 // model.cpp: a tensor widened to f32.
 std::vector<float> tensor_to_f32(const TensorView& v);
 

@@ -44,6 +44,8 @@ Expected<MtpLayout> find_embedded_mtp_layout(const Checkpoint& checkpoint, const
 
 Expected<std::unique_ptr<Model>> Model::load_embedded_mtp_block(const Model& target,
                                                                 const MtpLayout& layout) {
+  if (target.config_.family == Family::gemma4)
+    return unimplemented(target.dir_ + ": MTP layers inside a gemma4_text checkpoint are not supported");
   std::unique_ptr<Model> m(new Model());
   m->dir_ = target.dir_;
   // The block is one more decoder layer of the target's own shapes (MiMo builds it from the

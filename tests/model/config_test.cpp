@@ -173,7 +173,7 @@ TEST(Config, EachClassOfBadInputNamesTheField) {
       {"zero kv heads", {{"num_key_value_heads", 0}}, "\"num_key_value_heads\" (0) must be >= 1"},
       {"hidden not a multiple of heads", {{"hidden_size", 66}}, "\"hidden_size\" (66) is not a multiple"},
       {"odd head_dim", {{"head_dim", 15}}, "\"head_dim\" (15) must be even"},
-      {"huge head_dim", {{"head_dim", 4096}}, "\"head_dim\" (4096) must be at most 1024"},
+      {"huge head_dim", {{"head_dim", 4096}}, "\"head_dim\" (4096) must be at most 512"},
       {"derived head_dim odd", {{"hidden_size", 60}}, "\"head_dim\" (15) must be even"},
       {"negative max positions", {{"max_position_embeddings", -1}}, "\"max_position_embeddings\""},
       {"huge max positions", {{"max_position_embeddings", int64_t{1} << 40}}, "\"max_position_embeddings\""},

@@ -364,7 +364,8 @@ TEST_P(MoeInvariance, RowAloneEqualsRowInAnyBatch) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, MoeInvariance,
                          ::testing::Values(std::string("qwen3_moe_bf16"), std::string("qwen3_moe_dense0_f16"),
                                            std::string("qwen2_moe_shared_bf16"),
-                                           std::string("mixtral_sliding_bf16")),
+                                           std::string("mixtral_sliding_bf16"),
+                                           std::string("gemma4_moe_bf16"), std::string("gemma4_text_bf16")),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

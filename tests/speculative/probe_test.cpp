@@ -74,7 +74,9 @@ INSTANTIATE_TEST_SUITE_P(
     Fixtures, ExactnessProbeFamilies,
     ::testing::Values(std::string("qwen3_moe_bf16"), std::string("qwen2_moe_shared_bf16"),
                       std::string("mixtral_sliding_bf16"), std::string("gemma2_softcap_bf16"),
-                      std::string("gemma3_text_bf16"), std::string("gemma3_mm_textonly_bf16")),
+                      std::string("gemma3_text_bf16"), std::string("gemma3_mm_textonly_bf16"),
+                      std::string("gemma4_text_bf16"), std::string("gemma4_moe_bf16"),
+                      std::string("gemma4_mm_textonly_f32")),
     [](const auto& info) { return info.param; });
 
 TEST(ExactnessGate, OnARealModel) {

@@ -31,7 +31,17 @@ struct Preset {
   // Sparse MoE (qwen3_moe): every layer has `experts` experts of width moe_intermediate.
   int experts = 0, top_k = 0;
   int64_t moe_intermediate = 0;
+  // gemma4_text (docs/adr/0036-gemma4-text.md): every full_every-th layer is full
+  // attention with global_head_dim (and global_kv_heads when k_eq_v); the last
+  // shared_layers layers reuse K/V; per_layer_input > 0 adds per-layer inputs;
+  // experts > 0 adds the MoE block beside the MLP.
+  int full_every = 0, global_head_dim = 0, global_kv_heads = 0, shared_layers = 0;
+  bool k_eq_v = false, double_wide = false;
+  int64_t per_layer_input = 0;
 };
+
+bool is_gemma4(const Preset& p) { return std::string(p.model_type) == "gemma4_text"; }
+bool full_layer(const Preset& p, int i) { return (i + 1) % p.full_every == 0 || i == p.layers - 1; }
 
 std::vector<Preset> presets() {
   json llama3 = {{"rope_type", "llama3"},
@@ -53,6 +63,13 @@ std::vector<Preset> presets() {
       {"gemma-2-2b", "gemma2", 256000, 2304, 9216, 26, 8, 4, 256, 10000.0, 1e-6, true, false, false, nullptr},
       {"qwen3-30b-a3b", "qwen3_moe", 151936, 2048, 6144, 48, 32, 4, 128, 1e6, 1e-6, false, false, true,
        nullptr, 128, 8, 768},
+      // Shapes chosen to resemble the Gemma 4 family (not copied from a published
+      // config): a small dense model with per-layer inputs and KV sharing, and a
+      // sparse one with attention_k_eq_v.
+      {"gemma4-dense", "gemma4_text", 262144, 1536, 6144, 35, 8,   1, 256, 1e6,   1e-6, true, false,
+       true,           nullptr,       0,      0,    0,    5,  512, 0, 20,  false, true, 256},
+      {"gemma4-moe", "gemma4_text", 262144, 2816, 2112, 30, 16,  8, 256, 1e6,  1e-6,  true, false,
+       true,         nullptr,       128,    8,    704,  6,  512, 2, 0,   true, false, 0},
   };
 }
 
@@ -67,7 +84,108 @@ struct Tensor {
   }
 };
 
+std::vector<Tensor> gemma4_tensor_list(const Preset& p) {
+  std::vector<Tensor> t;
+  const int64_t h = p.hidden;
+  t.push_back({"model.embed_tokens.weight", {p.vocab, h}});
+  const int first_shared = p.layers - p.shared_layers;
+  for (int i = 0; i < p.layers; ++i) {
+    const std::string l = "model.layers." + std::to_string(i) + ".";
+    const bool full = full_layer(p, i), shared = i >= first_shared;
+    const int64_t hd = full ? p.global_head_dim : p.head_dim;
+    const int64_t kv = (full && p.k_eq_v ? p.global_kv_heads : p.kv_heads) * hd;
+    const int64_t q = int64_t{p.heads} * hd, inter = p.intermediate * (shared && p.double_wide ? 2 : 1);
+    t.push_back({l + "layer_scalar", {1}, true});
+    for (const char* n : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                          "post_feedforward_layernorm"})
+      t.push_back({l + n + ".weight", {h}, true});
+    t.push_back({l + "self_attn.q_proj.weight", {q, h}});
+    t.push_back({l + "self_attn.q_norm.weight", {hd}, true});
+    if (!shared) {
+      t.push_back({l + "self_attn.k_proj.weight", {kv, h}});
+      t.push_back({l + "self_attn.k_norm.weight", {hd}, true});
+      if (!(full && p.k_eq_v)) t.push_back({l + "self_attn.v_proj.weight", {kv, h}});
+    }
+    t.push_back({l + "self_attn.o_proj.weight", {h, q}});
+    t.push_back({l + "mlp.gate_proj.weight", {inter, h}});
+    t.push_back({l + "mlp.up_proj.weight", {inter, h}});
+    t.push_back({l + "mlp.down_proj.weight", {h, inter}});
+    if (p.per_layer_input > 0) {
+      t.push_back({l + "per_layer_input_gate.weight", {p.per_layer_input, h}});
+      t.push_back({l + "per_layer_projection.weight", {h, p.per_layer_input}});
+      t.push_back({l + "post_per_layer_input_norm.weight", {h}, true});
+    }
+    if (p.experts > 0) {
+      t.push_back({l + "router.proj.weight", {p.experts, h}});
+      t.push_back({l + "router.scale", {h}, true});
+      t.push_back({l + "router.per_expert_scale", {p.experts}, true});
+      t.push_back({l + "experts.gate_up_proj", {p.experts, 2 * p.moe_intermediate, h}});
+      t.push_back({l + "experts.down_proj", {p.experts, h, p.moe_intermediate}});
+      for (const char* n :
+           {"pre_feedforward_layernorm_2", "post_feedforward_layernorm_1", "post_feedforward_layernorm_2"})
+        t.push_back({l + n + ".weight", {h}, true});
+    }
+  }
+  if (p.per_layer_input > 0) {
+    const int64_t total = p.per_layer_input * p.layers;
+    t.push_back({"model.embed_tokens_per_layer.weight", {p.vocab, total}});
+    t.push_back({"model.per_layer_model_projection.weight", {total, h}});
+    t.push_back({"model.per_layer_projection_norm.weight", {p.per_layer_input}, true});
+  }
+  t.push_back({"model.norm.weight", {h}, true});
+  return t;
+}
+
+json gemma4_config(const Preset& p, bool f32) {
+  json types = json::array();
+  json plc = json::object();
+  for (int i = 0; i < p.layers; ++i) {
+    types.push_back(full_layer(p, i) ? "full_attention" : "sliding_attention");
+    if (!full_layer(p, i)) continue;
+    plc[std::to_string(i)] = {{"head_dim", p.global_head_dim}};
+    if (p.k_eq_v) plc[std::to_string(i)]["num_key_value_heads"] = p.global_kv_heads;
+  }
+  json c = {
+      {"architectures", {"Gemma4ForCausalLM"}},
+      {"model_type", p.model_type},
+      {"vocab_size", p.vocab},
+      {"hidden_size", p.hidden},
+      {"intermediate_size", p.intermediate},
+      {"num_hidden_layers", p.layers},
+      {"num_attention_heads", p.heads},
+      {"num_key_value_heads", p.kv_heads},
+      {"head_dim", p.head_dim},
+      {"per_layer_config", plc},
+      {"layer_types", types},
+      {"hidden_activation", "gelu_pytorch_tanh"},
+      {"max_position_embeddings", 131072},
+      {"rms_norm_eps", p.eps},
+      {"sliding_window", 512},
+      {"final_logit_softcapping", 30.0},
+      {"rope_parameters",
+       {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+        {"full_attention",
+         {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", p.rope_theta}}}}},
+      {"attention_k_eq_v", p.k_eq_v},
+      {"num_kv_shared_layers", p.shared_layers},
+      {"use_double_wide_mlp", p.double_wide},
+      {"hidden_size_per_layer_input", p.per_layer_input},
+      {"vocab_size_per_layer_input", p.vocab},
+      {"enable_moe_block", p.experts > 0},
+      {"tie_word_embeddings", p.tied},
+      {"dtype", f32 ? "float32" : "bfloat16"},
+      {"bos_token_id", 2},
+      {"eos_token_id", 1}};
+  if (p.experts > 0) {
+    c["num_experts"] = p.experts;
+    c["top_k_experts"] = p.top_k;
+    c["moe_intermediate_size"] = p.moe_intermediate;
+  }
+  return c;
+}
+
 std::vector<Tensor> tensor_list(const Preset& p) {
+  if (is_gemma4(p)) return gemma4_tensor_list(p);
   std::vector<Tensor> t;
   const int64_t q = int64_t{p.heads} * p.head_dim, kv = int64_t{p.kv_heads} * p.head_dim;
   t.push_back({"model.embed_tokens.weight", {p.vocab, p.hidden}});
@@ -112,6 +230,7 @@ std::vector<Tensor> tensor_list(const Preset& p) {
 }
 
 json make_config(const Preset& p, bool f32) {
+  if (is_gemma4(p)) return gemma4_config(p, f32);
   json c = {{"architectures",
              {std::string(p.model_type) == "qwen2"    ? "Qwen2ForCausalLM"
               : std::string(p.model_type) == "qwen3"  ? "Qwen3ForCausalLM"
@@ -249,7 +368,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   for (auto p : presets()) {
     if (preset_name != p.name) continue;
-    if (layers > 0) p.layers = layers;
+    if (layers > 0) {
+      // gemma4: keep the preset's share of KV-shared layers.
+      p.shared_layers = static_cast<int>(static_cast<int64_t>(p.shared_layers) * layers / p.layers);
+      p.layers = layers;
+    }
     if (experts > 0 && p.experts > 0) {
       if (experts < p.top_k) return std::fprintf(stderr, "--experts must be >= %d\n", p.top_k), 2;
       p.experts = experts;

@@ -6,7 +6,9 @@
 // ((1+w) RMSNorm, pre/post norms, GeGLU, scaled embeddings, soft-capping,
 // local/global RoPE; a multimodal "gemma3" config is read as its text_config,
 // missing fields taking Gemma3TextConfig's defaults, and its vision tower is
-// ignored). Both config forms are read:
+// ignored); gemma4_text (per-layer head sizes, KV-shared layers, per-layer
+// inputs, an MoE block beside the MLP: docs/adr/0036-gemma4-text.md), and a
+// multimodal "gemma4" config read as its text_config. Both config forms are read:
 //   classic (transformers 4.x, published checkpoints): rope_theta, rope_scaling
 //     {type|rope_type, factor, ...}, torch_dtype
 //   transformers 5: rope_parameters {rope_type, rope_theta, factor, ...}, dtype,
@@ -33,10 +35,21 @@ namespace tandem::model {
 // --weights: quantize a checkpoint's linear weights at load (model/weights_quant.h).
 enum class WeightsQuant : uint8_t { stored, q8_0, q4_0, q4_k };
 
-enum class Family : uint8_t { llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral, gemma2, gemma3 };
-// The model_type string ("gemma3_text" for Family::gemma3).
+enum class Family : uint8_t {
+  llama,
+  mistral,
+  qwen2,
+  qwen3,
+  qwen2_moe,
+  qwen3_moe,
+  mixtral,
+  gemma2,
+  gemma3,
+  gemma4
+};
+// The model_type string ("gemma3_text" for Family::gemma3, "gemma4_text" for Family::gemma4).
 const char* family_name(Family family);
-// "llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral, gemma2, gemma3_text, gemma3 (text only)"
+// "llama, ..., gemma3_text, gemma3 (text only), gemma4_text, gemma4 (text only)"
 const char* supported_model_types();
 
 enum class Activation : uint8_t { silu, gelu_tanh };
@@ -52,6 +65,16 @@ struct MoeConfig {
   // qwen2_moe: a shared expert every token runs, scaled by sigmoid(shared_expert_gate . x)
   // and added to the routed experts' sum; 0 = none.
   int64_t shared_intermediate = 0;
+};
+
+// One layer's attention shape where it differs between layers (gemma4:
+// per_layer_config head_dim / num_key_value_heads overrides, KV sharing,
+// attention_k_eq_v; docs/adr/0036-gemma4-text.md).
+struct LayerAttention {
+  int head_dim = 0;
+  int kv_heads = 0;
+  int kv_source = 0;    // the layer whose K/V this layer attends to (itself unless KV-shared)
+  bool k_eq_v = false;  // no v_proj: V is the k_proj output (v-normed, without RoPE)
 };
 
 struct ModelConfig {
@@ -97,6 +120,29 @@ struct ModelConfig {
   // 0 = full causal attention.
   std::vector<int> layer_window;
 
+  // Gemma 4 (docs/adr/0036-gemma4-text.md). norm_plus_one: norm weights are
+  // applied as (1 + w) (gemma2/3; gemma4 applies w). v_norm: V is RMS-normed
+  // per head without a weight. layer_attention / layer_intermediate: per-layer
+  // shapes (empty = head_dim / num_kv_heads / intermediate_size, own KV).
+  bool norm_plus_one = false;
+  bool v_norm = false;
+  bool layer_scalar = false;  // layers.N.layer_scalar multiplies the layer's output
+  std::vector<LayerAttention> layer_attention;
+  std::vector<int64_t> layer_intermediate;
+  // Full-attention RoPE "proportional": the first partial_rotary_factor of each
+  // head rotates with exponents over the whole head_dim (then / factor); the
+  // rest is not rotated.
+  bool rope_proportional = false;
+  double rope_partial_rotary = 1.0;
+  // Per-layer input embeddings (PLE): hidden_size_per_layer_input (0 = off),
+  // vocab_size_per_layer_input.
+  int64_t per_layer_input = 0;
+  int64_t per_layer_vocab = 0;
+  // gemma4 enable_moe_block: every layer runs its dense MLP *and* a routed
+  // expert block side by side (router on the un-normed residual, experts
+  // with the MLP's activation); layer_sparse stays empty.
+  bool moe_beside_mlp = false;
+
   // Where the decoder's tensors live: {prefix}embed_tokens.weight,
   // {prefix}layers.N.*, {prefix}norm.weight, and the untied LM head. "model."
   // except for a multimodal gemma3 checkpoint read as text only
@@ -113,6 +159,18 @@ struct ModelConfig {
 
   int64_t q_dim() const { return int64_t{num_heads} * head_dim; }
   int64_t kv_dim() const { return int64_t{num_kv_heads} * head_dim; }
+  // Per layer (the global values unless layer_attention / layer_intermediate say otherwise).
+  int layer_head_dim(int l) const { return layer_attention.empty() ? head_dim : layer_attention[l].head_dim; }
+  int layer_kv_heads(int l) const {
+    return layer_attention.empty() ? num_kv_heads : layer_attention[l].kv_heads;
+  }
+  int kv_source(int l) const { return layer_attention.empty() ? l : layer_attention[l].kv_source; }
+  bool k_eq_v(int l) const { return !layer_attention.empty() && layer_attention[l].k_eq_v; }
+  int64_t layer_q_dim(int l) const { return int64_t{num_heads} * layer_head_dim(l); }
+  int64_t layer_kv_dim(int l) const { return int64_t{layer_kv_heads(l)} * layer_head_dim(l); }
+  int64_t layer_ffn(int l) const {
+    return layer_intermediate.empty() ? intermediate_size : layer_intermediate[l];
+  }
   bool sparse(int layer) const { return !layer_sparse.empty() && layer_sparse[layer] != 0; }
 };
 

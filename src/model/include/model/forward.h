@@ -120,6 +120,16 @@ class Forward {
   void moe_block(int layer, int64_t m);
   void shared_expert(int layer, int64_t m);  // qwen2_moe: into shared_out_ / shared_scale_
   void allocate_moe_scratch();
+  // The routed experts over `in` (rows m) for the routes in route_expert_ /
+  // route_weight_, into expert_out_; then their fixed-order sum into `out`.
+  void run_routed_experts(int layer, int64_t m, const float* in, Activation activation);
+  void combine_routed(int64_t m, float* out, bool shared);
+  // forward_gemma4.cpp: gemma4's MoE block beside the MLP (into moe_x_), the
+  // per-layer inputs of rows [r0, r0 + m) (into ple_) and a layer's
+  // per-layer-input residual and layer_scalar.
+  void gemma4_moe(int layer, int64_t m);
+  void per_layer_inputs(int64_t r0, int64_t m);
+  void per_layer_block(int layer, int64_t m);
 
   const Model& model_;
   KvCache& kv_;
@@ -142,6 +152,11 @@ class Forward {
   AlignedBuffer<float> shared_gate_up_, shared_act_, shared_out_, shared_scale_;  // [max_rows][...]
   std::vector<int32_t> route_expert_, route_order_, expert_rows_, expert_slots_;
   std::vector<float> route_weight_;
+  // Gemma 4: ones for the weightless norms; per-layer inputs [max_rows][layers
+  // * per_layer_input] and their projection, the per-layer gate [max_rows][per_layer_input];
+  // the MoE block's router input and expert input / output [max_rows][hidden].
+  std::vector<float> ones_;
+  AlignedBuffer<float> ple_, ple_proj_, ple_gate_, moe_x_, moe_h_;
   // Outputs, grown on demand.
   AlignedBuffer<float> out_hidden_, out_logits_, gather_;
   // The device backend (model placed on cuda), or null; its creation status.

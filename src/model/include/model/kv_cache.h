@@ -2,7 +2,10 @@
 //
 // Storage: per layer, one K and one V array of num_blocks blocks; block b,
 // slot s, kv head h lives at ((b * tokens_per_block + s) * n_kv_heads + h) *
-// head_dim (kernels::KvPool). f32, allocated once at construction.
+// head_dim (kernels::KvPool), with the layer's own kv heads and head_dim
+// (ModelConfig::layer_kv_heads / layer_head_dim). A KV-shared layer
+// (ModelConfig::kv_source(l) != l, gemma4) has no storage: its pool is its
+// source layer's. f32, allocated once at construction.
 //
 // Sequences: create_sequence() returns a handle; each sequence owns a block
 // table (its blocks in position order) and a length (tokens whose K/V are
@@ -53,7 +56,7 @@ class KvCache {
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
   // Sizes the pool for `config`'s layers / kv heads / head_dim. Allocates
-  // 2 * layers * num_blocks * tokens_per_block * kv_dim floats.
+  // 2 * num_blocks * tokens_per_block * (sum of the storing layers' kv dims) floats.
   static Expected<KvCache> create(const ModelConfig& config, const KvCacheOptions& options);
   // Options whose pool holds `tokens` tokens in total (rounded up to blocks).
   static KvCacheOptions options_for_tokens(int64_t tokens, int32_t tokens_per_block = 32);
@@ -118,11 +121,12 @@ class KvCache {
   Sequence& seq_ref(SequenceId seq);
   const Sequence& seq_ref(SequenceId seq) const;
 
-  int32_t tokens_per_block_ = 0, num_blocks_ = 0, n_kv_heads_ = 0, head_dim_ = 0;
+  int32_t tokens_per_block_ = 0, num_blocks_ = 0;
   int num_layers_ = 0;
-  std::vector<AlignedBuffer<float>> k_, v_;  // one per layer
-  std::vector<int32_t> free_list_;           // stack of free block ids
-  std::vector<int32_t> refs_;                // per block; 0 = free
+  std::vector<int32_t> n_kv_heads_, head_dim_, source_;  // per layer
+  std::vector<AlignedBuffer<float>> k_, v_;              // one per layer (empty for a KV-shared one)
+  std::vector<int32_t> free_list_;                       // stack of free block ids
+  std::vector<int32_t> refs_;                            // per block; 0 = free
   std::function<bool()> reclaim_;
   std::vector<Sequence> sequences_;
   std::vector<SequenceId> free_ids_;

@@ -58,6 +58,18 @@ struct LayerWeights {
   // and MLP outputs before their residual adds. Empty otherwise.
   std::vector<float> post_attn_norm;  // [hidden]
   std::vector<float> post_mlp_norm;   // [hidden]
+  // Gemma 4 (docs/adr/0036-gemma4-text.md). qkv holds [q | k | v] of this
+  // layer's shape, [q | k] with attention_k_eq_v, [q] for a KV-shared layer.
+  // Per-layer input: gate [per_layer_input, hidden], projection [hidden,
+  // per_layer_input], its norm [hidden]. layer_scalar multiplies the output.
+  kernels::PackedMatrix per_layer_gate, per_layer_projection;
+  std::vector<float> post_per_layer_norm;
+  float layer_scalar = 1.0f;
+  // The MoE block beside the MLP (config.moe_beside_mlp): router input scale
+  // [hidden], per-expert output scale [num_experts], the experts' input norm
+  // and the two branches' output norms [hidden].
+  std::vector<float> router_scale, per_expert_scale;
+  std::vector<float> moe_norm, post_mlp_dense_norm, post_moe_norm;
 };
 
 class Model {
@@ -100,7 +112,7 @@ class Model {
   // Embedding table [vocab][hidden] of embedding_dtype(), in the memory map.
   const void* embedding() const { return embedding_->data; }
   kernels::DType embedding_dtype() const { return embedding_->dtype; }
-  // Inverse RoPE frequencies [head_dim / 2].
+  // Inverse RoPE frequencies [head_dim / 2] (gemma4: the full-attention layers' head_dim).
   const std::vector<float>& rope_inv_freq() const { return inv_freq_; }
   // Layer `layer`'s: the local ones for a sliding layer of a model with a
   // local RoPE (gemma3), else rope_inv_freq().
@@ -111,6 +123,16 @@ class Model {
   // sqrt(hidden_size) as an f32, rounded to the embedding table's dtype —
   // what transformers' Gemma embedding multiplies by (`embed_scale.to(weight.dtype)`).
   float embed_scale() const { return embed_scale_; }
+  // Gemma 4 per-layer inputs (config.per_layer_input > 0): the packed table
+  // [per_layer_vocab][layers * per_layer_input] of per_layer_embedding_dtype()
+  // in the memory map, its scale (sqrt(per_layer_input) in the table's dtype),
+  // the projection of the input embedding [layers * per_layer_input, hidden]
+  // and its norm [per_layer_input].
+  const void* per_layer_embedding() const { return per_layer_embedding_->data; }
+  kernels::DType per_layer_embedding_dtype() const { return per_layer_embedding_->dtype; }
+  float per_layer_embed_scale() const { return per_layer_embed_scale_; }
+  const kernels::PackedMatrix& per_layer_model_projection() const { return per_layer_model_projection_; }
+  const std::vector<float>& per_layer_projection_norm() const { return per_layer_projection_norm_; }
 
   // Places the model's forward on `placement`: for cuda, uploads every weight
   // to that device once (bf16 weights only; FailedPrecondition otherwise,
@@ -135,6 +157,11 @@ class Model {
   Status load_moe(int index, const std::string& prefix);
   // gemma.cpp: the extra norms of layer `index`, (1 + w) folded into all of its norms.
   Status load_gemma_norms(int index, const std::string& prefix);
+  // gemma4.cpp: a gemma4_text layer, and the model-level per-layer-input tensors.
+  Status load_gemma4_layer(int index, const std::string& prefix);
+  Status load_gemma4_moe(int index, const std::string& prefix);
+  Status load_per_layer_inputs();
+  void set_gemma4_rope();  // inv_freq_ (full attention, proportional) and local_inv_freq_ (sliding)
 
   std::string dir_;
   ModelConfig config_;
@@ -146,6 +173,10 @@ class Model {
   const kernels::PackedMatrix* lm_head_ref_ = &lm_head_;  // own, or the target's for an MTP block
   std::vector<float> inv_freq_, local_inv_freq_;
   float embed_scale_ = 1.0f;
+  const TensorView* per_layer_embedding_ = nullptr;
+  float per_layer_embed_scale_ = 1.0f;
+  kernels::PackedMatrix per_layer_model_projection_;
+  std::vector<float> per_layer_projection_norm_;
   int64_t parameters_ = 0;
   const Model* borrowed_from_ = nullptr;  // an MTP block's target
   Placement placement_;

@@ -60,7 +60,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
     e->kv_.set_reclaim([p = e->prefix_.get()] { return p->evict_one(); });
   }
   e->metrics_.kv_blocks_total = e->kv_.num_blocks();
-  e->hardware_ = hardware_label(e->pool_->size());
+  e->device_ = model::describe_device(e->target_->placement());
+  e->hardware_ = hardware_label(e->device_, e->pool_->size());
   e->samplers_.resize(static_cast<size_t>(e->pool_->size()));
   e->set_policy_env(c.policy_env);
   return e;

@@ -19,11 +19,9 @@ Expected<KvCache> KvCache::create(const ModelConfig& config, const KvCacheOption
   const size_t per_layer =
       static_cast<size_t>(c.num_blocks_) * c.tokens_per_block_ * c.n_kv_heads_ * c.head_dim_;
   try {
-    c.k_.resize(c.num_layers_);
-    c.v_.resize(c.num_layers_);
-    for (int l = 0; l < c.num_layers_; ++l) {
-      c.k_[l].allocate(per_layer);
-      c.v_[l].allocate(per_layer);
+    for (int l = 0; options.host_storage && l < c.num_layers_; ++l) {
+      c.k_.emplace_back(per_layer);
+      c.v_.emplace_back(per_layer);
     }
   } catch (const std::bad_alloc&) {
     return resource_exhausted("KV cache: cannot allocate " + std::to_string(c.bytes()) + " bytes");
@@ -167,7 +165,7 @@ void KvCache::shrink_to_fit(SequenceId seq) {
 const int32_t* KvCache::block_table(SequenceId seq) const { return seq_ref(seq).blocks.data(); }
 
 kernels::KvPool KvCache::layer_pool(int layer) {
-  TANDEM_CHECK(layer >= 0 && layer < num_layers_);
+  TANDEM_CHECK(layer >= 0 && static_cast<size_t>(layer) < k_.size());  // host_storage was off
   kernels::KvPool p;
   p.k = k_[layer].data();
   p.v = v_[layer].data();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the GPU tests (ctest label "gpu": test_cuda_kernels, test_cuda_devices,
-# test_cuda_forward) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
+# test_cuda_forward, test_gpu_serve) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
 # with a CUDA GPU; with --e2e DIR also the tandem binary's GPU checks
 # (scripts/gpu-e2e.sh: probe, generate classic == speculative, bench).
 #
@@ -48,12 +48,13 @@ done
 if [[ -z "$bin" ]]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON \
     -DTANDEM_CUDA_TUNING=$([[ -n "$tune" ]] && echo ON || echo OFF) >/dev/null || exit 1
-  cmake --build build-gpu --target test_cuda_kernels test_cuda_devices test_cuda_forward bench_cuda_gemm \
-    tandem tandem-random-model || exit 1
+  cmake --build build-gpu --target test_cuda_kernels test_cuda_devices test_cuda_forward test_gpu_serve \
+    bench_cuda_gemm tandem tandem-random-model || exit 1
   if [[ -n "$pack" ]]; then
     mkdir -p "$pack"
     cp build-gpu/tests/kernels/test_cuda_kernels build-gpu/tests/kernels/test_cuda_devices \
-      build-gpu/tests/model/test_cuda_forward build-gpu/bench/bench_cuda_gemm build-gpu/src/app/tandem \
+      build-gpu/tests/model/test_cuda_forward build-gpu/tests/runtime/test_gpu_serve \
+      build-gpu/bench/bench_cuda_gemm build-gpu/src/app/tandem \
       build-gpu/tools/random_model/tandem-random-model scripts/gpu-test.sh scripts/gpu-e2e.sh "$pack"/
     # The shared libraries tandem needs beyond glibc/libstdc++ (the GPU machine has no -dev packages).
     mkdir -p "$pack/lib"
@@ -89,7 +90,7 @@ if [[ -n "$bin" ]]; then
   export TANDEM_SOURCE_DIR="$PWD"  # the fixtures of this checkout (the binaries name the build machine's)
   # A packed DIR carries the shared libraries the binaries need (test_cuda_forward and tandem link spdlog, ...).
   [[ -d "$bin/lib" ]] && export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}"
-  for t in test_cuda_devices test_cuda_kernels test_cuda_forward; do
+  for t in test_cuda_devices test_cuda_kernels test_cuda_forward test_gpu_serve; do
     [[ -x "$bin/$t" ]] || continue
     "$bin/$t" >"$out/$t.log" 2>&1
     rc=$?

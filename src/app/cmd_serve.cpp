@@ -21,9 +21,11 @@
 #include "core/log.h"
 #include "drafter_setup.h"
 #include "environment.h"
+#include "model/device.h"
 #include "runtime/model_name.h"
 #include "runtime/opened_model.h"
 #include "scheduler/engine.h"
+#include "serve_device.h"
 #include "serve_options.h"
 #include "server/http_server.h"
 #include "server/service.h"
@@ -66,11 +68,25 @@ int run_serve(ServeOptions& o) {
   apply_env(o);
   // Start-up checks (exit 2): the flags' environment mirrors, then every other variable serve reads.
   auto startup = [&]() -> Status {
+    // Before the mirrors fill them: whether --device / -ngl came from the command line.
+    auto from = [](const CLI::Option* opt, const char* flag, std::initializer_list<const char*> vars) {
+      if (opt->count() > 0) return std::string(flag);
+      for (const char* n : vars)
+        if (auto v = env_string(n); v && !is_blank(*v)) return std::string(n);
+      return std::string();
+    };
+    o.device_from = from(o.device_option, "--device", {"TANDEM_DEVICE", "LLAMA_ARG_DEVICE"});
+    o.gpu_layers_from = from(o.gpu_layers_option, "-ngl/--n-gpu-layers", {"LLAMA_ARG_N_GPU_LAYERS"});
     TANDEM_RETURN_IF_ERROR(apply_env_mirrors(o.mirrors));
     TANDEM_RETURN_IF_ERROR(validate_environment());
     TANDEM_RETURN_IF_ERROR(validate_serve_environment());
     TANDEM_ASSIGN_OR_RETURN(o.weights_quant, resolve_weights_option(o.weights));
-    return resolve_serve_options(o);  // the drafter's options too
+    TANDEM_RETURN_IF_ERROR(resolve_serve_options(o));  // the drafter's options too
+    // The device last: -ngl N is checked against the model's layer count.
+    ServeDeviceRequest where{o.device, o.gpu_layers, o.gpu_layers_from, o.model};
+    if (o.gpu_layers_from.rfind("LLAMA_", 0) == 0) where.gpu_layers_from += " (-ngl)";
+    TANDEM_ASSIGN_OR_RETURN(o.device, resolve_serve_device(where, model::cuda_available()));
+    return check_serve_device(o.device);
   };
   if (Status s = startup(); !s.ok()) return usage_error("serve", s);
   if (o.model.empty()) {
@@ -150,6 +166,7 @@ int run_serve(ServeOptions& o) {
   open.weights = o.weights_quant;
   open.progress = progress;
   open.chat_template = o.chat_template;
+  open.device = o.device;
   auto opened = runtime::open_model(open);
   if (!opened.ok()) return fail(opened.status());
   if (stopped_while_loading(pending_signal(signals, std::chrono::milliseconds(0)))) return 0;
@@ -178,8 +195,8 @@ int run_serve(ServeOptions& o) {
   if (!served.ok()) return fail(served.status());
   served->engine->start();
   service.attach(std::move(*served), std::move(defaults));
-  spdlog::info("ready: model '{}', context {} tokens, {} parallel sequences", service.model_id(),
-               service.engine()->context(), o.parallel);
+  spdlog::info("ready: model '{}' on {}, context {} tokens, {} parallel sequences", service.model_id(),
+               service.engine()->device().description(), service.engine()->context(), o.parallel);
 
   int sig = 0;
   sigwait(&signals, &sig);

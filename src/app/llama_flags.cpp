@@ -26,9 +26,13 @@ struct Row {
 };
 
 // Reasons shared by several rows.
-const char* const kCpuOnly = "tandem serve runs on the CPU: GPU serving is not available yet";
+const char* const kCpuOnly =
+    "tandem serve runs the whole model on one device (--device cpu|cuda:N, or -ngl 0|all); splitting it "
+    "across devices or between host and GPU is not supported";
 const char* const kHostMemory =
-    "tandem serve runs on the CPU: every weight and the KV cache are in host memory";
+    "every weight and the KV cache live on the serving device (--device): nothing is offloaded between host "
+    "and GPU";
+const char* const kDrafterDevice = "the drafter runs on the target's device (--device, -ngl)";
 const char* const kNoDownloads =
     "tandem downloads nothing from the network: fetch the repository first (e.g. `huggingface-cli download "
     "org/name`) and pass its directory with -m (a Hub cache snapshot directory is served as org/name)";
@@ -115,23 +119,21 @@ const Row kRows[] = {
     {"--lazy-mode", "-lzm", "LLAMA_ARG_LAZY_MODE", kOne, "auto|on", kMmap},
     {"--direct-io", "-dio", "LLAMA_ARG_DIO", kNone, "", kMmap},
     {"--numa", "", "LLAMA_ARG_NUMA", kOne, "", "NUMA placement is not supported"},
-    {"--device", "-dev", "LLAMA_ARG_DEVICE", kOne, "none|cpu", kCpuOnly},
     {"--list-devices", "", nullptr, kNone, "", "`tandem info` lists the CUDA devices this build sees"},
     {"--override-tensor", "-ot", "LLAMA_ARG_OVERRIDE_TENSOR", kOne, "", kCpuOnly},
     {"--cpu-moe", "-cmoe", "LLAMA_ARG_CPU_MOE", kNone, "*", kHostMemory},
     {"--n-cpu-moe", "-ncmoe", "LLAMA_ARG_N_CPU_MOE", kOne, "*", kHostMemory},
     {"--moe-cache-mib", "", "LLAMA_ARG_MOE_CACHE_MIB", kOne, "0", kMoe},
     {"--n-cpu-ffn", "-ncffn", "LLAMA_ARG_N_CPU_FFN", kOne, "*", kHostMemory},
-    {"--n-gpu-layers,--gpu-layers", "-ngl", "LLAMA_ARG_N_GPU_LAYERS", kOne, "0|auto", kCpuOnly},
     {"--split-mode", "-sm", "LLAMA_ARG_SPLIT_MODE", kOne, "none", kCpuOnly},
     {"--tensor-split", "-ts", "LLAMA_ARG_TENSOR_SPLIT", kOne, "", kCpuOnly},
     {"--main-gpu", "-mg", "LLAMA_ARG_MAIN_GPU", kOne, "0", kCpuOnly},
     {"--fit", "-fit", "LLAMA_ARG_FIT", kOptional, "*",
-     "nothing is offloaded to a device, so there is nothing to fit"},
+     "the whole model goes on one device, so there is nothing to fit"},
     {"--fit-target", "-fitt", "LLAMA_ARG_FIT_TARGET", kOne, "*",
-     "nothing is offloaded to a device, so there is nothing to fit"},
+     "the whole model goes on one device, so there is nothing to fit"},
     {"--fit-ctx", "-fitc", "LLAMA_ARG_FIT_CTX", kOne, "*",
-     "nothing is offloaded to a device, so there is nothing to fit"},
+     "the whole model goes on one device, so there is nothing to fit"},
     {"--check-tensors", "", nullptr, kNone, "", "checking tensor data for invalid values is not supported"},
     {"--override-kv", "", nullptr, kOne, "",
      "GGUF metadata overrides do not apply; edit the model's config.json"},
@@ -326,9 +328,9 @@ const Row kRows[] = {
      "the drafter samples with the target's seeded Gumbel noise and a draft is kept iff it equals the "
      "target's "
      "own pick (exact, ADR 0002)"},
-    {"--spec-draft-device,--device-draft", "-devd", nullptr, kOne, "none|cpu", kCpuOnly},
+    {"--spec-draft-device,--device-draft", "-devd", nullptr, kOne, "auto", kDrafterDevice},
     {"--spec-draft-ngl,--gpu-layers-draft,--n-gpu-layers-draft", "-ngld", "LLAMA_ARG_N_GPU_LAYERS_DRAFT",
-     kOne, "0|auto", kCpuOnly},
+     kOne, "auto", kDrafterDevice},
     {"--ctx-size-draft", "-cd", "LLAMA_ARG_CTX_SIZE_DRAFT", kOne, "*",
      "the drafter's cache always follows the target's context (-c)"},
     {"--spec-ngram-mod-n-min", "", nullptr, kOne, "", kNgram},
@@ -362,8 +364,8 @@ const Row kRows[] = {
 
 // One-dash spellings of the options serve (or another subcommand) implements itself.
 const std::pair<const char*, const char*> kOwnSpellings[] = {
-    {"-md", "--model-draft"}, {"-np", "--parallel"},    {"-to", "--timeout"},
-    {"-lv", "--verbosity"},   {"-cram", "--cache-ram"},
+    {"-md", "--model-draft"}, {"-np", "--parallel"}, {"-to", "--timeout"},       {"-lv", "--verbosity"},
+    {"-cram", "--cache-ram"}, {"-dev", "--device"},  {"-ngl", "--n-gpu-layers"},
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {

@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "core/mapped_file.h"
 #include "scheduler/metrics.h"
+#include "serve_device.h"
 
 namespace tandem::app {
 namespace {
@@ -190,6 +191,20 @@ void add_serve_options(CLI::App* sub, ServeOptions& o) {
                   "File with one API key per line (env TANDEM_API_KEY_FILE, LLAMA_ARG_API_KEY_FILE)");
   mirror(add_threads_option(sub, o.threads, 0, /*from_env=*/true), kThreadsVariables);
   add_gemm_option(sub, o.gemm);
+  // Where the model runs (serve_device.h, ADR 0030): tandem's spellings and llama-server's.
+  o.device_option =
+      mirror(sub->add_option(
+                 "--device", o.device,
+                 "-dev: where the model runs: auto|cpu|cuda|cuda:N, or llama-server's none|CUDA0 (default "
+                 "auto: cuda when a device is present and the weights are bf16; env TANDEM_DEVICE, "
+                 "LLAMA_ARG_DEVICE)"),
+             {"TANDEM_DEVICE", "LLAMA_ARG_DEVICE"});
+  o.gpu_layers_option =
+      mirror(sub->add_option("--n-gpu-layers,--gpu-layers", o.gpu_layers,
+                             "-ngl: llama-server's layer count on the GPU: 0 = cpu, all / -1 / at least the "
+                             "model's layers = every layer on the GPU, auto = as --device says; partial "
+                             "offload is refused (env LLAMA_ARG_N_GPU_LAYERS)"),
+             {"LLAMA_ARG_N_GPU_LAYERS"});
   sub->add_option("--max-body-bytes", o.max_body, "Largest request body accepted")
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32))
       ->capture_default_str();
@@ -327,6 +342,9 @@ Status resolve_serve_options(ServeOptions& o) {
     else
       spdlog::info("--cache-ram {}: accepted, no effect: the prefix cache lives in the KV pool's free blocks",
                    g.cache_ram);
+  }
+  if (!o.device.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(o.device, normalize_serve_device(o.device, o.device_from));
   }
   if (o.alias.find(',') != std::string::npos)
     return invalid_argument("-a/--alias " + o.alias +

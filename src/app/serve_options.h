@@ -39,6 +39,11 @@ struct ServeOptions {
   std::string api_key_from;  // the variables the keys came from, when no flag gave them ("" otherwise)
   int threads = 0;
   std::string gemm;
+  std::string device;      // --device / -dev (TANDEM_DEVICE, LLAMA_ARG_DEVICE), normalized by resolve
+  std::string gpu_layers;  // -ngl / --n-gpu-layers (LLAMA_ARG_N_GPU_LAYERS), as given
+  CLI::Option *device_option = nullptr, *gpu_layers_option = nullptr;
+  // Where each came from, for errors: the flag, or the variable that filled it ("" when neither).
+  std::string device_from, gpu_layers_from;
   int64_t max_body = 8 << 20;
   std::vector<EnvMirror> mirrors;  // flags that TANDEM_* / LLAMA_ARG_* variables mirror
   LlamaFlagValues llama;           // llama-server's flags tandem does not act on (llama_flags.h)

@@ -2,7 +2,10 @@
 #include "model/device.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
+#include "kernels/cuda_devices.h"
 #include "kernels/ops.h"
 #include "model/config.h"
 
@@ -36,6 +39,49 @@ Expected<Placement> parse_device(const std::string& text, bool* is_auto) {
 
 std::string device_name(const Placement& placement) {
   return placement.kind == DeviceKind::cpu ? "cpu" : "cuda:" + std::to_string(placement.index);
+}
+
+std::string DeviceInfo::description() const {
+  if (model.empty() && sm.empty()) return device;
+  std::string out = device + " (" + model;
+  if (!sm.empty()) out += ", " + sm;
+  if (multiprocessors > 0) out += ", " + std::to_string(multiprocessors) + " SMs";
+  if (!driver.empty()) out += ", driver " + driver;
+  return out + ")";
+}
+
+std::string nvidia_module_version(const std::string& proc_text) {
+  const std::string marker = "Kernel Module";
+  const size_t at = proc_text.find(marker);
+  if (at == std::string::npos) return "";
+  // "Kernel Module  580.159.04" or "Open Kernel Module for x86_64  580.159.04": the version is
+  // the first word of digits and dots on that line.
+  const size_t end = proc_text.find('\n', at);
+  std::istringstream line(proc_text.substr(at + marker.size(), end == std::string::npos ? end : end - at));
+  for (std::string word; line >> word;)
+    if (word.find('.') != std::string::npos && word.find_first_not_of("0123456789.") == std::string::npos)
+      return word;
+  return "";
+}
+
+DeviceInfo describe_device(const Placement& placement) {
+  DeviceInfo info;
+  info.device = device_name(placement);
+  if (placement.kind == DeviceKind::cpu) return info;
+  const kernels::CudaReport report = kernels::query_cuda_devices();
+  for (const auto& d : report.devices) {
+    if (d.index != placement.index) continue;
+    info.model = d.name;
+    info.sm = "sm_" + std::to_string(d.sm_major) + std::to_string(d.sm_minor);
+    info.multiprocessors = d.multiprocessors;
+  }
+  std::ifstream proc("/proc/driver/nvidia/version");
+  std::stringstream text;
+  text << proc.rdbuf();
+  info.driver = nvidia_module_version(text.str());
+  if (info.driver.empty() && report.driver_version > 0)
+    info.driver = "cuda " + kernels::cuda_version_string(report.driver_version);
+  return info;
 }
 
 int cuda_device_count() {

@@ -20,9 +20,11 @@ Expected<KvCache> KvCache::create(const ModelConfig& config, const KvCacheOption
     c.source_.push_back(config.kv_source(l));
   }
   try {
-    c.k_.resize(c.num_layers_);
-    c.v_.resize(c.num_layers_);
-    for (int l = 0; l < c.num_layers_; ++l) {
+    if (options.host_storage) {
+      c.k_.resize(c.num_layers_);
+      c.v_.resize(c.num_layers_);
+    }
+    for (int l = 0; options.host_storage && l < c.num_layers_; ++l) {
       if (c.source_[l] != l) continue;
       const size_t per_layer =
           static_cast<size_t>(c.num_blocks_) * c.tokens_per_block_ * c.n_kv_heads_[l] * c.head_dim_[l];
@@ -173,7 +175,7 @@ void KvCache::shrink_to_fit(SequenceId seq) {
 const int32_t* KvCache::block_table(SequenceId seq) const { return seq_ref(seq).blocks.data(); }
 
 kernels::KvPool KvCache::layer_pool(int layer) {
-  TANDEM_CHECK(layer >= 0 && layer < num_layers_);
+  TANDEM_CHECK(layer >= 0 && static_cast<size_t>(layer) < k_.size());  // host_storage was off
   const int source = source_[layer];
   kernels::KvPool p;
   p.k = k_[source].data();

@@ -38,8 +38,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   e->target_ = std::move(target);
   e->drafter_ = std::move(drafter);
   e->pool_ = pool ? std::move(pool) : std::make_unique<ThreadPool>(c.threads);
-  TANDEM_ASSIGN_OR_RETURN(e->kv_, model::KvCache::create(mc, model::KvCache::options_for_tokens(
-                                                                 c.kv_tokens, c.kv_tokens_per_block)));
+  auto kv_options = model::KvCache::options_for_tokens(c.kv_tokens, c.kv_tokens_per_block);
+  // On a GPU the K/V live on the device (CudaForward); the host keeps the block tables only.
+  kv_options.host_storage = e->target_->placement().kind == model::DeviceKind::cpu;
+  TANDEM_ASSIGN_OR_RETURN(e->kv_, model::KvCache::create(mc, kv_options));
   e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), 256);
   e->gate_ = std::make_unique<speculative::ExactnessGate>(
       speculative::ExactnessGate::for_model(*e->target_, e->pool_.get(), c.allow_inexact, c.gemm));
@@ -60,7 +62,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
     e->kv_.set_reclaim([p = e->prefix_.get()] { return p->evict_one(); });
   }
   e->metrics_.kv_blocks_total = e->kv_.num_blocks();
-  e->hardware_ = hardware_label(e->pool_->size());
+  e->device_ = model::describe_device(e->target_->placement());
+  e->hardware_ = hardware_label(e->device_, e->pool_->size());
   e->samplers_.resize(static_cast<size_t>(e->pool_->size()));
   e->set_policy_env(c.policy_env);
   return e;

@@ -66,11 +66,22 @@ Expected<PolicyEnv> PolicyEnv::parse(const Lookup& lookup) {
   return e;
 }
 
-bool static_default_for(const std::string& hardware) { return hardware.rfind("cpu:", 0) == 0; }
+bool static_default_for(const std::string& hardware) {
+  return hardware.rfind("cpu:", 0) == 0 || hardware.rfind("cuda:", 0) == 0;
+}
 
 std::string hardware_label(int threads) {
   return "cpu:" + cpu_features().model_name + "|t" + std::to_string(threads) + "|" +
          kernels::isa_name(kernels::active_isa());
+}
+
+std::string hardware_label(const model::DeviceInfo& device, int threads) {
+  if (device.device == "cpu") return hardware_label(threads);
+  // A GPU the runtime could not describe still gets a label of its own kind.
+  return "cuda:" + (device.model.empty() ? std::string("unknown GPU") : device.model) + "|" +
+         (device.sm.empty() ? std::string("sm_?") : device.sm) + "|" +
+         std::to_string(device.multiprocessors) + "sm|driver " +
+         (device.driver.empty() ? std::string("?") : device.driver);
 }
 
 std::optional<AdaptivePolicy> AdaptivePolicy::create(const PolicyKey& key, const PolicyEnv& env) {

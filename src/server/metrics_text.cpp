@@ -76,6 +76,19 @@ std::string server_metrics_text(const ServerMetrics& s, const std::string& state
   return o.str();
 }
 
+std::string device_metrics_text(const model::DeviceInfo& d, const std::string& model_name) {
+  Exposition o(model_name);
+  o.header("tandem:device_info", "gauge",
+           "Where the model runs (always 1): device cpu or cuda:N; for a GPU its model, SM version and "
+           "driver.");
+  std::string labels = "device=\"" + escape_label_value(d.device) + '"';
+  if (!d.model.empty()) labels += ",gpu=\"" + escape_label_value(d.model) + '"';
+  if (!d.sm.empty()) labels += ",sm=\"" + escape_label_value(d.sm) + '"';
+  if (!d.driver.empty()) labels += ",driver=\"" + escape_label_value(d.driver) + '"';
+  o.sample("tandem:device_info", labels, 1);
+  return o.str();
+}
+
 std::string engine_metrics_text(const scheduler::EngineMetrics& m, const scheduler::PolicyReport& policy,
                                 const std::string& model_name) {
   Exposition o(model_name);

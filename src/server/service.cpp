@@ -13,6 +13,21 @@ namespace tandem::server {
 
 using nlohmann::json;
 
+namespace {
+
+// /health's "device": {"name": "cuda:0", "description": "cuda:0 (NVIDIA H200, ...)", "model", "sm",
+// "driver"} — absent fields (all but name on the CPU) are null.
+json device_json(const model::DeviceInfo& d) {
+  auto opt = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
+  return {{"name", d.device},
+          {"description", d.description()},
+          {"model", opt(d.model)},
+          {"sm", opt(d.sm)},
+          {"driver", opt(d.driver)}};
+}
+
+}  // namespace
+
 HttpReply error_reply(const ApiError& error) {
   return {error.http_status, "application/json", error_body(error)};
 }
@@ -56,7 +71,10 @@ HttpReply Service::health() const {
   // probe) takes the replica out before its listener closes (docs/scaling.md).
   const bool draining = ready() && shutting_down_.load();
   const char* status = !ready() ? "loading" : draining ? "shutting_down" : "ok";
-  json body = {{"status", status}, {"observability", {{"mtp_policy", mtp_policy_json()}}}};
+  json body = {{"status", status}};
+  // Where the model runs (ADR 0030), once it is loaded.
+  if (ready()) body["device"] = device_json(served_.engine->device());
+  body["observability"] = {{"mtp_policy", mtp_policy_json()}};
   return {ready() && !draining ? 200 : 503, "application/json", dump_json(body)};
 }
 
@@ -102,7 +120,9 @@ json model_object(const std::string& id, int64_t created, const ServedModel* ser
   json model = {{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "tandem"}};
   if (served)
     model["meta"] = {{"context_length", served->engine->context()},
-                     {"vocab_size", served->engine->target().config().vocab_size}};
+                     {"vocab_size", served->engine->target().config().vocab_size},
+                     {"device", served->engine->device().device},
+                     {"device_name", served->engine->device().description()}};
   return model;
 }
 
@@ -124,8 +144,10 @@ HttpReply Service::metrics() const {
   const char* state = !ready() ? "loading" : shutting_down_.load() ? "shutting_down" : "ready";
   std::string body = server_metrics_text(metrics_, state, model_id_);
   // The engine's series exist once it is attached.
-  if (ready())
+  if (ready()) {
     body += engine_metrics_text(served_.engine->metrics(), served_.engine->policy_board().read(), model_id_);
+    body += device_metrics_text(served_.engine->device(), model_id_);
+  }
   return {200, "text/plain; version=0.0.4", std::move(body)};
 }
 

@@ -33,7 +33,15 @@ loads=1      # accepted: serve went on to load the (missing) model
 usage=2
 
 # Refused, exit 2, naming the flag and why.
-expect $usage '-ngl/--n-gpu-layers 99: not supported \(accepted: 0, auto\): tandem serve runs on the CPU: GPU serving is not available yet' -- -ngl 99
+# -ngl / --device (ADR 0030): partial offload and contradictions are refused before loading.
+expect $usage "-ngl/--n-gpu-layers 3: partial offload \(3 of the model's 8 layers on the GPU\) is not supported" -- -m models/tandem-target -ngl 3
+expect $usage "LLAMA_ARG_N_GPU_LAYERS \(-ngl\) 5: partial offload \(5 of the model's 8 layers" LLAMA_ARG_N_GPU_LAYERS=5 -- -m models/tandem-target
+expect $usage '-ngl/--n-gpu-layers 0 \(every layer on the CPU\) and --device cuda disagree' -- -ngl 0 --device cuda
+expect $usage '-ngl/--n-gpu-layers all \(every layer on the GPU\) and --device cpu disagree' -- -ngl all -dev cpu
+expect $usage '-ngl/--n-gpu-layers x: not a layer count' -- -ngl x
+expect $usage '--device gpu: expected auto, cpu, cuda or cuda:N' -- --device gpu
+expect $usage "LLAMA_ARG_DEVICE='vulkan0': expected auto, cpu, cuda" LLAMA_ARG_DEVICE=vulkan0 --
+expect $usage '--device CUDA0,CUDA1: one device only' -- -dev CUDA0,CUDA1
 expect $usage '-hf/--hf-repo org/repo: not supported: tandem downloads nothing' -- -hf org/repo
 expect $usage '-hf/--hf-repo' -- -hfr org/repo
 expect $usage '-ctk/--cache-type-k q8_0: not supported \(accepted: f32\)' -- -ctk q8_0
@@ -44,7 +52,6 @@ expect $usage '--cache-reuse 256: not supported \(accepted: 0\)' -- --cache-reus
 expect $usage '--mirostat 2: not supported' -- --mirostat 2
 expect $usage '--grammar-file g.gbnf: not supported: constrained decoding' -- --grammar-file g.gbnf
 expect $usage '--control-vector-layer-range 1 2: not supported' -- --control-vector-layer-range 1 2
-expect $usage "LLAMA_ARG_N_GPU_LAYERS='99' \(-ngl/--n-gpu-layers\): not supported" LLAMA_ARG_N_GPU_LAYERS=99 --
 expect $usage "LLAMA_ARG_CONT_BATCHING='maybe' is not a boolean" LLAMA_ARG_CONT_BATCHING=maybe --
 expect $usage "LLAMA_ARG_TEMPERATURE='5' is not valid for --temp" LLAMA_ARG_TEMPERATURE=5 --
 expect $usage "LLAMA_ARG_TEMPERATURE='hot' is not valid for --temp" LLAMA_ARG_TEMPERATURE=hot --
@@ -68,7 +75,8 @@ expect $loads 'no such file' -- --api-key -xyz
 expect $loads '-cb/--cont-batching: accepted, no effect: batching is always continuous' -- -cb
 expect $loads '-cd/--ctx-size-draft 1024: accepted, no effect' -- -cd 1024
 expect $loads '-ctk/--cache-type-k f32: accepted, no effect' -- -ctk f32
-expect $loads '-ngl/--n-gpu-layers 0: accepted, no effect' -- -ngl 0
+expect $loads 'no such file' -- -ngl 0
+expect $loads 'no such file' -- -dev none
 expect $loads '-fa/--flash-attn: accepted, no effect: attention is always' -- -fa
 expect $loads '--jinja: accepted, no effect: chat templates are always rendered' -- --jinja
 expect $loads '--metrics: accepted, no effect: /metrics is always served' -- --metrics
@@ -83,6 +91,13 @@ expect $loads 'no such file' -- -n 16 --temp 0.7 --top-k 20 --top-p 0.9 --min-p 
   --pooling mean -lv 3 -to 5 --chat-template-kwargs '{"enable_thinking":false}' --cache-prompt
 expect $loads 'no such file' -- -md models/tandem-draft --draft-max 3 --draft-min 2 --spec-type draft-simple
 expect $loads 'no such file' -- -v
+
+# Without a CUDA device -ngl 99 is what llama-server makes of it: a warning, the CPU; --device cuda
+# is refused before loading. (On a machine with a GPU both go on to load.)
+if ! "$bin" info | grep -q '^cuda device 0'; then
+  expect $loads '-ngl/--n-gpu-layers 99: no CUDA device is visible to this build; serving on the CPU' -- -ngl 99
+  expect $usage 'device cuda:1: .*asked for by --device' -- --device CUDA1
+fi
 
 # -h alone is still help (exit 0); -hf is not help.
 "$bin" serve -h >"$out" 2>&1 || { echo "FAIL: serve -h exited $?"; fails=$((fails + 1)); }

@@ -302,5 +302,51 @@ TEST(HardwareLabel, NamesCpuThreadsAndIsa) {
   EXPECT_NE(hardware_label(1), hardware_label(2));
 }
 
+// A GPU's label names its model, SM version, multiprocessors and driver, and is
+// never a CPU's: the two verdicts cannot share a hint file (ADR 0030).
+TEST(HardwareLabel, NamesTheGpuModelSmAndDriver) {
+  model::DeviceInfo h200{"cuda:0", "NVIDIA H200", "sm_90", "580.159.04", 132};
+  const std::string l = hardware_label(h200, 2);
+  EXPECT_EQ(l, "cuda:NVIDIA H200|sm_90|132sm|driver 580.159.04");
+  EXPECT_TRUE(static_default_for(l));
+  model::DeviceInfo cpu;
+  cpu.device = "cpu";
+  EXPECT_EQ(hardware_label(cpu, 2), hardware_label(2));
+  EXPECT_NE(hardware_label(cpu, 2), l);
+  // The device index is not part of it; another driver or SM version is.
+  model::DeviceInfo second = h200;
+  second.device = "cuda:1";
+  EXPECT_EQ(hardware_label(second, 2), l);
+  model::DeviceInfo other_driver = h200;
+  other_driver.driver = "575.57.08";
+  EXPECT_NE(hardware_label(other_driver, 2), l);
+  model::DeviceInfo h100 = h200;
+  h100.model = "NVIDIA H100 80GB HBM3";
+  EXPECT_NE(hardware_label(h100, 2), l);
+  // A device the runtime could not describe still gets a GPU label, not an empty one.
+  model::DeviceInfo unknown;
+  unknown.device = "cuda:0";
+  EXPECT_EQ(hardware_label(unknown, 2), "cuda:unknown GPU|sm_?|0sm|driver ?");
+}
+
+TEST(HardwareLabel, ReadsTheNvidiaKernelModuleVersion) {
+  // The file's first line as the NVIDIA driver writes it.
+  EXPECT_EQ(model::nvidia_module_version(
+                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
+                "(dvs-builder@U22-I3-AF03-09-1)  Thu Jun  5 10:52:44 UTC 2025\nGCC version:  gcc 12\n"),
+            "580.159.04");
+  EXPECT_EQ(
+      model::nvidia_module_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug"),
+      "535.104.05");
+  EXPECT_EQ(model::nvidia_module_version(""), "");
+  EXPECT_EQ(model::nvidia_module_version("Kernel Module  (none)"), "");
+}
+
+TEST(DeviceInfo, DescribesTheCpuAndAGpu) {
+  EXPECT_EQ(model::describe_device(model::Placement{}).description(), "cpu");
+  model::DeviceInfo h200{"cuda:0", "NVIDIA H200", "sm_90", "580.159.04", 132};
+  EXPECT_EQ(h200.description(), "cuda:0 (NVIDIA H200, sm_90, 132 SMs, driver 580.159.04)");
+}
+
 }  // namespace
 }  // namespace tandem::scheduler

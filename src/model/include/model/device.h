@@ -28,6 +28,25 @@ struct Placement {
 Expected<Placement> parse_device(const std::string& text, bool* is_auto = nullptr);
 // "cpu" or "cuda:N".
 std::string device_name(const Placement& placement);
+
+// What a placement's device is, for logs, /health, /metrics and the
+// speculation policy's hardware label (ADR 0030). For cpu only `device` is
+// set ("cpu"); for cuda the runtime's answer: the product name ("NVIDIA
+// H200"), the SM version ("sm_90"), the multiprocessor count and the driver
+// (the kernel module's version from /proc/driver/nvidia/version, e.g.
+// "580.159.04"; else "cuda 13.0", the CUDA version the driver supports).
+// Fields the runtime cannot tell stay empty; never fails.
+struct DeviceInfo {
+  std::string device;  // device_name(): "cpu" or "cuda:N"
+  std::string model, sm, driver;
+  int multiprocessors = 0;
+  // "cpu", or "cuda:0 (NVIDIA H200, sm_90, 132 SMs, driver 580.159.04)".
+  std::string description() const;
+};
+DeviceInfo describe_device(const Placement& placement);
+// The kernel module's version in the text of /proc/driver/nvidia/version
+// ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..."), or "".
+std::string nvidia_module_version(const std::string& proc_text);
 // True when this build has CUDA and at least one device is visible.
 bool cuda_available();
 

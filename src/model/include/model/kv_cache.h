@@ -46,6 +46,9 @@ using SequenceId = int32_t;
 struct KvCacheOptions {
   int32_t tokens_per_block = 32;  // tokens per block
   int32_t num_blocks = 0;         // blocks in the pool
+  // false: bookkeeping only, no host K/V arrays — for a model placed on a GPU, whose
+  // CudaForward keeps the K/V on the device (ADR 0030); layer_pool() is then a bug.
+  bool host_storage = true;
 };
 
 class KvCache {

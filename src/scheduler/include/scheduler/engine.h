@@ -89,6 +89,8 @@ class Engine {
 
   const EngineMetrics& metrics() const { return metrics_; }
   const model::Model& target() const { return *target_; }
+  // The device the target (and the drafter) runs on, described once at create().
+  const model::DeviceInfo& device() const { return device_; }
   const EngineConfig& config() const { return config_; }
   int64_t context() const { return config_.context; }
   bool has_drafter() const { return drafter_ != nullptr; }
@@ -142,6 +144,7 @@ class Engine {
   std::unique_ptr<PrefixCache> prefix_;      // null: prefix caching off
   std::vector<sampling::Sampler> samplers_;  // one per pool thread; [0] also serves the speculative slot
   std::optional<AdaptivePolicy> policy_;     // none: no drafter, or adaptation disabled without a pin
+  model::DeviceInfo device_;
   std::string hardware_;
   PolicyBoard board_;
   std::map<uint64_t, Active> active_;

@@ -47,6 +47,7 @@
 
 #include "core/status.h"
 #include "kernels/version.h"
+#include "model/device.h"
 #include "scheduler/policy_estimate.h"
 #include "scheduler/policy_hint.h"
 
@@ -90,8 +91,9 @@ struct PolicyEnv {
 };
 
 // The static verdict for a hardware class when nothing was measured (or the
-// measurement landed between the thresholds). CPUs: enable — B=1 decode is
-// bandwidth-bound and a K-row verify streams the weights once.
+// measurement landed between the thresholds). CPUs and CUDA GPUs ("cpu:",
+// "cuda:" labels): enable — B=1 decode is bandwidth-bound and a K-row verify
+// streams the weights once (ADR 0030). Anything else: decline.
 bool static_default_for(const std::string& hardware);
 
 struct PolicySnapshot {
@@ -174,5 +176,11 @@ void describe_policy(const PolicySnapshot& s, PolicyReport& r);
 // A label that separates machines whose verdicts may differ: CPU model,
 // thread count and kernel ISA level, e.g. "cpu:Intel(R) Xeon(R) Processor|t2|avx512".
 std::string hardware_label(int threads);
+// The label of the device the target runs on: hardware_label(threads) for
+// the CPU; for a GPU its model, SM version, multiprocessor count and driver,
+// e.g. "cuda:NVIDIA H200|sm_90|132sm|driver 580.159.04" — never one shared
+// with a CPU, so a CPU verdict and a GPU verdict never merge (ADR 0030). The
+// device's index is not in it: two identical GPUs share verdicts.
+std::string hardware_label(const model::DeviceInfo& device, int threads);
 
 }  // namespace tandem::scheduler

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/device.h"
 #include "scheduler/metrics.h"
 #include "scheduler/policy_report.h"
 
@@ -28,6 +29,9 @@ struct ServerMetrics {
 // `state`: "loading", "ready" or "shutting_down"; `model_name`: the served model id.
 std::string server_metrics_text(const ServerMetrics& s, const std::string& state,
                                 const std::string& model_name);
+// tandem:device_info{device="cuda:0",gpu="NVIDIA H200",sm="sm_90",driver="580.159.04"} 1
+// (only device= for the CPU).
+std::string device_metrics_text(const model::DeviceInfo& device, const std::string& model_name);
 std::string engine_metrics_text(const scheduler::EngineMetrics& m, const scheduler::PolicyReport& policy,
                                 const std::string& model_name);
 

@@ -36,10 +36,9 @@ void address_of(const sockaddr_storage& a, std::string& ip, int& port) {
   if (a.ss_family == AF_INET6) port = ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
 }
 
-// One connection's socket as cpp-httplib's Stream, with a read buffer that
-// lives as long as the connection (so a pipelined request's bytes are kept).
-// Timeouts as httplib's SocketStream: each read waits up to the read
-// timeout, each write up to the write timeout.
+// One request's view of a connection's socket as cpp-httplib's Stream, with
+// a read buffer. Timeouts as httplib's SocketStream: each read waits up to
+// the read timeout, each write up to the write timeout.
 class ConnectionStream : public httplib::Stream {
  public:
   ConnectionStream(socket_t sock, int read_ms, int write_ms)
@@ -139,12 +138,14 @@ bool PromptStopServer::wait_for_request(socket_t sock) const {
 }
 
 bool PromptStopServer::process_and_close_socket(socket_t sock) {
-  ConnectionStream stream(sock, to_ms(read_timeout_sec_, read_timeout_usec_),
-                          to_ms(write_timeout_sec_, write_timeout_usec_));
   bool ok = false;
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET && !stopping_.load();
        --left) {
-    if (!stream.buffered() && !wait_for_request(sock)) break;
+    if (!wait_for_request(sock)) break;
+    // A stream per request, as httplib's loop: bytes a request left unread (a body that a
+    // 401 never read) go with its buffer instead of being parsed as the next request.
+    ConnectionStream stream(sock, to_ms(read_timeout_sec_, read_timeout_usec_),
+                            to_ms(write_timeout_sec_, write_timeout_usec_));
     bool connection_closed = false;
     // The last request allowed, or a stop under way: the response says Connection: close.
     ok = process_request(stream, left == 1 || stopping_.load(), connection_closed, nullptr);

@@ -13,6 +13,11 @@ Cases (`--cases`, default all), each with its own server on a free 127.0.0.1 por
   bound, the stalled client included.
 - drain0: SIGINT with TANDEM_SHUTDOWN_DRAIN_MS=0: every stream is cut at once, each with a
   final "abort" event and [DONE]; exit 0 promptly.
+- keepalive: SIGTERM while a short stream is in flight, one client holds a keep-alive
+  connection (a request every 0.2 s while the stream drains, then silent) and another has
+  connected and sent nothing: the stream ends with finish_reason "length" and [DONE], the
+  server closes both connections, and the process exits 0 before the keep-alive timeout
+  (5 s) counted from the idle connection's last answer — cpp-httplib's own wait ran it out.
 - loading: SIGTERM while the model is still loading (TANDEM_LOAD_DELAY_MS=60000): /health
   and a completion answer 503 meanwhile; the process exits 0 within a few seconds, not after
   the delay.
@@ -34,14 +39,14 @@ import faultlib as fl  # noqa: E402
 ROOT = fl.repo_root()
 TARGET = os.path.join(ROOT, "models", "tandem-target")
 DRAFT = os.path.join(ROOT, "models", "tandem-draft")
-# How long exit may take after the signal beyond the drain window when clients hold idle
-# keep-alive connections or stopped reading: cpp-httplib 0.11 lets an idle keep-alive
-# connection wait out its 5 s idle timeout and a blocked write its 5 s write timeout
-# before the server's worker threads join (both timers start before the signal), plus a
-# margin for a busy shared machine. Without such clients exit follows the drain at once
-# (EXIT_PROMPT_S, the drain0 and loading cases).
+# How long exit may take after the signal beyond the drain window when a client stopped
+# reading: a blocked write waits out its 5 s write timeout before the server's worker
+# threads join, plus a margin for a busy shared machine. Idle keep-alive connections no
+# longer delay exit (src/server/prompt_stop_server.h; the keepalive case). Without such
+# clients exit follows the drain at once (EXIT_PROMPT_S, the drain0 and loading cases).
 EXIT_SLACK_S = 10.0
 EXIT_PROMPT_S = 3.0
+KEEP_ALIVE_S = 5.0  # the server's keep-alive idle timeout (src/server/http_server.cpp)
 
 
 def completion(prompt, max_tokens, stream=True, **extra):
@@ -184,6 +189,52 @@ def case_drain0():
         server.kill()
 
 
+def case_keepalive():
+    server = start({"TANDEM_SHUTDOWN_DRAIN_MS": "60000"})
+    figures = {}
+    try:
+        port = server.port
+        stream = fl.Stream(port, *completion("The short ship", 16))
+        stream.start()
+        wait_until(lambda: stream.first_content.is_set(), 120, "the stream to decode")
+        idle = fl.Conn(port, timeout=30)
+        silent = fl.Conn(port, timeout=30)  # connected, never sends a request
+        server.signal(signal.SIGTERM)
+        # While the stream drains, `idle` sends a request every 0.2 s (503 while draining), so its
+        # keep-alive timer restarts at each answer; then it falls silent.
+        t_idle, statuses = None, set()
+        while not stream.complete and stream.error is None and stream.is_alive():
+            try:
+                idle.send_request("GET", "/health")
+                st, h = idle.read_head()
+                idle.read_body(h)
+            except (fl.ProtocolError, OSError):
+                break
+            t_idle = time.monotonic()
+            statuses.add(st)
+            time.sleep(0.2)
+        stream.join(60)
+        assert t_idle is not None, "the idle connection got no answer during the drain"
+        figures["idle_statuses"] = sorted(statuses)
+        code = server.wait(KEEP_ALIVE_S + EXIT_SLACK_S)
+        took = time.monotonic() - t_idle
+        figures["exit"], figures["exit_seconds_after_last_idle_answer"] = code, round(took, 2)
+        assert code == 0, "exit %s %.1f s after the last answer\n%s" % (code, took, server.log()[-2000:])
+        assert took < KEEP_ALIVE_S - 0.5, \
+            "exit %.1f s after the idle connection's last answer: the keep-alive wait held it" % took
+        figures["finish"] = check_read_stream(stream, "in-flight stream", ("length",))["finish"]
+        for name, c in (("idle", idle), ("silent", silent)):
+            try:
+                closed = c.sock.recv(1) == b""
+            except OSError:
+                closed = True
+            assert closed, "the %s connection was left open" % name
+            c.close()
+        return figures
+    finally:
+        server.kill()
+
+
 def case_loading():
     server = start({"TANDEM_LOAD_DELAY_MS": "60000"}, wait_ready=False)
     figures = {}
@@ -205,7 +256,7 @@ def case_loading():
         server.kill()
 
 
-CASES = {"drain": case_drain, "drain0": case_drain0, "loading": case_loading}
+CASES = {"drain": case_drain, "drain0": case_drain0, "keepalive": case_keepalive, "loading": case_loading}
 
 
 def set_args(args):

@@ -24,6 +24,48 @@ Status read_flag(const model::GgufFile& f, const char* key, std::optional<bool>&
   return Status::Ok();
 }
 
+// The template `choice` names (it wins over the file's, as in llama-server), else
+// tokenizer.chat_template. bos/eos are the file's tokens either way.
+Expected<std::optional<tok::ChatTemplate>> gguf_chat_template(const model::GgufFile& f,
+                                                              const std::optional<tok::GgufVocab>& vocab,
+                                                              const ChatTemplateChoice& choice) {
+  auto token = [&](int32_t id) {
+    return vocab && id >= 0 && static_cast<size_t>(id) < vocab->tokens.size()
+               ? std::string(vocab->tokens[static_cast<size_t>(id)])
+               : std::string();
+  };
+  const std::string bos = vocab ? token(vocab->bos_id) : "", eos = vocab ? token(vocab->eos_id) : "";
+  if (!choice.empty()) {
+    std::string source = choice.source;
+    // A name: the file's tokenizer.chat_template.NAME (llama.cpp's named templates), else a built-in.
+    const std::string key = "tokenizer.chat_template." + choice.name;
+    if (source.empty() && f.find(key) != nullptr) {
+      TANDEM_ASSIGN_OR_RETURN(source, f.get_string(key));
+    } else if (source.empty()) {
+      auto builtin = builtin_chat_template(choice.name);
+      if (!builtin) {
+        std::string names;
+        for (const auto& n : builtin_chat_template_names()) names += (names.empty() ? "" : ", ") + n;
+        return invalid_argument(choice.flag + ": not a template of " + f.path() + " (" + key +
+                                ") nor a built-in one (" + names +
+                                "); pass a Jinja template's text, or a file with --chat-template-file");
+      }
+      source = *builtin;
+    }
+    auto tpl = tok::ChatTemplate::parse(source, bos, eos);
+    if (!tpl.ok()) return invalid_argument(choice.flag + ": " + tpl.status().message());
+    spdlog::info("chat template from {} (instead of {}'s tokenizer.chat_template)", choice.flag, f.path());
+    return std::optional<tok::ChatTemplate>(std::move(*tpl));
+  }
+  if (f.find("tokenizer.chat_template") == nullptr) return std::optional<tok::ChatTemplate>();
+  TANDEM_ASSIGN_OR_RETURN(std::string source, f.get_string("tokenizer.chat_template"));
+  auto tpl = tok::ChatTemplate::parse(source, bos, eos);
+  if (tpl.ok()) return std::optional<tok::ChatTemplate>(std::move(*tpl));
+  spdlog::warn("no usable chat template in {} (tokenizer.chat_template): {}", f.path(),
+               tpl.status().message());
+  return std::optional<tok::ChatTemplate>();
+}
+
 }  // namespace
 
 Expected<std::optional<tok::GgufVocab>> gguf_vocab(const model::GgufFile& f) {
@@ -52,7 +94,8 @@ Expected<std::optional<tok::GgufVocab>> gguf_vocab(const model::GgufFile& f) {
   return std::optional<tok::GgufVocab>(std::move(v));
 }
 
-Expected<TextSide> load_gguf_text_side(const model::GgufFile& f, const model::ModelConfig& config) {
+Expected<TextSide> load_gguf_text_side(const model::GgufFile& f, const model::ModelConfig& config,
+                                       const ChatTemplateChoice& chat_template) {
   TextSide text;
   TANDEM_ASSIGN_OR_RETURN(std::optional<tok::GgufVocab> vocab, gguf_vocab(f));
   std::vector<int32_t> end_ids;
@@ -72,22 +115,7 @@ Expected<TextSide> load_gguf_text_side(const model::GgufFile& f, const model::Mo
         "will work",
         f.path());
   }
-  if (f.find("tokenizer.chat_template") != nullptr) {
-    TANDEM_ASSIGN_OR_RETURN(std::string source, f.get_string("tokenizer.chat_template"));
-    auto token = [&](int32_t id) {
-      return vocab && id >= 0 && static_cast<size_t>(id) < vocab->tokens.size()
-                 ? std::string(vocab->tokens[static_cast<size_t>(id)])
-                 : std::string();
-    };
-    auto tpl = tok::ChatTemplate::parse(source, vocab ? token(vocab->bos_id) : "",
-                                        vocab ? token(vocab->eos_id) : "");
-    if (tpl.ok()) {
-      text.chat_template = std::move(*tpl);
-    } else {
-      spdlog::warn("no usable chat template in {} (tokenizer.chat_template): {}", f.path(),
-                   tpl.status().message());
-    }
-  }
+  TANDEM_ASSIGN_OR_RETURN(text.chat_template, gguf_chat_template(f, vocab, chat_template));
   text.stop_tokens = stop_tokens(config, end_ids, text.tokenizer, text.chat_template);
   return text;
 }

@@ -41,7 +41,7 @@ Status open_gguf(const OpenOptions& o, OpenedModel& out) {
   TANDEM_ASSIGN_OR_RETURN(model::Checkpoint checkpoint, model::gguf_checkpoint(file, config));
   TANDEM_ASSIGN_OR_RETURN(out.model,
                           model::Model::load(std::move(checkpoint), std::move(config), o.progress));
-  TANDEM_ASSIGN_OR_RETURN(out.text, load_gguf_text_side(*file, out.model->config()));
+  TANDEM_ASSIGN_OR_RETURN(out.text, load_gguf_text_side(*file, out.model->config(), o.chat_template));
   return Status::Ok();
 }
 

@@ -90,8 +90,11 @@ std::variant<OllamaRequest, ApiError> parse_ollama_request(OllamaEndpoint endpoi
     o.model = fields::string(b, "model").value_or("");
     r.model = o.model;
     r.stream = fields::boolean(b, "stream").value_or(true);
-    if (const json* format = fields::find(b, "format"); format && !(format->is_string() && format->empty()))
-      fields::fail("format", "'format' (structured output) is not supported");
+    // format: "json" or a JSON Schema, through the grammar engine response_format uses (key order kept).
+    if (b.contains("format")) {
+      const auto ordered = nlohmann::ordered_json::parse(body);
+      if (auto e = parse_ollama_format(ordered["format"], r.structured)) throw fields::FieldError{*e};
+    }
     if (const json* images = fields::find(b, "images"); images && !(images->is_array() && images->empty()))
       fields::fail("images", "'images' is not supported: the served model reads text only");
     parse_options(b, r);

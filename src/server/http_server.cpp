@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "prompt_stop_server.h"
 #include "server/collected_reply.h"
 #include "server/compat_routes.h"
 #include "server/generation.h"
@@ -31,14 +32,14 @@ std::string exact_route(std::string_view path) {
 }  // namespace
 
 HttpServer::HttpServer(Service& service, HttpOptions options)
-    : service_(service), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+    : service_(service), options_(std::move(options)), http_(std::make_unique<PromptStopServer>()) {
   const int threads = options_.worker_threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http_->set_payload_max_length(service_.max_body_bytes());
   // Keep-alive: clients (undici, the openai client) reuse connections; closing
   // one after a few requests races with a reuse and fails that request. The
-  // idle timeout stays at 5 s: above undici's 4 s, and it bounds how long an
-  // idle connection can delay shutdown.
+  // idle timeout stays at 5 s, above undici's 4 s; it does not delay shutdown:
+  // stop() ends idle connections at once (prompt_stop_server.h).
   http_->set_keep_alive_max_count(100000);
   http_->set_keep_alive_timeout(5);
   if (options_.timeout_s > 0) {
@@ -81,6 +82,7 @@ void HttpServer::stop() {
   stop_requested_.store(true);
   // run() has begun and will listen: wait until it does, so that the stop reaches it.
   while (run_entered_.load() && !run_exited_.load() && !http_->is_running()) std::this_thread::yield();
+  static_cast<PromptStopServer&>(*http_).stop_waiting();
   http_->stop();
 }
 

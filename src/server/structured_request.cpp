@@ -178,6 +178,26 @@ std::optional<ApiError> parse_structured(const ordered_json& body, bool chat, St
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_ollama_format(const ordered_json& format, StructuredRequest& out) {
+  try {
+    if (format.is_null() || (format.is_string() && format.get<std::string>().empty())) return std::nullopt;
+    if (format.is_string()) {
+      // Ollama accepts "json" only; anything else is its "invalid format" error.
+      if (format.get<std::string>() != "json")
+        fail("format", "unknown 'format' '" + format.get<std::string>() +
+                           "'; accepted values: \"json\" or a JSON Schema object");
+      set_grammar(out, compile(grammar::json_object_gbnf(), "format"), "format");
+    } else if (format.is_object()) {
+      set_grammar(out, compile_schema(format, "format"), "format");
+    } else {
+      fail("format", "'format' must be \"json\" or a JSON Schema object");
+    }
+  } catch (const Fail& f) {
+    return f.error;
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, StructuredRequest& out) {
   out.format = format;
   if (out.tool_choice == ToolChoice::auto_ && !out.functions.empty() && !out.grammar &&

@@ -5,7 +5,7 @@
 // One server for the whole file. Where a route has a twin (the OpenAI completion of the same
 // prompt at temperature 0), the twin's answer is the reference.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
@@ -418,6 +418,19 @@ describe('Ollama: the official ollama Python client', () => {
     assert.deepEqual(o.embed, ref2.json.data.map((d) => d.embedding));
     assert.deepEqual(o.embed_one, [ref2.json.data[1].embedding]);
     assert.deepEqual(o.embeddings_legacy, ref2.json.data[0].embedding);
+    // format: the output parses and validates (Python jsonschema, validate_json.py, not tandem's grammar).
+    const validate = (schema, text) => {
+      try {
+        execFileSync('python3', [path.join(here, 'validate_json.py')], { input: JSON.stringify({ schema, text }) });
+        return 'ok';
+      } catch (e) {
+        return `${e.stdout}${e.stderr}`.trim() || String(e);
+      }
+    };
+    assert.equal(o.format_schema.done_reason, 'stop', JSON.stringify(o.format_schema));
+    assert.equal(validate(o.format_schema.schema, o.format_schema.content), 'ok', o.format_schema.content);
+    assert.equal(o.format_json.done_reason, 'stop', JSON.stringify(o.format_json));
+    assert.equal(validate({ type: 'object' }, o.format_json.response), 'ok', o.format_json.response);
     // errors the client raises as ResponseError with the status
     assert.equal(o.unknown_model_status, 404);
     assert.equal(o.bad_option_status, 400);

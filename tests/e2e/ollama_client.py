@@ -49,6 +49,24 @@ out["chat_stream"] = {
 seeded = {"num_predict": 8, "temperature": 0.9, "seed": 42}
 out["seeded"] = [client.generate(model=model, prompt=PROMPT, raw=True, options=seeded).response for _ in range(2)]
 
+# format: a JSON Schema (bounded strings, so the tiny model finishes) and "json".
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 24},
+        "age": {"type": "integer"},
+        "role": {"enum": ["captain", "mate", "harpooneer"]},
+    },
+    "required": ["name", "age", "role"],
+}
+ASK = [{"role": "user", "content": "Tell me about the captain of the ship."}]
+r = client.chat(model=model, messages=ASK, format=PERSON, options={"num_predict": 200, "temperature": 0})
+out["format_schema"] = {"schema": PERSON, "content": r.message.content, "done_reason": r.done_reason}
+# "json" bounds no string: the tiny model mostly writes one until num_predict; this seed closes the object.
+r = client.generate(model=model, prompt=ASK[0]["content"], format="json",
+                    options={"num_predict": 200, "temperature": 1.0, "seed": 5})
+out["format_json"] = {"response": r.response, "done_reason": r.done_reason}
+
 texts = ["The whale", "Call me Ishmael."]
 out["embed"] = client.embed(model=model, input=texts).embeddings
 out["embed_one"] = client.embed(model=model, input=texts[1]).embeddings

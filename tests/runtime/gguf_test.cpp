@@ -200,6 +200,44 @@ TEST_F(GgufTarget, ChatTemplateAndStopIds) {
   EXPECT_EQ(gguf_->text.stop_tokens, dir_->text.stop_tokens);
 }
 
+// --chat-template / --chat-template-file win over the file's tokenizer.chat_template, as in
+// llama-server; the file's bos/eos tokens stay. The expected rendering is Jinja2's.
+TEST_F(GgufTarget, AGivenChatTemplateWinsOverTheFiles) {
+  const std::string source =
+      "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}{{ eos_token }}";
+  ASSERT_NE(gguf_->text.chat_template->source(), source);
+  OpenOptions o;
+  o.threads = 1;
+  o.pool_for_one_thread = false;
+  o.model_dir = *path_;
+  o.chat_template = {source, "", "--chat-template-file t.jinja"};
+  auto given = open_model(o);
+  ASSERT_TRUE(given.ok()) << given.status().to_string();
+  ASSERT_TRUE(given->text.chat_template);
+  EXPECT_EQ(given->text.chat_template->source(), source);
+  tok::ChatRenderInput in;
+  in.messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "Hi there"}])");
+  in.add_generation_prompt = true;
+  EXPECT_EQ(*given->text.chat_template->render(in), "[user] Hi there\n<|endoftext|>");
+  EXPECT_EQ(given->text.stop_tokens, gguf_->text.stop_tokens);
+  // A name: a built-in (the file has no tokenizer.chat_template.NAME).
+  o.chat_template = {"", "chatml", "--chat-template chatml"};
+  auto named = open_model(o);
+  ASSERT_TRUE(named.ok()) << named.status().to_string();
+  EXPECT_EQ(named->text.chat_template->source(), *builtin_chat_template("chatml"));
+  // An unknown name, or a template that does not parse: an error naming the flag.
+  o.chat_template = {"", "no-such-template", "--chat-template no-such-template"};
+  auto unknown = open_model(o);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("--chat-template no-such-template"), std::string::npos)
+      << unknown.status().message();
+  o.chat_template = {"{% for %}", "", "--chat-template (an inline template)"};
+  auto broken = open_model(o);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("--chat-template (an inline template)"), std::string::npos)
+      << broken.status().message();
+}
+
 TEST_F(GgufTarget, GgufDrafterLoads) {
   const std::string draft = make_gguf(source_dir() + "/models/tandem-draft", "tandem_draft_bf16");
   ASSERT_FALSE(draft.empty());

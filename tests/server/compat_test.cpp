@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "grammar/automaton.h"
 #include "server/compat_routes.h"
 #include "server/embeddings_api.h"
 #include "server/llama_api.h"
@@ -135,7 +136,9 @@ TEST(OllamaRequest, WrongOrUnsupportedFieldsNameThemselves) {
       {R"({"prompt": "x", "options": {"temperature": "hot"}})", "temperature"},
       {R"({"prompt": "x", "options": {"num_predict": 0}})", "num_predict"},
       {R"({"prompt": "x", "options": 3})", "options"},
-      {R"({"prompt": "x", "format": "json"})", "format"},
+      {R"({"prompt": "x", "format": "yaml"})", "format"},
+      {R"({"prompt": "x", "format": 3})", "format"},
+      {R"({"prompt": "x", "format": {"type": "object", "oneOff": []}})", "format"},
       {R"({"prompt": "x", "images": ["aGk="]})", "images"},
       {R"({"prompt": "x", "stream": "no"})", "stream"},
       {R"({"prompt": 3})", "prompt"},
@@ -267,6 +270,43 @@ TEST(OllamaRequest, ImagesInAChatMessageAreRefused) {
   EXPECT_EQ(e.param, "messages[0].images");
   ok(parse_ollama_request(OllamaEndpoint::chat,
                           R"({"messages": [{"role": "user", "content": "hi", "images": []}]})"));
+}
+
+bool accepts(const StructuredRequest& s, const std::string& text) {
+  grammar::ByteAutomaton a(s.grammar);
+  return a.accepting(a.advance(a.start(), text));
+}
+
+// Ollama's `format` goes through the grammar engine response_format uses.
+TEST(OllamaRequest, FormatJsonOrASchemaConstrainsTheOutput) {
+  for (auto endpoint : {OllamaEndpoint::generate, OllamaEndpoint::chat}) {
+    const std::string input = endpoint == OllamaEndpoint::generate
+                                  ? R"("prompt": "x")"
+                                  : R"("messages": [{"role": "user", "content": "x"}])";
+    OllamaRequest json_format = ok(parse_ollama_request(endpoint, "{" + input + R"(, "format": "json"})"));
+    const StructuredRequest& j = json_format.generation.structured;
+    ASSERT_NE(j.grammar, nullptr);
+    EXPECT_EQ(j.grammar_source, "format");
+    EXPECT_TRUE(accepts(j, R"({"a": [1, "b"]})"));
+    EXPECT_FALSE(accepts(j, "Sure! {"));
+    // A schema: properties in the schema's order, required ones present.
+    OllamaRequest schema = ok(parse_ollama_request(
+        endpoint,
+        "{" + input +
+            R"(, "format": {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]}})"));
+    const StructuredRequest& s = schema.generation.structured;
+    ASSERT_NE(s.grammar, nullptr);
+    EXPECT_TRUE(accepts(s, R"({"name": "Ann", "age": 7})"));
+    EXPECT_FALSE(accepts(s, R"({"age": 7, "name": "Ann"})"));
+    EXPECT_FALSE(accepts(s, R"({"name": "Ann"})"));
+    // "" and null: unconstrained, as Ollama.
+    EXPECT_EQ(
+        ok(parse_ollama_request(endpoint, "{" + input + R"(, "format": ""})")).generation.structured.grammar,
+        nullptr);
+    EXPECT_EQ(ok(parse_ollama_request(endpoint, "{" + input + R"(, "format": null})"))
+                  .generation.structured.grammar,
+              nullptr);
+  }
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 // the template's eos_token. A file without tokenizer.ggml.model has no
 // tokenizer (logged, as a directory without tokenizer.json); malformed
 // tokenizer metadata is an error naming the file and key; an unusable
-// template is logged and chat refused, as for tokenizer_config.json.
+// template of the file's is logged and chat refused, as for tokenizer_config.json.
 #pragma once
 
 #include "core/status.h"
@@ -21,6 +21,11 @@ namespace tandem::runtime {
 // The tokenizer metadata; views into `file`. None when tokenizer.ggml.model is absent.
 Expected<std::optional<tok::GgufVocab>> gguf_vocab(const model::GgufFile& file);
 
-Expected<TextSide> load_gguf_text_side(const model::GgufFile& file, const model::ModelConfig& config);
+// `chat_template` (--chat-template, --chat-template-file) wins over the
+// file's tokenizer.chat_template, as in llama-server; a name is looked up as
+// tokenizer.chat_template.NAME, then among the built-ins. A given template
+// that cannot be found or parsed is an error naming choice.flag.
+Expected<TextSide> load_gguf_text_side(const model::GgufFile& file, const model::ModelConfig& config,
+                                       const ChatTemplateChoice& chat_template = {});
 
 }  // namespace tandem::runtime

@@ -25,7 +25,7 @@ enum class ToolChoice { none, auto_, required, function };
 struct StructuredRequest {
   // The grammar the output must follow; null: unconstrained.
   std::shared_ptr<const grammar::Grammar> grammar;
-  std::string grammar_source;  // "response_format", "json_schema", "grammar" or "tool_choice"
+  std::string grammar_source;  // "response_format", "json_schema", "grammar", "format" or "tool_choice"
   // Tools (chat only).
   std::vector<grammar::FunctionSpec> functions;
   ToolChoice tool_choice = ToolChoice::auto_;
@@ -43,6 +43,11 @@ struct StructuredRequest {
 // are generated in the schema's order). `chat`: tools are accepted.
 std::optional<ApiError> parse_structured(const nlohmann::ordered_json& body, bool chat,
                                          StructuredRequest& out);
+
+// Ollama's `format` (/api/generate, /api/chat): "json" constrains the output
+// to a JSON object (as response_format json_object), an object is a JSON
+// Schema (as json_schema); "" or null: unconstrained. Errors name "format".
+std::optional<ApiError> parse_ollama_format(const nlohmann::ordered_json& format, StructuredRequest& out);
 
 // Sets out.format and, for tool_choice required / named, builds the grammar
 // of a valid call in that syntax. For auto (Hermes or Mistral syntax, no

@@ -1,0 +1,159 @@
+#include "prompt_stop_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace tandem::server {
+namespace {
+
+int to_ms(time_t sec, time_t usec) { return static_cast<int>(sec * 1000 + usec / 1000); }
+
+// poll() for `events` on `sock` for up to `ms`, retried on EINTR: >0 ready, 0 timeout, <0 error.
+int wait_for(socket_t sock, short events, int ms) {
+  pollfd p{sock, events, 0};
+  for (;;) {
+    const int r = ::poll(&p, 1, ms);
+    if (r >= 0 || errno != EINTR) return r;
+  }
+}
+
+void address_of(const sockaddr_storage& a, std::string& ip, int& port) {
+  char host[NI_MAXHOST] = {};
+  const socklen_t len = a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, host, sizeof(host), nullptr, 0,
+                    NI_NUMERICHOST) == 0)
+    ip = host;
+  if (a.ss_family == AF_INET) port = ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+  if (a.ss_family == AF_INET6) port = ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+}
+
+// One request's view of a connection's socket as cpp-httplib's Stream, with
+// a read buffer. Timeouts as httplib's SocketStream: each read waits up to
+// the read timeout, each write up to the write timeout.
+class ConnectionStream : public httplib::Stream {
+ public:
+  ConnectionStream(socket_t sock, int read_ms, int write_ms)
+      : sock_(sock), read_ms_(read_ms), write_ms_(write_ms) {}
+
+  bool buffered() const { return pos_ < end_; }
+  bool is_readable() const override { return buffered() || wait_for(sock_, POLLIN, read_ms_) > 0; }
+  bool is_writable() const override { return wait_for(sock_, POLLOUT, write_ms_) > 0 && peer_alive(); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (!buffered()) {
+      if (!is_readable()) return -1;
+      const ssize_t n = recv_retrying(buffer_, sizeof(buffer_), 0);
+      if (n <= 0) return n;
+      pos_ = 0;
+      end_ = static_cast<size_t>(n);
+    }
+    const size_t n = std::min(size, end_ - pos_);
+    std::memcpy(ptr, buffer_ + pos_, n);
+    pos_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    for (;;) {
+      const ssize_t n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+      if (n >= 0 || errno != EINTR) return n;
+    }
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage a{};
+    socklen_t len = sizeof(a);
+    if (::getpeername(sock_, reinterpret_cast<sockaddr*>(&a), &len) == 0) address_of(a, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage a{};
+    socklen_t len = sizeof(a);
+    if (::getsockname(sock_, reinterpret_cast<sockaddr*>(&a), &len) == 0) address_of(a, ip, port);
+  }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  ssize_t recv_retrying(char* ptr, size_t size, int flags) const {
+    for (;;) {
+      const ssize_t n = ::recv(sock_, ptr, size, flags);
+      if (n >= 0 || errno != EINTR) return n;
+    }
+  }
+  // As httplib: a peer that closed shows as readable with nothing to peek.
+  bool peer_alive() const {
+    const int r = wait_for(sock_, POLLIN, 0);
+    if (r == 0) return true;
+    if (r < 0) return false;
+    char c;
+    return recv_retrying(&c, 1, MSG_PEEK) > 0;
+  }
+
+  socket_t sock_;
+  int read_ms_, write_ms_;
+  char buffer_[4096];
+  size_t pos_ = 0, end_ = 0;
+};
+
+}  // namespace
+
+PromptStopServer::PromptStopServer() {
+  if (::pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;  // then idle waits run to their timeout
+}
+
+PromptStopServer::~PromptStopServer() {
+  for (int fd : wake_)
+    if (fd >= 0) ::close(fd);
+}
+
+void PromptStopServer::stop_waiting() {
+  if (stopping_.exchange(true) || wake_[1] < 0) return;
+  const char byte = 1;
+  [[maybe_unused]] const ssize_t n = ::write(wake_[1], &byte, 1);  // never read: stays readable
+}
+
+bool PromptStopServer::wait_for_request(socket_t sock) const {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
+  pollfd fds[2] = {{sock, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+  for (;;) {
+    if (stopping_.load()) return false;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+    if (left <= 0) return false;
+    const int r = ::poll(fds, wake_[0] >= 0 ? 2 : 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    if (fds[1].revents != 0) return false;
+    return fds[0].revents != 0;  // data, or a hang-up the request read then reports
+  }
+}
+
+bool PromptStopServer::process_and_close_socket(socket_t sock) {
+  bool ok = false;
+  for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET && !stopping_.load();
+       --left) {
+    if (!wait_for_request(sock)) break;
+    // A stream per request, as httplib's loop: bytes a request left unread (a body that a
+    // 401 never read) go with its buffer instead of being parsed as the next request.
+    ConnectionStream stream(sock, to_ms(read_timeout_sec_, read_timeout_usec_),
+                            to_ms(write_timeout_sec_, write_timeout_usec_));
+    bool connection_closed = false;
+    // The last request allowed, or a stop under way: the response says Connection: close.
+    ok = process_request(stream, left == 1 || stopping_.load(), connection_closed, nullptr);
+    if (!ok || connection_closed) break;
+  }
+  ::shutdown(sock, SHUT_RDWR);
+  ::close(sock);
+  return ok;
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,35 @@
+// PromptStopServer: an httplib::Server whose idle keep-alive connections end
+// as soon as stop_waiting() is called. cpp-httplib 0.11's own keep-alive wait
+// polls the socket until its timeout (5 s here) without looking at the
+// server's state, so one idle client connection held stop() — and the
+// process's exit — for the whole timeout. Here the wait between two requests
+// of a connection also watches a wake-up pipe; a request that is being read
+// or answered is not touched (it ends as before, then the connection closes).
+// Internal to server/ (it needs httplib.h). stop_waiting() is thread-safe.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+
+namespace tandem::server {
+
+class PromptStopServer : public httplib::Server {
+ public:
+  PromptStopServer();
+  ~PromptStopServer() override;
+
+  // Idle connections close now, and every connection closes after its current request.
+  void stop_waiting();
+
+ private:
+  bool process_and_close_socket(socket_t sock) override;
+  // Waits until `sock` has a request's bytes (true), or the keep-alive timeout
+  // passes, the peer closes or stop_waiting() is called (false).
+  bool wait_for_request(socket_t sock) const;
+
+  int wake_[2] = {-1, -1};  // a pipe; readable once stop_waiting() has written to it
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace tandem::server

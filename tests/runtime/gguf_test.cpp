@@ -83,7 +83,21 @@ TEST_P(GgufFixture, LogitsEqualTheSafetensorsModelBitwise) {
   EXPECT_TRUE(bitwise_equal(all_logits(**st, tokens), all_logits(**gg, tokens))) << name;
 }
 
-INSTANTIATE_TEST_SUITE_P(All, GgufFixture, ::testing::ValuesIn(model::testing::fixture_names()));
+// The architectures GGUF files are written for here (issue 16: llama, mistral,
+// qwen2, qwen3); the other families' fixtures have tensors make_gguf.py does not
+// name (Gemma's post-norms, MoE experts, MiMo's MTP layers).
+std::vector<std::string> gguf_fixture_names() {
+  std::vector<std::string> names;
+  for (const std::string& name : model::testing::fixture_names()) {
+    std::ifstream in(model::testing::fixture_path(name) + "/config.json");
+    const auto config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    const std::string type = config.is_object() ? config.value("model_type", "") : "";
+    if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3") names.push_back(name);
+  }
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GgufFixture, ::testing::ValuesIn(gguf_fixture_names()));
 
 // Widened to f32 (other kernels, so not bitwise): still transformers' logits
 // within the golden test's tolerance (tests/model/golden_test.cpp).

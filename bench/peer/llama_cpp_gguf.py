@@ -10,7 +10,11 @@ run: B=1 prefill and decode tokens/s of one GGUF through llama-cpp-python's
 llama_cpp API (best of --reps), the same prompt length and decode count as
 `tandem bench -p P -n N -r R`.
 
-    pip install llama-cpp-python==0.3.36 gguf==0.19.0 numpy
+    # without AMX, so that llama.cpp's weight repacking works on a VM that
+    # reports AMX in cpuid without granting its tile state (docs/benchmarks.md)
+    CMAKE_ARGS="-DGGML_NATIVE=ON -DCMAKE_C_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' \
+      -DCMAKE_CXX_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' -DLLAMA_CURL=OFF" \
+      pip install llama-cpp-python==0.3.36 gguf==0.19.0 numpy
     python3 bench/peer/llama_cpp_gguf.py make --model DIR --out OUTDIR
     python3 bench/peer/llama_cpp_gguf.py run --gguf OUTDIR/q8_0.gguf -t 1 -p 64 -n 32 -r 3
 """

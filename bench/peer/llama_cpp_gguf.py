@@ -10,7 +10,11 @@ run: B=1 prefill and decode tokens/s of one GGUF through llama-cpp-python's
 llama_cpp API (best of --reps), the same prompt length and decode count as
 `tandem bench -p P -n N -r R`.
 
-    pip install llama-cpp-python==0.3.36 gguf==0.19.0 numpy
+    # without AMX, so that llama.cpp's weight repacking works on a VM that
+    # reports AMX in cpuid without granting its tile state (docs/benchmarks.md)
+    CMAKE_ARGS="-DGGML_NATIVE=ON -DCMAKE_C_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' \
+      -DCMAKE_CXX_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' -DLLAMA_CURL=OFF" \
+      pip install llama-cpp-python==0.3.36 gguf==0.19.0 numpy
     python3 bench/peer/llama_cpp_gguf.py make --model DIR --out OUTDIR
     python3 bench/peer/llama_cpp_gguf.py run --gguf OUTDIR/q8_0.gguf -t 1 -p 64 -n 32 -r 3
 """
@@ -56,12 +60,21 @@ def gguf_name(hf):
     return f"blk.{i}.{table[rest]}"
 
 
+def permute_rows(w, heads):
+    """The q/k row order llama.cpp's converter writes for the llama architecture."""
+    return np.ascontiguousarray(w.reshape(heads, 2, w.shape[0] // heads // 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape))
+
+
 def make(args):
     import gguf
 
     cfg = json.load(open(args.model + "/config.json"))
     bf16 = args.out + "/bf16.gguf"
-    w = gguf.GGUFWriter(bf16, "qwen2")
+    # qwen2 for the Qwen presets; llama (q/k rows permuted as llama.cpp's
+    # converter stores them, which tandem undoes at load) for llama-3.2-1b.
+    # The llama3 RoPE scaling is not written (no rope_freqs): speed only.
+    arch = "llama" if cfg["model_type"] == "llama" else "qwen2"
+    w = gguf.GGUFWriter(bf16, arch)
     w.add_context_length(cfg.get("max_position_embeddings", 32768))
     w.add_embedding_length(cfg["hidden_size"])
     w.add_block_count(cfg["num_hidden_layers"])
@@ -70,6 +83,8 @@ def make(args):
     w.add_head_count_kv(cfg["num_key_value_heads"])
     w.add_rope_freq_base(cfg.get("rope_theta", 1e6))
     w.add_layer_norm_rms_eps(cfg.get("rms_norm_eps", 1e-6))
+    if arch == "llama":
+        w.add_rope_dimension_count(cfg["hidden_size"] // cfg["num_attention_heads"])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_BF16)
     vocab = cfg["vocab_size"]
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
@@ -86,6 +101,9 @@ def make(args):
             f32 = (raw.astype(np.uint32) << 16).view(np.float32)
             w.add_tensor(gguf_name(name), f32)
         else:
+            if arch == "llama" and (".q_proj." in name or ".k_proj." in name):
+                heads = cfg["num_attention_heads"] if ".q_proj." in name else cfg["num_key_value_heads"]
+                raw = permute_rows(raw, heads)
             w.add_tensor(gguf_name(name), raw, raw_shape=raw.shape, raw_dtype=gguf.GGMLQuantizationType.BF16)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -95,6 +113,8 @@ def make(args):
 
     for tag, ftype in [("q8_0", llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0), ("q4_0", llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0),
                        ("q4_k_m", llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M)]:
+        if tag not in args.types.split(","):
+            continue
         params = llama_cpp.llama_model_quantize_default_params()
         params.ftype = ftype
         params.nthread = 2
@@ -145,6 +165,7 @@ def main():
     m = sub.add_parser("make")
     m.add_argument("--model", required=True)
     m.add_argument("--out", required=True)
+    m.add_argument("--types", default="q8_0,q4_0,q4_k_m", help="comma-separated: q8_0, q4_0, q4_k_m")
     r = sub.add_parser("run")
     r.add_argument("--gguf", required=True)
     r.add_argument("-t", "--threads", type=int, default=1)

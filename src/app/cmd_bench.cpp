@@ -34,6 +34,44 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// A matrix's type; a stacked one (parts of different block types) as "q5_0+q5_0+q8_0".
+std::string type_label(const kernels::PackedMatrix& w) {
+  if (w.parts().empty()) return kernels::dtype_name(w.dtype());
+  std::string out;
+  for (const kernels::PackedMatrix& p : w.parts())
+    out += (out.empty() ? "" : "+") + std::string(kernels::dtype_name(p.dtype()));
+  return out;
+}
+
+// MB streamed per token by each type over every layer's matrices (a GGUF file's
+// layers may differ: llama.cpp's Q4_K_M gives some layers more bits).
+std::string layer_bytes_by_type(const model::Model& m) {
+  std::vector<std::pair<std::string, size_t>> bytes;
+  auto add = [&](const kernels::PackedMatrix& w) {
+    if (w.n() == 0) return;
+    auto one = [&](const kernels::PackedMatrix& p) {
+      const std::string name = kernels::dtype_name(p.dtype());
+      auto it = std::find_if(bytes.begin(), bytes.end(), [&](const auto& e) { return e.first == name; });
+      if (it == bytes.end())
+        bytes.emplace_back(name, p.weight_bytes());
+      else
+        it->second += p.weight_bytes();
+    };
+    if (w.parts().empty()) one(w);
+    for (const kernels::PackedMatrix& p : w.parts()) one(p);
+  };
+  for (const model::LayerWeights& l : m.layers()) {
+    for (const kernels::PackedMatrix* w : {&l.qkv, &l.o, &l.gate_up, &l.down}) add(*w);
+  }
+  std::string out;
+  for (const auto& [name, b] : bytes) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.1f MB", out.empty() ? "" : ", ", name.c_str(), b / 1e6);
+    out += buf;
+  }
+  return out;
+}
+
 struct BenchOptions {
   std::string model_dir;
   std::string weights;  // --weights
@@ -168,13 +206,15 @@ int run_bench(const BenchOptions& o) {
   // --weights may give the layers' matrices other types than the LM head (model/weights_quant.h).
   const model::LayerWeights& l0 = m.layers().front();
   std::printf(
-      "model: %s (%s, %d layers, hidden %lld, %.0fM parameters, weights %s: qkv %s, o %s, gate/up %s, down "
+      "model: %s (%s, %d layers, hidden %lld, %.0fM parameters, weights %s: layer 0 qkv %s, o %s, gate/up "
+      "%s, down "
       "%s, "
       "lm head %s), loaded in %.1f s\n",
       o.model_dir.c_str(), c.model_type.c_str(), c.num_layers, static_cast<long long>(c.hidden_size),
-      m.parameter_count() / 1e6, model::weights_quant_name(c.weights), kernels::dtype_name(l0.qkv.dtype()),
-      kernels::dtype_name(l0.o.dtype()), kernels::dtype_name(l0.gate_up.dtype()),
-      kernels::dtype_name(l0.down.dtype()), kernels::dtype_name(m.lm_head().dtype()), seconds_since(t));
+      m.parameter_count() / 1e6, model::weights_quant_name(c.weights), type_label(l0.qkv).c_str(),
+      type_label(l0.o).c_str(), type_label(l0.gate_up).c_str(), type_label(l0.down).c_str(),
+      type_label(m.lm_head()).c_str(), seconds_since(t));
+  std::printf("layer matrices by type (all layers): %s\n", layer_bytes_by_type(m).c_str());
   const std::unique_ptr<ThreadPool>& pool = opened->pool;
   // bench takes no --gemm: TANDEM_GEMM's pin or the invariant kernel.
   auto gemm = resolve_gemm_option("");

@@ -32,6 +32,8 @@ const char* dtype_name(DType dtype) {
       return "q5_k";
     case DType::q6_k:
       return "q6_k";
+    case DType::q5_0:
+      return "q5_0";
   }
   return "?";
 }
@@ -44,6 +46,7 @@ int64_t dtype_block_elems(DType dtype) {
   switch (dtype) {
     case DType::q8_0:
     case DType::q4_0:
+    case DType::q5_0:
       return quant::kSmallBlock;
     case DType::q4_k:
     case DType::q5_k:
@@ -71,6 +74,8 @@ size_t dtype_block_bytes(DType dtype) {
       return 176;
     case DType::q6_k:
       return 210;
+    case DType::q5_0:
+      return 22;
   }
   return 0;
 }

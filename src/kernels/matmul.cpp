@@ -17,7 +17,8 @@
 
 namespace tandem::kernels {
 namespace quant {
-void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, float* y);
+void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, float* y,
+                      int64_t ldy);
 }  // namespace quant
 namespace {
 
@@ -89,9 +90,17 @@ void matmul_splitk(const Ctx& ctx, const KernelTable& kt, const MatmulArgs& whol
 
 void matmul(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, float* y) {
   if (m <= 0) return;
+  if (!w.parts().empty()) {  // stacked: each part fills its own columns
+    int64_t col = 0;
+    for (const PackedMatrix& part : w.parts()) {
+      quant::matmul_quantized(ctx, x, m, part, y + col, w.n());
+      col += part.n();
+    }
+    return;
+  }
   TANDEM_CHECK(w.data() != nullptr);
   if (dtype_is_quantized(w.dtype())) {
-    quant::matmul_quantized(ctx, x, m, w, y);
+    quant::matmul_quantized(ctx, x, m, w, y, w.n());
     return;
   }
   const KernelTable& kt = kernels_for(ctx.isa);

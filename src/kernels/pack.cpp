@@ -62,7 +62,22 @@ PackedMatrix PackedMatrix::pack(const void* data, DType dtype, int64_t n, int64_
   return out;
 }
 
+PackedMatrix PackedMatrix::stack(std::vector<PackedMatrix> parts) {
+  TANDEM_CHECK(!parts.empty());
+  PackedMatrix out;
+  out.k_ = parts[0].k_;
+  out.dtype_ = parts[0].dtype_;
+  for (const PackedMatrix& p : parts) {
+    TANDEM_CHECK(p.k_ == out.k_ && dtype_is_quantized(p.dtype_) && p.parts_.empty());
+    out.n_ += p.n_;
+    out.weight_bytes_ += p.weight_bytes_;
+  }
+  out.parts_ = std::move(parts);
+  return out;
+}
+
 void PackedMatrix::unpack(void* dst) const {
+  TANDEM_CHECK(!dtype_is_quantized(dtype_) && parts_.empty());
   const size_t esize = dtype_size(dtype_);
   int64_t slot[kPanel];
   for (int64_t j = 0; j < kPanel; ++j) slot[j] = packed_slot(dtype_, j);

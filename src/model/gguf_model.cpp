@@ -163,6 +163,8 @@ Expected<kernels::DType> gguf_kernel_dtype(uint32_t type_id, const std::string& 
       return kernels::DType::q8_0;
     case GgmlType::q4_0:
       return kernels::DType::q4_0;
+    case GgmlType::q5_0:
+      return kernels::DType::q5_0;
     case GgmlType::q4_k:
       return kernels::DType::q4_k;
     case GgmlType::q5_k:
@@ -172,7 +174,7 @@ Expected<kernels::DType> gguf_kernel_dtype(uint32_t type_id, const std::string& 
     default:
       return unimplemented(
           "tensor " + tensor + " has type " + ggml_type_name(type_id) +
-          ", which tandem does not load (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+          ", which tandem does not load (supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K)");
   }
 }
 

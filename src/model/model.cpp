@@ -31,18 +31,25 @@ std::vector<float> to_f32_vector(const TensorView& v) {
 // Packs the row-wise concatenation of `parts` (each [n_i, k], rows in HF
 // order: rows_in_hf_order) as one matrix. Same-dtype parts keep their
 // precision (their bytes are concatenated as stored, so a block-quantized
-// dtype is never dequantized); mixed dtypes are widened to f32; `weights` may
-// quantize them (model/weights_quant.h).
+// dtype is never dequantized); block types that differ part to part are
+// stacked, each part packed in its own type (ADR 0032); other mixes are
+// widened to f32; `weights` may quantize them (model/weights_quant.h).
 kernels::PackedMatrix pack_rows(const std::vector<const TensorView*>& parts,
                                 WeightsQuant weights = WeightsQuant::stored, bool lm_head = false) {
   const int64_t k = parts[0]->shape[1];
   if (const DType q = quantized_dtype(weights, parts[0]->dtype, k, lm_head); q != parts[0]->dtype)
     return quantize_rows(parts, q);
   int64_t n = 0;
-  bool same = true;
+  bool same = true, quantized = true;
   for (const TensorView* p : parts) {
     n += p->shape[0];
     same = same && p->dtype == parts[0]->dtype;
+    quantized = quantized && kernels::dtype_is_quantized(p->dtype);
+  }
+  if (!same && quantized) {
+    std::vector<kernels::PackedMatrix> packed;
+    for (const TensorView* p : parts) packed.push_back(pack_rows({p}));
+    return kernels::PackedMatrix::stack(std::move(packed));
   }
   std::vector<uint8_t> scratch;
   if (parts.size() == 1)

@@ -64,24 +64,28 @@ std::map<std::string, Golden> load_goldens() {
     f.read(reinterpret_cast<char*>(g.dequantized.data()), count * 4);
     out[name] = std::move(g);
   }
-  EXPECT_EQ(out.size(), 5u);
+  EXPECT_EQ(out.size(), 6u);
   return out;
 }
 
 DType dtype_named(const std::string& name) {
-  for (DType d : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
+  for (DType d : {DType::q8_0, DType::q4_0, DType::q5_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
     if (name == dtype_name(d)) return d;
   }
   ADD_FAILURE() << name;
   return DType::q8_0;
 }
 
-const DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k};
+const DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q5_0, DType::q4_k, DType::q5_k, DType::q6_k};
 
 TEST(QuantFormats, SizesAndNames) {
   EXPECT_EQ(dtype_block_elems(DType::q8_0), 32);
   EXPECT_EQ(dtype_block_bytes(DType::q8_0), 34u);
   EXPECT_EQ(dtype_block_bytes(DType::q4_0), 18u);
+  EXPECT_EQ(dtype_block_elems(DType::q5_0), 32);
+  EXPECT_EQ(dtype_block_bytes(DType::q5_0), 22u);
+  EXPECT_EQ(dtype_row_bytes(DType::q5_0, 896), 616u);
+  EXPECT_STREQ(dtype_name(DType::q5_0), "q5_0");
   EXPECT_EQ(dtype_block_elems(DType::q4_k), 256);
   EXPECT_EQ(dtype_block_bytes(DType::q4_k), 144u);
   EXPECT_EQ(dtype_block_bytes(DType::q5_k), 176u);
@@ -112,7 +116,7 @@ TEST(QuantFormats, DequantizeIsBitExactToGgufPy) {
     to_f32(g.blocks.data(), d, static_cast<int64_t>(out.size()), out.data());
     EXPECT_EQ(0, std::memcmp(out.data(), g.dequantized.data(), out.size() * 4)) << name;
     // embedding() dequantizes a row the same way.
-    const int64_t dim = dtype_block_elems(d) * (d == DType::q8_0 || d == DType::q4_0 ? 4 : 2);
+    const int64_t dim = dtype_block_elems(d) * (dtype_block_elems(d) == 32 ? 4 : 2);
     const int32_t ids[] = {1, 0};
     std::vector<float> rows(2 * dim);
     embedding(Ctx{}, g.blocks.data(), d, dim, ids, 2, rows.data());
@@ -160,8 +164,8 @@ TEST(QuantFormats, NonFiniteInputsStayDefined) {
   }
 }
 
-// Quantized [n][k] weights of `dtype`: q8_0/q4_0/q4_k via quantize(), q5_k
-// and q6_k as random codes with small finite f16 scales.
+// Quantized [n][k] weights of `dtype`: q8_0/q4_0/q4_k via quantize(), q5_0,
+// q5_k and q6_k as random codes with small finite f16 scales.
 std::vector<uint8_t> make_quant_weights(DType dtype, int64_t n, int64_t k, uint32_t seed) {
   std::vector<uint8_t> bytes(static_cast<size_t>(n) * dtype_row_bytes(dtype, k));
   if (dtype == DType::q8_0 || dtype == DType::q4_0 || dtype == DType::q4_k) {
@@ -175,7 +179,9 @@ std::vector<uint8_t> make_quant_weights(DType dtype, int64_t n, int64_t k, uint3
   std::uniform_real_distribution<float> scale(0.001f, 0.01f);
   for (size_t off = 0; off < bytes.size(); off += bb) {
     const uint16_t d = f32_to_f16(scale(rng)), dmin = f32_to_f16(scale(rng));
-    if (dtype == DType::q5_k) {
+    if (dtype == DType::q5_0) {
+      std::memcpy(&bytes[off], &d, 2);
+    } else if (dtype == DType::q5_k) {
       std::memcpy(&bytes[off], &d, 2);
       std::memcpy(&bytes[off + 2], &dmin, 2);
     } else {
@@ -331,6 +337,55 @@ TEST(QuantMatmul, SimdWithoutVnniIsBitwiseTheReference) {
       avx2::matmul_quant_no_vnni(a);
       EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
           << "avx2 " << dtype_name(dtype) << " M " << m;
+    }
+  }
+}
+
+// A stacked matrix (a fused q/k/v whose parts have different block types,
+// as in llama.cpp's Q4_K_M): each output has the bits of its part's matrix
+// alone, on every ISA, thread count and M; splitk stays close.
+TEST(QuantMatmul, StackedPartsKeepEachPartsBits) {
+  const int64_t k = 512, max_m = 9;
+  const std::vector<std::pair<DType, int64_t>> spec = {
+      {DType::q5_0, 40}, {DType::q5_0, 21}, {DType::q8_0, 37}};
+  std::vector<PackedMatrix> parts, alone;
+  size_t bytes_sum = 0;
+  int64_t n = 0;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    const std::vector<uint8_t> bytes = make_quant_weights(spec[i].first, spec[i].second, k, 50 + i);
+    parts.push_back(PackedMatrix::pack(bytes.data(), spec[i].first, spec[i].second, k));
+    alone.push_back(PackedMatrix::pack(bytes.data(), spec[i].first, spec[i].second, k));
+    bytes_sum += parts.back().weight_bytes();
+    n += spec[i].second;
+  }
+  const PackedMatrix stacked = PackedMatrix::stack(std::move(parts));
+  EXPECT_EQ(stacked.n(), n);
+  EXPECT_EQ(stacked.k(), k);
+  EXPECT_EQ(stacked.weight_bytes(), bytes_sum);
+  ASSERT_EQ(stacked.parts().size(), 3u);
+  const std::vector<float> x = random_floats(max_m * k, 61);
+  // The bits: each part alone, by the reference, row by row.
+  std::vector<float> want(static_cast<size_t>(max_m * n));
+  for (int64_t r = 0; r < max_m; ++r) {
+    int64_t col = 0;
+    for (const PackedMatrix& p : alone) {
+      const std::vector<float> y = run(Isa::scalar, nullptr, GemmMode::invariant, x.data() + r * k, 1, p);
+      std::memcpy(&want[r * n + col], y.data(), p.n() * 4);
+      col += p.n();
+    }
+  }
+  for (Isa isa : supported_isas()) {
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (int64_t m : {1, 2, 3, 4, 5, 9}) {
+        const std::vector<float> y =
+            run(isa, threads > 1 ? &pool : nullptr, GemmMode::invariant, x.data(), m, stacked);
+        ASSERT_EQ(0, std::memcmp(y.data(), want.data(), m * n * 4))
+            << isa_name(isa) << " threads " << threads << " M " << m;
+      }
+      const std::vector<float> split = run(isa, &pool, GemmMode::splitk, x.data(), max_m, stacked);
+      for (size_t i = 0; i < split.size(); ++i)
+        EXPECT_NEAR(split[i], want[i], 1e-4 * (1 + std::fabs(want[i])));
     }
   }
 }

@@ -248,16 +248,17 @@ TEST(GgufModel, TypesMapToKernelsOrAreRefusedByName) {
   EXPECT_EQ(*gguf_kernel_dtype(30, "x"), kernels::DType::bf16);
   EXPECT_EQ(*gguf_kernel_dtype(8, "x"), kernels::DType::q8_0);
   EXPECT_EQ(*gguf_kernel_dtype(2, "x"), kernels::DType::q4_0);
+  EXPECT_EQ(*gguf_kernel_dtype(6, "x"), kernels::DType::q5_0);
   EXPECT_EQ(*gguf_kernel_dtype(12, "x"), kernels::DType::q4_k);
   EXPECT_EQ(*gguf_kernel_dtype(13, "x"), kernels::DType::q5_k);
   EXPECT_EQ(*gguf_kernel_dtype(14, "x"), kernels::DType::q6_k);
-  for (uint32_t t : {3u, 6u, 7u, 10u, 11u})
-    EXPECT_FALSE(gguf_kernel_dtype(t, "w").ok());  // Q4_1, Q5_0, Q5_1, Q2_K, Q3_K
+  for (uint32_t t : {3u, 7u, 10u, 11u})
+    EXPECT_FALSE(gguf_kernel_dtype(t, "w").ok());  // Q4_1, Q5_1, Q2_K, Q3_K
   auto iq = gguf_kernel_dtype(17, "blk.3.ffn_down.weight");
   EXPECT_EQ(
       iq.status().message(),
       "tensor blk.3.ffn_down.weight has type IQ2_XS, which tandem does not load (supported: F32, F16, BF16, "
-      "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+      "Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K)");
 }
 
 TEST(GgufModel, TensorNamesMapToHuggingFace) {

@@ -61,7 +61,7 @@ inline void quad_codes(const uint8_t* tile, int jj, int h, __m256i& lo, __m256i&
     const __m256i v = load(tile + jj * kQuadBytes + 32 * h);
     lo = _mm256_and_si256(v, mask);
     hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-    if constexpr (D == DType::q5_k) {
+    if constexpr (D == DType::q5_k || D == DType::q5_0) {
       uint32_t blo, bhi;
       std::memcpy(&blo, tile + 256 + jj * 8 + 4 * h, 4);
       std::memcpy(&bhi, tile + 256 + (jj + 4) * 8 + 4 * h, 4);
@@ -104,9 +104,11 @@ template <bool Vnni, DType D>
 inline __m256 block_step(const uint8_t* sb, int64_t sub, int h, __m256i lo, __m256i hi, const ActBlock& x,
                          __m256 acc) {
   const __m256 dx = _mm256_set1_ps(x.d);
-  if constexpr (D == DType::q8_0 || D == DType::q4_0) {
+  if constexpr (D == DType::q8_0 || D == DType::q4_0 || D == DType::q5_0) {
     __m256i dot = _mm256_add_epi32(lo, hi);
-    const int32_t offset = D == DType::q4_0 ? 8 * x.sum : (Vnni ? 128 * x.sum : 0);
+    const int32_t offset = D == DType::q4_0   ? 8 * x.sum
+                           : D == DType::q5_0 ? 16 * x.sum
+                                              : (Vnni ? 128 * x.sum : 0);
     dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(offset));
     const __m256 t = _mm256_mul_ps(load_f16x8(sb + 16 * h), dx);
     return _mm256_fmadd_ps(t, _mm256_cvtepi32_ps(dot), acc);
@@ -242,6 +244,8 @@ void dispatch(const quant::QuantMatmulArgs& a) {
       return matmul_typed<Vnni, DType::q8_0>(a);
     case DType::q4_0:
       return matmul_typed<Vnni, DType::q4_0>(a);
+    case DType::q5_0:
+      return matmul_typed<Vnni, DType::q5_0>(a);
     case DType::q4_k:
       return matmul_typed<Vnni, DType::q4_k>(a);
     case DType::q5_k:

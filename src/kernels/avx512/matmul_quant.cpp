@@ -60,7 +60,7 @@ inline void quad_codes(const uint8_t* tile, int jj, __m512i& lo, __m512i& hi) {
     const __m512i v = _mm512_loadu_si512(tile + jj * kQuadBytes);
     lo = _mm512_and_si512(v, mask);
     hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
-    if constexpr (D == DType::q5_k) {
+    if constexpr (D == DType::q5_k || D == DType::q5_0) {
       const __m512i sixteen = _mm512_set1_epi8(16);
       uint64_t bits_lo, bits_hi;
       __builtin_memcpy(&bits_lo, tile + 256 + jj * 8, 8);
@@ -107,9 +107,11 @@ template <bool Vnni, DType D>
 inline __m512 block_step(const uint8_t* sb, int64_t sub, __m512i lo, __m512i hi, const ActBlock& x,
                          __m512 acc) {
   const __m512 dx = _mm512_set1_ps(x.d);
-  if constexpr (D == DType::q8_0 || D == DType::q4_0) {
+  if constexpr (D == DType::q8_0 || D == DType::q4_0 || D == DType::q5_0) {
     __m512i dot = _mm512_add_epi32(lo, hi);
-    const int32_t offset = D == DType::q4_0 ? 8 * x.sum : (Vnni ? 128 * x.sum : 0);
+    const int32_t offset = D == DType::q4_0   ? 8 * x.sum
+                           : D == DType::q5_0 ? 16 * x.sum
+                                              : (Vnni ? 128 * x.sum : 0);
     dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(offset));
     const __m512 t = _mm512_mul_ps(load_f16x16(sb), dx);
     return _mm512_fmadd_ps(t, _mm512_cvtepi32_ps(dot), acc);
@@ -299,6 +301,8 @@ void dispatch(const quant::QuantMatmulArgs& a) {
       return matmul_typed<Vnni, DType::q8_0>(a);
     case DType::q4_0:
       return matmul_typed<Vnni, DType::q4_0>(a);
+    case DType::q5_0:
+      return matmul_typed<Vnni, DType::q5_0>(a);
     case DType::q4_k:
       return matmul_typed<Vnni, DType::q4_k>(a);
     case DType::q5_k:

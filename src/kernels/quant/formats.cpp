@@ -40,6 +40,16 @@ void decode_block(DType dtype, const uint8_t* src, DecodedBlock* out) {
         out->q[i + 16] = src[2 + i] >> 4;
       }
       return;
+    case DType::q5_0: {
+      out->d = load_u16(src);
+      uint32_t qh;
+      std::memcpy(&qh, src + 2, 4);
+      for (int i = 0; i < 16; ++i) {
+        out->q[i] = (src[6 + i] & 15) | static_cast<int32_t>(((qh >> i) & 1) << 4);
+        out->q[i + 16] = (src[6 + i] >> 4) | static_cast<int32_t>(((qh >> (i + 16)) & 1) << 4);
+      }
+      return;
+    }
     case DType::q4_k:
     case DType::q5_k: {
       out->d = load_u16(src);
@@ -97,6 +107,9 @@ void dequantize(DType dtype, const uint8_t* src, int64_t count, float* dst) {
         break;
       case DType::q4_0:
         for (int i = 0; i < 32; ++i) dst[i] = d * static_cast<float>(blk.q[i] - 8);
+        break;
+      case DType::q5_0:
+        for (int i = 0; i < 32; ++i) dst[i] = d * static_cast<float>(blk.q[i] - 16);
         break;
       case DType::q4_k:
       case DType::q5_k: {

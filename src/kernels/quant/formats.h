@@ -6,6 +6,7 @@
 // Element values (as ggml / gguf-py define them, all f32 arithmetic):
 //   q8_0  d·q                       q int8
 //   q4_0  d·(q − 8)                 q 0..15
+//   q5_0  d·(q − 16)                q 0..31 (fifth bit of element i: bit i of a u32)
 //   q4_k  (d·sc_j)·q − (dmin·m_j)   q 0..15, sub-block j of 32 elements
 //   q5_k  (d·sc_j)·q − (dmin·m_j)   q 0..31
 //   q6_k  (d·sc_j)·(q − 32)         q 0..63, sub-block j of 16 elements, sc int8
@@ -17,7 +18,7 @@
 
 namespace tandem::kernels::quant {
 
-inline constexpr int64_t kSmallBlock = 32;   // q8_0, q4_0
+inline constexpr int64_t kSmallBlock = 32;   // q8_0, q4_0, q5_0
 inline constexpr int64_t kSuperBlock = 256;  // K types
 
 // One decoded block: up to 256 integer codes as stored (see above) and the

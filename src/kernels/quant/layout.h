@@ -4,7 +4,7 @@
 //
 // Outputs are grouped 16 at a time ("group", zero-padded past n); a group is
 // one contiguous k-major stream of super-blocks (256 elements for the K
-// types, 32 for q8_0 / q4_0). A super-block is a header (the 16 outputs'
+// types, 32 for q8_0 / q4_0 / q5_0). A super-block is a header (the 16 outputs'
 // scales, unpacked) followed by one tile per 32 elements of k. Inside a tile
 // the codes of "quad" j (k elements 4j..4j+3 of the 32) for all 16 outputs
 // are 64 bytes, byte o·4 + t = output o, element 4j + t: one 512-bit load
@@ -12,12 +12,13 @@
 //
 //   q8_0  header d[16] f16;                   tile q^0x80 [8 quads][64]        (544 B / 16 outputs)
 //   q4_0  header d[16] f16;                   tile nibbles [4][64]             (288 B)
+//   q5_0  header d[16] f16;                   tile nibbles [4][64], high bits [8] u64 (352 B)
 //   q4_k  header d[16] dmin[16] f16, sc[8][16] m[8][16] u8;  8 × nibbles [4][64]        (2368 B)
 //   q5_k  header as q4_k;                     8 × (nibbles [4][64], high bits [8] u64)  (2880 B)
 //   q6_k  header d[16] f16, sc[16][16] i8;    8 × (nibbles [4][64], high 2 bits [2][64]) (3360 B)
 //
 // nibbles [j][64]: low nibble = quad j, high nibble = quad j + 4.
-// high bits (q5_k) u64 j: bit o·4 + t = bit 4 of quad j's code.
+// high bits (q5_0, q5_k) u64 j: bit o·4 + t = bit 4 of quad j's code.
 // high 2 bits (q6_k) [a][64]: bits 2i..2i+1 = bits 4..5 of quad 4a + i's code.
 #pragma once
 
@@ -44,6 +45,8 @@ inline Layout layout_of(DType dtype) {
       return {32, 32, 512};
     case DType::q4_0:
       return {32, 32, 256};
+    case DType::q5_0:
+      return {32, 32, 320};
     case DType::q4_k:
       return {256, 320, 256};
     case DType::q5_k:

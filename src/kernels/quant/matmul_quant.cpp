@@ -25,7 +25,9 @@ void run_parallel(const Ctx& ctx, int64_t n, const auto& fn) {
 
 }  // namespace
 
-void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, float* y) {
+// y's rows are ldy apart (a stacked matrix's part writes a column range).
+void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, float* y,
+                      int64_t ldy) {
   const KernelTable& kt = kernels_for(ctx.isa);
   const int64_t k = w.k(), n = w.n(), blocks = k / 32;
   // Scratch grows to the largest call on this thread (see ops.h).
@@ -42,7 +44,7 @@ void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMat
   a.block_begin = 0;
   a.block_end = blocks;
   a.y = y;
-  a.ldy = n;
+  a.ldy = ldy;
   a.n = n;
   const int64_t groups = group_count(n);
   const int threads = ctx.pool != nullptr ? ctx.pool->size() : 1;
@@ -74,6 +76,7 @@ void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMat
       s.group_begin = first;
       s.group_end = last;
       s.y = sums + part * m * n;
+      s.ldy = n;
       kt.matmul_quant(s);
       item += last - first;
     }
@@ -82,7 +85,7 @@ void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMat
     for (int64_t c = 0; c < n; ++c) {
       float sum = sums[r * n + c];
       for (int64_t part = 1; part < parts; ++part) sum += sums[(part * m + r) * n + c];
-      y[r * n + c] = sum;
+      y[r * ldy + c] = sum;
     }
   }
 }

@@ -19,7 +19,7 @@ void write_tile(DType dtype, const int32_t* q, int64_t o, uint8_t* tile) {
     }
     const int low = q[e] & 15;
     tile[(j % 4) * kQuadBytes + byte] |= static_cast<uint8_t>(j < 4 ? low : low << 4);
-    if (dtype == DType::q5_k && (q[e] & 16)) {
+    if ((dtype == DType::q5_k || dtype == DType::q5_0) && (q[e] & 16)) {
       uint64_t bits;
       std::memcpy(&bits, tile + 256 + j * 8, 8);
       bits |= uint64_t{1} << byte;

@@ -25,7 +25,7 @@ int code(DType dtype, const uint8_t* tile, int64_t o, int e) {
   if (dtype == DType::q8_0) return static_cast<int>(tile[j * kQuadBytes + byte]) - 128;
   const uint8_t nib = tile[(j % 4) * kQuadBytes + byte];
   int q = j < 4 ? nib & 15 : nib >> 4;
-  if (dtype == DType::q5_k) {
+  if (dtype == DType::q5_k || dtype == DType::q5_0) {
     uint64_t bits;
     std::memcpy(&bits, tile + 256 + j * 8, 8);
     q |= static_cast<int>((bits >> byte) & 1) << 4;
@@ -53,6 +53,8 @@ float step(DType dtype, const uint8_t* sb, const quant::Layout& L, int64_t sub, 
       return std::fma(d * x.d, static_cast<float>(dot_lo + dot_hi), acc);
     case DType::q4_0:
       return std::fma(d * x.d, static_cast<float>(dot_lo + dot_hi - 8 * x.sum), acc);
+    case DType::q5_0:
+      return std::fma(d * x.d, static_cast<float>(dot_lo + dot_hi - 16 * x.sum), acc);
     case DType::q4_k:
     case DType::q5_k: {
       const float a = d * static_cast<float>(sb[64 + sub * kGroup + o]);

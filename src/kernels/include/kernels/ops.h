@@ -15,7 +15,7 @@
 // variant is bitwise invariant with itself.
 //
 // Units: activations f32, row-major. Weights f32/bf16/f16 or a GGUF block
-// type (q8_0, q4_0, q4_k, q5_k, q6_k; docs/quantized.md, ADR 0013). Positions are
+// type (q8_0, q4_0, q5_0, q4_k, q5_k, q6_k; docs/quantized.md, ADR 0013). Positions are
 // absolute token positions (0-based). No op allocates on the hot path except
 // where noted. Errors: ops CHECK their preconditions (shapes are the model
 // layer's responsibility, validated at load time).
@@ -36,17 +36,19 @@ namespace tandem::kernels {
 // dtype_block_elems() blocks of dtype_block_bytes() bytes.
 //   q8_0: 32 elements, f16 d + 32 int8 q            -> q·d
 //   q4_0: 32 elements, f16 d + 16 bytes of nibbles  -> (q−8)·d
+//   q5_0: 32 elements, f16 d + u32 fifth bits + 16 bytes of nibbles -> (q−16)·d
 //   q4_k: 256 elements, f16 d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
 //   q5_k: as q4_k plus 32 bytes of high bits (5-bit q)
 //   q6_k: 256 elements, 128 bytes low nibbles, 64 bytes high 2 bits, 16 int8 scales, f16 d
-enum class DType : uint8_t { f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k };
+// (Appended in order: the values are never stored, but keep them stable.)
+enum class DType : uint8_t { f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q5_0 };
 // Bytes per element of a float type; CHECKs that `dtype` is not quantized
 // (block types have no per-element size: use dtype_row_bytes).
 size_t dtype_size(DType dtype);
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k".
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q5_0", "q4_k", "q5_k", "q6_k".
 const char* dtype_name(DType dtype);
 bool dtype_is_quantized(DType dtype);
-// Elements per block (1 for float types, 32 for q8_0/q4_0, 256 for the K types).
+// Elements per block (1 for float types, 32 for q8_0/q4_0/q5_0, 256 for the K types).
 int64_t dtype_block_elems(DType dtype);
 // Bytes per block (the element size for float types).
 size_t dtype_block_bytes(DType dtype);
@@ -110,16 +112,26 @@ class PackedMatrix {
   // the caller checks the shape first (check_matrix_shape; a bad shape here
   // is a CHECK failure).
   static PackedMatrix pack(const void* data, DType dtype, int64_t n, int64_t k);
+  // A matrix whose rows are the parts' rows in order (n = the sum, equal k),
+  // each part keeping its own block type: a fused q/k/v or gate/up whose GGUF
+  // tensors differ in type (llama.cpp's Q4_K_M mixes q5_0 and q8_0) stays
+  // quantized instead of being widened (ADR 0032). matmul runs each part over
+  // its own columns of y, so an output's bits are those of its part alone.
+  // CHECKs: at least one part, all of block types, equal k.
+  static PackedMatrix stack(std::vector<PackedMatrix> parts);
 
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
+  // A stacked matrix reports its first part's dtype; parts() has them all.
   DType dtype() const { return dtype_; }
+  const std::vector<PackedMatrix>& parts() const { return parts_; }
   // Bytes of weight data one full pass over the matrix reads (quantized: the
   // packed blocks incl. the unpacked K-quant scales, padding excluded).
   size_t weight_bytes() const { return weight_bytes_; }
   const uint8_t* data() const { return data_.data(); }
   // Writes the matrix back in row-major [n][k] of dtype() (the inverse of
-  // pack; n * k * dtype_size bytes), e.g. to upload it to a device.
+  // pack; n * k * dtype_size bytes), e.g. to upload it to a device. Float
+  // dtypes only (CHECKed).
   void unpack(void* dst) const;
 
  private:
@@ -127,6 +139,7 @@ class PackedMatrix {
   DType dtype_ = DType::f32;
   size_t weight_bytes_ = 0;
   AlignedBuffer<uint8_t> data_;
+  std::vector<PackedMatrix> parts_;  // stacked: the row blocks; data_ is empty
 };
 
 // y[m][n] = sum_k x[m][k] * W[n][k]   (x: [m][k] with row stride k; y: [m][n])

@@ -2,9 +2,13 @@
 
 set(TANDEM_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter)
 
-# Debug info names paths relative to the checkout: ccache (base_dir) then hashes the same
-# compilation in two clones alike, instead of hashing the build directory as it does for -g.
-add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fdebug-prefix-map=${PROJECT_SOURCE_DIR}=.>")
+# The sanitizer and fuzz builds (-g1, scripts/test.sh) name paths in their debug info
+# relative to the checkout: ccache (base_dir) then hashes the same compilation in two
+# clones alike, instead of hashing the build directory as it does for -g. Not in other
+# builds, where a debugger should find the sources by their absolute paths.
+if(TANDEM_SANITIZE OR TANDEM_FUZZ)
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fdebug-prefix-map=${PROJECT_SOURCE_DIR}=.>")
+endif()
 
 # Extra flags for the test programs' own sources (not the libraries they test), e.g.
 # -O1 or -O0: scripts/test.sh compiles them at a lower level than the libraries,

@@ -1,11 +1,7 @@
 #include "server/http_server.h"
 
-#include <dirent.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
-#include <cstdlib>
 #include <thread>
 
 #include "core/log.h"
@@ -30,34 +26,6 @@ std::string exact_route(std::string_view path) {
     pattern += c;
   }
   return pattern;
-}
-
-// The local port of a connected TCP socket, or -1 when fd is not one.
-int connected_local_port(int fd) {
-  sockaddr_storage local{}, peer{};
-  socklen_t local_len = sizeof local, peer_len = sizeof peer;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) return -1;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) return -1;
-  if (local.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(local).sin_port);
-  if (local.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(local).sin6_port);
-  return -1;
-}
-
-// cpp-httplib 0.11 keeps a worker on an idle keep-alive connection until the client
-// closes it or the 5 s keep-alive timeout passes, even after stop(); the process could
-// not exit before that. Shutting the read side of the connections accepted on `port`
-// ends each idle wait at once (the worker reads end-of-stream and closes), while a
-// reply still being written finishes: only reading is shut. Linux: /proc/self/fd.
-void end_idle_connections(int port) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return;
-  while (dirent* entry = readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(entry->d_name, &end, 10);
-    if (end == entry->d_name || *end != '\0' || fd == dirfd(dir)) continue;
-    if (connected_local_port(static_cast<int>(fd)) == port) ::shutdown(static_cast<int>(fd), SHUT_RD);
-  }
-  closedir(dir);
 }
 
 }  // namespace
@@ -114,7 +82,6 @@ void HttpServer::stop() {
   // run() has begun and will listen: wait until it does, so that the stop reaches it.
   while (run_entered_.load() && !run_exited_.load() && !http_->is_running()) std::this_thread::yield();
   http_->stop();
-  if (port_ > 0) end_idle_connections(port_);
 }
 
 void HttpServer::install_routes() {

@@ -1,12 +1,11 @@
 # bench_cuda_gemm (CUDA builds only): the invariant bf16-weight GEMM at
 # M = 1, 4, 16, 512, 4096 against cuBLAS (loaded with dlopen) and against the
-# device-memory bandwidth measured in the same run. A plain timing program
+# device-memory read bandwidth measured in the same run (the library's
+# measure_read_bandwidth, src/kernels/cuda/bandwidth.cu). A plain timing program
 # (CUDA events), no Google Benchmark, so it carries to a GPU machine with no
 # shared libraries beyond libcuda. See docs/benchmarks.md ("GPU (CUDA)").
 if(TANDEM_HAVE_CUDA)
-  add_executable(bench_cuda_gemm
-    ${CMAKE_CURRENT_LIST_DIR}/cuda/gemm_bench.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/cuda/stream_read.cu)
+  add_executable(bench_cuda_gemm ${CMAKE_CURRENT_LIST_DIR}/cuda/gemm_bench.cpp)
   target_compile_options(bench_cuda_gemm PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${TANDEM_WARNINGS}>")
   target_include_directories(bench_cuda_gemm PRIVATE ${PROJECT_SOURCE_DIR}/tests/kernels/cuda
     ${PROJECT_SOURCE_DIR}/src/kernels)

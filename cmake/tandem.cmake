@@ -2,6 +2,19 @@
 
 set(TANDEM_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter)
 
+# The sanitizer and fuzz builds (-g1, scripts/test.sh) name paths in their debug info
+# relative to the checkout: ccache (base_dir) then hashes the same compilation in two
+# clones alike, instead of hashing the build directory as it does for -g. Not in other
+# builds, where a debugger should find the sources by their absolute paths.
+if(TANDEM_SANITIZE OR TANDEM_FUZZ)
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fdebug-prefix-map=${PROJECT_SOURCE_DIR}=.>")
+endif()
+
+# Extra flags for the test programs' own sources (not the libraries they test), e.g.
+# -O1 or -O0: scripts/test.sh compiles them at a lower level than the libraries,
+# as their code is assertions and set-up, which halves the build of the test binaries.
+set(TANDEM_TEST_CXX_FLAGS "" CACHE STRING "Extra compiler flags for the test binaries' own sources")
+
 if(TANDEM_SANITIZE)
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
   add_link_options(-fsanitize=address,undefined)
@@ -27,7 +40,8 @@ function(tandem_test name)
     set(ARG_LABEL unit)
   endif()
   add_executable(${name} ${ARG_SOURCES})
-  target_compile_options(${name} PRIVATE ${TANDEM_WARNINGS})
+  separate_arguments(test_flags UNIX_COMMAND "${TANDEM_TEST_CXX_FLAGS}")
+  target_compile_options(${name} PRIVATE ${TANDEM_WARNINGS} ${test_flags})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   set(env "TANDEM_SOURCE_DIR=${PROJECT_SOURCE_DIR}" ${ARG_ENV})
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${name}:"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz, clang + ASan + UBSan, build-fuzz/)
 # and runs each for a bounded time on seed corpora made from the repository's
-# fixtures. Exits non-zero on the first target that crashes, hangs, leaks or
-# runs out of memory, printing the reproducer's path.
+# fixtures, as many at once as there are cores (TANDEM_FUZZ_JOBS). Exits non-zero
+# when a target crashes, hangs, leaks or runs out of memory, printing the reproducer's path.
 #
 #   scripts/fuzz.sh [seconds-per-target] [target...]     (default 20 s, all targets)
 #
@@ -23,7 +23,9 @@ jobs=$(nproc)
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S . -B "$build" -G Ninja -DTANDEM_FUZZ=ON -DTANDEM_CUDA=OFF \
   -DTANDEM_BUILD_TESTS=OFF -DTANDEM_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
+build_start=$SECONDS
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+echo "fuzz: build took $((SECONDS - build_start)) s"
 
 # Seeds: generated from the fixtures each run (nothing copied into the tree),
 # plus the small hand-written ones in tests/fuzz/seeds/.
@@ -71,32 +73,59 @@ done
 
 artifacts="$build/fuzz-artifacts"
 mkdir -p "$artifacts"
-status=0
-for target in "${targets[@]}"; do
-  kind=${target#fuzz_}
-  corpus="$build/fuzz-corpus/$kind"
+# One target runs on one core (libFuzzer is single-threaded): run up to TANDEM_FUZZ_JOBS
+# (default: the number of cores) at once, each still for the full time given.
+fuzz_jobs=${TANDEM_FUZZ_JOBS:-$jobs}
+run_target() {
+  local target=$1 kind=${1#fuzz_}
+  local corpus="$build/fuzz-corpus/$kind" dict=()
   mkdir -p "$corpus"
-  dict=()
   case $kind in
     chat_template) dict=(-dict=tests/fuzz/jinja.dict) ;;
     gguf) dict=(-dict=tests/fuzz/gguf.dict) ;;
     *) dict=(-dict=tests/fuzz/json.dict) ;;
   esac
-  log="$build/fuzz-$kind.log"
-  echo "fuzz: $target for ${seconds}s"
   # -timeout: one input may take at most 25 s (generous: CI machines are slow);
   # -rss_limit_mb / -malloc_limit_mb: a single allocation or the process over 2 GiB is a finding too.
-  if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
+  "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
     -malloc_limit_mb=2048 -print_final_stats=1 "${dict[@]}" -artifact_prefix="$artifacts/$target-" \
-    "$corpus" "$seeds/$kind" >"$log" 2>&1; then
+    "$corpus" "$seeds/$kind" >"$build/fuzz-$kind.log" 2>&1
+}
+# Reports one finished target (in the order they were started).
+report_target() {
+  local target=$1 rc=$2 log="$build/fuzz-${1#fuzz_}.log"
+  if ((rc)); then
     status=1
     echo "fuzz: $target FAILED (log: $log)"
     grep -E "ERROR:|SUMMARY:|Test unit written to|==[0-9]+==" "$log" | head -20 || true
     tail -n 40 "$log"
   else
+    echo -n "fuzz: $target ran ${seconds}s: "
     grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$log" | tr '\n' ' ' || true
     echo
   fi
+}
+status=0
+pids=()
+names=()
+for target in "${targets[@]}"; do
+  # At most fuzz_jobs running: wait for the oldest before starting another.
+  if ((${#pids[@]} >= fuzz_jobs)); then
+    rc=0
+    wait "${pids[0]}" || rc=$?
+    report_target "${names[0]}" "$rc"
+    pids=("${pids[@]:1}")
+    names=("${names[@]:1}")
+  fi
+  echo "fuzz: $target for ${seconds}s"
+  run_target "$target" &
+  pids+=($!)
+  names+=("$target")
+done
+for i in "${!pids[@]}"; do
+  rc=0
+  wait "${pids[$i]}" || rc=$?
+  report_target "${names[$i]}" "$rc"
 done
 if ((status)); then
   echo "fuzz: reproducers in $artifacts/ (run: $build/tests/fuzz/<target> <file>)"

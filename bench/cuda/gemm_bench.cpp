@@ -32,7 +32,6 @@
 #include "cuda/gemm_tuning.h"
 #include "dtype_convert.h"
 #include "kernels/cuda_ops.h"
-#include "stream_read.h"
 
 namespace tandem::bench {
 namespace {
@@ -100,10 +99,11 @@ struct Ceilings {
   double copy_gbs = 0, read_gbs = 0;
 };
 
-Ceilings measure_ceilings(const gpu::Stream& stream, int sms) {
+// The read ceiling is the library's measure_read_bandwidth (the one `tandem bench --device
+// cuda` divides decode by), on its own 2 GiB buffer; it sizes its grid from the device.
+Ceilings measure_ceilings(const gpu::Stream& stream, int /*multiprocessors*/) {
   const size_t bytes = size_t{2} << 30;
   gpu::DeviceBuffer a = allocate(bytes), b = allocate(bytes);
-  gpu::DeviceBuffer sink = allocate(static_cast<size_t>(read_sink_floats(sms)) * 4);
   check(a.fill_bytes(0x3c, stream));
   check(b.fill_bytes(0x3c, stream));
   Ceilings c;
@@ -114,14 +114,9 @@ Ceilings measure_ceilings(const gpu::Stream& stream, int sms) {
       },
       stream.handle());
   c.copy_gbs = 2.0 * bytes / copy_us / 1e3;
-  const double read_us = time_us(
-      [&](int i) {
-        check(
-            launch_stream_read((i & 1) ? a.data() : b.data(), bytes, sink.as<float>(), sms, stream.handle()),
-            "launch_stream_read");
-      },
-      stream.handle());
-  c.read_gbs = static_cast<double>(bytes) / read_us / 1e3;
+  const Expected<double> read = gpu::measure_read_bandwidth(stream, bytes, 10);
+  if (!read.ok()) die(read.status().to_string());
+  c.read_gbs = *read / 1e9;
   return c;
 }
 

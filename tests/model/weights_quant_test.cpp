@@ -20,7 +20,7 @@ using kernels::DType;
 struct GoldenMatrix {
   std::string name, dtype;
   int64_t n = 0, k = 0;
-  std::vector<uint8_t> blocks;
+  std::vector<uint8_t> blocks = {};
 };
 
 std::vector<GoldenMatrix> load_weights_goldens() {

@@ -25,6 +25,19 @@ __global__ void read_all_kernel(const float4* __restrict__ p, size_t count, floa
   sink[static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x] = acc;
 }
 
+// One timed read of the whole buffer: milliseconds, or the first CUDA error.
+Expected<float> time_one_read(const Stream& stream, cudaEvent_t start, cudaEvent_t stop, const float4* data,
+                              size_t count, float* sink, int blocks, int threads) {
+  TANDEM_RETURN_IF_ERROR(cuda_status(cudaEventRecord(start, stream.handle()), "cudaEventRecord"));
+  read_all_kernel<<<blocks, threads, 0, stream.handle()>>>(data, count, sink);
+  TANDEM_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "read_all_kernel"));
+  TANDEM_RETURN_IF_ERROR(cuda_status(cudaEventRecord(stop, stream.handle()), "cudaEventRecord"));
+  TANDEM_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(stop), "measure_read_bandwidth"));
+  float ms = 0;
+  TANDEM_RETURN_IF_ERROR(cuda_status(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime"));
+  return ms;
+}
+
 }  // namespace
 
 Expected<double> measure_read_bandwidth(const Stream& stream, size_t bytes, int passes) {
@@ -43,21 +56,18 @@ Expected<double> measure_read_bandwidth(const Stream& stream, size_t bytes, int 
   TANDEM_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&start), "cudaEventCreate"));
   TANDEM_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&stop), "cudaEventCreate"));
   double best = 0;
-  Status st;
-  for (int p = 0; p <= passes && st.ok(); ++p) {  // pass 0 warms up
-    st = cuda_status(cudaEventRecord(start, stream.handle()), "cudaEventRecord");
-    if (!st.ok()) break;
-    read_all_kernel<<<blocks, threads, 0, stream.handle()>>>(data->as<const float4>(), bytes / 16,
-                                                             sink->as<float>());
-    st = cuda_status(cudaEventRecord(stop, stream.handle()), "cudaEventRecord");
-    if (st.ok()) st = cuda_status(cudaEventSynchronize(stop), "measure_read_bandwidth");
-    float ms = 0;
-    if (st.ok()) st = cuda_status(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    if (st.ok() && p > 0 && ms > 0) best = std::max(best, static_cast<double>(bytes) / (ms * 1e-3));
+  for (int p = 0; p <= passes; ++p) {  // pass 0 warms up
+    const Expected<float> ms = time_one_read(stream, start, stop, data->as<const float4>(), bytes / 16,
+                                             sink->as<float>(), blocks, threads);
+    if (!ms.ok()) {
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+      return ms.status();
+    }
+    if (p > 0 && *ms > 0) best = std::max(best, static_cast<double>(bytes) / (*ms * 1e-3));
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  if (!st.ok()) return st;
   return best;
 }
 

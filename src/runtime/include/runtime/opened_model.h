@@ -34,8 +34,9 @@ struct OpenOptions {
   int threads = 0;         // kernel threads; 0: all hardware threads
   // false: with threads <= 1 the kernels run on the calling thread (pool is null).
   bool pool_for_one_thread = true;
-  std::function<void(int, int)> progress;  // the target's layers loaded (done, total)
-  ChatTemplateChoice chat_template;        // empty: the model's own (runtime/chat_templates.h)
+  // "= {}": callers brace-initialize the first fields only (no -Wmissing-field-initializers).
+  std::function<void(int, int)> progress = {};  // the target's layers loaded (done, total)
+  ChatTemplateChoice chat_template = {};        // empty: the model's own (runtime/chat_templates.h)
   // Where the forwards run (model/device.h spelling): "cpu" (the default
   // here; serve keeps it until GPU serving lands); "auto" = cuda when a device
   // is present and the target's weights are bf16, else cpu; "cuda" /

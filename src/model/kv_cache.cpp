@@ -20,16 +20,17 @@ Expected<KvCache> KvCache::create(const ModelConfig& config, const KvCacheOption
     c.source_.push_back(config.kv_source(l));
   }
   try {
+    // A GPU target keeps its K/V on the device: block tables only here.
     if (options.host_storage) {
       c.k_.resize(c.num_layers_);
       c.v_.resize(c.num_layers_);
-    }
-    for (int l = 0; options.host_storage && l < c.num_layers_; ++l) {
-      if (c.source_[l] != l) continue;
-      const size_t per_layer =
-          static_cast<size_t>(c.num_blocks_) * c.tokens_per_block_ * c.n_kv_heads_[l] * c.head_dim_[l];
-      c.k_[l].allocate(per_layer);
-      c.v_[l].allocate(per_layer);
+      for (int l = 0; l < c.num_layers_; ++l) {
+        if (c.source_[l] != l) continue;  // a KV-shared layer reads its source's pool
+        const size_t per_layer =
+            static_cast<size_t>(c.num_blocks_) * c.tokens_per_block_ * c.n_kv_heads_[l] * c.head_dim_[l];
+        c.k_[l].allocate(per_layer);
+        c.v_[l].allocate(per_layer);
+      }
     }
   } catch (const std::bad_alloc&) {
     return resource_exhausted("KV cache: cannot allocate " + std::to_string(c.bytes()) + " bytes");

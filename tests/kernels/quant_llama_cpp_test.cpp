@@ -7,75 +7,22 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "kernels/ops.h"
+#include "llama_quant_goldens.h"
 
 namespace tandem::kernels {
 namespace {
 
-struct Target {
-  DType dtype;
-  std::vector<uint8_t> blocks;
-};
-
-struct LlamaGolden {
-  std::string name;
-  DType source = DType::f32;
-  int64_t n = 0, k = 0;
-  std::vector<uint8_t> values;  // n·k values of `source`
-  std::vector<Target> targets;
-};
-
-DType dtype_named(const std::string& name) {
-  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q5_0, DType::q4_k,
-                  DType::q5_k, DType::q6_k}) {
-    if (name == dtype_name(d)) return d;
-  }
-  ADD_FAILURE() << "unknown dtype " << name;
-  return DType::f32;
-}
+using testing::LlamaGolden;
+using testing::LlamaGoldenTarget;
 
 std::vector<LlamaGolden> load_llama_goldens() {
   const char* root = std::getenv("TANDEM_SOURCE_DIR");
-  const std::string path =
-      std::string(root ? root : TANDEM_SOURCE_DIR_DEFAULT) + "/tests/fixtures/quant/llama_cpp.bin";
-  std::ifstream f(path, std::ios::binary);
-  EXPECT_TRUE(f.good()) << path;
-  auto u32 = [&] {
-    uint32_t v = 0;
-    f.read(reinterpret_cast<char*>(&v), 4);
-    return v;
-  };
-  auto text = [&](size_t width) {
-    std::string s(width, '\0');
-    f.read(s.data(), static_cast<std::streamsize>(width));
-    return std::string(s.c_str());
-  };
-  char magic[4] = {};
-  f.read(magic, 4);
-  EXPECT_EQ(std::string(magic, 4), "TQL1");
-  std::vector<LlamaGolden> out;
-  for (uint32_t e = 0, count = u32(); e < count && f.good(); ++e) {
-    LlamaGolden g;
-    g.name = text(32);
-    g.source = dtype_named(text(8));
-    g.n = u32();
-    g.k = u32();
-    g.values.resize(static_cast<size_t>(g.n * g.k) * dtype_size(g.source));
-    f.read(reinterpret_cast<char*>(g.values.data()), static_cast<std::streamsize>(g.values.size()));
-    for (uint32_t t = 0, targets = u32(); t < targets && f.good(); ++t) {
-      Target tg{dtype_named(text(8)), {}};
-      tg.blocks.resize(u32());
-      f.read(reinterpret_cast<char*>(tg.blocks.data()), static_cast<std::streamsize>(tg.blocks.size()));
-      g.targets.push_back(std::move(tg));
-    }
-    out.push_back(std::move(g));
-  }
-  EXPECT_TRUE(f.good()) << path << " is truncated";
-  return out;
+  return testing::load_llama_goldens(std::string(root ? root : TANDEM_SOURCE_DIR_DEFAULT) +
+                                     "/tests/fixtures/quant/llama_cpp.bin");
 }
 
 // Index of the first differing byte, or -1.
@@ -96,7 +43,7 @@ TEST(QuantLlamaCpp, EveryTypeIsBitIdenticalToLlamaCppsQuantizer) {
     std::vector<float> x(static_cast<size_t>(g.n * g.k));
     to_f32(g.values.data(), g.source, g.n * g.k, x.data());
     ASSERT_EQ(g.targets.size(), 5u) << g.name;
-    for (const Target& t : g.targets) {
+    for (const LlamaGoldenTarget& t : g.targets) {
       ASSERT_EQ(t.blocks.size(), static_cast<size_t>(g.n) * dtype_row_bytes(t.dtype, g.k)) << g.name;
       std::vector<uint8_t> got(t.blocks.size(), 0xee);
       quantize(x.data(), t.dtype, g.n * g.k, got.data());
@@ -116,7 +63,7 @@ TEST(QuantLlamaCpp, EveryTypeIsBitIdenticalToLlamaCppsQuantizer) {
 TEST(QuantLlamaCpp, EdgeTensorCoversZeroScales) {
   for (const LlamaGolden& g : load_llama_goldens()) {
     if (g.name != "edges.weight" || g.source != DType::f32) continue;
-    for (const Target& t : g.targets) {
+    for (const LlamaGoldenTarget& t : g.targets) {
       if (t.dtype != DType::q4_k) continue;
       const uint8_t* zero_block = t.blocks.data() + 144;  // super-block 1
       EXPECT_EQ(zero_block[0] | zero_block[1] | zero_block[2] | zero_block[3], 0);

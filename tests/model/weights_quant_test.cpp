@@ -99,8 +99,8 @@ TEST(WeightsQuant, LoadTimeQuantizationIsBitIdenticalToGgufPy) {
 // 16 rows (one whole packed group), packed as llama.cpp's bytes repeated 8 times.
 TEST(WeightsQuant, QuantizeRowsIsBitIdenticalToLlamaCpp) {
   int compared = 0;
-  for (const testing::LlamaGolden& g :
-       testing::load_llama_goldens(testing::fixtures_dir() + "/../quant/llama_cpp.bin")) {
+  const std::string path = testing::fixtures_dir() + "/../quant/llama_cpp.bin";
+  for (const tandem::testing::LlamaGolden& g : tandem::testing::load_llama_goldens(path)) {
     TensorView view;
     view.name = g.name;
     view.dtype = g.source;
@@ -108,7 +108,7 @@ TEST(WeightsQuant, QuantizeRowsIsBitIdenticalToLlamaCpp) {
     view.data = g.values.data();
     view.bytes = g.values.size();
     const std::vector<const TensorView*> parts(8, &view);
-    for (const testing::LlamaGoldenTarget& t : g.targets) {
+    for (const tandem::testing::LlamaGoldenTarget& t : g.targets) {
       if (t.dtype != DType::q4_k && t.dtype != DType::q8_0 && t.dtype != DType::q4_0)
         continue;  // --weights types
       SCOPED_TRACE(g.name + " " + kernels::dtype_name(g.source) + " -> " + kernels::dtype_name(t.dtype));

@@ -1,6 +1,8 @@
 // tandem's kernels::quantize against llama.cpp's bytes in the file
-// tools/quant_check/llama_cpp_bulk.py writes (usage there). Prints the
-// differing bytes per set and type; exits non-zero if any differ.
+// tools/quant_check/llama_cpp_bulk.py writes (usage there: tandem-quant-check [FILE]). Prints the
+// differing bytes and the time per value for each set and type; exits
+// non-zero if any byte differs.
+#include <chrono>
 #include <cstdio>
 #include <vector>
 
@@ -21,11 +23,14 @@ int main(int argc, char** argv) {
     for (DType t : types) {
       std::vector<uint8_t> want(dtype_row_bytes(t, n)), got(want.size());
       if (std::fread(want.data(), 1, want.size(), f) != want.size()) return 2;
+      const auto start = std::chrono::steady_clock::now();
       quantize(x.data(), t, n, got.data());
+      const double ns =
+          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
       size_t diff = 0;
       for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
-      std::printf("%-10s %-5s %6zu blocks, %zu bytes differ\n", s, dtype_name(t),
-                  want.size() / dtype_block_bytes(t), diff);
+      std::printf("%-10s %-5s %6zu blocks, %zu bytes differ, %.1f ns per value (one thread)\n", s,
+                  dtype_name(t), want.size() / dtype_block_bytes(t), diff, ns / static_cast<double>(n));
       bad += diff != 0;
     }
   }

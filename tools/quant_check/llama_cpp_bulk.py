@@ -6,13 +6,11 @@ values (N(0, 0.02), Student-t 3, uniform(-1, 1), bf16-rounded N(0, 0.02)),
 each followed by llama.cpp's bytes for q4_k, q8_0, q4_0, q5_0, q6_k from
 ggml_quantize_chunk (what llama_model_quantize calls per tensor; no imatrix),
 and prints each type's relative RMS error on the first set.
-compare_bulk.cpp then quantizes the same values with tandem and counts
-differing bytes.
+tandem-quant-check (compare_bulk.cpp) then quantizes the same values with
+tandem and counts differing bytes.
 
     /tmp/llvenv/bin/python tools/quant_check/llama_cpp_bulk.py [OUT]
-    g++ -O2 -std=c++20 -Isrc/kernels/include -Isrc/core/include -Isrc tools/quant_check/compare_bulk.cpp \
-        build/src/kernels/libtandem_kernels.a build/src/core/libtandem_core.a -lpthread -o /tmp/compare_bulk
-    /tmp/compare_bulk [OUT]
+    cmake --build build --target tandem-quant-check && build/tools/quant_check/tandem-quant-check [OUT]
 """
 import ctypes
 import os

@@ -34,72 +34,135 @@ float load_f16(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
-// One 32-value sub-block of q4_k: x ≈ scale·q + offset with offset <= 0 and
-// q in 0..15, the weighted squared error minimised over the range fit and 21
-// least-squares refits whose codes come from trial steps (15 + (−1 + 0.1·s))
-// across the range (llama.cpp's make_qkx2_quants with q4_k's arguments).
-// A refit that wins also moves the offset the next trials round against, as
-// in the reference. Writes the codes and −offset (the format's min, >= 0);
-// returns the scale.
-float fit_q4_k_sub_block(const float* x, const float* w, uint8_t* q, float* min_out) {
-  constexpr int kN = 32;
-  float lo = x[0], hi = x[0];
-  float sum_w = w[0], sum_x = w[0] * x[0];
-  for (int i = 1; i < kN; ++i) {
-    if (x[i] < lo) lo = x[i];
-    if (x[i] > hi) hi = x[i];
-    sum_w += w[i];
-    sum_x += w[i] * x[i];
-  }
-  if (lo > 0) lo = 0;
-  if (hi == lo) {
-    std::memset(q, 0, kN);
-    *min_out = -lo;
-    return 0.0f;
-  }
-  float offset = lo;
-  float inv = 15.0f / (hi - offset);
-  float scale = 1 / inv;
-  float best = 0;
+// Four f32 lanes (GCC / Clang vector extension, SSE on any x86-64):
+// lane-wise IEEE operations, so each lane rounds exactly as the scalar
+// expression would.
+using F4 = float __attribute__((vector_size(16)));
+using I4 = int32_t __attribute__((vector_size(16)));
+
+inline F4 splat(float v) { return F4{v, v, v, v}; }
+// m ? a : b per lane (m: all ones or all zeros, as comparisons give).
+inline F4 select(I4 m, F4 a, F4 b) {
+  return reinterpret_cast<F4>((m & reinterpret_cast<I4>(a)) | (~m & reinterpret_cast<I4>(b)));
+}
+// Per lane: round_like_ggml(inv · (x − offset)) clamped to 0..15, as a float
+// (exact: every such integer is below 2^23).
+inline F4 codes_of(F4 x, F4 inv, F4 offset) {
+  const F4 shifted = inv * (x - offset) + splat(12582912.0f);
+  const I4 l = (reinterpret_cast<I4>(shifted) & 0x007fffff) - 0x00400000;
+  const F4 f = __builtin_convertvector(l, F4);
+  return select(f < splat(0.0f), splat(0.0f), select(f > splat(15.0f), splat(15.0f), f));
+}
+
+// The 8 sub-blocks of a q4_k super-block, each 32 values: x ≈ scale·q +
+// offset with offset <= 0 and q in 0..15, the weighted squared error
+// minimised over the range fit and 21 least-squares refits whose codes come
+// from trial steps (15 + (−1 + 0.1·s)) across the range (llama.cpp's
+// make_qkx2_quants with q4_k's arguments). A refit that wins also moves the
+// offset the next trials round against, as in the reference. Writes each
+// sub-block's codes, scale and −offset (the format's min, >= 0).
+//
+// The reference's trials depend on each other (through the offset), so one
+// sub-block is a serial chain; the 8 sub-blocks are independent and run in
+// lock step, sub-block 4h + l in lane l of group h (two groups: two chains
+// in flight). Each lane performs the reference's operations in its order
+// (sums over i stay sequential per lane): the bits are those of one
+// sub-block at a time.
+void fit_q4_k_sub_blocks(const float* x, const float* weights, uint8_t* q, float* scale_out, float* min_out) {
+  constexpr int kN = 32, kG = 2;
+  F4 xt[kN][kG], wt[kN][kG];
   for (int i = 0; i < kN; ++i) {
-    q[i] = static_cast<uint8_t>(clamp_int(round_like_ggml(inv * (x[i] - offset)), 0, 15));
-    const float diff = scale * static_cast<float>(q[i]) + offset - x[i];
-    best += w[i] * (diff * diff);
+    for (int j = 0; j < 8; ++j) {
+      xt[i][j / 4][j % 4] = x[kN * j + i];
+      wt[i][j / 4][j % 4] = weights[kN * j + i];
+    }
   }
-  uint8_t trial[kN];
+  const F4 zero = splat(0.0f), one = splat(1.0f);
+  F4 lo[kG], hi[kG], sum_w[kG], sum_x[kG], offset[kG], scale[kG], best[kG], inv[kG];
+  I4 flat[kG];
+  for (int h = 0; h < kG; ++h) {
+    lo[h] = hi[h] = xt[0][h];
+    sum_w[h] = wt[0][h];
+    sum_x[h] = wt[0][h] * xt[0][h];
+  }
+  for (int i = 1; i < kN; ++i) {
+    for (int h = 0; h < kG; ++h) {
+      lo[h] = select(xt[i][h] < lo[h], xt[i][h], lo[h]);
+      hi[h] = select(xt[i][h] > hi[h], xt[i][h], hi[h]);
+      sum_w[h] += wt[i][h];
+      sum_x[h] += wt[i][h] * xt[i][h];
+    }
+  }
+  // A flat sub-block (max == min after min <= 0) has no fit: codes 0, scale
+  // 0, min −lo. Its lane computes on a unit range and is discarded.
+  for (int h = 0; h < kG; ++h) {
+    lo[h] = select(lo[h] > zero, zero, lo[h]);
+    flat[h] = hi[h] == lo[h];
+    offset[h] = lo[h];
+    inv[h] = splat(15.0f) / select(flat[h], one, hi[h] - offset[h]);
+    scale[h] = one / inv[h];
+    best[h] = zero;
+  }
+  F4 codes[kN][kG], trial[kN][kG];
+  for (int i = 0; i < kN; ++i) {
+    for (int h = 0; h < kG; ++h) {
+      codes[i][h] = codes_of(xt[i][h], inv[h], offset[h]);
+      const F4 diff = scale[h] * codes[i][h] + offset[h] - xt[i][h];
+      best[h] += wt[i][h] * (diff * diff);
+    }
+  }
   for (int step = 0; step <= 20; ++step) {
-    inv = (-1.0f + 0.1f * static_cast<float>(step) + 15.0f) / (hi - offset);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    const F4 steps = splat(-1.0f + 0.1f * static_cast<float>(step) + 15.0f);
+    F4 sum_l[kG], sum_l2[kG], sum_xl[kG], err[kG], s[kG], o[kG];
+    I4 win[kG];
+    for (int h = 0; h < kG; ++h) {
+      inv[h] = steps / select(flat[h], one, hi[h] - offset[h]);
+      sum_l[h] = sum_l2[h] = sum_xl[h] = err[h] = zero;
+    }
     for (int i = 0; i < kN; ++i) {
-      const int l = clamp_int(round_like_ggml(inv * (x[i] - offset)), 0, 15);
-      trial[i] = static_cast<uint8_t>(l);
-      const float wl = w[i] * static_cast<float>(l);
-      sum_l += wl;
-      sum_l2 += wl * static_cast<float>(l);
-      sum_xl += wl * x[i];
+      for (int h = 0; h < kG; ++h) {
+        const F4 l = codes_of(xt[i][h], inv[h], offset[h]);
+        trial[i][h] = l;
+        const F4 wl = wt[i][h] * l;
+        sum_l[h] += wl;
+        sum_l2[h] += wl * l;
+        sum_xl[h] += wl * xt[i][h];
+      }
     }
-    const float det = sum_w * sum_l2 - sum_l * sum_l;
-    if (!(det > 0)) continue;
-    float s = (sum_w * sum_xl - sum_x * sum_l) / det;
-    float o = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-    if (o > 0) {  // the format subtracts a non-negative min
-      o = 0;
-      s = sum_xl / sum_l2;
+    I4 fits[kG];
+    for (int h = 0; h < kG; ++h) {
+      const F4 det = sum_w[h] * sum_l2[h] - sum_l[h] * sum_l[h];
+      fits[h] = (det > zero) & ~flat[h];
+      const F4 d = select(fits[h], det, one);
+      s[h] = (sum_w[h] * sum_xl[h] - sum_x[h] * sum_l[h]) / d;
+      o[h] = (sum_l2[h] * sum_x[h] - sum_l[h] * sum_xl[h]) / d;
+      const I4 positive = o[h] > zero;  // the format subtracts a non-negative min
+      o[h] = select(positive, zero, o[h]);
+      s[h] = select(positive, sum_xl[h] / select(fits[h], sum_l2[h], one), s[h]);
     }
-    float err = 0;
     for (int i = 0; i < kN; ++i) {
-      const float diff = s * static_cast<float>(trial[i]) + o - x[i];
-      err += w[i] * (diff * diff);
+      for (int h = 0; h < kG; ++h) {
+        const F4 diff = s[h] * trial[i][h] + o[h] - xt[i][h];
+        err[h] += wt[i][h] * (diff * diff);
+      }
     }
-    if (err < best) {
-      std::memcpy(q, trial, kN);
-      best = err;
-      scale = s;
-      offset = o;
+    for (int h = 0; h < kG; ++h) {
+      win[h] = fits[h] & (err[h] < best[h]);
+      best[h] = select(win[h], err[h], best[h]);
+      scale[h] = select(win[h], s[h], scale[h]);
+      offset[h] = select(win[h], o[h], offset[h]);
+    }
+    for (int i = 0; i < kN; ++i) {
+      for (int h = 0; h < kG; ++h) codes[i][h] = select(win[h], trial[i][h], codes[i][h]);
     }
   }
-  *min_out = -offset;
-  return scale;
+  for (int j = 0; j < 8; ++j) {
+    const int h = j / 4, l = j % 4;
+    const bool is_flat = flat[h][l] != 0;
+    scale_out[j] = is_flat ? 0.0f : scale[h][l];
+    min_out[j] = -(is_flat ? lo[h][l] : offset[h][l]);
+    for (int i = 0; i < kN; ++i) q[kN * j + i] = is_flat ? 0 : static_cast<uint8_t>(codes[i][h][l]);
+  }
 }
 
 // One 16-value sub-block of q6_k: x ≈ scale·(q − 32), q in 0..63, weights
@@ -182,17 +245,18 @@ void quantize_block_q5_0(const float* x, uint8_t* out) {
 
 void quantize_block_q4_k(const float* x, uint8_t* out) {
   uint8_t q[256];
-  float scale[8], min[8];
-  float max_scale = 0, max_min = 0;
+  float scale[8], min[8], w[256];
   for (int j = 0; j < 8; ++j) {
     const float* xs = x + 32 * j;
     // Weights |x| + rms(x): large values count more, small ones still count.
     float sum_x2 = 0;
     for (int i = 0; i < 32; ++i) sum_x2 += xs[i] * xs[i];
     const float rms = std::sqrt(sum_x2 / 32.0f);
-    float w[32];
-    for (int i = 0; i < 32; ++i) w[i] = rms + std::fabs(xs[i]);
-    scale[j] = fit_q4_k_sub_block(xs, w, q + 32 * j, &min[j]);
+    for (int i = 0; i < 32; ++i) w[32 * j + i] = rms + std::fabs(xs[i]);
+  }
+  fit_q4_k_sub_blocks(x, w, q, scale, min);
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
     if (scale[j] > max_scale) max_scale = scale[j];
     if (min[j] > max_min) max_min = min[j];
   }

@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   std::FILE* f = std::fopen(argc > 1 ? argv[1] : "/tmp/llama_cpp_bulk.bin", "rb");
   if (f == nullptr) return 2;
   const int64_t n = 1 << 20;
-  const char* sets[] = {"normal", "t3", "uniform", "bf16normal"};
+  const char* sets[] = {"normal", "t3", "uniform", "bf16normal", "extremes"};
   const DType types[] = {DType::q4_k, DType::q8_0, DType::q4_0, DType::q5_0, DType::q6_k};
   int bad = 0;
   for (const char* s : sets) {

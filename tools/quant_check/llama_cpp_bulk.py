@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Bulk check of kernels::quantize against llama.cpp (not part of CI).
 
-Writes OUT (default /tmp/llama_cpp_bulk.bin, ~32 MB): four sets of 2^20 f32
-values (N(0, 0.02), Student-t 3, uniform(-1, 1), bf16-rounded N(0, 0.02)),
+Writes OUT (default /tmp/llama_cpp_bulk.bin, ~40 MB): five sets of 2^20 f32
+values (N(0, 0.02), Student-t 3, uniform(-1, 1), bf16-rounded N(0, 0.02),
+finite extremes: magnitudes 1e-8 .. 1e7, subnormals, ±3e38),
 each followed by llama.cpp's bytes for q4_k, q8_0, q4_0, q5_0, q6_k from
 ggml_quantize_chunk (what llama_model_quantize calls per tensor; no imatrix),
 and prints each type's relative RMS error on the first set.
@@ -33,7 +34,17 @@ sets = {
     "t3": (rng.standard_t(3, n) * 0.02).astype(np.float32),
     "uniform": rng.uniform(-1, 1, n).astype(np.float32),
     "bf16normal": ((u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000).view(np.float32),
+    "extremes": None,
 }
+# Finite extremes: each 256-value chunk scaled by 10^(c % 16 - 8), and in odd
+# chunks every 7th value replaced by zeros, subnormals, ±3e38, 65504, 1e5, 1e-8.
+e = rng.standard_normal(n).astype(np.float32).reshape(-1, 256)
+e *= (10.0 ** (np.arange(e.shape[0]) % 16 - 8)).astype(np.float32)[:, None]
+specials = np.array([0.0, -0.0, 1e-45, -1e-40, 3e38, -3e38, 65504.0, 1e5, 1e-8], np.float32)
+odd = e[1::2].reshape(-1)
+odd[::7] = specials[np.arange(odd[::7].size) % specials.size]
+e[1::2] = odd.reshape(-1, 256)
+sets["extremes"] = e.reshape(-1)
 types = {"q4_k": T.Q4_K, "q8_0": T.Q8_0, "q4_0": T.Q4_0, "q5_0": T.Q5_0, "q6_k": T.Q6_K}
 out_path = sys.argv[1] if len(sys.argv) > 1 else "/tmp/llama_cpp_bulk.bin"
 with open(out_path, "wb") as f:

@@ -54,114 +54,127 @@ inline F4 codes_of(F4 x, F4 inv, F4 offset) {
   return select(f < splat(0.0f), splat(0.0f), select(f > splat(15.0f), splat(15.0f), f));
 }
 
+// The 8 sub-blocks of a q4_k super-block in lock step: sub-block 4h + l in
+// lane l of group h (two groups: two dependency chains in flight).
+struct Q4kLanes {
+  static constexpr int kN = 32, kG = 2;
+  F4 x[kN][kG], w[kN][kG];  // values and weights, [i][group]
+  F4 lo[kG], hi[kG];        // range (lo <= 0)
+  F4 sum_w[kG], sum_x[kG];  // Σw, Σw·x in index order
+  I4 flat[kG];              // max == min: no fit (codes 0, scale 0, min −lo)
+  F4 offset[kG], scale[kG], best[kG];
+  F4 codes[kN][kG], trial[kN][kG];
+};
+
+// One least-squares refit per lane from the codes of 1/step `steps / (hi −
+// offset)`: kept where the weighted squared error falls, and then also the
+// offset the next trials round against (as in the reference).
+void refit_q4_k_lanes(Q4kLanes& f, float steps) {
+  constexpr int kN = Q4kLanes::kN, kG = Q4kLanes::kG;
+  const F4 zero = splat(0.0f), one = splat(1.0f);
+  F4 inv[kG], sum_l[kG], sum_l2[kG], sum_xl[kG], err[kG], s[kG], o[kG];
+  I4 fits[kG];
+  for (int h = 0; h < kG; ++h) {
+    inv[h] = splat(steps) / select(f.flat[h], one, f.hi[h] - f.offset[h]);
+    sum_l[h] = sum_l2[h] = sum_xl[h] = err[h] = zero;
+  }
+  for (int i = 0; i < kN; ++i) {
+    for (int h = 0; h < kG; ++h) {
+      const F4 l = codes_of(f.x[i][h], inv[h], f.offset[h]);
+      f.trial[i][h] = l;
+      const F4 wl = f.w[i][h] * l;
+      sum_l[h] += wl;
+      sum_l2[h] += wl * l;
+      sum_xl[h] += wl * f.x[i][h];
+    }
+  }
+  for (int h = 0; h < kG; ++h) {
+    const F4 det = f.sum_w[h] * sum_l2[h] - sum_l[h] * sum_l[h];
+    fits[h] = (det > zero) & ~f.flat[h];
+    const F4 d = select(fits[h], det, one);
+    s[h] = (f.sum_w[h] * sum_xl[h] - f.sum_x[h] * sum_l[h]) / d;
+    o[h] = (sum_l2[h] * f.sum_x[h] - sum_l[h] * sum_xl[h]) / d;
+    const I4 positive = o[h] > zero;  // the format subtracts a non-negative min
+    o[h] = select(positive, zero, o[h]);
+    s[h] = select(positive, sum_xl[h] / select(fits[h], sum_l2[h], one), s[h]);
+  }
+  for (int i = 0; i < kN; ++i) {
+    for (int h = 0; h < kG; ++h) {
+      const F4 diff = s[h] * f.trial[i][h] + o[h] - f.x[i][h];
+      err[h] += f.w[i][h] * (diff * diff);
+    }
+  }
+  I4 win[kG];
+  for (int h = 0; h < kG; ++h) {
+    win[h] = fits[h] & (err[h] < f.best[h]);
+    f.best[h] = select(win[h], err[h], f.best[h]);
+    f.scale[h] = select(win[h], s[h], f.scale[h]);
+    f.offset[h] = select(win[h], o[h], f.offset[h]);
+  }
+  for (int i = 0; i < kN; ++i) {
+    for (int h = 0; h < kG; ++h) f.codes[i][h] = select(win[h], f.trial[i][h], f.codes[i][h]);
+  }
+}
+
 // The 8 sub-blocks of a q4_k super-block, each 32 values: x ≈ scale·q +
 // offset with offset <= 0 and q in 0..15, the weighted squared error
 // minimised over the range fit and 21 least-squares refits whose codes come
 // from trial steps (15 + (−1 + 0.1·s)) across the range (llama.cpp's
-// make_qkx2_quants with q4_k's arguments). A refit that wins also moves the
-// offset the next trials round against, as in the reference. Writes each
-// sub-block's codes, scale and −offset (the format's min, >= 0).
+// make_qkx2_quants with q4_k's arguments). Writes each sub-block's codes,
+// scale and −offset (the format's min, >= 0).
 //
 // The reference's trials depend on each other (through the offset), so one
 // sub-block is a serial chain; the 8 sub-blocks are independent and run in
-// lock step, sub-block 4h + l in lane l of group h (two groups: two chains
-// in flight). Each lane performs the reference's operations in its order
-// (sums over i stay sequential per lane): the bits are those of one
+// SSE lanes (Q4kLanes). Each lane performs the reference's operations in its
+// order (sums over i stay sequential per lane): the bits are those of one
 // sub-block at a time.
 void fit_q4_k_sub_blocks(const float* x, const float* weights, uint8_t* q, float* scale_out, float* min_out) {
-  constexpr int kN = 32, kG = 2;
-  F4 xt[kN][kG], wt[kN][kG];
+  constexpr int kN = Q4kLanes::kN, kG = Q4kLanes::kG;
+  Q4kLanes f;
   for (int i = 0; i < kN; ++i) {
     for (int j = 0; j < 8; ++j) {
-      xt[i][j / 4][j % 4] = x[kN * j + i];
-      wt[i][j / 4][j % 4] = weights[kN * j + i];
+      f.x[i][j / 4][j % 4] = x[kN * j + i];
+      f.w[i][j / 4][j % 4] = weights[kN * j + i];
     }
   }
   const F4 zero = splat(0.0f), one = splat(1.0f);
-  F4 lo[kG], hi[kG], sum_w[kG], sum_x[kG], offset[kG], scale[kG], best[kG], inv[kG];
-  I4 flat[kG];
   for (int h = 0; h < kG; ++h) {
-    lo[h] = hi[h] = xt[0][h];
-    sum_w[h] = wt[0][h];
-    sum_x[h] = wt[0][h] * xt[0][h];
+    f.lo[h] = f.hi[h] = f.x[0][h];
+    f.sum_w[h] = f.w[0][h];
+    f.sum_x[h] = f.w[0][h] * f.x[0][h];
   }
   for (int i = 1; i < kN; ++i) {
     for (int h = 0; h < kG; ++h) {
-      lo[h] = select(xt[i][h] < lo[h], xt[i][h], lo[h]);
-      hi[h] = select(xt[i][h] > hi[h], xt[i][h], hi[h]);
-      sum_w[h] += wt[i][h];
-      sum_x[h] += wt[i][h] * xt[i][h];
+      f.lo[h] = select(f.x[i][h] < f.lo[h], f.x[i][h], f.lo[h]);
+      f.hi[h] = select(f.x[i][h] > f.hi[h], f.x[i][h], f.hi[h]);
+      f.sum_w[h] += f.w[i][h];
+      f.sum_x[h] += f.w[i][h] * f.x[i][h];
     }
   }
-  // A flat sub-block (max == min after min <= 0) has no fit: codes 0, scale
-  // 0, min −lo. Its lane computes on a unit range and is discarded.
+  // A flat lane computes on a unit range and is discarded at the end.
+  F4 inv[kG];
   for (int h = 0; h < kG; ++h) {
-    lo[h] = select(lo[h] > zero, zero, lo[h]);
-    flat[h] = hi[h] == lo[h];
-    offset[h] = lo[h];
-    inv[h] = splat(15.0f) / select(flat[h], one, hi[h] - offset[h]);
-    scale[h] = one / inv[h];
-    best[h] = zero;
+    f.lo[h] = select(f.lo[h] > zero, zero, f.lo[h]);
+    f.flat[h] = f.hi[h] == f.lo[h];
+    f.offset[h] = f.lo[h];
+    inv[h] = splat(15.0f) / select(f.flat[h], one, f.hi[h] - f.offset[h]);
+    f.scale[h] = one / inv[h];
+    f.best[h] = zero;
   }
-  F4 codes[kN][kG], trial[kN][kG];
   for (int i = 0; i < kN; ++i) {
     for (int h = 0; h < kG; ++h) {
-      codes[i][h] = codes_of(xt[i][h], inv[h], offset[h]);
-      const F4 diff = scale[h] * codes[i][h] + offset[h] - xt[i][h];
-      best[h] += wt[i][h] * (diff * diff);
+      f.codes[i][h] = codes_of(f.x[i][h], inv[h], f.offset[h]);
+      const F4 diff = f.scale[h] * f.codes[i][h] + f.offset[h] - f.x[i][h];
+      f.best[h] += f.w[i][h] * (diff * diff);
     }
   }
-  for (int step = 0; step <= 20; ++step) {
-    const F4 steps = splat(-1.0f + 0.1f * static_cast<float>(step) + 15.0f);
-    F4 sum_l[kG], sum_l2[kG], sum_xl[kG], err[kG], s[kG], o[kG];
-    I4 win[kG];
-    for (int h = 0; h < kG; ++h) {
-      inv[h] = steps / select(flat[h], one, hi[h] - offset[h]);
-      sum_l[h] = sum_l2[h] = sum_xl[h] = err[h] = zero;
-    }
-    for (int i = 0; i < kN; ++i) {
-      for (int h = 0; h < kG; ++h) {
-        const F4 l = codes_of(xt[i][h], inv[h], offset[h]);
-        trial[i][h] = l;
-        const F4 wl = wt[i][h] * l;
-        sum_l[h] += wl;
-        sum_l2[h] += wl * l;
-        sum_xl[h] += wl * xt[i][h];
-      }
-    }
-    I4 fits[kG];
-    for (int h = 0; h < kG; ++h) {
-      const F4 det = sum_w[h] * sum_l2[h] - sum_l[h] * sum_l[h];
-      fits[h] = (det > zero) & ~flat[h];
-      const F4 d = select(fits[h], det, one);
-      s[h] = (sum_w[h] * sum_xl[h] - sum_x[h] * sum_l[h]) / d;
-      o[h] = (sum_l2[h] * sum_x[h] - sum_l[h] * sum_xl[h]) / d;
-      const I4 positive = o[h] > zero;  // the format subtracts a non-negative min
-      o[h] = select(positive, zero, o[h]);
-      s[h] = select(positive, sum_xl[h] / select(fits[h], sum_l2[h], one), s[h]);
-    }
-    for (int i = 0; i < kN; ++i) {
-      for (int h = 0; h < kG; ++h) {
-        const F4 diff = s[h] * trial[i][h] + o[h] - xt[i][h];
-        err[h] += wt[i][h] * (diff * diff);
-      }
-    }
-    for (int h = 0; h < kG; ++h) {
-      win[h] = fits[h] & (err[h] < best[h]);
-      best[h] = select(win[h], err[h], best[h]);
-      scale[h] = select(win[h], s[h], scale[h]);
-      offset[h] = select(win[h], o[h], offset[h]);
-    }
-    for (int i = 0; i < kN; ++i) {
-      for (int h = 0; h < kG; ++h) codes[i][h] = select(win[h], trial[i][h], codes[i][h]);
-    }
-  }
+  for (int step = 0; step <= 20; ++step) refit_q4_k_lanes(f, -1.0f + 0.1f * static_cast<float>(step) + 15.0f);
   for (int j = 0; j < 8; ++j) {
     const int h = j / 4, l = j % 4;
-    const bool is_flat = flat[h][l] != 0;
-    scale_out[j] = is_flat ? 0.0f : scale[h][l];
-    min_out[j] = -(is_flat ? lo[h][l] : offset[h][l]);
-    for (int i = 0; i < kN; ++i) q[kN * j + i] = is_flat ? 0 : static_cast<uint8_t>(codes[i][h][l]);
+    const bool flat = f.flat[h][l] != 0;
+    scale_out[j] = flat ? 0.0f : f.scale[h][l];
+    min_out[j] = -(flat ? f.lo[h][l] : f.offset[h][l]);
+    for (int i = 0; i < kN; ++i) q[kN * j + i] = flat ? 0 : static_cast<uint8_t>(f.codes[i][h][l]);
   }
 }
 

@@ -154,7 +154,7 @@ TEST(QuantFormats, NonFiniteInputsStayDefined) {
   x[5] = NAN;
   x[40] = INFINITY;
   x[77] = -INFINITY;
-  for (DType d : {DType::q8_0, DType::q4_0, DType::q4_k}) {
+  for (DType d : {DType::q8_0, DType::q4_0, DType::q5_0, DType::q4_k, DType::q6_k}) {
     std::vector<uint8_t> blocks(dtype_row_bytes(d, 256));
     quantize(x.data(), d, 256, blocks.data());
     const PackedMatrix pm = PackedMatrix::pack(blocks.data(), d, 1, 256);

@@ -1,7 +1,8 @@
 // --weights: a bf16 checkpoint quantized at load is bit-identical to gguf-py's
-// quantizer (tests/fixtures/quant/weights.bin, tools/fixtures/make_quant_goldens.py),
-// each matrix takes the type model/weights_quant.h documents, and the
-// option's parser names the accepted values.
+// quantizer (tests/fixtures/quant/weights.bin, tools/fixtures/make_quant_goldens.py)
+// and quantize_rows to llama.cpp's (tests/fixtures/quant/llama_cpp.bin, q4_k
+// included: ADR 0046), each matrix takes the type model/weights_quant.h
+// documents, and the option's parser names the accepted values.
 #include "model/weights_quant.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "../kernels/llama_quant_goldens.h"
 #include "model/model.h"
 #include "test_util.h"
 
@@ -90,6 +92,37 @@ TEST(WeightsQuant, LoadTimeQuantizationIsBitIdenticalToGgufPy) {
     }
     EXPECT_LT(m->weight_bytes_per_token(), load_with(WeightsQuant::stored)->weight_bytes_per_token());
   }
+}
+
+// The --weights path itself (quantize_rows: widen each stored row to f32,
+// quantize) on llama.cpp's goldens: 8 parts of the same [2][k] tensor make
+// 16 rows (one whole packed group), packed as llama.cpp's bytes repeated 8 times.
+TEST(WeightsQuant, QuantizeRowsIsBitIdenticalToLlamaCpp) {
+  int compared = 0;
+  const std::string path = testing::fixtures_dir() + "/../quant/llama_cpp.bin";
+  for (const tandem::testing::LlamaGolden& g : tandem::testing::load_llama_goldens(path)) {
+    TensorView view;
+    view.name = g.name;
+    view.dtype = g.source;
+    view.shape = {g.n, g.k};
+    view.data = g.values.data();
+    view.bytes = g.values.size();
+    const std::vector<const TensorView*> parts(8, &view);
+    for (const tandem::testing::LlamaGoldenTarget& t : g.targets) {
+      if (t.dtype != DType::q4_k && t.dtype != DType::q8_0 && t.dtype != DType::q4_0)
+        continue;  // --weights types
+      SCOPED_TRACE(g.name + " " + kernels::dtype_name(g.source) + " -> " + kernels::dtype_name(t.dtype));
+      std::vector<uint8_t> repeated;
+      for (int r = 0; r < 8; ++r) repeated.insert(repeated.end(), t.blocks.begin(), t.blocks.end());
+      const kernels::PackedMatrix got = quantize_rows(parts, t.dtype);
+      const kernels::PackedMatrix want = kernels::PackedMatrix::pack(repeated.data(), t.dtype, 8 * g.n, g.k);
+      ASSERT_EQ(got.n(), 16);
+      ASSERT_EQ(got.weight_bytes(), want.weight_bytes());
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.weight_bytes()));
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 33);  // 11 tensors (f32, bf16, f16 sources) x 3 types
 }
 
 TEST(WeightsQuant, TypePerMatrix) {

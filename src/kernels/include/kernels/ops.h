@@ -179,8 +179,9 @@ int32_t argmax(const float* x, int64_t n);
 // gguf.quants.dequantize.
 void to_f32(const void* src, DType dtype, int64_t count, float* dst);
 // Quantizes `count` f32 values (a multiple of the block) into GGUF blocks of
-// `dtype` (q8_0, q4_0: bit-identical to gguf-py's gguf.quants.quantize;
-// q4_k: tandem's own search, see docs/quantized.md). CHECKs other dtypes.
+// `dtype`: q8_0, q4_0 bit-identical to gguf-py's gguf.quants.quantize, and
+// q8_0, q4_0, q5_0, q4_k, q6_k bit-identical to llama.cpp's reference
+// quantizers (llama_model_quantize without an imatrix; ADR 0046). CHECKs other dtypes.
 void quantize(const float* src, DType dtype, int64_t count, void* dst);
 
 // ---------------------------------------------------------------- RoPE

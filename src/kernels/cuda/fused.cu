@@ -5,13 +5,17 @@
 // operations, in exactly the order, of the unfused sequence
 // (gemm_bf16w_sliced's slab sum, add_bias, add_inplace / swiglu_rows /
 // split_qkv + rope + kv_write), so the bits are the same; only the launches
-// and the round trips through memory go. Compiled with --fmad=false.
+// and the round trips through memory go. The residual add can also carry the
+// RMSNorm that follows it (residual_add_rmsnorm_partials: add_inplace then
+// rmsnorm). Compiled with --fmad=false.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <string>
 
 #include "cuda/cuda_check.h"
+#include "cuda/launch.cuh"
+#include "cuda/rms_row.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -31,13 +35,42 @@ __device__ __forceinline__ float partial_value(const float* __restrict__ slabs, 
 
 __global__ void residual_add_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t n,
                                     const float* __restrict__ bias, float* x) {
+  pdl_enter();
   const int64_t count = rows * n, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
     x[i] = x[i] + partial_value(slabs, slices, count, i, bias, i % n);
 }
 
+// One block of kRmsThreads per row: x[r] += value(r, ·) as residual_add_kernel
+// computes it, then rmsnorm_kernel's arithmetic on the new row into h (the
+// shared rms_inverse, so the same reduction order). slabs and h may be the
+// same buffer (one slice: the product sits in h): each thread reads its own
+// elements of the row before the reduction's barriers, and h is written
+// after them, row r only by block r.
+__global__ void __launch_bounds__(kRmsThreads)
+    residual_rmsnorm_kernel(const float* slabs, int slices, int64_t rows, int64_t n,
+                            const float* __restrict__ bias, float* x, const float* __restrict__ weight,
+                            float* h, float eps) {
+  pdl_enter();
+  const int64_t count = rows * n, row0 = static_cast<int64_t>(blockIdx.x) * n;
+  float* xr = x + row0;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += kRmsThreads) {
+    float s = slabs[row0 + i];
+    for (int z = 1; z < slices; ++z) s = s + slabs[z * count + row0 + i];
+    if (bias != nullptr) s = s + bias[i];
+    const float v = xr[i] + s;
+    xr[i] = v;
+    sum += v * v;
+  }
+  const float inv = rms_inverse(sum, n, eps);
+  float* hr = h + row0;
+  for (int64_t i = threadIdx.x; i < n; i += kRmsThreads) hr[i] = (xr[i] * inv) * weight[i];
+}
+
 __global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t inter,
                               const float* __restrict__ bias, float* __restrict__ out) {
+  pdl_enter();
   const int64_t r = blockIdx.x, count = rows * 2 * inter;
   for (int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; i < inter;
        i += static_cast<int64_t>(gridDim.y) * blockDim.x) {
@@ -57,6 +90,7 @@ __global__ void qkv_rope_kv_kernel(const float* __restrict__ slabs, int slices, 
                                    const int32_t* __restrict__ positions,
                                    const int32_t* __restrict__ block_tables, int64_t table_stride,
                                    float* __restrict__ q_out) {
+  pdl_enter();
   __shared__ float vals[kMaxHeadDim];
   __shared__ float cos_s[kMaxHeadDim / 2], sin_s[kMaxHeadDim / 2];
   const int64_t r = blockIdx.x;
@@ -132,9 +166,19 @@ Status residual_add_partials(const Stream& stream, const GemmPartials& p, const 
   TANDEM_RETURN_IF_ERROR(check_partials(p, "residual_add_partials"));
   if (p.m == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((p.m * p.n + kThreads - 1) / kThreads, 65535 * 16);
-  residual_add_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream.handle()>>>(p.slabs, p.slices, p.m,
-                                                                                       p.n, bias, x);
-  return launch_status("residual_add_partials");
+  return launch_kernel("residual_add_partials", residual_add_kernel, dim3(static_cast<unsigned>(blocks)),
+                       dim3(kThreads), 0, stream.handle(), p.slabs, p.slices, p.m, p.n, bias, x);
+}
+
+Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x,
+                                     const float* norm_weight, float eps, float* h) {
+  TANDEM_RETURN_IF_ERROR(check_partials(p, "residual_add_rmsnorm_partials"));
+  if (p.m == 0) return Status::Ok();
+  if (norm_weight == nullptr || h == nullptr)
+    return invalid_argument("residual_add_rmsnorm_partials: need the norm's weight and an output");
+  return launch_kernel("residual_add_rmsnorm_partials", residual_rmsnorm_kernel,
+                       dim3(static_cast<unsigned>(p.m)), dim3(kRmsThreads), 0, stream.handle(), p.slabs,
+                       p.slices, p.m, p.n, bias, x, norm_weight, h, eps);
 }
 
 Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out) {
@@ -144,8 +188,8 @@ Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float*
   const int64_t inter = p.n / 2;
   const dim3 grid(static_cast<unsigned>(p.m),
                   static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
-  swiglu_kernel<<<grid, kThreads, 0, stream.handle()>>>(p.slabs, p.slices, p.m, inter, bias, out);
-  return launch_status("swiglu_partials");
+  return launch_kernel("swiglu_partials", swiglu_kernel, grid, dim3(kThreads), 0, stream.handle(), p.slabs,
+                       p.slices, p.m, inter, bias, out);
 }
 
 Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const float* bias, int n_heads,
@@ -165,10 +209,9 @@ Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const floa
   if (p.m == 0) return Status::Ok();
   const dim3 grid(static_cast<unsigned>(p.m), static_cast<unsigned>(n_heads + 2 * pool.n_kv_heads));
   const int threads = pool.head_dim >= 256 ? 256 : 128;
-  qkv_rope_kv_kernel<<<grid, threads, 0, stream.handle()>>>(
-      p.slabs, p.slices, p.m, bias, n_heads, pool, rope_positions, inv_freq, rotary_dim,
-      layout == RopeLayout::neox, positions, block_tables, table_stride, q_out);
-  return launch_status("qkv_rope_kv_write");
+  return launch_kernel("qkv_rope_kv_write", qkv_rope_kv_kernel, grid, dim3(threads), 0, stream.handle(),
+                       p.slabs, p.slices, p.m, bias, n_heads, pool, rope_positions, inv_freq, rotary_dim,
+                       layout == RopeLayout::neox, positions, block_tables, table_stride, q_out);
 }
 
 }  // namespace tandem::kernels::gpu

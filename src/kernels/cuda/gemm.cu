@@ -78,6 +78,7 @@ Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m,
 // y[i] = slab 0 + slab 1 + ... in slab order (one fixed order for every m).
 __global__ void sum_slices_kernel(const float* __restrict__ slabs, int slices, int64_t count,
                                   float* __restrict__ y) {
+  pdl_enter();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     float s = slabs[i];
@@ -202,8 +203,8 @@ Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int
   if (p->slices == 1) return Status::Ok();
   const int64_t count = m * n;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 65535 * 8));
-  sum_slices_kernel<<<blocks, 256, 0, stream.handle()>>>(p->slabs, p->slices, count, y);
-  return launch_status("gemm_bf16w_sliced (sum of slices)");
+  return launch_kernel("gemm_bf16w_sliced (sum of slices)", sum_slices_kernel, dim3(blocks), dim3(256), 0,
+                       stream.handle(), p->slabs, p->slices, count, y);
 }
 
 }  // namespace tandem::kernels::gpu

@@ -21,7 +21,10 @@ namespace {
 // forward shape of the 0.5B and 8B models (0.54-0.62 of the read ceiling on
 // the large matrices, 0.16 for variant 0). TANDEM_CUDA_SMALL_TILE=N picks
 // another (a tuning knob, read once).
-constexpr int kSmallTileVariants = 7;
+// Variants 7 and 8 (issue 15's decode work) test more bytes per weight row per
+// stage (256 k: 512 contiguous bytes) and extra copy-only warps at 8B's
+// M = 1 shapes.
+constexpr int kSmallTileVariants = 9;
 constexpr int kDefaultSmallTile = 3;
 
 std::atomic<int> small_tile_choice{-1};  // -1: not yet read from the environment
@@ -39,7 +42,8 @@ int small_tile_variant() {
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                     int64_t k, float* y, int64_t slice) {
-  const bool eight = variant == 1 || variant == 2 || variant == 3 || variant == 6;
+  const bool eight =
+      variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
   if (eight && m > 8) variant = 5;
   switch (variant) {
     case 0:  // 32 weight rows, 16 x rows, 2 warps, 4 stages of 256 k (128 KB with f32 x)
@@ -54,6 +58,10 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
       return launch<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
     case 6:  // 8 x rows, 8 stages of 128 k (96 KB)
       return launch<Tile<32, 8, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 7:  // 32 weight rows, 8 x rows, 4 stages of 256 k (96 KB with f32 x)
+      return launch<Tile<32, 8, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 8:  // variant 3 with 4 more warps that only queue copies
+      return launch<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice);
     default:  // 4: 16 x rows, 4 stages of 128 k (64 KB: 3 blocks per SM)
       return launch<Tile<32, 16, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
   }

@@ -32,7 +32,9 @@ TEST(CudaLaunch, TheSwitchTurnsProgrammaticLaunchOff) {
     EXPECT_FALSE(programmatic_launch_enabled());
   }
   // On by default where the device has it (sm_90+); the GPU machine is an H200.
-  if (std::getenv("TANDEM_CUDA_PDL") == nullptr) EXPECT_TRUE(programmatic_launch_enabled());
+  if (std::getenv("TANDEM_CUDA_PDL") == nullptr) {
+    EXPECT_TRUE(programmatic_launch_enabled());
+  }
 }
 
 // Six MLP blocks: h -> gate_up (K-sliced) -> SwiGLU -> down (K-sliced) ->

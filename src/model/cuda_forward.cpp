@@ -39,6 +39,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   f->max_rows_ = max_rows;
   const char* fuse = std::getenv("TANDEM_CUDA_FUSE");  // 0: the unfused glue (same bits; for comparison)
   f->fuse_ = fuse == nullptr || std::string(fuse) != "0";
+  // 0: the residual adds without the RMSNorm after them (same bits; for comparison).
+  const char* fuse_norm = std::getenv("TANDEM_CUDA_FUSE_NORM");
+  f->fuse_norm_ = fuse_norm == nullptr || std::string(fuse_norm) != "0";
   f->max_table_ = kv.num_blocks();
   auto stream = gpu::Stream::create();
   if (!stream.ok()) return stream.status();
@@ -250,7 +253,7 @@ Status CudaForward::layers(int64_t m, int64_t table_stride) {
       normed = false;
       continue;
     }
-    const bool norm_next = l + 1 < n && fused(l + 1);
+    const bool norm_next = fuse_norm_ && l + 1 < n && fused(l + 1);
     TANDEM_RETURN_IF_ERROR(layer_fused(l, m, table_stride, normed, norm_next));
     normed = norm_next;
   }
@@ -289,8 +292,13 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
   {
     auto p = gemm_partials(attn, m, bf16(w.o), hs, qd, h);
     if (!p.ok()) return p.status();
-    TANDEM_RETURN_IF_ERROR(
-        gpu::residual_add_rmsnorm_partials(s, *p, bias(w.o_bias), x, f32(w.mlp_norm), eps, h));
+    if (fuse_norm_) {
+      TANDEM_RETURN_IF_ERROR(
+          gpu::residual_add_rmsnorm_partials(s, *p, bias(w.o_bias), x, f32(w.mlp_norm), eps, h));
+    } else {
+      TANDEM_RETURN_IF_ERROR(gpu::residual_add_partials(s, *p, bias(w.o_bias), x));
+      TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
+    }
   }
   float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
   {

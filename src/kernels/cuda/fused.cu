@@ -41,31 +41,77 @@ __global__ void residual_add_kernel(const float* __restrict__ slabs, int slices,
     x[i] = x[i] + partial_value(slabs, slices, count, i, bias, i % n);
 }
 
-// One block of kRmsThreads per row: x[r] += value(r, ·) as residual_add_kernel
-// computes it, then rmsnorm_kernel's arithmetic on the new row into h (the
-// shared rms_inverse, so the same reduction order). slabs and h may be the
-// same buffer (one slice: the product sits in h): each thread reads its own
-// elements of the row before the reduction's barriers, and h is written
-// after them, row r only by block r.
-__global__ void __launch_bounds__(kRmsThreads)
+// One block of kResidualNormThreads per row, three phases (row r only by
+// block r):
+//   1. x[r][i] += value(r, i), residual_add_kernel's arithmetic, every element
+//      independent, so all the block's threads share them and each queues its
+//      loads (4 elements × every slab) before it stores;
+//   2. after a barrier (the block's global writes are visible to the block),
+//      threads 0..kRmsThreads-1 sum x[i]² over i = t, t + kRmsThreads, … and
+//      reduce with rms_inverse: rmsnorm_kernel's order exactly;
+//   3. h[r][i] = (x[i] · inv) · weight[i], rmsnorm's formula, element-wise.
+// slabs and h may be one buffer (one slice: the product sits in h): every
+// slab read is in phase 1, every h write in phase 3, barriers between.
+constexpr int kResidualNormThreads = 1024;
+constexpr int kResidualNormBatch = 4;  // elements per thread whose loads are queued together
+
+__global__ void __launch_bounds__(kResidualNormThreads)
     residual_rmsnorm_kernel(const float* slabs, int slices, int64_t rows, int64_t n,
                             const float* __restrict__ bias, float* x, const float* __restrict__ weight,
                             float* h, float eps) {
   pdl_enter();
   const int64_t count = rows * n, row0 = static_cast<int64_t>(blockIdx.x) * n;
+  const float* sr = slabs + row0;
   float* xr = x + row0;
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += kRmsThreads) {
-    float s = slabs[row0 + i];
-    for (int z = 1; z < slices; ++z) s = s + slabs[z * count + row0 + i];
-    if (bias != nullptr) s = s + bias[i];
-    const float v = xr[i] + s;
-    xr[i] = v;
-    sum += v * v;
+  constexpr int64_t kStep = kResidualNormThreads;
+  for (int64_t i0 = threadIdx.x; i0 < n; i0 += kResidualNormBatch * kStep) {
+    float s[kResidualNormBatch], v[kResidualNormBatch] = {};
+#pragma unroll
+    for (int j = 0; j < kResidualNormBatch; ++j) {
+      const int64_t i = i0 + j * kStep;
+      s[j] = i < n ? sr[i] : 0.0f;
+    }
+    for (int z = 1; z < slices; ++z) {
+#pragma unroll
+      for (int j = 0; j < kResidualNormBatch; ++j) {
+        const int64_t i = i0 + j * kStep;
+        if (i < n) s[j] = s[j] + sr[z * count + i];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kResidualNormBatch; ++j) {
+      const int64_t i = i0 + j * kStep;
+      if (i < n) {
+        float t = s[j];
+        if (bias != nullptr) t = t + bias[i];
+        v[j] = xr[i] + t;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kResidualNormBatch; ++j) {
+      const int64_t i = i0 + j * kStep;
+      if (i < n) xr[i] = v[j];
+    }
   }
+  __syncthreads();
+  float sum = 0.0f;
+  if (threadIdx.x < kRmsThreads)
+    for (int64_t i = threadIdx.x; i < n; i += kRmsThreads) sum += xr[i] * xr[i];
   const float inv = rms_inverse(sum, n, eps);
   float* hr = h + row0;
-  for (int64_t i = threadIdx.x; i < n; i += kRmsThreads) hr[i] = (xr[i] * inv) * weight[i];
+  for (int64_t i0 = threadIdx.x; i0 < n; i0 += kResidualNormBatch * kStep) {
+    float y[kResidualNormBatch] = {};
+#pragma unroll
+    for (int j = 0; j < kResidualNormBatch; ++j) {
+      const int64_t i = i0 + j * kStep;
+      if (i < n) y[j] = (xr[i] * inv) * weight[i];
+    }
+#pragma unroll
+    for (int j = 0; j < kResidualNormBatch; ++j) {
+      const int64_t i = i0 + j * kStep;
+      if (i < n) hr[i] = y[j];
+    }
+  }
 }
 
 __global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t inter,
@@ -177,8 +223,8 @@ Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p
   if (norm_weight == nullptr || h == nullptr)
     return invalid_argument("residual_add_rmsnorm_partials: need the norm's weight and an output");
   return launch_kernel("residual_add_rmsnorm_partials", residual_rmsnorm_kernel,
-                       dim3(static_cast<unsigned>(p.m)), dim3(kRmsThreads), 0, stream.handle(), p.slabs,
-                       p.slices, p.m, p.n, bias, x, norm_weight, h, eps);
+                       dim3(static_cast<unsigned>(p.m)), dim3(kResidualNormThreads), 0, stream.handle(),
+                       p.slabs, p.slices, p.m, p.n, bias, x, norm_weight, h, eps);
 }
 
 Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out) {

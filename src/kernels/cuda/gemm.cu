@@ -21,20 +21,25 @@ namespace {
 // forward shape of the 0.5B and 8B models (0.54-0.62 of the read ceiling on
 // the large matrices, 0.16 for variant 0). TANDEM_CUDA_SMALL_TILE=N picks
 // another (a tuning knob, read once).
-// Variants 7 and 8 (issue 15's decode work) test more bytes per weight row per
-// stage (256 k: 512 contiguous bytes) and extra copy-only warps at 8B's
-// M = 1 shapes.
+// Variants 7 (32 x 8, 4 stages of 256 k: 512 contiguous bytes per weight row
+// and stage) and 8 (variant 3 plus 4 warps that only queue copies) were
+// measured next (2026-12-02 07:10 run, ADR 0042): 7 runs at 0.31-0.36 of
+// read, 8 beats 3 on every matrix of >= 2^24 weights (8B: 0.44-0.64 against
+// 0.43-0.61) and loses up to 10% on the small 0.5B ones. So the default picks
+// by the matrix's size: 8 from 2^24 weights up, else 3 (all variants give the
+// same bits, so a choice by shape cannot change a result).
 constexpr int kSmallTileVariants = 9;
-constexpr int kDefaultSmallTile = 3;
+constexpr int kBySize = -2;  // the default: 3 or 8 by the matrix's size
+constexpr int64_t kLargeMatrix = int64_t{1} << 24;
 
 std::atomic<int> small_tile_choice{-1};  // -1: not yet read from the environment
 
 int small_tile_variant() {
   int v = small_tile_choice.load(std::memory_order_relaxed);
-  if (v >= 0) return v;
+  if (v != -1) return v;
   const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
-  v = e != nullptr ? std::atoi(e) : kDefaultSmallTile;
-  if (v < 0 || v >= kSmallTileVariants) v = kDefaultSmallTile;
+  v = e != nullptr ? std::atoi(e) : kBySize;
+  if (v < 0 || v >= kSmallTileVariants) v = kBySize;
   small_tile_choice.store(v, std::memory_order_relaxed);
   return v;
 }
@@ -42,6 +47,7 @@ int small_tile_variant() {
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                     int64_t k, float* y, int64_t slice) {
+  if (variant == kBySize) variant = n * k >= kLargeMatrix ? 8 : 3;
   const bool eight =
       variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
   if (eight && m > 8) variant = 5;
@@ -113,7 +119,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 int small_tile_variants() { return kSmallTileVariants; }
 void set_small_tile_variant(int variant) {
-  small_tile_choice.store(variant >= 0 && variant < kSmallTileVariants ? variant : kDefaultSmallTile,
+  small_tile_choice.store(variant >= 0 && variant < kSmallTileVariants ? variant : kBySize,
                           std::memory_order_relaxed);
 }
 

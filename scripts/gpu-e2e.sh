@@ -74,6 +74,10 @@ for p in $presets; do
   # Short context too: separates the per-token fixed cost from attention over a long cache.
   "$t" bench -m $dir --device cuda -p 16 -n 128 -r 2 --bw-mib 4096 2>&1 | tee "$out/bench_short_$p.txt" |
     grep -E "^decode" | sed 's/^/short context (16-token prompt): /'
+  if [[ $p != llama-3.1-8b ]]; then  # without programmatic dependent launch (ADR 0041), for comparison
+    TANDEM_CUDA_PDL=0 "$t" bench -m $dir --device cuda -p 16 -n 128 -r 2 --bw-mib 4096 2>&1 |
+      tee "$out/bench_short_nopdl_$p.txt" | grep -E "^decode" | sed 's/^/short context, TANDEM_CUDA_PDL=0: /'
+  fi
   rm -rf $dir
 done
 exit $status

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the GPU tests (ctest label "gpu": test_cuda_kernels, test_cuda_devices,
-# test_cuda_forward, test_gpu_serve) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
+# test_cuda_forward, test_gpu_serve; test_cuda_kernels and test_cuda_forward once more with
+# TANDEM_CUDA_PDL=0) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
 # with a CUDA GPU; with --e2e DIR also the tandem binary's GPU checks
 # (scripts/gpu-e2e.sh: probe, generate classic == speculative, bench).
 #
@@ -104,6 +105,17 @@ else
   ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$out/tests.log" || status=1
   bench=build-gpu/bench/bench_cuda_gemm
 fi
+# The same bitwise tests with programmatic dependent launch off (ADR 0041: the bits must not move).
+for t in test_cuda_kernels test_cuda_forward; do
+  exe="${bin:+$bin/$t}"
+  [[ -z "$bin" ]] && exe=$(find build-gpu/tests -name "$t" -type f -perm -u+x | head -1)
+  [[ -n "$exe" && -x "$exe" ]] || continue
+  TANDEM_CUDA_PDL=0 "$exe" >"$out/${t}_pdl0.log" 2>&1
+  rc=$?
+  grep -E "^\[  (PASSED|FAILED) |: Failure" "$out/${t}_pdl0.log"
+  echo "== $t with TANDEM_CUDA_PDL=0: rc=$rc"
+  [[ $rc -eq 0 ]] || status=1
+done
 echo "== tests: $([[ $status -eq 0 ]] && echo passed || echo FAILED)"
 
 "$bench" $quick ${tune:+--variants} 2>&1 | tee "$out/bench.txt" || status=1

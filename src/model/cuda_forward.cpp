@@ -39,6 +39,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   f->max_rows_ = max_rows;
   const char* fuse = std::getenv("TANDEM_CUDA_FUSE");  // 0: the unfused glue (same bits; for comparison)
   f->fuse_ = fuse == nullptr || std::string(fuse) != "0";
+  // 0: the residual adds without the RMSNorm after them (same bits; for comparison).
+  const char* fuse_norm = std::getenv("TANDEM_CUDA_FUSE_NORM");
+  f->fuse_norm_ = fuse_norm == nullptr || std::string(fuse_norm) != "0";
   f->max_table_ = kv.num_blocks();
   auto stream = gpu::Stream::create();
   if (!stream.ok()) return stream.status();
@@ -158,7 +161,7 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride) {
   const int64_t hs = c.hidden_size;
   float *x = x_.as<float>(), *g = gather_.as<float>();
   TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x));
-  for (int l = 0; l < c.num_layers; ++l) TANDEM_RETURN_IF_ERROR(layer(l, m, stride));
+  TANDEM_RETURN_IF_ERROR(layers(m, stride));
   if (k == 0) return Status::Ok();
   TANDEM_RETURN_IF_ERROR(gpu::gather_rows(stream_, x, d_out_index_, k, hs, g));
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
@@ -215,7 +218,7 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
     if (in.embed_rows[r] != nullptr)
       TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, x + r * hs, in.embed_rows[r], sizeof(float) * hs));
   }
-  for (int l = 0; l < c.num_layers; ++l) TANDEM_RETURN_IF_ERROR(layer(l, m, stride));
+  TANDEM_RETURN_IF_ERROR(layers(m, stride));
   const size_t row_bytes = sizeof(float) * static_cast<size_t>(hs);
   if (all_rows) {
     float* g = gather_.as<float>();
@@ -239,11 +242,30 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   return k;
 }
 
+bool CudaForward::fused(int l) const { return fuse_ && !w_.layers[l].q_norm.bytes(); }
+
+Status CudaForward::layers(int64_t m, int64_t table_stride) {
+  const int n = model_.config().num_layers;
+  bool normed = false;  // h holds layer l's attention norm already
+  for (int l = 0; l < n; ++l) {
+    if (!fused(l)) {
+      TANDEM_RETURN_IF_ERROR(layer(l, m, table_stride));
+      normed = false;
+      continue;
+    }
+    const bool norm_next = fuse_norm_ && l + 1 < n && fused(l + 1);
+    TANDEM_RETURN_IF_ERROR(layer_fused(l, m, table_stride, normed, norm_next));
+    normed = norm_next;
+  }
+  return Status::Ok();
+}
+
 // The same op sequence with each projection's slab sum fused into what follows
-// it (fused.cu): the same bits, 8 launches fewer per layer. Models with a
-// q/k norm keep the unfused attention input (the norm sits between the split
-// and RoPE).
-Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride) {
+// it (fused.cu): the same bits, 8 launches fewer per layer; each residual add
+// also writes the RMSNorm that follows it (the MLP's, the next layer's
+// attention norm), 2 more. Models with a q/k norm keep the unfused attention
+// input (the norm sits between the split and RoPE).
+Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool input_normed, bool norm_next) {
   const ModelConfig& c = model_.config();
   const DeviceLayer& w = w_.layers[l];
   const int64_t hs = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), qkv_n = qd + 2 * kvd;
@@ -256,7 +278,7 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride) {
   gpu::DeviceKvPool pool = geometry_;
   pool.k = k_pool_[l].as<float>();
   pool.v = v_pool_[l].as<float>();
-  TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.attn_norm), h, m, hs, eps));
+  if (!input_normed) TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.attn_norm), h, m, hs, eps));
   {
     auto p = gemm_partials(h, m, bf16(w.qkv), qkv_n, hs, qkv);
     if (!p.ok()) return p.status();
@@ -270,10 +292,15 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride) {
   {
     auto p = gemm_partials(attn, m, bf16(w.o), hs, qd, h);
     if (!p.ok()) return p.status();
-    TANDEM_RETURN_IF_ERROR(gpu::residual_add_partials(s, *p, bias(w.o_bias), x));
+    if (fuse_norm_) {
+      TANDEM_RETURN_IF_ERROR(
+          gpu::residual_add_rmsnorm_partials(s, *p, bias(w.o_bias), x, f32(w.mlp_norm), eps, h));
+    } else {
+      TANDEM_RETURN_IF_ERROR(gpu::residual_add_partials(s, *p, bias(w.o_bias), x));
+      TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
+    }
   }
   float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
-  TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
   {
     auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up);
     if (!p.ok()) return p.status();
@@ -281,11 +308,12 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride) {
   }
   auto p = gemm_partials(act, m, bf16(w.down), hs, inter, h);
   if (!p.ok()) return p.status();
-  return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
+  if (!norm_next) return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
+  return gpu::residual_add_rmsnorm_partials(s, *p, bias(w.down_bias), x, f32(w_.layers[l + 1].attn_norm), eps,
+                                            h);
 }
 
 Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
-  if (fuse_ && !w_.layers[l].q_norm.bytes()) return layer_fused(l, m, table_stride);
   const ModelConfig& c = model_.config();
   const DeviceLayer& w = w_.layers[l];
   const int64_t hs = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), qkv_n = qd + 2 * kvd;

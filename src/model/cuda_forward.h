@@ -66,8 +66,14 @@ class CudaForward {
   // Embedding, layers, gather, final norm and LM head into logits_ (no host copies).
   Status enqueue_plain(int64_t m, int64_t k, int64_t stride);
   Status run_graphed(int64_t m, int64_t k, int64_t stride);
+  // Every layer, in order.
+  Status layers(int64_t m, int64_t table_stride);
   Status layer(int l, int64_t m, int64_t table_stride);
-  Status layer_fused(int l, int64_t m, int64_t table_stride);
+  // input_normed: h already holds the attention norm of x (the previous
+  // layer's last epilogue wrote it); norm_next: write layer l + 1's attention
+  // norm into h with this layer's last residual add.
+  Status layer_fused(int l, int64_t m, int64_t table_stride, bool input_normed, bool norm_next);
+  bool fused(int l) const;
   // The GEMM without its slab sum (invariant mode), or cuBLAS into y (one slab).
   Expected<kernels::gpu::GemmPartials> gemm_partials(const float* x, int64_t m, const uint16_t* w, int64_t n,
                                                      int64_t k, float* y);
@@ -89,7 +95,8 @@ class CudaForward {
   static constexpr int64_t kGraphMaxRows = 16;
   std::map<int64_t, kernels::gpu::Graph> graphs_;
   bool graphs_enabled_ = true;
-  bool fuse_ = true;  // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
+  bool fuse_ = true;       // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
+  bool fuse_norm_ = true;  // residual adds carry the next RMSNorm (TANDEM_CUDA_FUSE_NORM=0: not)
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
   kernels::gpu::DeviceBuffer x_bf16_;                         // cuBLAS's bf16 copy of x
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums

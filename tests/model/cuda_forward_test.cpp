@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 
+#include "kernels/cuda_ops.h"
 #include "model/device.h"
 #include "model/forward.h"
 #include "test_util.h"
@@ -162,6 +163,34 @@ TEST_P(CudaInvariance, AloneEqualsBatchOfEightEqualsChunkedEqualsDecode) {
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaInvariance, ::testing::ValuesIn(bf16_fixtures()),
                          [](const auto& info) { return info.param; });
+
+// Prefill 40 tokens, then decode the rest one token per call (CUDA graphs):
+// every logit row.
+std::vector<float> prefill_then_decode(const std::string& name) {
+  Rig r = make_rig(name, true, 64);
+  const std::vector<int32_t> t = long_tokens(r.vocab(), 5);
+  const SequenceId seq = r.kv->create_sequence();
+  std::vector<float> rows = run_rows(r, {SequenceStep{seq, {t.data(), 40}, 0, LogitRows::all}}, 0);
+  for (size_t p = 40; p < t.size(); ++p) {
+    auto row =
+        run_rows(r, {SequenceStep{seq, {t.data() + p, 1}, static_cast<int64_t>(p), LogitRows::last}}, 0);
+    rows.insert(rows.end(), row.begin(), row.end());
+  }
+  return rows;
+}
+
+// Programmatic dependent launch (ADR 0041) only moves when blocks start:
+// the same bits with it off, eager prefill and graphed decode alike.
+TEST(CudaForward, ProgrammaticLaunchGivesTheSerialBits) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  const bool before = kernels::gpu::programmatic_launch_enabled();
+  kernels::gpu::set_programmatic_launch(false);
+  const std::vector<float> serial = prefill_then_decode("tandem_target");
+  kernels::gpu::set_programmatic_launch(true);
+  const std::vector<float> programmatic = prefill_then_decode("tandem_target");
+  kernels::gpu::set_programmatic_launch(before);
+  EXPECT_TRUE(same_bits(serial, programmatic));
+}
 
 class CudaGolden : public ::testing::TestWithParam<std::string> {};
 

@@ -29,6 +29,7 @@
 #include <string>
 
 #include "cuda/cuda_check.h"
+#include "cuda/launch.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -49,6 +50,7 @@ __device__ __forceinline__ int64_t kv_offset(const DeviceKvPool& pool, const int
 __global__ void kv_write_kernel(DeviceKvPool pool, const float* __restrict__ k_new,
                                 const float* __restrict__ v_new, const int32_t* __restrict__ positions,
                                 const int32_t* __restrict__ block_tables, int64_t table_stride) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const int32_t* table = block_tables + r * table_stride;
   const int width = pool.n_kv_heads * pool.head_dim;
@@ -171,6 +173,7 @@ __global__ void __launch_bounds__(kThreads)
     attention_serial_kernel(const float* __restrict__ q, int n_heads, DeviceKvPool pool,
                             const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
                             int64_t table_stride, float scale, int window, float* __restrict__ out) {
+  pdl_enter();
   __shared__ ChunkSmem sm;
   extern __shared__ float kv_s[];
   const int64_t r = blockIdx.x;
@@ -198,6 +201,7 @@ __global__ void __launch_bounds__(kThreads)
                            const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
                            int64_t table_stride, float scale, int window, uint32_t* __restrict__ counters,
                            float* __restrict__ partials, int slots, float* __restrict__ out) {
+  pdl_enter();
   __shared__ ChunkSmem sm;
   __shared__ bool merges;
   extern __shared__ float kv_s[];
@@ -270,9 +274,8 @@ Status kv_write(const Stream& stream, const DeviceKvPool& pool, const float* k_n
     return invalid_argument("kv_write: need 0 <= rows < 2^31 and table_stride >= 0");
   }
   if (rows == 0) return Status::Ok();
-  kv_write_kernel<<<static_cast<unsigned>(rows), 256, 0, stream.handle()>>>(pool, k_new, v_new, positions,
-                                                                            block_tables, table_stride);
-  return launch_status("kv_write");
+  return launch_kernel("kv_write", kv_write_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0,
+                       stream.handle(), pool, k_new, v_new, positions, block_tables, table_stride);
 }
 
 namespace {
@@ -327,15 +330,13 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
   if (split) {
     const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads),
                     static_cast<unsigned>(slots));
-    attention_split_kernel<<<grid, kThreads, smem, stream.handle()>>>(
-        q, n_heads, pool, positions, block_tables, table_stride, scale, window, workspace.counters,
-        workspace.partials, static_cast<int>(slots), out);
-    return launch_status("attention (split)");
+    return launch_kernel("attention (split)", attention_split_kernel, grid, dim3(kThreads), smem,
+                         stream.handle(), q, n_heads, pool, positions, block_tables, table_stride, scale,
+                         window, workspace.counters, workspace.partials, static_cast<int>(slots), out);
   }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads));
-  attention_serial_kernel<<<grid, kThreads, smem, stream.handle()>>>(
-      q, n_heads, pool, positions, block_tables, table_stride, scale, window, out);
-  return launch_status("attention");
+  return launch_kernel("attention", attention_serial_kernel, grid, dim3(kThreads), smem, stream.handle(), q,
+                       n_heads, pool, positions, block_tables, table_stride, scale, window, out);
 }
 
 }  // namespace tandem::kernels::gpu

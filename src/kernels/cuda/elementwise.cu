@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cuda/cuda_check.h"
+#include "cuda/launch.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -24,6 +25,7 @@ unsigned grid_for(int64_t count) {
 
 __global__ void embedding_kernel(const uint16_t* __restrict__ table, int64_t dim,
                                  const int32_t* __restrict__ ids, float* __restrict__ out) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const uint16_t* row = table + static_cast<int64_t>(ids[r]) * dim;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
@@ -31,12 +33,14 @@ __global__ void embedding_kernel(const uint16_t* __restrict__ table, int64_t dim
 }
 
 __global__ void add_bias_kernel(float* y, const float* __restrict__ bias, int64_t rows, int64_t n) {
+  pdl_enter();
   const int64_t count = rows * n, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
     y[i] = y[i] + bias[i % n];
 }
 
 __global__ void add_inplace_kernel(float* y, const float* __restrict__ x, int64_t count) {
+  pdl_enter();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
     y[i] = y[i] + x[i];
@@ -44,6 +48,7 @@ __global__ void add_inplace_kernel(float* y, const float* __restrict__ x, int64_
 
 __global__ void split_qkv_kernel(const float* __restrict__ qkv, int64_t q_dim, int64_t kv_dim,
                                  float* __restrict__ q, float* __restrict__ k, float* __restrict__ v) {
+  pdl_enter();
   const int64_t r = blockIdx.x, width = q_dim + 2 * kv_dim;
   const float* row = qkv + r * width;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
@@ -61,6 +66,7 @@ __global__ void split_qkv_kernel(const float* __restrict__ qkv, int64_t q_dim, i
 // The CPU reference's formula: the product evaluated in double, rounded once.
 __global__ void swiglu_rows_kernel(const float* __restrict__ gate_up, int64_t inter,
                                    float* __restrict__ out) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const float* row = gate_up + r * 2 * inter;
   // blockIdx.y picks a 256-wide slice of the row (one element per thread: the
@@ -74,12 +80,14 @@ __global__ void swiglu_rows_kernel(const float* __restrict__ gate_up, int64_t in
 
 __global__ void gather_rows_kernel(const float* __restrict__ src, const int32_t* __restrict__ indices,
                                    int64_t dim, float* __restrict__ dst) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const float* row = src + static_cast<int64_t>(indices[r]) * dim;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dst[r * dim + i] = row[i];
 }
 
 __global__ void to_bf16_kernel(const float* __restrict__ x, uint16_t* __restrict__ out, int64_t count) {
+  pdl_enter();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const uint32_t bits = __float_as_uint(x[i]);
@@ -100,30 +108,29 @@ Status embedding_bf16(const Stream& stream, const uint16_t* table, int64_t dim, 
                       int64_t rows, float* out) {
   TANDEM_RETURN_IF_ERROR(check_rows(rows, "embedding_bf16"));
   if (rows == 0) return Status::Ok();
-  embedding_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream.handle()>>>(table, dim, ids, out);
-  return launch_status("embedding_bf16");
+  return launch_kernel("embedding_bf16", embedding_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads),
+                       0, stream.handle(), table, dim, ids, out);
 }
 
 Status add_bias(const Stream& stream, float* y, const float* bias, int64_t rows, int64_t n) {
   TANDEM_RETURN_IF_ERROR(check_rows(rows, "add_bias"));
   if (rows == 0 || n == 0) return Status::Ok();
-  add_bias_kernel<<<grid_for(rows * n), kThreads, 0, stream.handle()>>>(y, bias, rows, n);
-  return launch_status("add_bias");
+  return launch_kernel("add_bias", add_bias_kernel, grid_for(rows * n), dim3(kThreads), 0, stream.handle(), y,
+                       bias, rows, n);
 }
 
 Status add_inplace(const Stream& stream, float* y, const float* x, int64_t count) {
   if (count <= 0) return Status::Ok();
-  add_inplace_kernel<<<grid_for(count), kThreads, 0, stream.handle()>>>(y, x, count);
-  return launch_status("add_inplace");
+  return launch_kernel("add_inplace", add_inplace_kernel, grid_for(count), dim3(kThreads), 0, stream.handle(),
+                       y, x, count);
 }
 
 Status split_qkv(const Stream& stream, const float* qkv, int64_t rows, int64_t q_dim, int64_t kv_dim,
                  float* q, float* k, float* v) {
   TANDEM_RETURN_IF_ERROR(check_rows(rows, "split_qkv"));
   if (rows == 0) return Status::Ok();
-  split_qkv_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream.handle()>>>(qkv, q_dim, kv_dim, q, k,
-                                                                                  v);
-  return launch_status("split_qkv");
+  return launch_kernel("split_qkv", split_qkv_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0,
+                       stream.handle(), qkv, q_dim, kv_dim, q, k, v);
 }
 
 Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int64_t inter, float* out) {
@@ -131,22 +138,22 @@ Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int
   if (rows == 0) return Status::Ok();
   const dim3 grid(static_cast<unsigned>(rows),
                   static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
-  swiglu_rows_kernel<<<grid, kThreads, 0, stream.handle()>>>(gate_up, inter, out);
-  return launch_status("swiglu_rows");
+  return launch_kernel("swiglu_rows", swiglu_rows_kernel, grid, dim3(kThreads), 0, stream.handle(), gate_up,
+                       inter, out);
 }
 
 Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t count) {
   if (count <= 0) return Status::Ok();
-  to_bf16_kernel<<<grid_for(count), kThreads, 0, stream.handle()>>>(x, out, count);
-  return launch_status("to_bf16");
+  return launch_kernel("to_bf16", to_bf16_kernel, grid_for(count), dim3(kThreads), 0, stream.handle(), x, out,
+                       count);
 }
 
 Status gather_rows(const Stream& stream, const float* src, const int32_t* indices, int64_t rows, int64_t dim,
                    float* dst) {
   TANDEM_RETURN_IF_ERROR(check_rows(rows, "gather_rows"));
   if (rows == 0) return Status::Ok();
-  gather_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream.handle()>>>(src, indices, dim, dst);
-  return launch_status("gather_rows");
+  return launch_kernel("gather_rows", gather_rows_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads),
+                       0, stream.handle(), src, indices, dim, dst);
 }
 
 }  // namespace tandem::kernels::gpu

@@ -5,13 +5,17 @@
 // operations, in exactly the order, of the unfused sequence
 // (gemm_bf16w_sliced's slab sum, add_bias, add_inplace / swiglu_rows /
 // split_qkv + rope + kv_write), so the bits are the same; only the launches
-// and the round trips through memory go. Compiled with --fmad=false.
+// and the round trips through memory go. The residual add can also carry the
+// RMSNorm that follows it (residual_add_rmsnorm_partials: add_inplace then
+// rmsnorm). Compiled with --fmad=false.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <string>
 
 #include "cuda/cuda_check.h"
+#include "cuda/launch.cuh"
+#include "cuda/rms_row.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -31,13 +35,88 @@ __device__ __forceinline__ float partial_value(const float* __restrict__ slabs, 
 
 __global__ void residual_add_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t n,
                                     const float* __restrict__ bias, float* x) {
+  pdl_enter();
   const int64_t count = rows * n, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
     x[i] = x[i] + partial_value(slabs, slices, count, i, bias, i % n);
 }
 
+// One block of kResidualNormThreads per row, three phases (row r only by
+// block r):
+//   1. x[r][i] += value(r, i), residual_add_kernel's arithmetic, every element
+//      independent, so all the block's threads share them and each queues its
+//      loads (4 elements × every slab) before it stores;
+//   2. after a barrier (the block's global writes are visible to the block),
+//      threads 0..kRmsThreads-1 sum x[i]² over i = t, t + kRmsThreads, … and
+//      reduce with rms_inverse: rmsnorm_kernel's order exactly;
+//   3. h[r][i] = (x[i] · inv) · weight[i], rmsnorm's formula, element-wise.
+// slabs and h may be one buffer (one slice: the product sits in h): every
+// slab read is in phase 1, every h write in phase 3, barriers between.
+constexpr int kResidualNormThreads = 1024;
+constexpr int kResidualNormBatch = 4;  // elements per thread whose loads are queued together
+
+__global__ void __launch_bounds__(kResidualNormThreads)
+    residual_rmsnorm_kernel(const float* slabs, int slices, int64_t rows, int64_t n,
+                            const float* __restrict__ bias, float* x, const float* __restrict__ weight,
+                            float* h, float eps) {
+  pdl_enter();
+  const int64_t count = rows * n, row0 = static_cast<int64_t>(blockIdx.x) * n;
+  const float* sr = slabs + row0;
+  float* xr = x + row0;
+  constexpr int64_t kStep = kResidualNormThreads;
+  for (int64_t i0 = threadIdx.x; i0 < n; i0 += kResidualNormBatch * kStep) {
+    float s[kResidualNormBatch], v[kResidualNormBatch] = {};
+#pragma unroll
+    for (int j = 0; j < kResidualNormBatch; ++j) {
+      const int64_t i = i0 + j * kStep;
+      s[j] = i < n ? sr[i] : 0.0f;
+    }
+    for (int z = 1; z < slices; ++z) {
+#pragma unroll
+      for (int j = 0; j < kResidualNormBatch; ++j) {
+        const int64_t i = i0 + j * kStep;
+        if (i < n) s[j] = s[j] + sr[z * count + i];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kResidualNormBatch; ++j) {
+      const int64_t i = i0 + j * kStep;
+      if (i < n) {
+        float t = s[j];
+        if (bias != nullptr) t = t + bias[i];
+        v[j] = xr[i] + t;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kResidualNormBatch; ++j) {
+      const int64_t i = i0 + j * kStep;
+      if (i < n) xr[i] = v[j];
+    }
+  }
+  __syncthreads();
+  float sum = 0.0f;
+  if (threadIdx.x < kRmsThreads)
+    for (int64_t i = threadIdx.x; i < n; i += kRmsThreads) sum += xr[i] * xr[i];
+  const float inv = rms_inverse(sum, n, eps);
+  float* hr = h + row0;
+  for (int64_t i0 = threadIdx.x; i0 < n; i0 += kResidualNormBatch * kStep) {
+    float y[kResidualNormBatch] = {};
+#pragma unroll
+    for (int j = 0; j < kResidualNormBatch; ++j) {
+      const int64_t i = i0 + j * kStep;
+      if (i < n) y[j] = (xr[i] * inv) * weight[i];
+    }
+#pragma unroll
+    for (int j = 0; j < kResidualNormBatch; ++j) {
+      const int64_t i = i0 + j * kStep;
+      if (i < n) hr[i] = y[j];
+    }
+  }
+}
+
 __global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t inter,
                               const float* __restrict__ bias, float* __restrict__ out) {
+  pdl_enter();
   const int64_t r = blockIdx.x, count = rows * 2 * inter;
   for (int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; i < inter;
        i += static_cast<int64_t>(gridDim.y) * blockDim.x) {
@@ -57,6 +136,7 @@ __global__ void qkv_rope_kv_kernel(const float* __restrict__ slabs, int slices, 
                                    const int32_t* __restrict__ positions,
                                    const int32_t* __restrict__ block_tables, int64_t table_stride,
                                    float* __restrict__ q_out) {
+  pdl_enter();
   __shared__ float vals[kMaxHeadDim];
   __shared__ float cos_s[kMaxHeadDim / 2], sin_s[kMaxHeadDim / 2];
   const int64_t r = blockIdx.x;
@@ -132,9 +212,19 @@ Status residual_add_partials(const Stream& stream, const GemmPartials& p, const 
   TANDEM_RETURN_IF_ERROR(check_partials(p, "residual_add_partials"));
   if (p.m == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((p.m * p.n + kThreads - 1) / kThreads, 65535 * 16);
-  residual_add_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream.handle()>>>(p.slabs, p.slices, p.m,
-                                                                                       p.n, bias, x);
-  return launch_status("residual_add_partials");
+  return launch_kernel("residual_add_partials", residual_add_kernel, dim3(static_cast<unsigned>(blocks)),
+                       dim3(kThreads), 0, stream.handle(), p.slabs, p.slices, p.m, p.n, bias, x);
+}
+
+Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x,
+                                     const float* norm_weight, float eps, float* h) {
+  TANDEM_RETURN_IF_ERROR(check_partials(p, "residual_add_rmsnorm_partials"));
+  if (p.m == 0) return Status::Ok();
+  if (norm_weight == nullptr || h == nullptr)
+    return invalid_argument("residual_add_rmsnorm_partials: need the norm's weight and an output");
+  return launch_kernel("residual_add_rmsnorm_partials", residual_rmsnorm_kernel,
+                       dim3(static_cast<unsigned>(p.m)), dim3(kResidualNormThreads), 0, stream.handle(),
+                       p.slabs, p.slices, p.m, p.n, bias, x, norm_weight, h, eps);
 }
 
 Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out) {
@@ -144,8 +234,8 @@ Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float*
   const int64_t inter = p.n / 2;
   const dim3 grid(static_cast<unsigned>(p.m),
                   static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
-  swiglu_kernel<<<grid, kThreads, 0, stream.handle()>>>(p.slabs, p.slices, p.m, inter, bias, out);
-  return launch_status("swiglu_partials");
+  return launch_kernel("swiglu_partials", swiglu_kernel, grid, dim3(kThreads), 0, stream.handle(), p.slabs,
+                       p.slices, p.m, inter, bias, out);
 }
 
 Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const float* bias, int n_heads,
@@ -165,10 +255,9 @@ Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const floa
   if (p.m == 0) return Status::Ok();
   const dim3 grid(static_cast<unsigned>(p.m), static_cast<unsigned>(n_heads + 2 * pool.n_kv_heads));
   const int threads = pool.head_dim >= 256 ? 256 : 128;
-  qkv_rope_kv_kernel<<<grid, threads, 0, stream.handle()>>>(
-      p.slabs, p.slices, p.m, bias, n_heads, pool, rope_positions, inv_freq, rotary_dim,
-      layout == RopeLayout::neox, positions, block_tables, table_stride, q_out);
-  return launch_status("qkv_rope_kv_write");
+  return launch_kernel("qkv_rope_kv_write", qkv_rope_kv_kernel, grid, dim3(threads), 0, stream.handle(),
+                       p.slabs, p.slices, p.m, bias, n_heads, pool, rope_positions, inv_freq, rotary_dim,
+                       layout == RopeLayout::neox, positions, block_tables, table_stride, q_out);
 }
 
 }  // namespace tandem::kernels::gpu

@@ -21,17 +21,25 @@ namespace {
 // forward shape of the 0.5B and 8B models (0.54-0.62 of the read ceiling on
 // the large matrices, 0.16 for variant 0). TANDEM_CUDA_SMALL_TILE=N picks
 // another (a tuning knob, read once).
-constexpr int kSmallTileVariants = 7;
-constexpr int kDefaultSmallTile = 3;
+// Variants 7 (32 x 8, 4 stages of 256 k: 512 contiguous bytes per weight row
+// and stage) and 8 (variant 3 plus 4 warps that only queue copies) were
+// measured next (2026-12-02 07:10 run, ADR 0042): 7 runs at 0.31-0.36 of
+// read, 8 beats 3 on every matrix of >= 2^24 weights (8B: 0.44-0.64 against
+// 0.43-0.61) and loses up to 10% on the small 0.5B ones. So the default picks
+// by the matrix's size: 8 from 2^24 weights up, else 3 (all variants give the
+// same bits, so a choice by shape cannot change a result).
+constexpr int kSmallTileVariants = 9;
+constexpr int kBySize = -2;  // the default: 3 or 8 by the matrix's size
+constexpr int64_t kLargeMatrix = int64_t{1} << 24;
 
 std::atomic<int> small_tile_choice{-1};  // -1: not yet read from the environment
 
 int small_tile_variant() {
   int v = small_tile_choice.load(std::memory_order_relaxed);
-  if (v >= 0) return v;
+  if (v != -1) return v;
   const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
-  v = e != nullptr ? std::atoi(e) : kDefaultSmallTile;
-  if (v < 0 || v >= kSmallTileVariants) v = kDefaultSmallTile;
+  v = e != nullptr ? std::atoi(e) : kBySize;
+  if (v < 0 || v >= kSmallTileVariants) v = kBySize;
   small_tile_choice.store(v, std::memory_order_relaxed);
   return v;
 }
@@ -39,7 +47,9 @@ int small_tile_variant() {
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                     int64_t k, float* y, int64_t slice) {
-  const bool eight = variant == 1 || variant == 2 || variant == 3 || variant == 6;
+  if (variant == kBySize) variant = n * k >= kLargeMatrix ? 8 : 3;
+  const bool eight =
+      variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
   if (eight && m > 8) variant = 5;
   switch (variant) {
     case 0:  // 32 weight rows, 16 x rows, 2 warps, 4 stages of 256 k (128 KB with f32 x)
@@ -54,6 +64,10 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
       return launch<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
     case 6:  // 8 x rows, 8 stages of 128 k (96 KB)
       return launch<Tile<32, 8, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 7:  // 32 weight rows, 8 x rows, 4 stages of 256 k (96 KB with f32 x)
+      return launch<Tile<32, 8, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 8:  // variant 3 with 4 more warps that only queue copies
+      return launch<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice);
     default:  // 4: 16 x rows, 4 stages of 128 k (64 KB: 3 blocks per SM)
       return launch<Tile<32, 16, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
   }
@@ -78,6 +92,7 @@ Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m,
 // y[i] = slab 0 + slab 1 + ... in slab order (one fixed order for every m).
 __global__ void sum_slices_kernel(const float* __restrict__ slabs, int slices, int64_t count,
                                   float* __restrict__ y) {
+  pdl_enter();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     float s = slabs[i];
@@ -104,7 +119,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 int small_tile_variants() { return kSmallTileVariants; }
 void set_small_tile_variant(int variant) {
-  small_tile_choice.store(variant >= 0 && variant < kSmallTileVariants ? variant : kDefaultSmallTile,
+  small_tile_choice.store(variant >= 0 && variant < kSmallTileVariants ? variant : kBySize,
                           std::memory_order_relaxed);
 }
 
@@ -202,8 +217,8 @@ Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int
   if (p->slices == 1) return Status::Ok();
   const int64_t count = m * n;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 65535 * 8));
-  sum_slices_kernel<<<blocks, 256, 0, stream.handle()>>>(p->slabs, p->slices, count, y);
-  return launch_status("gemm_bf16w_sliced (sum of slices)");
+  return launch_kernel("gemm_bf16w_sliced (sum of slices)", sum_slices_kernel, dim3(blocks), dim3(256), 0,
+                       stream.handle(), p->slabs, p->slices, count, y);
 }
 
 }  // namespace tandem::kernels::gpu

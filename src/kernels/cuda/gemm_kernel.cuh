@@ -37,6 +37,7 @@
 #include <string>
 
 #include "cuda/cuda_check.h"
+#include "cuda/launch.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -99,14 +100,15 @@ __device__ __forceinline__ void split2(float x0, float x1, uint32_t& hi, uint32_
   lo = pack_bf16(r0, r1);
 }
 
-// Queues the cp.async copies of k tile `kt` into ring slot `slot`.
+// Queues the cp.async copies of the weights of k tile `kt` into ring slot
+// `slot` (split from the x copies so that the weights, which no kernel
+// writes, can be requested before the grid dependency wait: launch.cuh).
 template <class T>
-__device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, const uint16_t* __restrict__ w,
-                                           const void* __restrict__ x, int64_t n0, int64_t m0, int64_t n,
-                                           int64_t m, int64_t k, int64_t k_begin, int64_t k_end) {
+__device__ __forceinline__ void load_stage_w(uint32_t smem, int slot, int kt, const uint16_t* __restrict__ w,
+                                             int64_t n0, int64_t n, int64_t k, int64_t k_begin,
+                                             int64_t k_end) {
   constexpr int kUnitsBf16 = T::BK / 8;  // 16-byte units per row of a stage
   const uint32_t ws = smem + slot * (T::kWStage + T::kXStage);
-  const uint32_t xs = ws + T::kWStage;
   const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK;
   for (int q = threadIdx.x; q < T::BN * kUnitsBf16; q += T::kThreads) {
     const int r = q / kUnitsBf16, uu = q % kUnitsBf16, j = uu >> 2, u = uu & 3;
@@ -115,6 +117,16 @@ __device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, cons
     const uint16_t* src = valid ? w + row * k + col : w;
     cp_async16(ws + ((j * T::BN + r) * 64 + u * 16), src, valid);
   }
+}
+
+// The x copies of k tile `kt` into ring slot `slot`.
+template <class T>
+__device__ __forceinline__ void load_stage_x(uint32_t smem, int slot, int kt, const void* __restrict__ x,
+                                             int64_t m0, int64_t m, int64_t k, int64_t k_begin,
+                                             int64_t k_end) {
+  constexpr int kUnitsBf16 = T::BK / 8;
+  const uint32_t xs = smem + slot * (T::kWStage + T::kXStage) + T::kWStage;
+  const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK;
   if constexpr (T::F32X) {
     // x: units of 4 f32; unit u of a chunk row at u ^ (row & 1).
     constexpr int kUnits = T::BK / 4;
@@ -136,6 +148,15 @@ __device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, cons
       cp_async16(xs + ((j * T::BM + r) * 64 + u * 16), src, valid);
     }
   }
+}
+
+// Both copies of k tile `kt` into ring slot `slot`.
+template <class T>
+__device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, const uint16_t* __restrict__ w,
+                                           const void* __restrict__ x, int64_t n0, int64_t m0, int64_t n,
+                                           int64_t m, int64_t k, int64_t k_begin, int64_t k_end) {
+  load_stage_w<T>(smem, slot, kt, w, n0, n, k, k_begin, k_end);
+  load_stage_x<T>(smem, slot, kt, x, m0, m, k, k_begin, k_end);
 }
 
 // One 32-wide chunk: all fragments loaded, then k-step 0 for every
@@ -234,9 +255,17 @@ __global__ void __launch_bounds__(T::kThreads)
   const int64_t k_end = k_begin + slice < k ? k_begin + slice : k;
   float* __restrict__ y = y_base + static_cast<int64_t>(blockIdx.z) * m * n;
   const int tiles = static_cast<int>((k_end - k_begin + T::BK - 1) / T::BK);
+  // The prologue's weight copies go out before the wait on the previous
+  // kernel (x is its output; y may still be read by it); the first commit
+  // group then holds them all, so tile s is complete once groups 0..s are.
+  pdl_launch_dependents();
+#pragma unroll
+  for (int s = 0; s < T::STAGES - 1; ++s)
+    if (s < tiles) load_stage_w<T>(smem, s, s, w, n0, n, k, k_begin, k_end);
+  pdl_wait();
 #pragma unroll
   for (int s = 0; s < T::STAGES - 1; ++s) {
-    if (s < tiles) load_stage<T>(smem, s, s, w, x, n0, m0, n, m, k, k_begin, k_end);
+    if (s < tiles) load_stage_x<T>(smem, s, s, x, m0, m, k, k_begin, k_end);
     cp_async_commit();
   }
   for (int kt = 0; kt < tiles; ++kt) {
@@ -296,8 +325,8 @@ Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, 
   const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
                   static_cast<unsigned>((m + T::BM - 1) / T::BM),
                   static_cast<unsigned>((k + slice - 1) / slice));
-  kernel<<<grid, T::kThreads, T::kSmem, stream>>>(x, w, y, m, n, k, slice);
-  return launch_status("gemm_bf16w");
+  return launch_kernel("gemm_bf16w", kernel, grid, dim3(T::kThreads), T::kSmem, stream, x, w, y, m, n, k,
+                       slice);
 }
 
 }  // namespace

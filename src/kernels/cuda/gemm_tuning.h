@@ -14,8 +14,9 @@ Status check_gemm_args(const void* x, DType x_dtype, int64_t m, const uint16_t* 
                        const float* y);
 
 // The small tile's shape (M <= 16): variant 0..small_tile_variants()-1, all
-// the same bits; the default unless TANDEM_CUDA_SMALL_TILE or this setter
-// picks another (process-wide; for benchmarks and tests).
+// the same bits; the default (3, or 8 for matrices of >= 2^24 weights) unless
+// TANDEM_CUDA_SMALL_TILE or this setter picks another (process-wide; for
+// benchmarks and tests; an out-of-range variant restores the default).
 int small_tile_variants();
 void set_small_tile_variant(int variant);
 

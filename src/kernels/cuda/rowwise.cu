@@ -9,41 +9,32 @@
 #include <string>
 
 #include "cuda/cuda_check.h"
+#include "cuda/launch.cuh"
+#include "cuda/rms_row.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
 namespace {
 
-constexpr int kRowThreads = 256;
+constexpr int kRowThreads = kRmsThreads;
 constexpr int kMaxRopeHeadDim = 512;
 
 __global__ void __launch_bounds__(kRowThreads)
     rmsnorm_kernel(const float* x, const float* __restrict__ weight, float* y, int64_t dim, float eps) {
-  __shared__ float warp_sums[kRowThreads / 32];
+  pdl_enter();
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   float* yr = y + static_cast<int64_t>(blockIdx.x) * dim;
   float sum = 0.0f;
   for (int64_t i = threadIdx.x; i < dim; i += kRowThreads) sum += xr[i] * xr[i];
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = sum;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float s = threadIdx.x < kRowThreads / 32 ? warp_sums[threadIdx.x] : 0.0f;
-#pragma unroll
-    for (int offset = 4; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
-    if (threadIdx.x == 0) warp_sums[0] = s;
-  }
-  __syncthreads();
-  const float mean = warp_sums[0] / static_cast<float>(dim);
-  const float inv = 1.0f / sqrtf(mean + eps);
-  // Every thread has read warp_sums[0] before any thread could write y (in place is safe:
+  const float inv = rms_inverse(sum, dim, eps);
+  // Every thread has read the row's sum before any thread could write y (in place is safe:
   // each thread rewrites only the elements it read).
   for (int64_t i = threadIdx.x; i < dim; i += kRowThreads) yr[i] = (xr[i] * inv) * weight[i];
 }
 
 __global__ void silu_mul_kernel(const float* __restrict__ gate, const float* __restrict__ up, float* out,
                                 int64_t count) {
+  pdl_enter();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const float g = gate[i];
@@ -54,6 +45,7 @@ __global__ void silu_mul_kernel(const float* __restrict__ gate, const float* __r
 __global__ void rope_kernel(float* x, int n_heads, int head_dim, const int32_t* __restrict__ positions,
                             const float* __restrict__ inv_freq, int rotary_dim, bool neox) {
   __shared__ float cos_s[kMaxRopeHeadDim / 2], sin_s[kMaxRopeHeadDim / 2];
+  pdl_enter();
   const int half = rotary_dim / 2;
   const float pos = static_cast<float>(positions[blockIdx.x]);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -88,16 +80,16 @@ Status rmsnorm(const Stream& stream, const float* x, const float* weight, float*
                             ", dim=" + std::to_string(dim) + ")");
   }
   if (rows == 0) return Status::Ok();
-  rmsnorm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream.handle()>>>(x, weight, y, dim, eps);
-  return launch_status("rmsnorm");
+  return launch_kernel("rmsnorm", rmsnorm_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0,
+                       stream.handle(), x, weight, y, dim, eps);
 }
 
 Status silu_mul(const Stream& stream, const float* gate, const float* up, float* out, int64_t count) {
   if (count < 0) return invalid_argument("silu_mul: negative count " + std::to_string(count));
   if (count == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((count + 255) / 256, 65536);
-  silu_mul_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream.handle()>>>(gate, up, out, count);
-  return launch_status("silu_mul");
+  return launch_kernel("silu_mul", silu_mul_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0,
+                       stream.handle(), gate, up, out, count);
 }
 
 Status rope(const Stream& stream, float* x, int64_t rows, int n_heads, int head_dim, const int32_t* positions,
@@ -110,9 +102,8 @@ Status rope(const Stream& stream, float* x, int64_t rows, int n_heads, int head_
         ", head_dim=" + std::to_string(head_dim) + ", rotary_dim=" + std::to_string(rotary_dim) + ")");
   }
   if (rows == 0) return Status::Ok();
-  rope_kernel<<<static_cast<unsigned>(rows), 128, 0, stream.handle()>>>(
-      x, n_heads, head_dim, positions, inv_freq, rotary_dim, layout == RopeLayout::neox);
-  return launch_status("rope");
+  return launch_kernel("rope", rope_kernel, dim3(static_cast<unsigned>(rows)), dim3(128), 0, stream.handle(),
+                       x, n_heads, head_dim, positions, inv_freq, rotary_dim, layout == RopeLayout::neox);
 }
 
 }  // namespace tandem::kernels::gpu

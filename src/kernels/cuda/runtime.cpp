@@ -1,5 +1,8 @@
 // runtime.cpp — devices, streams and device buffers over the CUDA runtime
 // (kernels/cuda_ops.h). Every runtime call's error comes back as a Status.
+#include <atomic>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "cuda/cuda_check.h"
@@ -19,6 +22,50 @@ int device_count() {
 Status set_device(int device) {
   return cuda_status(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
 }
+
+// ---------------------------------------------------------------- programmatic launch
+
+namespace {
+
+// -1: not yet read from TANDEM_CUDA_PDL; else 0 / 1.
+std::atomic<int> pdl_allowed{-1};
+// Per device: 0 not yet queried, 1 unsupported, 2 supported (it cannot change).
+std::atomic<int> pdl_support[64];
+
+bool pdl_allowed_now() {
+  int v = pdl_allowed.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("TANDEM_CUDA_PDL");
+    v = e != nullptr && std::string(e) == "0" ? 0 : 1;
+    int expected = -1;
+    if (!pdl_allowed.compare_exchange_strong(expected, v, std::memory_order_relaxed)) v = expected;
+  }
+  return v == 1;
+}
+
+}  // namespace
+
+bool programmatic_launch_enabled() {
+  if (!pdl_allowed_now()) return false;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
+    cudaGetLastError();
+    return false;
+  }
+  int support = pdl_support[device].load(std::memory_order_relaxed);
+  if (support == 0) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      cudaGetLastError();
+      major = 0;
+    }
+    support = major >= 9 ? 2 : 1;
+    pdl_support[device].store(support, std::memory_order_relaxed);
+  }
+  return support == 2;
+}
+
+void set_programmatic_launch(bool allowed) { pdl_allowed.store(allowed ? 1 : 0, std::memory_order_relaxed); }
 
 // ---------------------------------------------------------------- Stream
 

@@ -4,6 +4,7 @@
 // without a CUDA device; the argument checks run everywhere.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -78,6 +79,63 @@ TEST(CudaFused, ResidualAddAndSwigluEqualTheUnfusedOps) {
     const std::vector<float> d = testing::to_host<float>(out_fused, p.m * inter, *stream);
     EXPECT_TRUE(same_bits(c.data(), d.data(), c.size())) << "swiglu, k=" << k;
   }
+}
+
+// residual_add_rmsnorm_partials == residual_add_partials then rmsnorm, bit for
+// bit, in x and in h: several slices and one (then h is the slab buffer the
+// product sits in), with and without a bias, rows of 896 (not a multiple of
+// the block), 4096 and 1000.
+TEST(CudaFused, ResidualAddRmsnormEqualsTheAddThenTheNorm) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  struct Case {
+    int64_t m, n, k;
+    bool bias;
+  };
+  int single = 0;  // cases with one slice (k < 512)
+  for (const Case& c : {Case{3, 896, 4864, true}, Case{5, 896, 256, false}, Case{1, 4096, 4096, false},
+                        Case{2, 1000, 2048, true}, Case{4, 9728, 896, true}, Case{1, 1000, 264, true}}) {
+    Projection p = make_projection(c.m, c.n, c.k, 21, *stream);
+    const float* bias = c.bias ? p.bias.as<float>() : nullptr;
+    const std::vector<float> x0 = random_floats(c.m * c.n, 23, -4.0f, 4.0f);
+    const std::vector<float> norm = random_floats(c.n, 29, 0.5f, 1.5f);
+    DeviceBuffer d_norm = testing::to_device(norm, *stream);
+    const float eps = 1e-6f;
+    // Unfused: the add, then the norm into its own buffer.
+    DeviceBuffer x_ref = testing::to_device(x0, *stream);
+    DeviceBuffer h_ref = testing::poisoned(c.m * c.n * 4, *stream);
+    const GemmPartials g = partials(p, *stream);
+    ASSERT_TRUE(residual_add_partials(*stream, g, bias, x_ref.as<float>()).ok());
+    ASSERT_TRUE(
+        rmsnorm(*stream, x_ref.as<float>(), d_norm.as<float>(), h_ref.as<float>(), c.m, c.n, eps).ok());
+    // Fused; with one slice h is y itself, where the partials live.
+    DeviceBuffer x_fused = testing::to_device(x0, *stream);
+    DeviceBuffer h_own = testing::poisoned(c.m * c.n * 4, *stream);
+    const GemmPartials g2 = partials(p, *stream);
+    float* h = g2.slices == 1 ? p.y.as<float>() : h_own.as<float>();
+    if (g2.slices == 1) {
+      ASSERT_EQ(g2.slabs, p.y.as<float>());
+      ++single;
+    }
+    const Status st =
+        residual_add_rmsnorm_partials(*stream, g2, bias, x_fused.as<float>(), d_norm.as<float>(), eps, h);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    const auto a = testing::to_host<float>(x_ref, x0.size(), *stream);
+    const auto b = testing::to_host<float>(x_fused, x0.size(), *stream);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+        << "x, n=" << c.n << " slices " << g2.slices;
+    const auto hr = testing::to_host<float>(h_ref, x0.size(), *stream);
+    const auto hf = g2.slices == 1 ? testing::to_host<float>(p.y, x0.size(), *stream)
+                                   : testing::to_host<float>(h_own, x0.size(), *stream);
+    EXPECT_EQ(std::memcmp(hr.data(), hf.data(), hr.size() * sizeof(float)), 0)
+        << "h, n=" << c.n << " slices " << g2.slices;
+  }
+  EXPECT_EQ(single, 2);
+  const GemmPartials none{nullptr, 1, 0, 8};
+  EXPECT_TRUE(residual_add_rmsnorm_partials(*stream, none, nullptr, nullptr, nullptr, 1e-6f, nullptr).ok());
+  const GemmPartials bad{nullptr, 1, 2, 8};
+  EXPECT_FALSE(residual_add_rmsnorm_partials(*stream, bad, nullptr, nullptr, nullptr, 1e-6f, nullptr).ok());
 }
 
 TEST(CudaFused, QkvRopeKvWriteEqualsSplitRopeAndKvWrite) {

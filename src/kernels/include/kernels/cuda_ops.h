@@ -51,6 +51,17 @@ int device_count();
 // Makes `device` current for the calling thread (cudaSetDevice).
 Status set_device(int device);
 
+// Programmatic dependent launch (ADR 0041): whether the forward's kernels are
+// queued so that each may start while the previous one is still running
+// (then waits for it in-kernel). True when the current device is sm_90 or
+// newer and neither TANDEM_CUDA_PDL=0 nor set_programmatic_launch(false) turned
+// it off. It moves only when blocks start, never a bit of any result.
+bool programmatic_launch_enabled();
+// Overrides TANDEM_CUDA_PDL for the launches queued from now on (tests,
+// benchmarks); a device without support stays off. Graphs already captured
+// keep the launches they were captured with.
+void set_programmatic_launch(bool allowed);
+
 // An owned CUDA stream (non-blocking with respect to the legacy stream).
 class Stream {
  public:
@@ -306,6 +317,12 @@ Status gather_rows(const Stream& stream, const float* src, const int32_t* indice
 // so the bits equal the unfused sequence's.
 // x[r][j] += value(r, j): the residual add after the o and down projections.
 Status residual_add_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x);
+// The same residual add, then h[r] = rmsnorm(x[r]) with norm_weight, eps —
+// rmsnorm()'s bits (one block per row, its reduction order): the norm before
+// the next projection rides on the add. h may be the buffer p.slabs point into
+// (one slice), not x.
+Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x,
+                                     const float* norm_weight, float eps, float* h);
 // out[r][i] = swiglu_rows' formula on value(r, i) and value(r, inter + i); p.n = 2 · inter.
 Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out);
 // The fused q/k/v projection (p.n = (n_heads + 2 n_kv_heads) · head_dim):

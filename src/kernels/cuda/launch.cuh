@@ -1,0 +1,71 @@
+// launch.cuh — kernel launches with programmatic dependent launch (PDL,
+// ADR 0041; internal to tandem_kernels_cuda).
+//
+// launch_kernel() queues a kernel like <<<grid, block, smem, stream>>>, but
+// through cudaLaunchKernelEx with the attribute
+// cudaLaunchAttributeProgrammaticStreamSerialization when
+// programmatic_launch_enabled() (sm_90+, TANDEM_CUDA_PDL not 0): the kernel's
+// blocks may then start while the previous kernel on the stream is still
+// running (captured into a graph as a programmatic edge).
+//
+// The contract every kernel launched this way keeps (the bits cannot change:
+// only when a block starts moves, never what it computes):
+//   - pdl_wait() before its first read of anything a previous kernel wrote and
+//     before its first global write (a still-running predecessor may read the
+//     buffer). pdl_wait() returns once every prerequisite grid has completed
+//     and its writes are visible; without the attribute it returns at once.
+//   - every block calls pdl_wait() before it exits, even when it has nothing
+//     to do: the wait is what makes "kernel n done" imply "kernel n-1 done".
+//   - pdl_launch_dependents() (any time; here: first thing) lets the next
+//     kernel be scheduled once every block of this one has called it or
+//     exited. It never releases the next kernel's pdl_wait().
+// Only reads of data no kernel writes (weights) may come before pdl_wait().
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "cuda/cuda_check.h"
+#include "kernels/cuda_ops.h"
+
+namespace tandem::kernels::gpu {
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Both, in the order every kernel here starts with.
+__device__ __forceinline__ void pdl_enter() {
+  pdl_launch_dependents();
+  pdl_wait();
+}
+
+// Queues kernel<<<grid, block, smem, stream>>>(args...), programmatic when
+// enabled; the launch error (if any) as a Status naming `what`.
+template <typename... Params, typename... Args>
+Status launch_kernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                     cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1] = {};
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = programmatic_launch_enabled() ? 1 : 0;
+  return cuda_status(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...),
+                     std::string("launch ") + what);
+}
+
+}  // namespace tandem::kernels::gpu

@@ -1,0 +1,42 @@
+// rms_row.cuh — the reduction of one row's RMSNorm, shared by rmsnorm
+// (rowwise.cu) and the residual add fused with the norm that follows it
+// (fused.cu), so that both give the same bits by construction (internal to
+// tandem_kernels_cuda; the library is compiled with --fmad=false).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tandem::kernels::gpu {
+
+// rmsnorm: one block of kRmsThreads threads per row.
+constexpr int kRmsThreads = 256;
+
+// `sum` is this thread's partial sum of squares, x[i]·x[i] added from 0 over
+// i = threadIdx.x, threadIdx.x + kRmsThreads, … in order. Returns
+// 1 / sqrt(mean + eps), the same in every thread: a fixed xor tree within
+// each warp, then over the eight warp sums. Call once per kernel, by every
+// thread of the block (it holds two barriers). A block of more threads may
+// call it too: only threads 0..kRmsThreads-1 contribute their `sum`, with the
+// arithmetic of a block of kRmsThreads.
+__device__ __forceinline__ float rms_inverse(float sum, int64_t dim, float eps) {
+  __shared__ float warp_sums[kRmsThreads / 32];
+  if (threadIdx.x < kRmsThreads) {  // whole warps: kRmsThreads is a multiple of 32
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float s = threadIdx.x < kRmsThreads / 32 ? warp_sums[threadIdx.x] : 0.0f;
+#pragma unroll
+    for (int offset = 4; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+    if (threadIdx.x == 0) warp_sums[0] = s;
+  }
+  __syncthreads();
+  const float mean = warp_sums[0] / static_cast<float>(dim);
+  return 1.0f / sqrtf(mean + eps);
+}
+
+}  // namespace tandem::kernels::gpu

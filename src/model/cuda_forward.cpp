@@ -78,6 +78,7 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
     if (plan.slices > 1) slab_floats = std::max(slab_floats, plan.slices * rows * static_cast<size_t>(nk[0]));
   }
   if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
+  TANDEM_RETURN_IF_ERROR(f->allocate_family_scratch());
   // Split attention's partials for every row of a chunk, or (a long pool) for
   // the decode/verify steps only; bigger calls then take the serial shape,
   // which gives the same bits (ADR 0028). Window 0 bounds every layer.
@@ -158,11 +159,13 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride) {
   const int64_t hs = c.hidden_size;
   float *x = x_.as<float>(), *g = gather_.as<float>();
   TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x));
+  TANDEM_RETURN_IF_ERROR(scale_embeddings(m));
   for (int l = 0; l < c.num_layers; ++l) TANDEM_RETURN_IF_ERROR(layer(l, m, stride));
   if (k == 0) return Status::Ok();
   TANDEM_RETURN_IF_ERROR(gpu::gather_rows(stream_, x, d_out_index_, k, hs, g));
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
-  return gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>());
+  TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
+  return cap_logits(k);
 }
 
 Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride) {
@@ -196,8 +199,9 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   for (int64_t r = 0; r < m; ++r) overrides = overrides || in.embed_rows[r] != nullptr;
   // Small plain steps (decode, verify blocks) replay a captured graph: one
   // launch instead of ~16 per layer. Same kernels, same arguments, same bits.
+  // MoE layers read their routing on the host mid-forward: never captured.
   const bool graphed = graphs_enabled_ && mode_ == kernels::GemmMode::invariant && m <= kGraphMaxRows &&
-                       !overrides && options.hidden == HiddenOutput::none;
+                       !overrides && options.hidden == HiddenOutput::none && !sparse_;
   int64_t k = 0, stride = 1;
   TANDEM_RETURN_IF_ERROR(upload_rows(in, &k, &stride, graphed));
   if (graphed) {
@@ -211,6 +215,7 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   }
   float* x = x_.as<float>();
   TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x));
+  TANDEM_RETURN_IF_ERROR(scale_embeddings(m));
   for (int64_t r = 0; r < m; ++r) {
     if (in.embed_rows[r] != nullptr)
       TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, x + r * hs, in.embed_rows[r], sizeof(float) * hs));
@@ -234,6 +239,7 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   if (hidden == HiddenOutput::after_final_norm)
     TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.hidden, g, row_bytes * k));
   TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
+  TANDEM_RETURN_IF_ERROR(cap_logits(k));
   TANDEM_RETURN_IF_ERROR(
       logits_.download(out.logits, sizeof(float) * static_cast<size_t>(k * c.vocab_size), stream_));
   return k;
@@ -285,6 +291,7 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride) {
 }
 
 Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
+  if (general_) return layer_general(l, m, table_stride);
   if (fuse_ && !w_.layers[l].q_norm.bytes()) return layer_fused(l, m, table_stride);
   const ModelConfig& c = model_.config();
   const DeviceLayer& w = w_.layers[l];

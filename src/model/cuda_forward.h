@@ -25,6 +25,7 @@
 
 #include "core/status.h"
 #include "device_weights.h"
+#include "kernels/cuda_family_ops.h"
 #include "kernels/cuda_ops.h"
 #include "model/forward.h"
 
@@ -68,6 +69,18 @@ class CudaForward {
   Status run_graphed(int64_t m, int64_t k, int64_t stride);
   Status layer(int l, int64_t m, int64_t table_stride);
   Status layer_fused(int l, int64_t m, int64_t table_stride);
+  // The Gemma and sparse-MoE families (cuda_forward_families.cpp, ADR 0045):
+  // the unfused op sequence of forward.cpp's attention_block / mlp_block /
+  // moe_block with every family hook, used for every layer of such a model.
+  Status allocate_family_scratch();
+  Status layer_general(int l, int64_t m, int64_t table_stride);
+  Status attention_general(int l, int64_t m, int64_t table_stride);
+  Status mlp_general(int l, int64_t m);
+  Status moe_general(int l, int64_t m);
+  Status routed_experts(int l, int64_t m);
+  // The embedding scale (Gemma) on rows [0, m) of x_, and final soft-capping of k logit rows.
+  Status scale_embeddings(int64_t m);
+  Status cap_logits(int64_t k);
   // The GEMM without its slab sum (invariant mode), or cuBLAS into y (one slab).
   Expected<kernels::gpu::GemmPartials> gemm_partials(const float* x, int64_t m, const uint16_t* w, int64_t n,
                                                      int64_t k, float* y);
@@ -89,7 +102,16 @@ class CudaForward {
   static constexpr int64_t kGraphMaxRows = 16;
   std::map<int64_t, kernels::gpu::Graph> graphs_;
   bool graphs_enabled_ = true;
-  bool fuse_ = true;  // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
+  bool fuse_ = true;      // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
+  bool general_ = false;  // a Gemma / MoE feature: layer_general for every layer
+  bool sparse_ = false;   // MoE layers: the host reads each layer's routing (no graphs)
+  // MoE scratch: router logits [rows][experts], the routing [rows][top_k]
+  // (experts, weights), per-expert row lists (gather rows | output slots) and
+  // the experts' rows; the shared expert's [rows][...] buffers.
+  kernels::gpu::DeviceBuffer router_logits_, route_experts_, route_weights_, route_lists_;
+  kernels::gpu::DeviceBuffer expert_in_, expert_gate_up_, expert_act_, expert_y_, expert_out_;
+  kernels::gpu::DeviceBuffer shared_gate_up_, shared_act_, shared_out_, shared_scale_;
+  std::vector<int32_t> route_host_, route_lists_host_;
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
   kernels::gpu::DeviceBuffer x_bf16_;                         // cuBLAS's bf16 copy of x
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums

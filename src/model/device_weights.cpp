@@ -72,9 +72,32 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
     TANDEM_RETURN_IF_ERROR(up.floats(src.gate_up_bias, dst.gate_up_bias));
     TANDEM_RETURN_IF_ERROR(up.matrix(src.down, p + "down_proj", dst.down));
     TANDEM_RETURN_IF_ERROR(up.floats(src.down_bias, dst.down_bias));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.post_attn_norm, dst.post_attn_norm));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.post_mlp_norm, dst.post_mlp_norm));
+    if (src.experts.empty()) continue;
+    TANDEM_RETURN_IF_ERROR(up.matrix(src.router, p + "router", dst.router));
+    dst.experts.resize(src.experts.size());
+    for (size_t e = 0; e < src.experts.size(); ++e) {
+      const std::string ep = p + "expert " + std::to_string(e) + " ";
+      TANDEM_RETURN_IF_ERROR(up.matrix(src.experts[e].gate_up, ep + "gate_up", dst.experts[e].gate_up));
+      TANDEM_RETURN_IF_ERROR(up.matrix(src.experts[e].down, ep + "down_proj", dst.experts[e].down));
+    }
+    if (c.moe.shared_intermediate > 0) {
+      TANDEM_RETURN_IF_ERROR(
+          up.matrix(src.shared_expert.gate_up, p + "shared expert gate_up", dst.shared_expert.gate_up));
+      TANDEM_RETURN_IF_ERROR(
+          up.matrix(src.shared_expert.down, p + "shared expert down_proj", dst.shared_expert.down));
+      TANDEM_RETURN_IF_ERROR(
+          up.matrix(src.shared_expert_gate, p + "shared_expert_gate", dst.shared_expert_gate));
+    }
   }
   TANDEM_RETURN_IF_ERROR(up.floats(model.final_norm(), w->final_norm));
   TANDEM_RETURN_IF_ERROR(up.floats(model.rope_inv_freq(), w->inv_freq));
+  for (int l = 0; l < c.num_layers; ++l) {
+    // The local table (gemma3), uploaded once if any layer uses it.
+    if (&model.rope_inv_freq(l) == &model.rope_inv_freq() || w->local_inv_freq.bytes()) continue;
+    TANDEM_RETURN_IF_ERROR(up.floats(model.rope_inv_freq(l), w->local_inv_freq));
+  }
   if (borrowed != nullptr) {
     w->embedding = borrowed->embedding;
     w->lm_head = borrowed->lm_head;

@@ -47,21 +47,24 @@ TEST(Device, AnUnavailableDeviceIsAFailedPrecondition) {
   EXPECT_TRUE((*m)->place_on(Placement{}).ok());
 }
 
-// The GPU forward runs the dense Llama-style block; a family feature it lacks
-// is named (Model::place_on refuses the model with it) instead of being dropped.
+// The GPU forward runs the Llama-style, Gemma 2/3 and sparse-MoE blocks (ADR
+// 0045); a family feature it lacks (Gemma 4's) is named (Model::place_on refuses
+// the model with it) instead of being dropped.
 TEST(Device, FamiliesTheGpuForwardLacksAreNamed) {
   auto feature = [](const char* fixture) {
     auto config = load_config(testing::fixture_path(fixture));
     EXPECT_TRUE(config.ok()) << config.status().to_string();
     return config.ok() ? cuda_unsupported_feature(*config) : std::string("?");
   };
-  for (const char* dense :
-       {"llama_default_bf16", "mistral_sliding_bf16", "qwen2_bias_f16", "qwen3_qknorm_f16", "mimo_mtp_bf16"})
-    EXPECT_EQ(feature(dense), "") << dense;
-  EXPECT_EQ(feature("qwen3_moe_bf16"), "sparse MoE layers");
-  EXPECT_EQ(feature("mixtral_sliding_bf16"), "sparse MoE layers");
-  EXPECT_EQ(feature("gemma2_softcap_bf16"), "Gemma's norms, embedding scale and local RoPE");
-  EXPECT_EQ(feature("gemma3_text_bf16"), "Gemma's norms, embedding scale and local RoPE");
+  for (const char* supported :
+       {"llama_default_bf16", "mistral_sliding_bf16", "qwen2_bias_f16", "qwen3_qknorm_f16", "mimo_mtp_bf16",
+        "qwen3_moe_bf16", "qwen2_moe_shared_bf16", "mixtral_sliding_bf16", "gemma2_softcap_bf16",
+        "gemma3_text_bf16", "gemma3_mm_textonly_bf16"})
+    EXPECT_EQ(feature(supported), "") << supported;
+  for (const char* gemma4 : {"gemma4_text_bf16", "gemma4_moe_bf16", "gemma4_mm_textonly_f32"})
+    EXPECT_EQ(feature(gemma4),
+              "Gemma 4's per-layer shapes, KV sharing, per-layer inputs and MoE beside the MLP")
+        << gemma4;
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ struct Uploader {
     return Status::Ok();
   }
   Status matrix(const kernels::PackedMatrix& m, const std::string& name, gpu::DeviceBuffer& out) {
+    if (m.n() == 0) return Status::Ok();  // absent (a sparse layer's dense MLP)
     if (m.dtype() != kernels::DType::bf16)
       return failed_precondition("cuda: weight " + name + " is " + kernels::dtype_name(m.dtype()) +
                                  "; the CUDA backend takes bf16 weights only (use --device cpu)");

@@ -112,6 +112,7 @@ class CudaForward {
   kernels::gpu::DeviceBuffer expert_in_, expert_gate_up_, expert_act_, expert_y_, expert_out_;
   kernels::gpu::DeviceBuffer shared_gate_up_, shared_act_, shared_out_, shared_scale_;
   std::vector<int32_t> route_host_, route_lists_host_;
+  std::vector<int64_t> route_begin_, route_fill_;             // per expert: list offsets, fill cursors
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
   kernels::gpu::DeviceBuffer x_bf16_;                         // cuBLAS's bf16 copy of x
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums

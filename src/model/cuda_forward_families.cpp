@@ -14,6 +14,7 @@
 // one gather / GEMM / activation / GEMM / scatter per expert that any row
 // chose, so only the routed experts' weights are streamed. That sync is why
 // MoE models do not replay CUDA graphs (ADR 0045).
+#include <algorithm>
 #include <cmath>
 
 #include "cuda_forward.h"
@@ -68,6 +69,8 @@ Status CudaForward::allocate_family_scratch() {
   }
   route_host_.resize(rows * k);
   route_lists_host_.resize(2 * rows * k);
+  route_begin_.resize(experts + 1);
+  route_fill_.resize(experts);
   // The K-sliced GEMM's workspace must also hold the MoE shapes' partial slabs.
   const int64_t shapes[][2] = {{static_cast<int64_t>(experts), static_cast<int64_t>(hs)},
                                {static_cast<int64_t>(2 * inter), static_cast<int64_t>(hs)},
@@ -208,10 +211,12 @@ Status CudaForward::routed_experts(int l, int64_t m) {
   // Waits for the router: the host needs the expert ids to launch the experts.
   TANDEM_RETURN_IF_ERROR(route_experts_.download(route_host_.data(), sizeof(int32_t) * slots, s));
   // route_lists_ = [gather rows of every expert, in expert order | their output slots].
-  std::vector<int64_t> begin(static_cast<size_t>(n_experts) + 1, 0);
+  std::vector<int64_t>& begin = route_begin_;  // expert e's rows: lists[begin[e], begin[e + 1])
+  std::fill(begin.begin(), begin.end(), 0);
   for (int64_t i = 0; i < slots; ++i) ++begin[route_host_[i] + 1];
   for (int e = 0; e < n_experts; ++e) begin[e + 1] += begin[e];
-  std::vector<int64_t> fill(begin.begin(), begin.end() - 1);
+  std::vector<int64_t>& fill = route_fill_;
+  std::copy(begin.begin(), begin.end() - 1, fill.begin());
   int32_t* lists = route_lists_host_.data();
   for (int64_t i = 0; i < slots; ++i) {  // slot i = r * k + j, so rows come out ascending per expert
     const int64_t at = fill[route_host_[i]]++;

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -218,11 +219,14 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaGolden, ::testing::ValuesIn(bf16_fixtures()
 // the tokens and logit bits of one-token-at-a-time greedy decode (DESIGN.md:
 // spec == classic). One Gemma and one MoE fixture (the MoE one takes the host
 // routing path with no graphs; Gemma replays graphs for the small blocks).
+// TANDEM_TEST_DEVICE=cpu runs it on the CPU (a check of the test itself).
 class CudaSpeculative : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaSpeculative, VerifyBlocksWithRollbackEqualGreedyDecode) {
-  TANDEM_REQUIRE_CUDA_DEVICE();
-  Rig r = make_rig(GetParam(), true, 64);
+  const char* device = std::getenv("TANDEM_TEST_DEVICE");
+  const bool cuda = device == nullptr || std::string(device) != "cpu";
+  if (cuda) TANDEM_REQUIRE_CUDA_DEVICE();
+  Rig r = make_rig(GetParam(), cuda, 64);
   const std::vector<int32_t> prompt = long_tokens(r.vocab(), 9);
   const size_t n_new = 24;
   // Classic: prefill, then one token per call; row i's logits pick token i.

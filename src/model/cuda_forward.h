@@ -77,7 +77,15 @@ class CudaForward {
   Status attention_general(int l, int64_t m, int64_t table_stride);
   Status mlp_general(int l, int64_t m);
   Status moe_general(int l, int64_t m);
-  Status routed_experts(int l, int64_t m);
+  // Every expert any row chose, over exactly its rows of `in`, into expert_out_.
+  Status routed_experts(int l, int64_t m, const float* in, Activation activation);
+  // Gemma 4 (ADR 0036): the MoE block beside the MLP (into moe_x_), the
+  // per-layer inputs (once per chunk, after the embedding) and each layer's
+  // per-layer-input residual and layer_scalar; the pool a layer attends to.
+  Status gemma4_moe(int l, int64_t m);
+  Status per_layer_inputs(int64_t m);
+  Status per_layer_block(int l, int64_t m);
+  kernels::gpu::DeviceKvPool layer_pool(int l) const;
   // The embedding scale (Gemma) on rows [0, m) of x_, and final soft-capping of k logit rows.
   Status scale_embeddings(int64_t m);
   Status cap_logits(int64_t k);
@@ -112,7 +120,9 @@ class CudaForward {
   kernels::gpu::DeviceBuffer expert_in_, expert_gate_up_, expert_act_, expert_y_, expert_out_;
   kernels::gpu::DeviceBuffer shared_gate_up_, shared_act_, shared_out_, shared_scale_;
   std::vector<int32_t> route_host_, route_lists_host_;
-  std::vector<int64_t> route_begin_, route_fill_;             // per expert: list offsets, fill cursors
+  std::vector<int64_t> route_begin_, route_fill_;  // per expert: list offsets, fill cursors
+  // Gemma 4: the MoE branch [rows][hidden] x 2; per-layer inputs [rows][layers * P] x 2, gate [rows][P].
+  kernels::gpu::DeviceBuffer moe_x_, moe_h_, ple_, ple_proj_, ple_gate_;
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
   kernels::gpu::DeviceBuffer x_bf16_;                         // cuBLAS's bf16 copy of x
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums

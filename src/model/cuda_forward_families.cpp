@@ -16,6 +16,8 @@
 // MoE models do not replay CUDA graphs (ADR 0045).
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "cuda_forward.h"
 #include "model/model.h"
@@ -37,9 +39,10 @@ const float* f32(const gpu::DeviceBuffer& b) { return b.bytes() ? b.as<float>() 
 const uint16_t* bf16(const gpu::DeviceBuffer& b) { return b.as<uint16_t>(); }
 
 bool needs_general_layer(const ModelConfig& c) {
-  return c.gemma_norms || c.scale_embeddings || c.local_rope || c.attn_softcap != 0.0f ||
-         c.final_softcap != 0.0f || c.attn_scale != 0.0f || c.mlp_activation != Activation::silu ||
-         c.moe.num_experts > 0;
+  return c.family == Family::gemma4 || c.gemma_norms || c.scale_embeddings || c.local_rope ||
+         c.attn_softcap != 0.0f || c.final_softcap != 0.0f || c.attn_scale != 0.0f ||
+         c.mlp_activation != Activation::silu || c.moe.num_experts > 0 || !c.layer_attention.empty() ||
+         !c.layer_intermediate.empty() || c.per_layer_input > 0 || c.v_norm || c.layer_scalar;
 }
 
 }  // namespace
@@ -48,10 +51,44 @@ Status CudaForward::allocate_family_scratch() {
   const ModelConfig& c = model_.config();
   general_ = needs_general_layer(c);
   sparse_ = c.moe.num_experts > 0;
-  if (!sparse_) return Status::Ok();
   const size_t rows = static_cast<size_t>(max_rows_), fl = sizeof(float);
   const size_t hs = c.hidden_size, experts = c.moe.num_experts, k = c.moe.top_k;
   const size_t inter = c.moe.expert_intermediate, si = c.moe.shared_intermediate;
+  const size_t pl = c.per_layer_input, ple_width = pl * c.num_layers;
+  // The K-sliced GEMM's workspace must hold every projection's partial slabs:
+  // each layer's own shapes (they differ per layer in gemma4), the MoE and
+  // per-layer-input matrices.
+  using Shape = std::pair<int64_t, int64_t>;  // (n, k)
+  const int64_t h = c.hidden_size, e = experts, i = inter, s = si, p = pl, pw = ple_width;
+  std::vector<Shape> shapes = {{e, h}, {2 * i, h}, {h, i}, {2 * s, h}, {h, s},
+                               {1, h}, {pw, h},    {p, h}, {h, p}};
+  for (int l = 0; l < c.num_layers; ++l) {
+    const int64_t qd = c.layer_q_dim(l), kvd = c.layer_kv_dim(l), ffn = c.layer_ffn(l);
+    const int64_t qkv_n = qd + (c.kv_source(l) != l ? 0 : c.k_eq_v(l) ? kvd : 2 * kvd);
+    shapes.insert(shapes.end(), {Shape{qkv_n, h}, Shape{h, qd}, Shape{2 * ffn, h}, Shape{h, ffn}});
+  }
+  size_t slab_floats = slices_.bytes() / fl;
+  bool grow = false;
+  for (const auto& [n, kk] : shapes) {
+    if (n <= 0 || kk <= 0) continue;
+    const gpu::GemmSlicing plan = gpu::gemm_slicing(n, kk);
+    const size_t need = plan.slices > 1 ? plan.slices * rows * static_cast<size_t>(n) : 0;
+    if (need > slab_floats) {
+      slab_floats = need;
+      grow = true;
+    }
+  }
+  if (grow) TANDEM_RETURN_IF_ERROR(alloc(slices_, slab_floats * fl));
+  if (pl > 0) {
+    TANDEM_RETURN_IF_ERROR(alloc(ple_, rows * ple_width * fl));
+    TANDEM_RETURN_IF_ERROR(alloc(ple_proj_, rows * ple_width * fl));
+    TANDEM_RETURN_IF_ERROR(alloc(ple_gate_, rows * pl * fl));
+  }
+  if (c.moe_beside_mlp) {
+    TANDEM_RETURN_IF_ERROR(alloc(moe_x_, rows * hs * fl));
+    TANDEM_RETURN_IF_ERROR(alloc(moe_h_, rows * hs * fl));
+  }
+  if (!sparse_) return Status::Ok();
   TANDEM_RETURN_IF_ERROR(alloc(router_logits_, rows * experts * fl));
   TANDEM_RETURN_IF_ERROR(alloc(route_experts_, rows * k * sizeof(int32_t)));
   TANDEM_RETURN_IF_ERROR(alloc(route_weights_, rows * k * fl));
@@ -71,25 +108,6 @@ Status CudaForward::allocate_family_scratch() {
   route_lists_host_.resize(2 * rows * k);
   route_begin_.resize(experts + 1);
   route_fill_.resize(experts);
-  // The K-sliced GEMM's workspace must also hold the MoE shapes' partial slabs.
-  const int64_t shapes[][2] = {{static_cast<int64_t>(experts), static_cast<int64_t>(hs)},
-                               {static_cast<int64_t>(2 * inter), static_cast<int64_t>(hs)},
-                               {static_cast<int64_t>(hs), static_cast<int64_t>(inter)},
-                               {static_cast<int64_t>(2 * si), static_cast<int64_t>(hs)},
-                               {static_cast<int64_t>(hs), static_cast<int64_t>(si)},
-                               {1, static_cast<int64_t>(hs)}};
-  size_t slab_floats = slices_.bytes() / fl;
-  bool grow = false;
-  for (const auto& nk : shapes) {
-    if (nk[0] <= 0 || nk[1] <= 0) continue;
-    const gpu::GemmSlicing plan = gpu::gemm_slicing(nk[0], nk[1]);
-    const size_t need = plan.slices > 1 ? plan.slices * rows * static_cast<size_t>(nk[0]) : 0;
-    if (need > slab_floats) {
-      slab_floats = need;
-      grow = true;
-    }
-  }
-  if (grow) TANDEM_RETURN_IF_ERROR(alloc(slices_, slab_floats * fl));
   return Status::Ok();
 }
 
@@ -106,15 +124,22 @@ Status CudaForward::cap_logits(int64_t k) {
 }
 
 Status CudaForward::layer_general(int l, int64_t m, int64_t table_stride) {
+  const ModelConfig& c = model_.config();
   TANDEM_RETURN_IF_ERROR(attention_general(l, m, table_stride));
-  if (model_.config().sparse(l)) return moe_general(l, m);
-  return mlp_general(l, m);
+  TANDEM_RETURN_IF_ERROR(c.sparse(l) ? moe_general(l, m) : mlp_general(l, m));
+  return c.layer_scalar ? per_layer_block(l, m) : Status::Ok();
 }
 
+// forward.cpp's attention_block: this layer's shapes; a KV-shared layer
+// (gemma4) projects only q and reads its source layer's pool; with k_eq_v,
+// V is the raw k projection (v-normed, no RoPE).
 Status CudaForward::attention_general(int l, int64_t m, int64_t table_stride) {
   const ModelConfig& c = model_.config();
   const DeviceLayer& w = w_.layers[l];
-  const int64_t hs = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), qkv_n = qd + 2 * kvd;
+  const int hd = c.layer_head_dim(l), kv_heads = c.layer_kv_heads(l);
+  const bool own_kv = c.kv_source(l) == l, k_is_v = c.k_eq_v(l);
+  const int64_t hs = c.hidden_size, qd = c.layer_q_dim(l), kvd = c.layer_kv_dim(l);
+  const int64_t qkv_n = qd + (own_kv ? (k_is_v ? kvd : 2 * kvd) : 0);
   const float eps = c.rms_norm_eps;
   float *x = x_.as<float>(), *h = h_.as<float>(), *qkv = qkv_.as<float>();
   float *q = q_.as<float>(), *kk = k_.as<float>(), *v = v_.as<float>(), *attn = attn_.as<float>();
@@ -122,23 +147,32 @@ Status CudaForward::attention_general(int l, int64_t m, int64_t table_stride) {
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.attn_norm), h, m, hs, eps));
   TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.qkv), qkv_n, hs, qkv));
   if (w.qkv_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, qkv, f32(w.qkv_bias), m, qkv_n));
-  TANDEM_RETURN_IF_ERROR(gpu::split_qkv(s, qkv, m, qd, kvd, q, kk, v));
+  if (own_kv && !k_is_v) {
+    TANDEM_RETURN_IF_ERROR(gpu::split_qkv(s, qkv, m, qd, kvd, q, kk, v));
+  } else {
+    TANDEM_RETURN_IF_ERROR(gpu::copy_columns(s, qkv, m, qkv_n, 0, qd, q));
+    if (own_kv) {
+      TANDEM_RETURN_IF_ERROR(gpu::copy_columns(s, qkv, m, qkv_n, qd, kvd, kk));
+      TANDEM_RETURN_IF_ERROR(gpu::copy_columns(s, qkv, m, qkv_n, qd, kvd, v));
+    }
+  }
   if (w.q_norm.bytes())
-    TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, q, f32(w.q_norm), q, m * c.num_heads, c.head_dim, eps));
-  if (w.k_norm.bytes())
-    TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, kk, f32(w.k_norm), kk, m * c.num_kv_heads, c.head_dim, eps));
+    TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, q, f32(w.q_norm), q, m * c.num_heads, hd, eps));
+  if (own_kv && w.k_norm.bytes())
+    TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, kk, f32(w.k_norm), kk, m * kv_heads, hd, eps));
+  if (own_kv && c.v_norm)  // gemma4: RMSNorm without a weight
+    TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, v, f32(w_.ones), v, m * kv_heads, hd, eps));
   // A sliding layer of a model with a local RoPE base takes the local table (Model::rope_inv_freq(l)).
   const bool local = c.local_rope && c.layer_window[l] > 0 && w_.local_inv_freq.bytes();
   const float* inv_freq = f32(local ? w_.local_inv_freq : w_.inv_freq);
   TANDEM_RETURN_IF_ERROR(
-      gpu::rope(s, q, m, c.num_heads, c.head_dim, d_rope_, inv_freq, c.head_dim, kernels::RopeLayout::neox));
-  TANDEM_RETURN_IF_ERROR(gpu::rope(s, kk, m, c.num_kv_heads, c.head_dim, d_rope_, inv_freq, c.head_dim,
-                                   kernels::RopeLayout::neox));
-  gpu::DeviceKvPool pool = geometry_;
-  pool.k = k_pool_[l].as<float>();
-  pool.v = v_pool_[l].as<float>();
-  TANDEM_RETURN_IF_ERROR(gpu::kv_write(s, pool, kk, v, m, d_positions_, d_tables_, table_stride));
-  const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      gpu::rope(s, q, m, c.num_heads, hd, d_rope_, inv_freq, hd, kernels::RopeLayout::neox));
+  if (own_kv)
+    TANDEM_RETURN_IF_ERROR(
+        gpu::rope(s, kk, m, kv_heads, hd, d_rope_, inv_freq, hd, kernels::RopeLayout::neox));
+  const gpu::DeviceKvPool pool = layer_pool(l);
+  if (own_kv) TANDEM_RETURN_IF_ERROR(gpu::kv_write(s, pool, kk, v, m, d_positions_, d_tables_, table_stride));
+  const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
   TANDEM_RETURN_IF_ERROR(gpu::attention(s, q, m, c.num_heads, pool, d_positions_, d_tables_, table_stride,
                                         scale, c.layer_window[l], attn, attn_workspace_, c.attn_softcap));
   TANDEM_RETURN_IF_ERROR(gemm(attn, m, bf16(w.o), hs, qd, h));
@@ -151,7 +185,7 @@ Status CudaForward::attention_general(int l, int64_t m, int64_t table_stride) {
 Status CudaForward::mlp_general(int l, int64_t m) {
   const ModelConfig& c = model_.config();
   const DeviceLayer& w = w_.layers[l];
-  const int64_t hs = c.hidden_size, inter = c.intermediate_size;
+  const int64_t hs = c.hidden_size, inter = c.layer_ffn(l);
   const float eps = c.rms_norm_eps;
   float *x = x_.as<float>(), *h = h_.as<float>(), *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
   const gpu::Stream& s = stream_;
@@ -165,6 +199,12 @@ Status CudaForward::mlp_general(int l, int64_t m) {
     TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, m, inter, act));
   TANDEM_RETURN_IF_ERROR(gemm(act, m, bf16(w.down), hs, inter, h));
   if (w.down_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.down_bias), m, hs));
+  if (c.moe_beside_mlp) {
+    // gemma4: norm(mlp) + norm(experts), then the shared post-feedforward norm.
+    TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, h, f32(w.post_mlp_dense_norm), h, m, hs, eps));
+    TANDEM_RETURN_IF_ERROR(gemma4_moe(l, m));
+    TANDEM_RETURN_IF_ERROR(gpu::add_inplace(s, h, moe_x_.as<float>(), m * hs));
+  }
   if (w.post_mlp_norm.bytes())
     TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, h, f32(w.post_mlp_norm), h, m, hs, eps));
   return gpu::add_inplace(s, x, h, m * hs);
@@ -181,7 +221,7 @@ Status CudaForward::moe_general(int l, int64_t m) {
   TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.router), n_experts, hs, router_logits_.as<float>()));
   TANDEM_RETURN_IF_ERROR(gpu::moe_route(s, router_logits_.as<float>(), m, n_experts, k, c.moe.norm_topk_prob,
                                         route_experts_.as<int32_t>(), route_weights_.as<float>()));
-  TANDEM_RETURN_IF_ERROR(routed_experts(l, m));
+  TANDEM_RETURN_IF_ERROR(routed_experts(l, m, h, Activation::silu));
   float* shared_scale = nullptr;
   if (si > 0) {
     // Every row: s = down(silu(gate h) * up h), g = sigmoid(shared_expert_gate . h).
@@ -201,7 +241,7 @@ Status CudaForward::moe_general(int l, int64_t m) {
 // Each expert any row chose runs over exactly its rows (ascending row), in
 // ascending expert order; its outputs land in the rows' (row, slot) places of
 // expert_out_, which the combine reads in slot (= ascending expert) order.
-Status CudaForward::routed_experts(int l, int64_t m) {
+Status CudaForward::routed_experts(int l, int64_t m, const float* input, Activation activation) {
   const ModelConfig& c = model_.config();
   const DeviceLayer& w = w_.layers[l];
   const int64_t hs = c.hidden_size, inter = c.moe.expert_intermediate;
@@ -232,9 +272,12 @@ Status CudaForward::routed_experts(int l, int64_t m) {
     const int64_t count = begin[e + 1] - begin[e];
     if (count == 0) continue;  // an expert no row chose streams no weights
     const DeviceExpert& ew = w.experts[e];
-    TANDEM_RETURN_IF_ERROR(gpu::gather_rows(s, h_.as<float>(), d_rows + begin[e], count, hs, in));
+    TANDEM_RETURN_IF_ERROR(gpu::gather_rows(s, input, d_rows + begin[e], count, hs, in));
     TANDEM_RETURN_IF_ERROR(gemm(in, count, bf16(ew.gate_up), 2 * inter, hs, gate_up));
-    TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, count, inter, act));
+    if (activation == Activation::gelu_tanh)
+      TANDEM_RETURN_IF_ERROR(gpu::gelu_tanh_rows(s, gate_up, count, inter, act));
+    else
+      TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, count, inter, act));
     TANDEM_RETURN_IF_ERROR(gemm(act, count, bf16(ew.down), hs, inter, y));
     TANDEM_RETURN_IF_ERROR(gpu::scatter_rows(s, y, d_slots + begin[e], count, hs, expert_out_.as<float>()));
   }

@@ -38,6 +38,10 @@ struct DeviceLayer {
   std::vector<DeviceExpert> experts;
   DeviceExpert shared_expert;
   kernels::gpu::DeviceBuffer shared_expert_gate;
+  // Gemma 4 (ADR 0036): the MoE block beside the MLP (router input scale,
+  // per-expert scale, its norms) and the per-layer input gate / projection / norm.
+  kernels::gpu::DeviceBuffer router_scale, per_expert_scale, moe_norm, post_mlp_dense_norm, post_moe_norm;
+  kernels::gpu::DeviceBuffer per_layer_gate, per_layer_projection, post_per_layer_norm;
 };
 
 struct DeviceWeights {
@@ -45,9 +49,13 @@ struct DeviceWeights {
   std::vector<DeviceLayer> layers;
   kernels::gpu::DeviceBuffer final_norm, inv_freq, own_embedding, own_lm_head;
   kernels::gpu::DeviceBuffer local_inv_freq;  // sliding layers' RoPE (gemma3's local base); empty if none
-  const uint16_t* embedding = nullptr;        // bf16 [vocab][hidden]
-  const uint16_t* lm_head = nullptr;          // bf16 [vocab][hidden]
-  size_t bytes = 0;                           // device bytes this object owns
+  // Gemma 4 per-layer inputs: the bf16 table [per_layer_vocab][layers * P], the
+  // projection [layers * P][hidden] and its norm [P]; `ones` (f32, max(head_dim,
+  // hidden) entries) is the weight of the weightless norms (v_norm, the router's).
+  kernels::gpu::DeviceBuffer per_layer_embedding, per_layer_model_projection, per_layer_projection_norm, ones;
+  const uint16_t* embedding = nullptr;  // bf16 [vocab][hidden]
+  const uint16_t* lm_head = nullptr;    // bf16 [vocab][hidden]
+  size_t bytes = 0;                     // device bytes this object owns
 
   // Uploads `model` to `device`. `borrowed` (an MTP block's target, already
   // placed on the same device) supplies the embedding and LM head.

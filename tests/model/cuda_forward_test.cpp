@@ -38,8 +38,7 @@ std::string fixture_dir(const std::string& name) {
 
 std::vector<std::string> bf16_fixtures() {
   std::vector<std::string> names;
-  // The families the GPU forward runs (Llama-style, Gemma 2/3 and sparse MoE, ADR 0045; Gemma 4
-  // is refused by Model::place_on, tested in Device.FamiliesTheGpuForwardLacksAreNamed).
+  // Every family runs on the GPU (ADR 0045); cuda_unsupported_feature names what would not.
   for (const std::string& n : testing::fixture_names()) {
     if (n.find("bf16") == std::string::npos) continue;
     auto config = load_config(testing::fixture_path(n));
@@ -217,8 +216,9 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaGolden, ::testing::ValuesIn(bf16_fixtures()
 // Speculative verify on the GPU, at the forward's level: blocks [bonus, d0..d(K-2)]
 // whose drafts are partly wrong, the accept walk, and KV rollback, give exactly
 // the tokens and logit bits of one-token-at-a-time greedy decode (DESIGN.md:
-// spec == classic). One Gemma and one MoE fixture (the MoE one takes the host
-// routing path with no graphs; Gemma replays graphs for the small blocks).
+// spec == classic). Gemma 2, Gemma 4 (KV-shared layers, per-layer inputs) and
+// an MoE fixture (the MoE one takes the host routing path with no graphs; the
+// Gemma ones replay graphs for the small blocks).
 // TANDEM_TEST_DEVICE=cpu runs it on the CPU (a check of the test itself).
 class CudaSpeculative : public ::testing::TestWithParam<std::string> {};
 
@@ -272,7 +272,8 @@ TEST_P(CudaSpeculative, VerifyBlocksWithRollbackEqualGreedyDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaSpeculative,
-                         ::testing::Values("gemma2_softcap_bf16", "qwen2_moe_shared_bf16"),
+                         ::testing::Values("gemma2_softcap_bf16", "qwen2_moe_shared_bf16",
+                                           "gemma4_text_bf16"),
                          [](const auto& info) { return info.param; });
 
 // Hidden-state outputs (what the MTP drafter reads) track the CPU's.

@@ -116,6 +116,39 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __r
   }
 }
 
+__global__ void copy_columns_kernel(const float* __restrict__ src, int64_t rows, int64_t src_width,
+                                    int64_t col0, int64_t n, float* __restrict__ dst) {
+  for (int64_t idx = global_index(); idx < rows * n; idx += grid_stride())
+    dst[idx] = src[(idx / n) * src_width + col0 + idx % n];
+}
+
+__global__ void scale_columns_kernel(float* x, int64_t rows, int64_t dim, const float* __restrict__ scale,
+                                     float factor) {
+  for (int64_t idx = global_index(); idx < rows * dim; idx += grid_stride())
+    x[idx] = (x[idx] * scale[idx % dim]) * factor;
+}
+
+__global__ void scale_by_expert_kernel(const int32_t* __restrict__ experts, float* weights, int64_t count,
+                                       const float* __restrict__ scale) {
+  for (int64_t i = global_index(); i < count; i += grid_stride()) weights[i] = weights[i] * scale[experts[i]];
+}
+
+__global__ void add_then_scale_kernel(const float* __restrict__ x, float* y, int64_t count, float factor) {
+  for (int64_t i = global_index(); i < count; i += grid_stride()) y[i] = (x[i] + y[i]) * factor;
+}
+
+__global__ void gelu_tanh_gate_strided_kernel(float* gate, int64_t rows, int64_t dim,
+                                              const float* __restrict__ input, int64_t input_stride) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654;
+  for (int64_t idx = global_index(); idx < rows * dim; idx += grid_stride()) {
+    const int64_t r = idx / dim, i = idx % dim;
+    const double g = gate[idx];
+    const double inner = kSqrt2OverPi * (g + 0.044715 * g * g * g);
+    gate[idx] =
+        static_cast<float>(0.5 * g * (1.0 + tanh(inner)) * static_cast<double>(input[r * input_stride + i]));
+  }
+}
+
 Status check_rows(int64_t rows, const char* op) {
   if (rows < 0 || rows > 0x7fffffffLL) return invalid_argument(std::string(op) + ": need 0 <= rows < 2^31");
   return Status::Ok();
@@ -181,6 +214,48 @@ Status moe_combine(const Stream& stream, const float* y, const float* weights, i
   moe_combine_kernel<<<grid_for(rows * dim), kThreads, 0, stream.handle()>>>(y, weights, rows, top_k, dim,
                                                                              shared_scale, shared, out);
   return launch_status("moe_combine");
+}
+
+Status copy_columns(const Stream& stream, const float* src, int64_t rows, int64_t src_width, int64_t col0,
+                    int64_t n, float* dst) {
+  TANDEM_RETURN_IF_ERROR(check_rows(rows, "copy_columns"));
+  if (col0 < 0 || n < 0 || col0 + n > src_width)
+    return invalid_argument("copy_columns: columns [" + std::to_string(col0) + ", " +
+                            std::to_string(col0 + n) + ") outside a row of " + std::to_string(src_width));
+  if (rows == 0 || n == 0) return Status::Ok();
+  copy_columns_kernel<<<grid_for(rows * n), kThreads, 0, stream.handle()>>>(src, rows, src_width, col0, n,
+                                                                            dst);
+  return launch_status("copy_columns");
+}
+
+Status scale_columns(const Stream& stream, float* x, int64_t rows, int64_t dim, const float* scale,
+                     float factor) {
+  TANDEM_RETURN_IF_ERROR(check_rows(rows, "scale_columns"));
+  if (rows == 0 || dim <= 0) return Status::Ok();
+  scale_columns_kernel<<<grid_for(rows * dim), kThreads, 0, stream.handle()>>>(x, rows, dim, scale, factor);
+  return launch_status("scale_columns");
+}
+
+Status scale_by_expert(const Stream& stream, const int32_t* experts, float* weights, int64_t count,
+                       const float* scale) {
+  if (count <= 0) return Status::Ok();
+  scale_by_expert_kernel<<<grid_for(count), kThreads, 0, stream.handle()>>>(experts, weights, count, scale);
+  return launch_status("scale_by_expert");
+}
+
+Status add_then_scale(const Stream& stream, const float* x, float* y, int64_t count, float factor) {
+  if (count <= 0) return Status::Ok();
+  add_then_scale_kernel<<<grid_for(count), kThreads, 0, stream.handle()>>>(x, y, count, factor);
+  return launch_status("add_then_scale");
+}
+
+Status gelu_tanh_gate_strided(const Stream& stream, float* gate, int64_t rows, int64_t dim,
+                              const float* input, int64_t input_stride) {
+  TANDEM_RETURN_IF_ERROR(check_rows(rows, "gelu_tanh_gate_strided"));
+  if (rows == 0 || dim <= 0) return Status::Ok();
+  gelu_tanh_gate_strided_kernel<<<grid_for(rows * dim), kThreads, 0, stream.handle()>>>(gate, rows, dim,
+                                                                                        input, input_stride);
+  return launch_status("gelu_tanh_gate_strided");
 }
 
 }  // namespace tandem::kernels::gpu

@@ -53,4 +53,22 @@ Status moe_combine(const Stream& stream, const float* y, const float* weights, i
 // x[i] = 1 / (1 + expf(-x[i])) (the shared-expert gate).
 Status sigmoid_inplace(const Stream& stream, float* x, int64_t count);
 
+// ---------------------------------------------------------------- Gemma 4 (ADR 0036 / 0045)
+// dst[r][i] = src[r][col0 + i], i < n (src rows of src_width floats, dst rows of n):
+// one part of a fused projection ([q | k | v], [q | k] with k_eq_v).
+Status copy_columns(const Stream& stream, const float* src, int64_t rows, int64_t src_width, int64_t col0,
+                    int64_t n, float* dst);
+// x[r][i] = (x[r][i] * scale[i]) * factor (two f32 roundings: the Gemma 4 router's input).
+Status scale_columns(const Stream& stream, float* x, int64_t rows, int64_t dim, const float* scale,
+                     float factor);
+// weights[i] = weights[i] * scale[experts[i]], i < count (the per-expert scale after top-k).
+Status scale_by_expert(const Stream& stream, const int32_t* experts, float* weights, int64_t count,
+                       const float* scale);
+// y[i] = (x[i] + y[i]) * factor (per-layer inputs: (projection + token part) * 2^-0.5).
+Status add_then_scale(const Stream& stream, const float* x, float* y, int64_t count, float factor);
+// gate[r][i] = gelu_tanh(gate[r][i]) * input[r * input_stride + i], i < dim, in place
+// (reference::gelu_tanh_gate's formula; the per-layer input gate).
+Status gelu_tanh_gate_strided(const Stream& stream, float* gate, int64_t rows, int64_t dim,
+                              const float* input, int64_t input_stride);
+
 }  // namespace tandem::kernels::gpu

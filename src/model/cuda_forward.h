@@ -69,7 +69,7 @@ class CudaForward {
   Status run_graphed(int64_t m, int64_t k, int64_t stride);
   Status layer(int l, int64_t m, int64_t table_stride);
   Status layer_fused(int l, int64_t m, int64_t table_stride);
-  // The Gemma and sparse-MoE families (cuda_forward_families.cpp, ADR 0045):
+  // The Gemma 2/3/4 and sparse-MoE families (cuda_forward_families.cpp, ADR 0045):
   // the unfused op sequence of forward.cpp's attention_block / mlp_block /
   // moe_block with every family hook, used for every layer of such a model.
   Status allocate_family_scratch();

@@ -1,5 +1,6 @@
-// cuda_forward_families.cpp — the Gemma 2/3 and sparse-MoE (qwen2_moe,
-// qwen3_moe, mixtral) layers on the device (cuda_forward.h; ADR 0045).
+// cuda_forward_families.cpp — the Gemma 2/3/4 and sparse-MoE (qwen2_moe,
+// qwen3_moe, mixtral) layers on the device (cuda_forward.h; ADR 0045); the
+// gemma4-only pieces are in cuda_forward_gemma4.cpp.
 //
 // The op sequence is forward.cpp's attention_block / mlp_block and
 // forward_moe.cpp's moe_block, op for op, with the device kernels of

@@ -1,4 +1,4 @@
-// kernels/cuda_family_ops.h — the device ops the Gemma and sparse-MoE families
+// kernels/cuda_family_ops.h — the device ops the Gemma 2/3/4 and sparse-MoE families
 // add to the forward (families.cu; compiled only when TANDEM_HAVE_CUDA).
 // Design: docs/adr/0045-cuda-families.md.
 //

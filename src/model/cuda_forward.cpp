@@ -49,15 +49,24 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   f->geometry_.tokens_per_block = kv.tokens_per_block();
   f->geometry_.n_kv_heads = c.num_kv_heads;
   f->geometry_.head_dim = c.head_dim;
-  const size_t pool_floats = static_cast<size_t>(kv.num_blocks()) * kv.tokens_per_block() * c.kv_dim();
   f->k_pool_.resize(c.num_layers);
   f->v_pool_.resize(c.num_layers);
+  // Per layer (gemma4: its own kv heads x head_dim; a KV-shared layer has none and reads its source's).
+  size_t q_max = 0, kv_max = 0, ffn_max = 0;
+  int head_max = 0;
   for (int l = 0; l < c.num_layers; ++l) {
+    q_max = std::max<size_t>(q_max, c.layer_q_dim(l));
+    kv_max = std::max<size_t>(kv_max, c.layer_kv_dim(l));
+    ffn_max = std::max<size_t>(ffn_max, c.layer_ffn(l));
+    head_max = std::max(head_max, c.layer_head_dim(l));
+    if (c.kv_source(l) != l) continue;
+    const size_t pool_floats =
+        static_cast<size_t>(kv.num_blocks()) * kv.tokens_per_block() * c.layer_kv_dim(l);
     TANDEM_RETURN_IF_ERROR(alloc(f->k_pool_[l], pool_floats * sizeof(float)));
     TANDEM_RETURN_IF_ERROR(alloc(f->v_pool_[l], pool_floats * sizeof(float)));
   }
   const size_t rows = static_cast<size_t>(max_rows), fl = sizeof(float);
-  const size_t hs = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
+  const size_t hs = c.hidden_size, qd = q_max, kvd = kv_max, inter = ffn_max;
   TANDEM_RETURN_IF_ERROR(alloc(f->x_, rows * hs * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->h_, rows * hs * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->gather_, rows * hs * fl));
@@ -81,16 +90,17 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
     if (plan.slices > 1) slab_floats = std::max(slab_floats, plan.slices * rows * static_cast<size_t>(nk[0]));
   }
   if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
+  TANDEM_RETURN_IF_ERROR(f->allocate_family_scratch());
   // Split attention's partials for every row of a chunk, or (a long pool) for
   // the decode/verify steps only; bigger calls then take the serial shape,
   // which gives the same bits (ADR 0028). Window 0 bounds every layer.
   int64_t attn_rows = max_rows;
   constexpr size_t kAttentionPartialCap = size_t{64} << 20;  // floats (256 MiB)
-  if (gpu::attention_partial_floats(attn_rows, c.num_heads, f->geometry_, f->max_table_, 0) >
-      kAttentionPartialCap)
+  gpu::DeviceKvPool widest = f->geometry_;                   // the widest layer's heads size the partials
+  widest.head_dim = head_max;
+  if (gpu::attention_partial_floats(attn_rows, c.num_heads, widest, f->max_table_, 0) > kAttentionPartialCap)
     attn_rows = std::min<int64_t>(max_rows, kGraphMaxRows);
-  const size_t partials =
-      gpu::attention_partial_floats(attn_rows, c.num_heads, f->geometry_, f->max_table_, 0);
+  const size_t partials = gpu::attention_partial_floats(attn_rows, c.num_heads, widest, f->max_table_, 0);
   const size_t counters = static_cast<size_t>(max_rows) * c.num_heads;
   TANDEM_RETURN_IF_ERROR(alloc(f->attn_partials_, partials * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->attn_counters_, counters * sizeof(uint32_t)));
@@ -161,11 +171,14 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride) {
   const int64_t hs = c.hidden_size;
   float *x = x_.as<float>(), *g = gather_.as<float>();
   TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x));
+  TANDEM_RETURN_IF_ERROR(scale_embeddings(m));
+  TANDEM_RETURN_IF_ERROR(per_layer_inputs(m));
   TANDEM_RETURN_IF_ERROR(layers(m, stride));
   if (k == 0) return Status::Ok();
   TANDEM_RETURN_IF_ERROR(gpu::gather_rows(stream_, x, d_out_index_, k, hs, g));
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
-  return gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>());
+  TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
+  return cap_logits(k);
 }
 
 Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride) {
@@ -199,8 +212,9 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   for (int64_t r = 0; r < m; ++r) overrides = overrides || in.embed_rows[r] != nullptr;
   // Small plain steps (decode, verify blocks) replay a captured graph: one
   // launch instead of ~16 per layer. Same kernels, same arguments, same bits.
+  // MoE layers read their routing on the host mid-forward: never captured.
   const bool graphed = graphs_enabled_ && mode_ == kernels::GemmMode::invariant && m <= kGraphMaxRows &&
-                       !overrides && options.hidden == HiddenOutput::none;
+                       !overrides && options.hidden == HiddenOutput::none && !sparse_;
   int64_t k = 0, stride = 1;
   TANDEM_RETURN_IF_ERROR(upload_rows(in, &k, &stride, graphed));
   if (graphed) {
@@ -214,10 +228,12 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   }
   float* x = x_.as<float>();
   TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x));
+  TANDEM_RETURN_IF_ERROR(scale_embeddings(m));
   for (int64_t r = 0; r < m; ++r) {
     if (in.embed_rows[r] != nullptr)
       TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, x + r * hs, in.embed_rows[r], sizeof(float) * hs));
   }
+  TANDEM_RETURN_IF_ERROR(per_layer_inputs(m));
   TANDEM_RETURN_IF_ERROR(layers(m, stride));
   const size_t row_bytes = sizeof(float) * static_cast<size_t>(hs);
   if (all_rows) {
@@ -237,12 +253,13 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   if (hidden == HiddenOutput::after_final_norm)
     TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.hidden, g, row_bytes * k));
   TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
+  TANDEM_RETURN_IF_ERROR(cap_logits(k));
   TANDEM_RETURN_IF_ERROR(
       logits_.download(out.logits, sizeof(float) * static_cast<size_t>(k * c.vocab_size), stream_));
   return k;
 }
 
-bool CudaForward::fused(int l) const { return fuse_ && !w_.layers[l].q_norm.bytes(); }
+bool CudaForward::fused(int l) const { return fuse_ && !general_ && !w_.layers[l].q_norm.bytes(); }
 
 Status CudaForward::layers(int64_t m, int64_t table_stride) {
   const int n = model_.config().num_layers;
@@ -314,6 +331,7 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
 }
 
 Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
+  if (general_) return layer_general(l, m, table_stride);
   const ModelConfig& c = model_.config();
   const DeviceLayer& w = w_.layers[l];
   const int64_t hs = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), qkv_n = qd + 2 * kvd;

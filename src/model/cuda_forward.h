@@ -25,6 +25,7 @@
 
 #include "core/status.h"
 #include "device_weights.h"
+#include "kernels/cuda_family_ops.h"
 #include "kernels/cuda_ops.h"
 #include "model/forward.h"
 
@@ -74,6 +75,26 @@ class CudaForward {
   // norm into h with this layer's last residual add.
   Status layer_fused(int l, int64_t m, int64_t table_stride, bool input_normed, bool norm_next);
   bool fused(int l) const;
+  // The Gemma 2/3/4 and sparse-MoE families (cuda_forward_families.cpp, ADR 0045):
+  // the unfused op sequence of forward.cpp's attention_block / mlp_block /
+  // moe_block with every family hook, used for every layer of such a model.
+  Status allocate_family_scratch();
+  Status layer_general(int l, int64_t m, int64_t table_stride);
+  Status attention_general(int l, int64_t m, int64_t table_stride);
+  Status mlp_general(int l, int64_t m);
+  Status moe_general(int l, int64_t m);
+  // Every expert any row chose, over exactly its rows of `in`, into expert_out_.
+  Status routed_experts(int l, int64_t m, const float* in, Activation activation);
+  // Gemma 4 (ADR 0036): the MoE block beside the MLP (into moe_x_), the
+  // per-layer inputs (once per chunk, after the embedding) and each layer's
+  // per-layer-input residual and layer_scalar; the pool a layer attends to.
+  Status gemma4_moe(int l, int64_t m);
+  Status per_layer_inputs(int64_t m);
+  Status per_layer_block(int l, int64_t m);
+  kernels::gpu::DeviceKvPool layer_pool(int l) const;
+  // The embedding scale (Gemma) on rows [0, m) of x_, and final soft-capping of k logit rows.
+  Status scale_embeddings(int64_t m);
+  Status cap_logits(int64_t k);
   // The GEMM without its slab sum (invariant mode), or cuBLAS into y (one slab).
   Expected<kernels::gpu::GemmPartials> gemm_partials(const float* x, int64_t m, const uint16_t* w, int64_t n,
                                                      int64_t k, float* y);
@@ -97,6 +118,18 @@ class CudaForward {
   bool graphs_enabled_ = true;
   bool fuse_ = true;       // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
   bool fuse_norm_ = true;  // residual adds carry the next RMSNorm (TANDEM_CUDA_FUSE_NORM=0: not)
+  bool general_ = false;  // a Gemma / MoE feature: layer_general for every layer
+  bool sparse_ = false;   // MoE layers: the host reads each layer's routing (no graphs)
+  // MoE scratch: router logits [rows][experts], the routing [rows][top_k]
+  // (experts, weights), per-expert row lists (gather rows | output slots) and
+  // the experts' rows; the shared expert's [rows][...] buffers.
+  kernels::gpu::DeviceBuffer router_logits_, route_experts_, route_weights_, route_lists_;
+  kernels::gpu::DeviceBuffer expert_in_, expert_gate_up_, expert_act_, expert_y_, expert_out_;
+  kernels::gpu::DeviceBuffer shared_gate_up_, shared_act_, shared_out_, shared_scale_;
+  std::vector<int32_t> route_host_, route_lists_host_;
+  std::vector<int64_t> route_begin_, route_fill_;  // per expert: list offsets, fill cursors
+  // Gemma 4: the MoE branch [rows][hidden] x 2; per-layer inputs [rows][layers * P] x 2, gate [rows][P].
+  kernels::gpu::DeviceBuffer moe_x_, moe_h_, ple_, ple_proj_, ple_gate_;
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
   kernels::gpu::DeviceBuffer x_bf16_;                         // cuBLAS's bf16 copy of x
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums

@@ -2,8 +2,10 @@
 // (device_weights.h).
 #include "device_weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "model/model.h"
 
@@ -31,6 +33,7 @@ struct Uploader {
     return Status::Ok();
   }
   Status matrix(const kernels::PackedMatrix& m, const std::string& name, gpu::DeviceBuffer& out) {
+    if (m.n() == 0) return Status::Ok();  // absent (a sparse layer's dense MLP)
     if (m.dtype() != kernels::DType::bf16)
       return failed_precondition("cuda: weight " + name + " is " + kernels::dtype_name(m.dtype()) +
                                  "; the CUDA backend takes bf16 weights only (use --device cpu)");
@@ -43,6 +46,30 @@ struct Uploader {
     return Status::Ok();
   }
 };
+
+// Gemma 4's model-level extras: the per-layer input table, projection and norm,
+// and the ones vector of the weightless norms.
+Status upload_gemma4(const Model& model, Uploader& up, DeviceWeights& w) {
+  const ModelConfig& c = model.config();
+  if (c.v_norm || c.moe_beside_mlp) {
+    int64_t width = c.hidden_size;
+    for (int l = 0; l < c.num_layers; ++l) width = std::max<int64_t>(width, c.layer_head_dim(l));
+    TANDEM_RETURN_IF_ERROR(up.floats(std::vector<float>(static_cast<size_t>(width), 1.0f), w.ones));
+  }
+  if (c.per_layer_input <= 0) return Status::Ok();
+  if (model.per_layer_embedding_dtype() != kernels::DType::bf16)
+    return failed_precondition(std::string("cuda: the per-layer embedding table is ") +
+                               kernels::dtype_name(model.per_layer_embedding_dtype()) +
+                               "; the CUDA backend takes bf16 weights only (use --device cpu)");
+  const size_t table =
+      static_cast<size_t>(c.per_layer_vocab) * c.per_layer_input * c.num_layers * sizeof(uint16_t);
+  auto emb = up.raw(model.per_layer_embedding(), table);
+  if (!emb.ok()) return emb.status();
+  w.per_layer_embedding = std::move(emb).value();
+  TANDEM_RETURN_IF_ERROR(up.matrix(model.per_layer_model_projection(), "per_layer_model_projection",
+                                   w.per_layer_model_projection));
+  return up.floats(model.per_layer_projection_norm(), w.per_layer_projection_norm);
+}
 
 }  // namespace
 
@@ -72,9 +99,43 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
     TANDEM_RETURN_IF_ERROR(up.floats(src.gate_up_bias, dst.gate_up_bias));
     TANDEM_RETURN_IF_ERROR(up.matrix(src.down, p + "down_proj", dst.down));
     TANDEM_RETURN_IF_ERROR(up.floats(src.down_bias, dst.down_bias));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.post_attn_norm, dst.post_attn_norm));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.post_mlp_norm, dst.post_mlp_norm));
+    TANDEM_RETURN_IF_ERROR(up.matrix(src.per_layer_gate, p + "per_layer_input_gate", dst.per_layer_gate));
+    TANDEM_RETURN_IF_ERROR(
+        up.matrix(src.per_layer_projection, p + "per_layer_projection", dst.per_layer_projection));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.post_per_layer_norm, dst.post_per_layer_norm));
+    for (auto [host, device] :
+         {std::pair{&src.router_scale, &dst.router_scale},
+          std::pair{&src.per_expert_scale, &dst.per_expert_scale}, std::pair{&src.moe_norm, &dst.moe_norm},
+          std::pair{&src.post_mlp_dense_norm, &dst.post_mlp_dense_norm},
+          std::pair{&src.post_moe_norm, &dst.post_moe_norm}})
+      TANDEM_RETURN_IF_ERROR(up.floats(*host, *device));
+    if (src.experts.empty()) continue;
+    TANDEM_RETURN_IF_ERROR(up.matrix(src.router, p + "router", dst.router));
+    dst.experts.resize(src.experts.size());
+    for (size_t e = 0; e < src.experts.size(); ++e) {
+      const std::string ep = p + "expert " + std::to_string(e) + " ";
+      TANDEM_RETURN_IF_ERROR(up.matrix(src.experts[e].gate_up, ep + "gate_up", dst.experts[e].gate_up));
+      TANDEM_RETURN_IF_ERROR(up.matrix(src.experts[e].down, ep + "down_proj", dst.experts[e].down));
+    }
+    if (c.moe.shared_intermediate > 0) {
+      TANDEM_RETURN_IF_ERROR(
+          up.matrix(src.shared_expert.gate_up, p + "shared expert gate_up", dst.shared_expert.gate_up));
+      TANDEM_RETURN_IF_ERROR(
+          up.matrix(src.shared_expert.down, p + "shared expert down_proj", dst.shared_expert.down));
+      TANDEM_RETURN_IF_ERROR(
+          up.matrix(src.shared_expert_gate, p + "shared_expert_gate", dst.shared_expert_gate));
+    }
   }
   TANDEM_RETURN_IF_ERROR(up.floats(model.final_norm(), w->final_norm));
   TANDEM_RETURN_IF_ERROR(up.floats(model.rope_inv_freq(), w->inv_freq));
+  for (int l = 0; l < c.num_layers; ++l) {
+    // The local table (gemma3), uploaded once if any layer uses it.
+    if (&model.rope_inv_freq(l) == &model.rope_inv_freq() || w->local_inv_freq.bytes()) continue;
+    TANDEM_RETURN_IF_ERROR(up.floats(model.rope_inv_freq(l), w->local_inv_freq));
+  }
+  TANDEM_RETURN_IF_ERROR(upload_gemma4(model, up, *w));
   if (borrowed != nullptr) {
     w->embedding = borrowed->embedding;
     w->lm_head = borrowed->lm_head;

@@ -277,8 +277,8 @@ Status Model::place_on(const Placement& placement) {
     placement_ = placement;
     return Status::Ok();
   }
-  // The CUDA forward runs the dense Llama-style block only (ADR 0009): a family
-  // feature it lacks must not run there with that feature silently dropped.
+  // The CUDA forward runs every family's block (ADR 0009, 0045): a feature it
+  // lacks (cuda_unsupported_feature) must not run there silently dropped.
   if (const std::string missing = cuda_unsupported_feature(config_); !missing.empty())
     return failed_precondition("cuda: the GPU forward does not support " + missing + " yet (" +
                                config_.model_type + "); run it with --device cpu");

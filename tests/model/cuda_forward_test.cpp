@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -38,8 +39,7 @@ std::string fixture_dir(const std::string& name) {
 
 std::vector<std::string> bf16_fixtures() {
   std::vector<std::string> names;
-  // The families the GPU forward runs (dense Llama-style blocks; the others are refused by
-  // Model::place_on, tested in CudaForward.UnsupportedFamiliesAreRefused... on the CPU side).
+  // Every family runs on the GPU (ADR 0045); cuda_unsupported_feature names what would not.
   for (const std::string& n : testing::fixture_names()) {
     if (n.find("bf16") == std::string::npos) continue;
     auto config = load_config(testing::fixture_path(n));
@@ -240,6 +240,69 @@ TEST_P(CudaGolden, MatchesTransformersAndTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaGolden, ::testing::ValuesIn(bf16_fixtures()),
+                         [](const auto& info) { return info.param; });
+
+// Speculative verify on the GPU, at the forward's level: blocks [bonus, d0..d(K-2)]
+// whose drafts are partly wrong, the accept walk, and KV rollback, give exactly
+// the tokens and logit bits of one-token-at-a-time greedy decode (DESIGN.md:
+// spec == classic). Gemma 2, Gemma 4 (KV-shared layers, per-layer inputs) and
+// an MoE fixture (the MoE one takes the host routing path with no graphs; the
+// Gemma ones replay graphs for the small blocks).
+// TANDEM_TEST_DEVICE=cpu runs it on the CPU (a check of the test itself).
+class CudaSpeculative : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaSpeculative, VerifyBlocksWithRollbackEqualGreedyDecode) {
+  const char* device = std::getenv("TANDEM_TEST_DEVICE");
+  const bool cuda = device == nullptr || std::string(device) != "cpu";
+  if (cuda) TANDEM_REQUIRE_CUDA_DEVICE();
+  Rig r = make_rig(GetParam(), cuda, 64);
+  const std::vector<int32_t> prompt = long_tokens(r.vocab(), 9);
+  const size_t n_new = 24;
+  // Classic: prefill, then one token per call; row i's logits pick token i.
+  SequenceId seq = r.kv->create_sequence();
+  std::vector<int32_t> classic;
+  std::vector<std::vector<float>> classic_logits;
+  auto row = run_rows(r, {SequenceStep{seq, prompt, 0, LogitRows::last}}, 0);
+  while (classic.size() < n_new) {
+    classic_logits.push_back(row);
+    classic.push_back(kernels::argmax(row.data(), r.vocab()));
+    const int64_t len = r.kv->length(seq);
+    row = run_rows(r, {SequenceStep{seq, {&classic.back(), 1}, len, LogitRows::last}}, 0);
+  }
+  r.kv->release(seq);
+  // Speculative: K = 2..5 in turn; every third draft is wrong.
+  seq = r.kv->create_sequence();
+  row = run_rows(r, {SequenceStep{seq, prompt, 0, LogitRows::last}}, 0);
+  std::vector<int32_t> spec{kernels::argmax(row.data(), r.vocab())};
+  ASSERT_TRUE(same_bits(row, classic_logits[0]));
+  for (int round = 0; spec.size() < n_new; ++round) {
+    const size_t k = 2 + round % 4, at = spec.size();
+    std::vector<int32_t> block{spec.back()};
+    for (size_t j = 0; j + 1 < k; ++j) {
+      const size_t i = std::min(at + j, n_new - 1);
+      block.push_back((at + j) % 3 == 2 ? (classic[i] + 1) % static_cast<int32_t>(r.vocab()) : classic[i]);
+    }
+    const int64_t start = r.kv->length(seq);
+    const auto logits = run_rows(r, {SequenceStep{seq, block, start, LogitRows::all}}, 0);
+    ASSERT_EQ(logits.size(), block.size() * r.vocab());
+    size_t accepted = 0;  // rows whose pick is emitted: the first mismatch's pick ends the round
+    for (size_t i = 0; i < block.size() && spec.size() < n_new; ++i) {
+      const std::vector<float> ri(logits.begin() + i * r.vocab(), logits.begin() + (i + 1) * r.vocab());
+      ASSERT_TRUE(same_bits(ri, classic_logits[spec.size()])) << "position " << spec.size();
+      const int32_t pick = kernels::argmax(ri.data(), r.vocab());
+      spec.push_back(pick);
+      accepted = i + 1;
+      if (i + 1 < block.size() && block[i + 1] != pick) break;
+    }
+    r.kv->truncate(seq, start + static_cast<int64_t>(accepted));  // roll back the rejected drafts
+  }
+  EXPECT_EQ(spec, classic);
+  r.kv->release(seq);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaSpeculative,
+                         ::testing::Values("gemma2_softcap_bf16", "qwen2_moe_shared_bf16",
+                                           "gemma4_text_bf16"),
                          [](const auto& info) { return info.param; });
 
 // Hidden-state outputs (what the MTP drafter reads) track the CPU's.

@@ -97,8 +97,9 @@ struct ChunkSmem {
 // in every thread), acc[i] = a_c[threadIdx.x + i·kThreads]. Starts and ends
 // with a barrier, so it can be called in a loop. q_s must be filled.
 __device__ __forceinline__ void chunk_partial(const DeviceKvPool& pool, const RowHead& rh, int32_t c0,
-                                              float scale, ChunkSmem& sm, float* k_s, float* v_s, float& m_c,
-                                              float& l_c, float (&acc)[kDimsPerThread]) {
+                                              float scale, float softcap, ChunkSmem& sm, float* k_s,
+                                              float* v_s, float& m_c, float& l_c,
+                                              float (&acc)[kDimsPerThread]) {
   const int hd = pool.head_dim;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t first = max(rh.lo, c0), last = min(rh.p, c0 + kAttentionChunk - 1);
@@ -118,7 +119,9 @@ __device__ __forceinline__ void chunk_partial(const DeviceKvPool& pool, const Ro
     for (int d = lane; d < hd; d += 32) dot = __fmaf_rn(sm.q[d], kr[d], dot);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) dot = __fadd_rn(dot, __shfl_xor_sync(0xffffffffu, dot, o));
-    if (lane == 0) sm.score[j] = __fmul_rn(scale, dot);
+    float s = __fmul_rn(scale, dot);
+    if (softcap > 0.0f) s = __fmul_rn(tanhf(__fdiv_rn(s, softcap)), softcap);  // Gemma 2: tanh(s / cap) * cap
+    if (lane == 0) sm.score[j] = s;
   }
   __syncthreads();
   float mx = -INFINITY;
@@ -172,7 +175,8 @@ __device__ __forceinline__ int32_t first_chunk(const RowHead& rh) {
 __global__ void __launch_bounds__(kThreads)
     attention_serial_kernel(const float* __restrict__ q, int n_heads, DeviceKvPool pool,
                             const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
-                            int64_t table_stride, float scale, int window, float* __restrict__ out) {
+                            int64_t table_stride, float scale, int window, float softcap,
+                            float* __restrict__ out) {
   pdl_enter();
   __shared__ ChunkSmem sm;
   extern __shared__ float kv_s[];
@@ -183,7 +187,8 @@ __global__ void __launch_bounds__(kThreads)
   Merge merge;
   for (int32_t c0 = first_chunk(rh); c0 <= rh.p; c0 += kAttentionChunk) {
     float m_c, l_c, acc[kDimsPerThread];
-    chunk_partial(pool, rh, c0, scale, sm, kv_s, kv_s + kAttentionChunk * pool.head_dim, m_c, l_c, acc);
+    chunk_partial(pool, rh, c0, scale, softcap, sm, kv_s, kv_s + kAttentionChunk * pool.head_dim, m_c, l_c,
+                  acc);
     merge.add(m_c, l_c, acc);
   }
   merge.store(out + (r * n_heads + head) * pool.head_dim, pool.head_dim);
@@ -199,8 +204,9 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     attention_split_kernel(const float* __restrict__ q, int n_heads, DeviceKvPool pool,
                            const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
-                           int64_t table_stride, float scale, int window, uint32_t* __restrict__ counters,
-                           float* __restrict__ partials, int slots, float* __restrict__ out) {
+                           int64_t table_stride, float scale, int window, float softcap,
+                           uint32_t* __restrict__ counters, float* __restrict__ partials, int slots,
+                           float* __restrict__ out) {
   pdl_enter();
   __shared__ ChunkSmem sm;
   __shared__ bool merges;
@@ -219,8 +225,8 @@ __global__ void __launch_bounds__(kThreads)
   float* mine = partials + (rh_index * slots + z) * stride;
   {
     float m_c, l_c, acc[kDimsPerThread];
-    chunk_partial(pool, rh, c_first + z * kAttentionChunk, scale, sm, kv_s, kv_s + kAttentionChunk * hd, m_c,
-                  l_c, acc);
+    chunk_partial(pool, rh, c_first + z * kAttentionChunk, scale, softcap, sm, kv_s,
+                  kv_s + kAttentionChunk * hd, m_c, l_c, acc);
     if (threadIdx.x == 0) {
       mine[0] = m_c;
       mine[1] = l_c;
@@ -300,7 +306,7 @@ size_t attention_partial_floats(int64_t rows, int n_heads, const DeviceKvPool& p
 
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
-                 int window, float* out, const AttentionWorkspace& workspace) {
+                 int window, float* out, const AttentionWorkspace& workspace, float softcap) {
   TANDEM_RETURN_IF_ERROR(check_pool(pool, "attention"));
   if (n_heads <= 0 || n_heads % pool.n_kv_heads != 0 || n_heads > 65535) {
     return invalid_argument(
@@ -332,11 +338,11 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
                     static_cast<unsigned>(slots));
     return launch_kernel("attention (split)", attention_split_kernel, grid, dim3(kThreads), smem,
                          stream.handle(), q, n_heads, pool, positions, block_tables, table_stride, scale,
-                         window, workspace.counters, workspace.partials, static_cast<int>(slots), out);
+                         window, softcap, workspace.counters, workspace.partials, static_cast<int>(slots), out);
   }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads));
   return launch_kernel("attention", attention_serial_kernel, grid, dim3(kThreads), smem, stream.handle(), q,
-                       n_heads, pool, positions, block_tables, table_stride, scale, window, out);
+                       n_heads, pool, positions, block_tables, table_stride, scale, window, softcap, out);
 }
 
 }  // namespace tandem::kernels::gpu

@@ -276,7 +276,9 @@ Status kv_write(const Stream& stream, const DeviceKvPool& pool, const float* k_n
 // of partials (16-byte aligned), each chunk gets its own block
 // (flash-decoding); without one (or with a smaller one), one block per (row,
 // head) walks the chunks: the same bits either way. The workspace is in use
-// until the call's work on `stream` completes. head_dim <= 512.
+// until the call's work on `stream` completes. head_dim <= 512. softcap > 0
+// caps each score s = scale · (q · k) to tanh(s / softcap) · softcap (Gemma 2,
+// the CPU attention()'s rule); 0 leaves the scores as they are.
 struct AttentionWorkspace {
   float* partials = nullptr;
   size_t partial_floats = 0;
@@ -285,7 +287,7 @@ struct AttentionWorkspace {
 };
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
-                 int window, float* out, const AttentionWorkspace& workspace = {});
+                 int window, float* out, const AttentionWorkspace& workspace = {}, float softcap = 0.0f);
 size_t attention_partial_floats(int64_t rows, int n_heads, const DeviceKvPool& pool, int64_t table_stride,
                                 int window);
 

@@ -51,9 +51,9 @@ std::string nvidia_module_version(const std::string& proc_text);
 bool cuda_available();
 
 struct ModelConfig;
-// What of `config` the CUDA forward does not run (ADR 0009: the dense
-// Llama-style block only), as a phrase for an error message; "" when it runs
-// all of it. Model::place_on refuses such a model (FailedPrecondition).
+// What of `config` the CUDA forward does not run (ADR 0009 / 0045: every family
+// runs; only limits such as the router's expert count remain), as a phrase for an
+// error message; "" when it runs all of it. Model::place_on refuses such a model (FailedPrecondition).
 std::string cuda_unsupported_feature(const ModelConfig& config);
 // Number of visible CUDA devices (0 without CUDA in the build).
 int cuda_device_count();

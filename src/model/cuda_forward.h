@@ -118,8 +118,8 @@ class CudaForward {
   bool graphs_enabled_ = true;
   bool fuse_ = true;       // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
   bool fuse_norm_ = true;  // residual adds carry the next RMSNorm (TANDEM_CUDA_FUSE_NORM=0: not)
-  bool general_ = false;  // a Gemma / MoE feature: layer_general for every layer
-  bool sparse_ = false;   // MoE layers: the host reads each layer's routing (no graphs)
+  bool general_ = false;   // a Gemma / MoE feature: layer_general for every layer
+  bool sparse_ = false;    // MoE layers: the host reads each layer's routing (no graphs)
   // MoE scratch: router logits [rows][experts], the routing [rows][top_k]
   // (experts, weights), per-expert row lists (gather rows | output slots) and
   // the experts' rows; the shared expert's [rows][...] buffers.

@@ -338,7 +338,8 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
                     static_cast<unsigned>(slots));
     return launch_kernel("attention (split)", attention_split_kernel, grid, dim3(kThreads), smem,
                          stream.handle(), q, n_heads, pool, positions, block_tables, table_stride, scale,
-                         window, softcap, workspace.counters, workspace.partials, static_cast<int>(slots), out);
+                         window, softcap, workspace.counters, workspace.partials, static_cast<int>(slots),
+                         out);
   }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads));
   return launch_kernel("attention", attention_serial_kernel, grid, dim3(kThreads), smem, stream.handle(), q,

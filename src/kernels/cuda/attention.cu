@@ -26,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "cuda/attention_tile.h"
@@ -252,6 +253,20 @@ __global__ void __launch_bounds__(kThreads)
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// TANDEM_CUDA_ATTENTION=serial|split|tile replaces `automatic` (read once; for
+// measurements: every shape gives the same bits).
+AttentionShape environment_shape() {
+  static const AttentionShape shape = [] {
+    const char* e = std::getenv("TANDEM_CUDA_ATTENTION");
+    const std::string v = e != nullptr ? e : "";
+    if (v == "serial") return AttentionShape::serial;
+    if (v == "split") return AttentionShape::split;
+    if (v == "tile") return AttentionShape::tile;
+    return AttentionShape::automatic;
+  }();
+  return shape;
+}
+
 Status check_pool(const DeviceKvPool& pool, const char* op) {
   if (pool.tokens_per_block <= 0 || pool.n_kv_heads <= 0 || pool.head_dim <= 0 ||
       pool.head_dim > kMaxHeadDim) {
@@ -314,6 +329,7 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
     return invalid_argument("attention: the workspace's partials must be 16-byte aligned");
   }
   if (rows == 0) return Status::Ok();
+  if (shape == AttentionShape::automatic) shape = environment_shape();
   const bool tile_ok = attention_tile_fits(n_heads, pool) && aligned16(q) && aligned16(out) &&
                        aligned16(pool.k) && aligned16(pool.v);
   if (tile_ok &&

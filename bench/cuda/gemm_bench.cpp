@@ -396,10 +396,10 @@ void run_large_variants(const gpu::Stream& stream, kernels::gpu::testing::Cublas
       check(y.download(v == 0 ? ref.data() : got.data(), out * 4, stream));
       const bool same = v == 0 || std::memcmp(ref.data(), got.data(), out * 4) == 0;
       const double us = time_us([&](int) { call(); }, stream.handle());
-      std::printf(
-          "    v%d %9.1f us %7.1f TFLOP/s%s%s\n", v, us, 2.0 * pt.m * s.n * s.k / us / 1e6,
-          cublas_us > 0 ? (" " + std::to_string(cublas_us / us).substr(0, 4) + " of cuBLAS").c_str() : "",
-          same ? "" : "  BITS DIFFER");
+      char versus[32] = "";
+      if (cublas_us > 0) std::snprintf(versus, sizeof versus, " %.2f of cuBLAS", cublas_us / us);
+      std::printf("    v%d %9.1f us %7.1f TFLOP/s%s%s\n", v, us, 2.0 * pt.m * s.n * s.k / us / 1e6, versus,
+                  same ? "" : "  BITS DIFFER");
       std::fflush(stdout);
     }
   }

@@ -39,4 +39,9 @@ CLI::Option* add_gemm_option(CLI::App* sub, std::string& gemm);
 // (resolve_weights_option).
 CLI::Option* add_weights_option(CLI::App* sub, std::string& weights);
 
+// Rows per Forward chunk for `generate` and `bench`: the Forward's default 128
+// on the CPU; 1024 for a model on a GPU, whose GEMMs reach their large tile
+// only at M in the hundreds (ADR 0044). Chunking never changes a bit.
+inline long forward_chunk_rows(bool on_gpu) { return on_gpu ? 1024 : 128; }
+
 }  // namespace tandem::app

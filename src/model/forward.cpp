@@ -18,10 +18,7 @@ class CudaForward {};  // never constructed without CUDA; complete for ~Forward'
 namespace tandem::model {
 
 Forward::Forward(const Model& model, KvCache& kv, ThreadPool* pool, int64_t max_rows)
-    : model_(model),
-      kv_(kv),
-      max_rows_(max_rows > 0 ? max_rows
-                             : (model.placement().kind == DeviceKind::cuda ? kDeviceRows : kHostRows)) {
+    : model_(model), kv_(kv), max_rows_(std::max<int64_t>(1, max_rows)) {
   ctx_.pool = pool;
   const ModelConfig& c = model.config();
   const size_t rows = static_cast<size_t>(max_rows_);

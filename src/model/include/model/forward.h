@@ -90,11 +90,7 @@ class Forward {
  public:
   // `model` and `kv` must outlive the Forward; `pool` may be nullptr (calling
   // thread only).
-  // max_rows 0 (the default): kHostRows on the CPU, kDeviceRows for a model
-  // placed on a GPU (larger row chunks keep the device GEMMs in their large
-  // tile; ADR 0044). Chunking never changes a bit.
-  static constexpr int64_t kHostRows = 128, kDeviceRows = 1024;
-  Forward(const Model& model, KvCache& kv, ThreadPool* pool, int64_t max_rows = 0);
+  Forward(const Model& model, KvCache& kv, ThreadPool* pool, int64_t max_rows = 128);
   ~Forward();
   Forward(const Forward&) = delete;
   Forward& operator=(const Forward&) = delete;

@@ -330,8 +330,8 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
   }
   if (rows == 0) return Status::Ok();
   if (shape == AttentionShape::automatic) shape = environment_shape();
-  const bool tile_ok = attention_tile_fits(n_heads, pool) && aligned16(q) && aligned16(out) &&
-                       aligned16(pool.k) && aligned16(pool.v);
+  const bool tile_ok = rows <= 65535 && attention_tile_fits(n_heads, pool) && aligned16(q) &&
+                       aligned16(out) && aligned16(pool.k) && aligned16(pool.v);
   if (tile_ok &&
       (shape == AttentionShape::tile || (shape == AttentionShape::automatic && rows > kAttentionTileMinRows)))
     return attention_tile(stream, q, rows, n_heads, pool, positions, block_tables, table_stride, scale,

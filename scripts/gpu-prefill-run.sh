@@ -3,8 +3,8 @@
 # a pack made by `scripts/gpu-prefill-run.sh --pack DIR` (binaries + shared
 # libraries + this script), runs the GPU tests, the large-tile GEMM variants,
 # and `tandem bench` prefill at 512 and 2048 tokens on a random Llama-3.1-8B
-# shape (tile attention vs the split shape it replaces, each large-tile
-# variant), then an ncu per-kernel summary of a 2-layer 8B-shape prefill.
+# shape (tile attention vs the split shape it replaces, bf16 activations,
+# each large-tile variant), then an ncu per-kernel summary of a 2-layer 8B-shape prefill.
 # Optional steps are skipped once BUDGET seconds have passed.
 #   on the GPU machine: bash DIR/gpu-prefill-run.sh DIR OUT [BUDGET]
 set -uo pipefail
@@ -65,6 +65,8 @@ run() {
 run p512 "" -p 512 -n 8 -r 2
 run p2048 "" -p 2048 -n 4 -r 2
 run p2048_split "TANDEM_CUDA_ATTENTION=split" -p 2048 -n 1 -r 1
+run p512_bf16 "TANDEM_CUDA_ACTIVATIONS=bf16" -p 512 -n 8 -r 2
+run p2048_bf16 "TANDEM_CUDA_ACTIVATIONS=bf16" -p 2048 -n 1 -r 2
 for v in 1 2 3; do
   ((SECONDS < budget)) || break
   run p2048_large$v "TANDEM_CUDA_LARGE_TILE=$v" -p 2048 -n 1 -r 2

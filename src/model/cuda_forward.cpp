@@ -39,6 +39,8 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   f->max_rows_ = max_rows;
   const char* fuse = std::getenv("TANDEM_CUDA_FUSE");  // 0: the unfused glue (same bits; for comparison)
   f->fuse_ = fuse == nullptr || std::string(fuse) != "0";
+  const char* act = std::getenv("TANDEM_CUDA_ACTIVATIONS");  // bf16: rounded GEMM inputs (ADR 0044)
+  f->bf16_x_ = act != nullptr && std::string(act) == "bf16";
   f->max_table_ = kv.num_blocks();
   auto stream = gpu::Stream::create();
   if (!stream.ok()) return stream.status();
@@ -78,6 +80,8 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
     if (plan.slices > 1) slab_floats = std::max(slab_floats, plan.slices * rows * static_cast<size_t>(nk[0]));
   }
   if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
+  if (f->bf16_x_)  // before any graph capture: the widest GEMM input of a chunk
+    TANDEM_RETURN_IF_ERROR(alloc(f->x_bf16_, rows * std::max({hs, qd, inter}) * sizeof(uint16_t)));
   // Split attention's partials for every row of a chunk, or (a long pool) for
   // the decode/verify steps only; bigger calls then take the serial shape,
   // which gives the same bits (ADR 0028). Window 0 bounds every layer.
@@ -130,6 +134,11 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
 }
 
 Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y) {
+  if (mode_ == kernels::GemmMode::invariant && bf16_x_) {
+    TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
+    return gpu::gemm_bf16w_sliced(stream_, x_bf16_.data(), DType::bf16, m, w, n, k, y, slices_.as<float>(),
+                                  slices_.bytes() / sizeof(float));
+  }
   if (mode_ == kernels::GemmMode::invariant)
     return gpu::gemm_bf16w_sliced(stream_, x, DType::f32, m, w, n, k, y, slices_.as<float>(),
                                   slices_.bytes() / sizeof(float));
@@ -146,6 +155,11 @@ Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n
 
 Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m, const uint16_t* w,
                                                        int64_t n, int64_t k, float* y) {
+  if (mode_ == kernels::GemmMode::invariant && bf16_x_) {
+    TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
+    return gpu::gemm_bf16w_partials(stream_, x_bf16_.data(), DType::bf16, m, w, n, k, y, slices_.as<float>(),
+                                    slices_.bytes() / sizeof(float));
+  }
   if (mode_ == kernels::GemmMode::invariant)
     return gpu::gemm_bf16w_partials(stream_, x, DType::f32, m, w, n, k, y, slices_.as<float>(),
                                     slices_.bytes() / sizeof(float));

@@ -90,8 +90,11 @@ class CudaForward {
   std::map<int64_t, kernels::gpu::Graph> graphs_;
   bool graphs_enabled_ = true;
   bool fuse_ = true;  // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
+  // TANDEM_CUDA_ACTIVATIONS=bf16: GEMM inputs rounded to bf16, one mma per
+  // k-step (ADR 0044; other bits than the default f32 split, still invariant).
+  bool bf16_x_ = false;
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
-  kernels::gpu::DeviceBuffer x_bf16_;                         // cuBLAS's bf16 copy of x
+  kernels::gpu::DeviceBuffer x_bf16_;                         // the bf16 copy of x (cuBLAS, bf16_x_)
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums
   kernels::gpu::DeviceBuffer attn_partials_, attn_counters_;  // split attention's workspace
   kernels::gpu::AttentionWorkspace attn_workspace_;

@@ -64,14 +64,15 @@ run() {
 }
 run p512 "" -p 512 -n 8 -r 2
 run p2048 "" -p 2048 -n 4 -r 2
-run p2048_split "TANDEM_CUDA_ATTENTION=split" -p 2048 -n 1 -r 1
+run p2048_before "TANDEM_CUDA_ATTENTION=split TANDEM_CUDA_CHUNK_ROWS=128" -p 2048 -n 1 -r 1
+run p2048_chunk128 "TANDEM_CUDA_CHUNK_ROWS=128" -p 2048 -n 1 -r 1
 run p512_bf16 "TANDEM_CUDA_ACTIVATIONS=bf16" -p 512 -n 8 -r 2
 run p2048_bf16 "TANDEM_CUDA_ACTIVATIONS=bf16" -p 2048 -n 1 -r 2
 for v in 1 2 3; do
   ((SECONDS < budget)) || break
   run p2048_large$v "TANDEM_CUDA_LARGE_TILE=$v" -p 2048 -n 1 -r 2
 done
-((SECONDS < budget)) && run p512_split "TANDEM_CUDA_ATTENTION=split" -p 512 -n 1 -r 1
+((SECONDS < budget)) && run p512_before "TANDEM_CUDA_ATTENTION=split TANDEM_CUDA_CHUNK_ROWS=128" -p 512 -n 1 -r 1
 if ((SECONDS < budget)) && command -v ncu >/dev/null; then
   timeout 60 ncu --clock-control none --print-summary per-kernel --metrics gpu__time_duration.sum \
     $b/tandem bench -m $m2 --device cuda -p 2048 -n 1 -r 1 --bw-mib 256 >$out/ncu_p2048.txt 2>&1

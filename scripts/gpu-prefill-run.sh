@@ -68,7 +68,7 @@ run p2048_before "TANDEM_CUDA_ATTENTION=split TANDEM_CUDA_CHUNK_ROWS=128" -p 204
 run p512_bf16 "TANDEM_CUDA_ACTIVATIONS=bf16" -p 512 -n 8 -r 2
 run p2048_bf16 "TANDEM_CUDA_ACTIVATIONS=bf16" -p 2048 -n 1 -r 2
 ((SECONDS < budget)) && run p2048_chunk128 "TANDEM_CUDA_CHUNK_ROWS=128" -p 2048 -n 1 -r 1
-for v in 1 2 3; do
+for v in 1 2 3 4; do
   ((SECONDS < budget)) || break
   run p2048_large$v "TANDEM_CUDA_LARGE_TILE=$v" -p 2048 -n 1 -r 2
 done

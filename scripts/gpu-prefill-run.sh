@@ -39,9 +39,10 @@ pylib=$(python3 -c 'import glob,os,site; print(":".join(sorted({os.path.dirname(
 export TANDEM_SOURCE_DIR="$PWD"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 m8=/tmp/m8b m2=/tmp/m8b2
-($b/tandem-random-model --preset llama-3.1-8b --out $m8 --dtype bf16 >$out/model.log 2>&1;
- $b/tandem-random-model --preset llama-3.1-8b --layers 2 --out $m2 --dtype bf16 >>$out/model.log 2>&1) &
-model_pid=$!
+$b/tandem-random-model --preset llama-3.1-8b --layers 2 --out $m2 --dtype bf16 >$out/model2.log 2>&1 &
+m2_pid=$!
+$b/tandem-random-model --preset llama-3.1-8b --out $m8 --dtype bf16 >$out/model8.log 2>&1 &
+m8_pid=$!
 
 timeout 90 $b/test_cuda_kernels >$out/kernels.log 2>&1
 echo "== test_cuda_kernels rc=$? ($SECONDS s)"
@@ -53,26 +54,32 @@ timeout 60 $b/bench_cuda_gemm --large-variants >$out/gemm.txt 2>&1
 echo "== bench_cuda_gemm --large-variants rc=$? ($SECONDS s)"
 grep -vE "^device|^ceilings" $out/gemm.txt
 
-wait $model_pid
-echo "== models made ($SECONDS s)"
-run() {
-  local label=$1 envs=$2
-  shift 2
-  env $envs timeout 60 $b/tandem bench -m $m8 --device cuda --bw-mib 1024 "$@" >$out/bench_$label.txt 2>&1
+run() {  # label, model, "ENV=.. ENV=..", tandem bench args
+  local label=$1 model=$2 envs=$3
+  shift 3
+  env $envs timeout 150 $b/tandem bench -m $model --device cuda --bw-mib 1024 "$@" >$out/bench_$label.txt 2>&1
   echo "== $label ($envs $*): rc=$? ($SECONDS s)"
   grep -E "^rep|^prefill|^decode" $out/bench_$label.txt | head -6
 }
-run p512 "" -p 512 -n 8 -r 2
-run p2048 "" -p 2048 -n 4 -r 2
-run p2048_before "TANDEM_CUDA_ATTENTION=split TANDEM_CUDA_CHUNK_ROWS=128" -p 2048 -n 1 -r 1
-run p512_bf16 "TANDEM_CUDA_ACTIVATIONS=bf16" -p 512 -n 8 -r 2
-run p2048_bf16 "TANDEM_CUDA_ACTIVATIONS=bf16" -p 2048 -n 1 -r 2
-((SECONDS < budget)) && run p2048_chunk128 "TANDEM_CUDA_CHUNK_ROWS=128" -p 2048 -n 1 -r 1
+wait $m2_pid
+echo "== 2-layer model made ($SECONDS s)"
+# Comparisons on a 2-layer 8B shape (the same layers, a fraction of the load
+# time): this work's defaults, the configuration before it, bf16 activations.
+run l2_p2048 $m2 "" -p 2048 -n 1 -r 3
+run l2_p2048_before $m2 "TANDEM_CUDA_ATTENTION=split TANDEM_CUDA_CHUNK_ROWS=128" -p 2048 -n 1 -r 2
+run l2_p2048_bf16 $m2 "TANDEM_CUDA_ACTIVATIONS=bf16" -p 2048 -n 1 -r 3
+wait $m8_pid
+echo "== 8B model made ($SECONDS s)"
+# The figures against the targets: the whole 8B shape, this work's defaults.
+run p512 $m8 "" -p 512 -n 8 -r 2
+run p2048 $m8 "" -p 2048 -n 4 -r 2
+# Optional, while the budget lasts: 128-row chunks, each large tile, bf16 on the whole 8B.
+((SECONDS < budget)) && run l2_p2048_chunk128 $m2 "TANDEM_CUDA_CHUNK_ROWS=128" -p 2048 -n 1 -r 2
 for v in 1 2 3 4; do
   ((SECONDS < budget)) || break
-  run p2048_large$v "TANDEM_CUDA_LARGE_TILE=$v" -p 2048 -n 1 -r 2
+  run l2_p2048_large$v $m2 "TANDEM_CUDA_LARGE_TILE=$v" -p 2048 -n 1 -r 3
 done
-((SECONDS < budget)) && run p512_before "TANDEM_CUDA_ATTENTION=split TANDEM_CUDA_CHUNK_ROWS=128" -p 512 -n 1 -r 1
+((SECONDS < budget)) && run p512_bf16 $m8 "TANDEM_CUDA_ACTIVATIONS=bf16" -p 512 -n 1 -r 2
 if ((SECONDS < budget)) && command -v ncu >/dev/null; then
   timeout 60 ncu --clock-control none --print-summary per-kernel --metrics gpu__time_duration.sum \
     $b/tandem bench -m $m2 --device cuda -p 2048 -n 1 -r 1 --bw-mib 256 >$out/ncu_p2048.txt 2>&1

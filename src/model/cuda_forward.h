@@ -72,6 +72,9 @@ class CudaForward {
   Expected<kernels::gpu::GemmPartials> gemm_partials(const float* x, int64_t m, const uint16_t* w, int64_t n,
                                                      int64_t k, float* y);
   Status gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y);
+  // Attention over the chunk's rows, one call per attn_segments_ entry (ADR 0043).
+  Status attention(const float* q, int64_t m, const kernels::gpu::DeviceKvPool& pool, int64_t table_stride,
+                   int window, float* out);
 
   const Model& model_;
   const DeviceWeights& w_;
@@ -98,6 +101,14 @@ class CudaForward {
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums
   kernels::gpu::DeviceBuffer attn_partials_, attn_counters_;  // split attention's workspace
   kernels::gpu::AttentionWorkspace attn_workspace_;
+  // The chunk's rows as attention calls: a run of one sequence's rows longer
+  // than kAttentionTileMinRows takes the tile shape; the rows between such
+  // runs (decode / verify rows of many sequences) one split/serial call.
+  struct AttentionSegment {
+    int64_t first, count;
+    bool tile;
+  };
+  std::vector<AttentionSegment> attn_segments_;
   std::vector<int32_t> staging_;
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;

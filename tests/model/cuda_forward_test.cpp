@@ -261,6 +261,45 @@ TEST(CudaForward, BadDeviceIndexIsAStatus) {
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
 }
 
+// More than 16 rows of many sequences in one call (ADR 0043's segments): 17
+// sequences decoding together (one split-shape call over rows of 17 tables),
+// and on every third step a 40-token prefill chunk of another sequence in the
+// same call (a tile-shape segment beside them; the KV holds 2048 tokens, so
+// each is released after its step). Our decoded rows equal the rows of one
+// prefill call.
+TEST(CudaForward, DecodeBesideManyNeighboursAndAPrefillChunk) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Rig r = make_rig("tandem_target", true, 128);
+  const std::vector<int32_t> mine = long_tokens(r.vocab(), 0);
+  SequenceId seq = r.kv->create_sequence();
+  const std::vector<float> alone = run_rows(r, {SequenceStep{seq, mine, 0, LogitRows::all}}, 0);
+  r.kv->release(seq);
+  constexpr int kSeqs = 17;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<SequenceId> seqs;
+  for (int i = 0; i < kSeqs; ++i) {
+    tokens.push_back(i == 0 ? mine : long_tokens(r.vocab(), i + 1));
+    seqs.push_back(r.kv->create_sequence());
+    SequenceStep s{seqs.back(), {tokens.back().data(), 60}, 0, LogitRows::none};
+    ASSERT_TRUE(r.fw->run({&s, 1}).ok());
+  }
+  const std::vector<int32_t> extra = long_tokens(r.vocab(), 99);
+  std::vector<float> decoded;
+  for (int64_t p = 60; p < static_cast<int64_t>(mine.size()); ++p) {
+    std::vector<SequenceStep> batch;
+    for (int i = 0; i < kSeqs; ++i)
+      batch.push_back(SequenceStep{seqs[i], {tokens[i].data() + p, 1}, p, LogitRows::last});
+    const SequenceId prefill = r.kv->create_sequence();
+    if (p % 3 == 0) batch.push_back(SequenceStep{prefill, {extra.data(), 40}, 0, LogitRows::last});
+    auto row = run_rows(r, batch, 0);
+    decoded.insert(decoded.end(), row.begin(), row.end());
+    r.kv->release(prefill);
+  }
+  const std::vector<float> tail(alone.begin() + 60 * r.vocab(), alone.end());
+  EXPECT_TRUE(same_bits(tail, decoded)) << "decode beside 16 neighbours (and a prefill chunk) differs";
+  for (SequenceId id : seqs) r.kv->release(id);
+}
+
 // TANDEM_CUDA_ACTIVATIONS=bf16 (ADR 0044): GEMM inputs rounded to bf16. Other
 // bits than the default, but still a function of the row alone: one call ==
 // chunks of 7 == beside another sequence == decoded one token per call (CUDA

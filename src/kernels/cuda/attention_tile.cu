@@ -138,6 +138,134 @@ __device__ __forceinline__ bool covered(const SlotInfo& si, int32_t key) {
   return false;
 }
 
+// The chunk's K (leaf-major) and V for the keys some slot reads — the
+// table's row reads [ref_lo, p_max]; below ref_lo only keys a slot covers,
+// whose blocks the tables were checked to agree on — zeros elsewhere.
+template <int HD>
+__device__ __forceinline__ void load_chunk(const DeviceKvPool& pool, const int32_t* table, int kv_head,
+                                           int32_t c0, int32_t lo_min, int32_t p_max, int32_t ref_lo,
+                                           const SlotInfo& si, float* k_s, float* v_s) {
+  using S = TileShape<HD>;
+  for (int i = threadIdx.x; i < kKeys * (HD / 4); i += kTileThreads) {
+    const int j = i / (HD / 4), d = (i % (HD / 4)) * 4;
+    const int32_t key = c0 + j;
+    float4 kf = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vf = kf;
+    if (key >= lo_min && key <= p_max && (key >= ref_lo || covered<S::P>(si, key))) {
+      const int64_t off = kv_index(pool, table, key, kv_head) + d;
+      kf = *reinterpret_cast<const float4*>(pool.k + off);
+      vf = *reinterpret_cast<const float4*>(pool.v + off);
+    }
+    float* kd = k_s + j * S::KS;
+    kd[leaf_major<S::L>(d)] = kf.x;
+    kd[leaf_major<S::L>(d + 1)] = kf.y;
+    kd[leaf_major<S::L>(d + 2)] = kf.z;
+    kd[leaf_major<S::L>(d + 3)] = kf.w;
+    *reinterpret_cast<float4*>(v_s + j * HD + d) = vf;
+  }
+}
+
+// Scores of the thread's slots q0 .. q0 + QS − 1 × keys kb + 8i, each slot's
+// maximum over its valid keys of the chunk (mx_s), the weights (w_s[key][slot],
+// 0 for keys outside the slot's range).
+template <int HD>
+__device__ __forceinline__ void chunk_weights(const float* q_s, const float* k_s, int q0, int kb, int32_t c0,
+                                              float scale, const SlotInfo& si, float* w_s, float* mx_s) {
+  using S = TileShape<HD>;
+  float s[S::QS][4];
+  dot_tree<HD, 5, 0>(q_s, k_s, q0, kb, s);
+#pragma unroll
+  for (int t = 0; t < S::QS; ++t) {
+    const int slot = q0 + t;
+    float mx = -INFINITY;
+    bool valid[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s[t][i] = __fmul_rn(scale, s[t][i]);
+      valid[i] = key_valid<HD>(si, slot, c0 + kb + 8 * i);
+      if (valid[i]) mx = fmaxf(mx, s[t][i]);
+    }
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      w_s[(kb + 8 * i) * S::P + slot] = valid[i] ? expf(__fsub_rn(s[t][i], mx)) : 0.0f;
+    if (kb == 0) mx_s[slot] = mx;
+  }
+}
+
+// l_c and a_c of the thread's slots pq0 .. pq0 + NQ − 1 (d in float4 units
+// dg + 16u): keys in order, a key skipped where the slot's mask bit is clear
+// (MASKED; chunk_partial's loops over [first, last]).
+template <int HD, bool MASKED>
+__device__ __forceinline__ void chunk_values(const float* w_s, const float* v_s, int pq0, int dg,
+                                             const uint32_t (&mask)[TileShape<HD>::NQ],
+                                             float (&sum)[TileShape<HD>::NQ],
+                                             float (&acc)[TileShape<HD>::NQ][TileShape<HD>::ND4][4]) {
+  using S = TileShape<HD>;
+#pragma unroll
+  for (int t = 0; t < S::NQ; ++t) {
+    sum[t] = 0.0f;
+#pragma unroll
+    for (int u = 0; u < S::ND4; ++u)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[t][u][e] = 0.0f;
+  }
+#pragma unroll 4
+  for (int j = 0; j < kKeys; ++j) {
+    float w[S::NQ];
+#pragma unroll
+    for (int t = 0; t < S::NQ; ++t) w[t] = w_s[j * S::P + pq0 + t];
+#pragma unroll
+    for (int u = 0; u < S::ND4; ++u) {
+      const float4 v = *reinterpret_cast<const float4*>(v_s + j * HD + (dg + 16 * u) * 4);
+#pragma unroll
+      for (int t = 0; t < S::NQ; ++t) {
+        if (!MASKED || ((mask[t] >> j) & 1u)) {
+          acc[t][u][0] = __fmaf_rn(w[t], v.x, acc[t][u][0]);
+          acc[t][u][1] = __fmaf_rn(w[t], v.y, acc[t][u][1]);
+          acc[t][u][2] = __fmaf_rn(w[t], v.z, acc[t][u][2]);
+          acc[t][u][3] = __fmaf_rn(w[t], v.w, acc[t][u][3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < S::NQ; ++t)
+      if (!MASKED || ((mask[t] >> j) & 1u)) sum[t] = __fadd_rn(sum[t], w[t]);
+  }
+}
+
+// One merge step per slot with a key in the chunk: Merge::add of attention.cu
+// on the running (m, l) in registers and A in a_s.
+template <int HD>
+__device__ __forceinline__ void merge_chunk(const float* mx_s, float* a_s, int pq0, int dg,
+                                            const uint32_t (&mask)[TileShape<HD>::NQ],
+                                            const float (&sum)[TileShape<HD>::NQ],
+                                            const float (&acc)[TileShape<HD>::NQ][TileShape<HD>::ND4][4],
+                                            float (&run_m)[TileShape<HD>::NQ],
+                                            float (&run_l)[TileShape<HD>::NQ]) {
+  using S = TileShape<HD>;
+#pragma unroll
+  for (int t = 0; t < S::NQ; ++t) {
+    if (mask[t] == 0) continue;  // no key of this chunk for the slot: no merge step
+    const float m_c = mx_s[pq0 + t];
+    const float m_new = fmaxf(run_m[t], m_c);
+    const float alpha = expf(__fsub_rn(run_m[t], m_new));  // 0 on the first chunk (exp(-inf))
+    const float beta = expf(__fsub_rn(m_c, m_new));
+    run_l[t] = __fadd_rn(__fmul_rn(run_l[t], alpha), __fmul_rn(sum[t], beta));
+#pragma unroll
+    for (int u = 0; u < S::ND4; ++u) {
+      float4* a = reinterpret_cast<float4*>(a_s + (pq0 + t) * HD + (dg + 16 * u) * 4);
+      float4 r = *a;
+      r.x = __fadd_rn(__fmul_rn(r.x, alpha), __fmul_rn(acc[t][u][0], beta));
+      r.y = __fadd_rn(__fmul_rn(r.y, alpha), __fmul_rn(acc[t][u][1], beta));
+      r.z = __fadd_rn(__fmul_rn(r.z, alpha), __fmul_rn(acc[t][u][2], beta));
+      r.w = __fadd_rn(__fmul_rn(r.w, alpha), __fmul_rn(acc[t][u][3], beta));
+      *a = r;
+    }
+    run_m[t] = m_new;
+  }
+}
+
 // One pass over the chunks for the slots with si.on set, all reading K/V
 // through `table` (rows whose tables agree on every position they read).
 template <int HD>
@@ -187,54 +315,12 @@ __device__ void tile_pass(const float* __restrict__ q, int n_heads, int group, c
 
   for (int32_t c0 = lo_min / kKeys * kKeys; c0 <= p_max; c0 += kKeys) {
     __syncthreads();  // the previous chunk's readers are done (and q_s is written)
-    // K (leaf-major) and V of the chunk's keys some slot reads (the table's
-    // row reads [ref_lo, p_max]; below ref_lo only keys a slot covers, whose
-    // blocks the tables were checked to agree on); zeros elsewhere.
-    for (int i = threadIdx.x; i < kKeys * (HD / 4); i += kTileThreads) {
-      const int j = i / (HD / 4), d = (i % (HD / 4)) * 4;
-      const int32_t key = c0 + j;
-      float4 kf = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vf = kf;
-      if (key >= lo_min && key <= p_max && (key >= ref_lo || covered<S::P>(si, key))) {
-        const int64_t off = kv_index(pool, table, key, kv_head) + d;
-        kf = *reinterpret_cast<const float4*>(pool.k + off);
-        vf = *reinterpret_cast<const float4*>(pool.v + off);
-      }
-      float* kd = k_s + j * S::KS;
-      kd[leaf_major<S::L>(d)] = kf.x;
-      kd[leaf_major<S::L>(d + 1)] = kf.y;
-      kd[leaf_major<S::L>(d + 2)] = kf.z;
-      kd[leaf_major<S::L>(d + 3)] = kf.w;
-      *reinterpret_cast<float4*>(v_s + j * HD + d) = vf;
-    }
+    load_chunk<HD>(pool, table, kv_head, c0, lo_min, p_max, ref_lo, si, k_s, v_s);
     __syncthreads();
-
-    // Scores, the chunk maximum per slot (over its valid keys), the weights.
-    {
-      float s[S::QS][4];
-      dot_tree<HD, 5, 0>(q_s, k_s, q0, kb, s);
-#pragma unroll
-      for (int t = 0; t < S::QS; ++t) {
-        const int slot = q0 + t;
-        float mx = -INFINITY;
-        bool valid[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          s[t][i] = __fmul_rn(scale, s[t][i]);
-          valid[i] = key_valid<HD>(si, slot, c0 + kb + 8 * i);
-          if (valid[i]) mx = fmaxf(mx, s[t][i]);
-        }
-#pragma unroll
-        for (int o = 1; o < 8; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          w_s[(kb + 8 * i) * S::P + slot] = valid[i] ? expf(__fsub_rn(s[t][i], mx)) : 0.0f;
-        if (kb == 0) mx_s[slot] = mx;
-      }
-    }
+    chunk_weights<HD>(q_s, k_s, q0, kb, c0, scale, si, w_s, mx_s);
     __syncthreads();
-
-    // l_c and a_c in key order, then the merge, for the thread's slots.
-    bool full = true;  // every key of the chunk valid for all the thread's slots
+    // The keys of the chunk each of the thread's slots reads, as a mask.
+    bool full = true;
     uint32_t mask[S::NQ];
 #pragma unroll
     for (int t = 0; t < S::NQ; ++t) {
@@ -250,78 +336,12 @@ __device__ void tile_pass(const float* __restrict__ q, int n_heads, int group, c
       full = full && mask[t] == 0xffffffffu;
     }
     float acc[S::NQ][S::ND4][4], sum[S::NQ];
-#pragma unroll
-    for (int t = 0; t < S::NQ; ++t) {
-      sum[t] = 0.0f;
-#pragma unroll
-      for (int j = 0; j < S::ND4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[t][j][e] = 0.0f;
-    }
     if (full) {
-#pragma unroll 4
-      for (int j = 0; j < kKeys; ++j) {
-        float w[S::NQ];
-#pragma unroll
-        for (int t = 0; t < S::NQ; ++t) w[t] = w_s[j * S::P + pq0 + t];
-#pragma unroll
-        for (int u = 0; u < S::ND4; ++u) {
-          const float4 v = *reinterpret_cast<const float4*>(v_s + j * HD + (dg + 16 * u) * 4);
-#pragma unroll
-          for (int t = 0; t < S::NQ; ++t) {
-            acc[t][u][0] = __fmaf_rn(w[t], v.x, acc[t][u][0]);
-            acc[t][u][1] = __fmaf_rn(w[t], v.y, acc[t][u][1]);
-            acc[t][u][2] = __fmaf_rn(w[t], v.z, acc[t][u][2]);
-            acc[t][u][3] = __fmaf_rn(w[t], v.w, acc[t][u][3]);
-          }
-        }
-#pragma unroll
-        for (int t = 0; t < S::NQ; ++t) sum[t] = __fadd_rn(sum[t], w[t]);
-      }
+      chunk_values<HD, false>(w_s, v_s, pq0, dg, mask, sum, acc);
     } else {
-#pragma unroll 4
-      for (int j = 0; j < kKeys; ++j) {
-        float w[S::NQ];
-#pragma unroll
-        for (int t = 0; t < S::NQ; ++t) w[t] = w_s[j * S::P + pq0 + t];
-#pragma unroll
-        for (int u = 0; u < S::ND4; ++u) {
-          const float4 v = *reinterpret_cast<const float4*>(v_s + j * HD + (dg + 16 * u) * 4);
-#pragma unroll
-          for (int t = 0; t < S::NQ; ++t) {
-            if ((mask[t] >> j) & 1u) {
-              acc[t][u][0] = __fmaf_rn(w[t], v.x, acc[t][u][0]);
-              acc[t][u][1] = __fmaf_rn(w[t], v.y, acc[t][u][1]);
-              acc[t][u][2] = __fmaf_rn(w[t], v.z, acc[t][u][2]);
-              acc[t][u][3] = __fmaf_rn(w[t], v.w, acc[t][u][3]);
-            }
-          }
-        }
-#pragma unroll
-        for (int t = 0; t < S::NQ; ++t)
-          if ((mask[t] >> j) & 1u) sum[t] = __fadd_rn(sum[t], w[t]);
-      }
+      chunk_values<HD, true>(w_s, v_s, pq0, dg, mask, sum, acc);
     }
-#pragma unroll
-    for (int t = 0; t < S::NQ; ++t) {
-      if (mask[t] == 0) continue;  // no key of this chunk for the slot: no merge step
-      const float m_c = mx_s[pq0 + t];
-      const float m_new = fmaxf(run_m[t], m_c);
-      const float alpha = expf(__fsub_rn(run_m[t], m_new));  // 0 on the first chunk (exp(-inf))
-      const float beta = expf(__fsub_rn(m_c, m_new));
-      run_l[t] = __fadd_rn(__fmul_rn(run_l[t], alpha), __fmul_rn(sum[t], beta));
-#pragma unroll
-      for (int u = 0; u < S::ND4; ++u) {
-        float4* a = reinterpret_cast<float4*>(a_s + (pq0 + t) * HD + (dg + 16 * u) * 4);
-        float4 r = *a;
-        r.x = __fadd_rn(__fmul_rn(r.x, alpha), __fmul_rn(acc[t][u][0], beta));
-        r.y = __fadd_rn(__fmul_rn(r.y, alpha), __fmul_rn(acc[t][u][1], beta));
-        r.z = __fadd_rn(__fmul_rn(r.z, alpha), __fmul_rn(acc[t][u][2], beta));
-        r.w = __fadd_rn(__fmul_rn(r.w, alpha), __fmul_rn(acc[t][u][3], beta));
-        *a = r;
-      }
-      run_m[t] = m_new;
-    }
+    merge_chunk<HD>(mx_s, a_s, pq0, dg, mask, sum, acc, run_m, run_l);
   }
 
 #pragma unroll

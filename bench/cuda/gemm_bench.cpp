@@ -16,6 +16,8 @@
 //               each first checked to give the shipping kernel's bits
 //   --forward-shapes: only the forward's sliced calls at M = 1 and 5 on the 0.5B and
 //               8B matrices (TANDEM_CUDA_SMALL_TILE picks the small tile's variant)
+//   --large-variants: only the large tile's variants at 4096³ and on the 8B
+//               matrices at M = 1024 (TANDEM_CUDA_LARGE_TILE picks one elsewhere)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -320,12 +322,96 @@ void run_forward_shapes(const gpu::Stream& stream, const Ceilings& ceil) {
   gpu::set_small_tile_variant(-1);
 }
 
+// The large tile's variants (TANDEM_CUDA_LARGE_TILE, ADR 0044) at 4096³
+// (plain gemm_bf16w, bf16 and f32 x, against cuBLAS) and on the 8B forward's
+// matrices at M = 1024 (gemm_bf16w_sliced, f32 x: a prefill chunk); bits
+// checked against variant 0.
+void run_large_variants(const gpu::Stream& stream, kernels::gpu::testing::CublasReference& cublas) {
+  struct Point {
+    const char* name;
+    Shape s;
+    int64_t m;
+    DType xt;
+    bool sliced;
+  };
+  const Point points[] = {{"4096^3", {4096, 4096}, 4096, DType::bf16, false},
+                          {"4096^3", {4096, 4096}, 4096, DType::f32, false},
+                          {"8B qkv", {6144, 4096}, 1024, DType::f32, true},
+                          {"8B o", {4096, 4096}, 1024, DType::f32, true},
+                          {"8B gate_up", {28672, 4096}, 1024, DType::f32, true},
+                          {"8B down", {4096, 14336}, 1024, DType::f32, true}};
+  std::printf("large tile variants 0..%d (TFLOP/s counts 2·M·N·K; bits vs variant 0)\n",
+              gpu::large_tile_variants() - 1);
+  for (const Point& pt : points) {
+    const Shape& s = pt.s;
+    const size_t w_bytes = static_cast<size_t>(s.n * s.k) * 2;
+    gpu::DeviceBuffer w = allocate(w_bytes);
+    check(w.upload(random_bf16(static_cast<size_t>(s.n * s.k), 5).data(), w_bytes, stream));
+    const size_t x_elems = static_cast<size_t>(pt.m * s.k);
+    gpu::DeviceBuffer x = allocate(x_elems * 4);
+    {
+      std::mt19937 rng(6);
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      std::vector<float> xf(x_elems);
+      for (float& f : xf) f = dist(rng);
+      if (pt.xt == DType::f32) {
+        check(x.upload(xf.data(), x_elems * 4, stream));
+      } else {
+        std::vector<uint16_t> xb(x_elems);
+        for (size_t i = 0; i < x_elems; ++i) xb[i] = kernels::f32_to_bf16(xf[i]);
+        check(x.upload(xb.data(), x_elems * 2, stream));
+      }
+    }
+    const size_t out = static_cast<size_t>(pt.m * s.n);
+    gpu::DeviceBuffer y = allocate(out * 4);
+    const gpu::GemmSlicing plan = gpu::gemm_slicing(s.n, s.k);
+    const size_t ws_floats = pt.sliced ? static_cast<size_t>(plan.slices) * out : 1;
+    gpu::DeviceBuffer ws = allocate(ws_floats * 4);
+    auto call = [&] {
+      if (pt.sliced) {
+        check(gpu::gemm_bf16w_sliced(stream, x.data(), pt.xt, pt.m, w.as<uint16_t>(), s.n, s.k, y.as<float>(),
+                                     ws.as<float>(), ws_floats));
+      } else {
+        check(gpu::gemm_bf16w(stream, x.data(), pt.xt, pt.m, w.as<uint16_t>(), s.n, s.k, y.as<float>()));
+      }
+    };
+    double cublas_us = 0;
+    if (cublas.ok() && pt.xt == DType::bf16) {
+      cublas_us = time_us(
+          [&](int) {
+            if (!cublas.gemm_bf16(stream.handle(), x.data(), pt.m, w.data(), s.n, s.k, y.as<float>()))
+              die("cublasGemmEx failed");
+          },
+          stream.handle());
+    }
+    std::printf("  %-10s %5ld x %5ld x %5ld %-4s%s", pt.name, static_cast<long>(pt.m), static_cast<long>(s.n),
+                static_cast<long>(s.k), pt.xt == DType::bf16 ? "bf16" : "f32", pt.sliced ? " sliced" : "");
+    if (cublas_us > 0) std::printf("  cuBLAS %.1f us", cublas_us);
+    std::printf("\n");
+    std::vector<float> ref(out), got(out);
+    for (int v = 0; v < gpu::large_tile_variants(); ++v) {
+      gpu::set_large_tile_variant(v);
+      check(y.fill_bytes(0xFF, stream));
+      call();
+      check(y.download(v == 0 ? ref.data() : got.data(), out * 4, stream));
+      const bool same = v == 0 || std::memcmp(ref.data(), got.data(), out * 4) == 0;
+      const double us = time_us([&](int) { call(); }, stream.handle());
+      char versus[32] = "";
+      if (cublas_us > 0) std::snprintf(versus, sizeof versus, " %.2f of cuBLAS", cublas_us / us);
+      std::printf("    v%d %9.1f us %7.1f TFLOP/s%s%s\n", v, us, 2.0 * pt.m * s.n * s.k / us / 1e6, versus,
+                  same ? "" : "  BITS DIFFER");
+      std::fflush(stdout);
+    }
+  }
+  gpu::set_large_tile_variant(-1);
+}
+
 }  // namespace
 }  // namespace tandem::bench
 
 int main(int argc, char** argv) {
   using namespace tandem::bench;
-  bool quick = false, variants = false, forward_shapes = false;
+  bool quick = false, variants = false, forward_shapes = false, large_variants = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
@@ -333,8 +419,11 @@ int main(int argc, char** argv) {
       variants = true;
     } else if (std::strcmp(argv[i], "--forward-shapes") == 0) {
       forward_shapes = true;
+    } else if (std::strcmp(argv[i], "--large-variants") == 0) {
+      large_variants = true;
     } else {
-      std::fprintf(stderr, "usage: bench_cuda_gemm [--quick] [--variants] [--forward-shapes]\n");
+      std::fprintf(stderr,
+                   "usage: bench_cuda_gemm [--quick] [--variants] [--forward-shapes] [--large-variants]\n");
       return 2;
     }
   }
@@ -363,6 +452,10 @@ int main(int argc, char** argv) {
   }
   tandem::kernels::gpu::testing::CublasReference cublas;
   if (!cublas.ok()) std::printf("cuBLAS: %s (its columns read 0)\n", cublas.error().c_str());
+  if (large_variants) {
+    run_large_variants(*stream, cublas);
+    return 0;
+  }
   std::printf("%6s %6s %6s  %-4s %-6s %10s %10s %8s %9s %9s %7s  %s\n", "M", "N", "K", "x", "tile", "us",
               "cublas_us", "vs_cubl", "TFLOP/s", "GB/s", "of_read", "rows==alone");
   const std::vector<int64_t> ms =

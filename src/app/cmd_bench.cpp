@@ -260,7 +260,7 @@ int run_bench(const BenchOptions& o) {
 
   auto kv = model::KvCache::create(c, model::KvCache::options_for_tokens(o.prompt + o.decode + 1));
   if (!kv.ok()) return fail(kv.status());
-  model::Forward fw(m, *kv, pool.get());
+  model::Forward fw(m, *kv, pool.get(), forward_chunk_rows(on_gpu));
   fw.set_gemm_mode(gemm->mode);
   std::vector<int32_t> prompt(o.prompt);
   for (int i = 0; i < o.prompt; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 13) % c.vocab_size);

@@ -106,7 +106,8 @@ int run_generate(GenerateOptions o) {
   o.drafter.max_tokens = total;
   if (Status s = runtime::open_drafter(*opened, o.drafter); !s.ok()) return fail(s);
   const runtime::LoadedDrafter* drafter = &opened->drafter;
-  model::Forward forward(m, *kv, opened->pool.get());
+  model::Forward forward(m, *kv, opened->pool.get(),
+                         forward_chunk_rows(m.placement().kind == model::DeviceKind::cuda));
 
   std::optional<speculative::GateDecision> gate;
   if (drafter->drafter) gate = opened->gate(allow_inexact_from_env(), gemm).decide(drafter->block_size);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,16 @@ CLI::Option* add_gemm_option(CLI::App* sub, std::string& gemm);
 // (model/weights_quant.h); TANDEM_WEIGHTS when the flag is absent
 // (resolve_weights_option).
 CLI::Option* add_weights_option(CLI::App* sub, std::string& weights);
+
+// Rows per Forward chunk for `generate` and `bench`: the Forward's default 128
+// on the CPU; 1024 for a model on a GPU, whose GEMMs reach their large tile
+// only at M in the hundreds (ADR 0044), or TANDEM_CUDA_CHUNK_ROWS there (for
+// measurements). Chunking never changes a bit.
+inline long forward_chunk_rows(bool on_gpu) {
+  if (!on_gpu) return 128;
+  const char* e = std::getenv("TANDEM_CUDA_CHUNK_ROWS");
+  const long rows = e != nullptr ? std::atol(e) : 0;
+  return rows > 0 ? rows : 1024;
+}
 
 }  // namespace tandem::app

@@ -42,6 +42,8 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   // 0: the residual adds without the RMSNorm after them (same bits; for comparison).
   const char* fuse_norm = std::getenv("TANDEM_CUDA_FUSE_NORM");
   f->fuse_norm_ = fuse_norm == nullptr || std::string(fuse_norm) != "0";
+  const char* act = std::getenv("TANDEM_CUDA_ACTIVATIONS");  // bf16: rounded GEMM inputs (ADR 0044)
+  f->bf16_x_ = act != nullptr && std::string(act) == "bf16";
   f->max_table_ = kv.num_blocks();
   auto stream = gpu::Stream::create();
   if (!stream.ok()) return stream.status();
@@ -91,6 +93,8 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   }
   if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
   TANDEM_RETURN_IF_ERROR(f->allocate_family_scratch());
+  if (f->bf16_x_)  // before any graph capture: the widest GEMM input of a chunk
+    TANDEM_RETURN_IF_ERROR(alloc(f->x_bf16_, rows * std::max({hs, qd, inter}) * sizeof(uint16_t)));
   // Split attention's partials for every row of a chunk, or (a long pool) for
   // the decode/verify steps only; bigger calls then take the serial shape,
   // which gives the same bits (ADR 0028). Window 0 bounds every layer.
@@ -137,12 +141,31 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
     std::memcpy(s + 4 * max_rows_ + r * stride, in.tables[r],
                 sizeof(int32_t) * static_cast<size_t>(in.positions[r] / tpb + 1));
   }
+  // Rows of one sequence share a table pointer and are contiguous (a sequence
+  // is in a batch once). Same bits whatever the segmentation (ADR 0043).
+  attn_segments_.clear();
+  for (int64_t r = 0; r < m;) {
+    int64_t e = r + 1;
+    while (e < m && in.tables[e] == in.tables[r]) ++e;
+    const bool tile = e - r > gpu::kAttentionTileMinRows;
+    if (!tile && !attn_segments_.empty() && !attn_segments_.back().tile) {
+      attn_segments_.back().count += e - r;
+    } else {
+      attn_segments_.push_back({r, e - r, tile});
+    }
+    r = e;
+  }
   *out_rows = k;
   *table_stride = stride;
   return row_inputs_.upload(staging_.data(), staging_.size() * sizeof(int32_t), stream_);
 }
 
 Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y) {
+  if (mode_ == kernels::GemmMode::invariant && bf16_x_) {
+    TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
+    return gpu::gemm_bf16w_sliced(stream_, x_bf16_.data(), DType::bf16, m, w, n, k, y, slices_.as<float>(),
+                                  slices_.bytes() / sizeof(float));
+  }
   if (mode_ == kernels::GemmMode::invariant)
     return gpu::gemm_bf16w_sliced(stream_, x, DType::f32, m, w, n, k, y, slices_.as<float>(),
                                   slices_.bytes() / sizeof(float));
@@ -157,8 +180,32 @@ Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n
   return cublas_->gemm(stream_, x_bf16_.as<uint16_t>(), m, w, n, k, y);
 }
 
+Status CudaForward::attention(const float* q, int64_t m, const gpu::DeviceKvPool& pool, int64_t table_stride,
+                              int window, float* out) {
+  const ModelConfig& c = model_.config();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // Up to kAttentionTileMinRows rows (decode and verify steps, the captured
+  // graphs) one call of the automatic shape, which is split.
+  if (m <= gpu::kAttentionTileMinRows)
+    return gpu::attention(stream_, q, m, c.num_heads, pool, d_positions_, d_tables_, table_stride, scale,
+                          window, out, attn_workspace_);
+  const int64_t width = static_cast<int64_t>(c.num_heads) * c.head_dim;
+  for (const AttentionSegment& g : attn_segments_) {
+    TANDEM_RETURN_IF_ERROR(gpu::attention(
+        stream_, q + g.first * width, g.count, c.num_heads, pool, d_positions_ + g.first,
+        d_tables_ + g.first * table_stride, table_stride, scale, window, out + g.first * width,
+        attn_workspace_, 0.0f, g.tile ? gpu::AttentionShape::automatic : gpu::AttentionShape::split));
+  }
+  return Status::Ok();
+}
+
 Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m, const uint16_t* w,
                                                        int64_t n, int64_t k, float* y) {
+  if (mode_ == kernels::GemmMode::invariant && bf16_x_) {
+    TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
+    return gpu::gemm_bf16w_partials(stream_, x_bf16_.data(), DType::bf16, m, w, n, k, y, slices_.as<float>(),
+                                    slices_.bytes() / sizeof(float));
+  }
   if (mode_ == kernels::GemmMode::invariant)
     return gpu::gemm_bf16w_partials(stream_, x, DType::f32, m, w, n, k, y, slices_.as<float>(),
                                     slices_.bytes() / sizeof(float));
@@ -303,9 +350,7 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
                                                   f32(w_.inv_freq), c.head_dim, kernels::RopeLayout::neox,
                                                   d_positions_, d_tables_, table_stride, q));
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  TANDEM_RETURN_IF_ERROR(gpu::attention(s, q, m, c.num_heads, pool, d_positions_, d_tables_, table_stride,
-                                        scale, c.layer_window[l], attn, attn_workspace_));
+  TANDEM_RETURN_IF_ERROR(attention(q, m, pool, table_stride, c.layer_window[l], attn));
   {
     auto p = gemm_partials(attn, m, bf16(w.o), hs, qd, h);
     if (!p.ok()) return p.status();
@@ -358,9 +403,7 @@ Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
   pool.k = k_pool_[l].as<float>();
   pool.v = v_pool_[l].as<float>();
   TANDEM_RETURN_IF_ERROR(gpu::kv_write(s, pool, kk, v, m, d_positions_, d_tables_, table_stride));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  TANDEM_RETURN_IF_ERROR(gpu::attention(s, q, m, c.num_heads, pool, d_positions_, d_tables_, table_stride,
-                                        scale, c.layer_window[l], attn, attn_workspace_));
+  TANDEM_RETURN_IF_ERROR(attention(q, m, pool, table_stride, c.layer_window[l], attn));
   TANDEM_RETURN_IF_ERROR(gemm(attn, m, bf16(w.o), hs, qd, h));
   if (w.o_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.o_bias), m, hs));
   TANDEM_RETURN_IF_ERROR(gpu::add_inplace(s, x, h, m * hs));

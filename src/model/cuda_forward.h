@@ -99,6 +99,9 @@ class CudaForward {
   Expected<kernels::gpu::GemmPartials> gemm_partials(const float* x, int64_t m, const uint16_t* w, int64_t n,
                                                      int64_t k, float* y);
   Status gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y);
+  // Attention over the chunk's rows, one call per attn_segments_ entry (ADR 0043).
+  Status attention(const float* q, int64_t m, const kernels::gpu::DeviceKvPool& pool, int64_t table_stride,
+                   int window, float* out);
 
   const Model& model_;
   const DeviceWeights& w_;
@@ -130,11 +133,22 @@ class CudaForward {
   std::vector<int64_t> route_begin_, route_fill_;  // per expert: list offsets, fill cursors
   // Gemma 4: the MoE branch [rows][hidden] x 2; per-layer inputs [rows][layers * P] x 2, gate [rows][P].
   kernels::gpu::DeviceBuffer moe_x_, moe_h_, ple_, ple_proj_, ple_gate_;
+  // TANDEM_CUDA_ACTIVATIONS=bf16: GEMM inputs rounded to bf16, one mma per
+  // k-step (ADR 0044; other bits than the default f32 split, still invariant).
+  bool bf16_x_ = false;
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
-  kernels::gpu::DeviceBuffer x_bf16_;                         // cuBLAS's bf16 copy of x
+  kernels::gpu::DeviceBuffer x_bf16_;                         // the bf16 copy of x (cuBLAS, bf16_x_)
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums
   kernels::gpu::DeviceBuffer attn_partials_, attn_counters_;  // split attention's workspace
   kernels::gpu::AttentionWorkspace attn_workspace_;
+  // The chunk's rows as attention calls: a run of one sequence's rows longer
+  // than kAttentionTileMinRows takes the tile shape; the rows between such
+  // runs (decode / verify rows of many sequences) one split/serial call.
+  struct AttentionSegment {
+    int64_t first, count;
+    bool tile;
+  };
+  std::vector<AttentionSegment> attn_segments_;
   std::vector<int32_t> staging_;
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;

@@ -12,6 +12,7 @@
 // CPU's bound and still far below every fixture's top-1/top-2 margin.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -349,6 +350,104 @@ TEST(CudaForward, BadDeviceIndexIsAStatus) {
   ASSERT_TRUE(m.ok());
   const Status st = (*m)->place_on(Placement{DeviceKind::cuda, cuda_device_count()});
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+}
+
+// More than 16 rows of many sequences in one call (ADR 0043's segments): 17
+// sequences decoding together (one split-shape call over rows of 17 tables),
+// and on every third step a 40-token prefill chunk of another sequence in the
+// same call (a tile-shape segment beside them; the KV holds 2048 tokens, so
+// each is released after its step). Our decoded rows equal the rows of one
+// prefill call.
+TEST(CudaForward, DecodeBesideManyNeighboursAndAPrefillChunk) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Rig r = make_rig("tandem_target", true, 128);
+  const std::vector<int32_t> mine = long_tokens(r.vocab(), 0);
+  SequenceId seq = r.kv->create_sequence();
+  const std::vector<float> alone = run_rows(r, {SequenceStep{seq, mine, 0, LogitRows::all}}, 0);
+  r.kv->release(seq);
+  constexpr int kSeqs = 17;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<SequenceId> seqs;
+  for (int i = 0; i < kSeqs; ++i) {
+    tokens.push_back(i == 0 ? mine : long_tokens(r.vocab(), i + 1));
+    seqs.push_back(r.kv->create_sequence());
+    SequenceStep s{seqs.back(), {tokens.back().data(), 60}, 0, LogitRows::none};
+    ASSERT_TRUE(r.fw->run({&s, 1}).ok());
+  }
+  const std::vector<int32_t> extra = long_tokens(r.vocab(), 99);
+  std::vector<float> decoded;
+  for (int64_t p = 60; p < static_cast<int64_t>(mine.size()); ++p) {
+    std::vector<SequenceStep> batch;
+    for (int i = 0; i < kSeqs; ++i)
+      batch.push_back(SequenceStep{seqs[i], {tokens[i].data() + p, 1}, p, LogitRows::last});
+    const SequenceId prefill = r.kv->create_sequence();
+    if (p % 3 == 0) batch.push_back(SequenceStep{prefill, {extra.data(), 40}, 0, LogitRows::last});
+    auto row = run_rows(r, batch, 0);
+    decoded.insert(decoded.end(), row.begin(), row.end());
+    r.kv->release(prefill);
+  }
+  const std::vector<float> tail(alone.begin() + 60 * r.vocab(), alone.end());
+  EXPECT_TRUE(same_bits(tail, decoded)) << "decode beside 16 neighbours (and a prefill chunk) differs";
+  for (SequenceId id : seqs) r.kv->release(id);
+}
+
+// TANDEM_CUDA_ACTIVATIONS=bf16 (ADR 0044): GEMM inputs rounded to bf16. Other
+// bits than the default, but still a function of the row alone: one call ==
+// chunks of 7 == beside another sequence == decoded one token per call (CUDA
+// graphs); and near the f32 path (a loose sanity bound, the measured figure
+// printed).
+TEST(CudaBf16Activations, InvariantAndNearTheF32Path) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Rig f32 = make_rig("tandem_target", true, 64);
+  ::setenv("TANDEM_CUDA_ACTIVATIONS", "bf16", 1);
+  Rig r = make_rig("tandem_target", true, 64);
+  ::unsetenv("TANDEM_CUDA_ACTIVATIONS");
+  const std::vector<int32_t> mine = long_tokens(r.vocab(), 0);
+  SequenceId seq = f32.kv->create_sequence();
+  const std::vector<float> reference = run_rows(f32, {SequenceStep{seq, mine, 0, LogitRows::all}}, 0);
+  seq = r.kv->create_sequence();
+  const std::vector<float> alone = run_rows(r, {SequenceStep{seq, mine, 0, LogitRows::all}}, 0);
+  r.kv->release(seq);
+  ASSERT_EQ(alone.size(), reference.size());
+  EXPECT_FALSE(same_bits(alone, reference)) << "the option changed nothing";
+  double max_abs = 1.0, max_diff = 0.0;
+  for (size_t i = 0; i < alone.size(); ++i) {
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(reference[i])));
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(alone[i]) - reference[i]));
+  }
+  std::printf("[ bf16 activations ] max |dlogit| / max(1, max|logit|) = %.3g vs the f32 path\n",
+              max_diff / max_abs);
+  EXPECT_LE(max_diff / max_abs, 0.05);
+
+  seq = r.kv->create_sequence();
+  std::vector<float> chunked;
+  for (size_t i = 0; i < mine.size(); i += 7) {
+    const size_t n = std::min<size_t>(7, mine.size() - i);
+    auto part =
+        run_rows(r, {SequenceStep{seq, {mine.data() + i, n}, static_cast<int64_t>(i), LogitRows::all}}, 0);
+    chunked.insert(chunked.end(), part.begin(), part.end());
+  }
+  EXPECT_TRUE(same_bits(alone, chunked)) << "chunked prefill differs from one call";
+  r.kv->release(seq);
+
+  const SequenceId other = r.kv->create_sequence();
+  seq = r.kv->create_sequence();
+  const std::vector<int32_t> theirs = long_tokens(r.vocab(), 5);
+  const std::vector<float> batched = run_rows(
+      r, {SequenceStep{other, theirs, 0, LogitRows::all}, SequenceStep{seq, mine, 0, LogitRows::all}}, 1);
+  EXPECT_TRUE(same_bits(alone, batched)) << "row bits differ beside another sequence";
+  r.kv->release(other);
+  r.kv->release(seq);
+
+  seq = r.kv->create_sequence();
+  std::vector<float> decoded = run_rows(r, {SequenceStep{seq, {mine.data(), 60}, 0, LogitRows::all}}, 0);
+  for (size_t i = 60; i < mine.size(); ++i) {
+    auto row =
+        run_rows(r, {SequenceStep{seq, {mine.data() + i, 1}, static_cast<int64_t>(i), LogitRows::all}}, 0);
+    decoded.insert(decoded.end(), row.begin(), row.end());
+  }
+  EXPECT_TRUE(same_bits(alone, decoded)) << "decode (graphs) differs from one call";
+  r.kv->release(seq);
 }
 
 }  // namespace

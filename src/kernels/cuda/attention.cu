@@ -26,8 +26,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
+#include "cuda/attention_tile.h"
 #include "cuda/cuda_check.h"
 #include "cuda/launch.cuh"
 #include "kernels/cuda_ops.h"
@@ -259,6 +261,22 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) counters[rh_index] = 0;
 }
 
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// TANDEM_CUDA_ATTENTION=serial|split|tile replaces `automatic` (read once; for
+// measurements: every shape gives the same bits).
+AttentionShape environment_shape() {
+  static const AttentionShape shape = [] {
+    const char* e = std::getenv("TANDEM_CUDA_ATTENTION");
+    const std::string v = e != nullptr ? e : "";
+    if (v == "serial") return AttentionShape::serial;
+    if (v == "split") return AttentionShape::split;
+    if (v == "tile") return AttentionShape::tile;
+    return AttentionShape::automatic;
+  }();
+  return shape;
+}
+
 Status check_pool(const DeviceKvPool& pool, const char* op) {
   if (pool.tokens_per_block <= 0 || pool.n_kv_heads <= 0 || pool.head_dim <= 0 ||
       pool.head_dim > kMaxHeadDim) {
@@ -306,7 +324,8 @@ size_t attention_partial_floats(int64_t rows, int n_heads, const DeviceKvPool& p
 
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
-                 int window, float* out, const AttentionWorkspace& workspace, float softcap) {
+                 int window, float* out, const AttentionWorkspace& workspace, float softcap,
+                 AttentionShape shape) {
   TANDEM_RETURN_IF_ERROR(check_pool(pool, "attention"));
   if (n_heads <= 0 || n_heads % pool.n_kv_heads != 0 || n_heads > 65535) {
     return invalid_argument(
@@ -320,11 +339,18 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
     return invalid_argument("attention: the workspace's partials must be 16-byte aligned");
   }
   if (rows == 0) return Status::Ok();
+  if (shape == AttentionShape::automatic) shape = environment_shape();
+  const bool tile_ok = softcap == 0.0f && rows <= 65535 && attention_tile_fits(n_heads, pool) &&
+                       aligned16(q) && aligned16(out) && aligned16(pool.k) && aligned16(pool.v);
+  if (tile_ok &&
+      (shape == AttentionShape::tile || (shape == AttentionShape::automatic && rows > kAttentionTileMinRows)))
+    return attention_tile(stream, q, rows, n_heads, pool, positions, block_tables, table_stride, scale,
+                          window, out);
   const int smem = 2 * kAttentionChunk * pool.head_dim * static_cast<int>(sizeof(float));
   const int64_t slots = split_slots(pool, std::max<int64_t>(table_stride, 1), window);
   const bool split =
-      workspace.partials != nullptr && workspace.counters != nullptr && slots <= 65535 &&
-      workspace.counter_count >= static_cast<size_t>(rows) * n_heads &&
+      shape != AttentionShape::serial && workspace.partials != nullptr && workspace.counters != nullptr &&
+      slots <= 65535 && workspace.counter_count >= static_cast<size_t>(rows) * n_heads &&
       workspace.partial_floats >= attention_partial_floats(rows, n_heads, pool, table_stride, window);
   if (smem > 48 * 1024) {
     const void* kernel = split ? reinterpret_cast<const void*>(attention_split_kernel)

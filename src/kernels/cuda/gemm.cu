@@ -73,6 +73,45 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
   }
 }
 
+// Large-tile candidates (ADR 0044), all the same mma chain per output, so the
+// same bits (tested at M = 1..64 against the small tile and at large M):
+// 0 is the first large tile (8 warps of 64 × 32); 1-4 use 64 × 64 warp tiles
+// (fewer shared loads per mma) over 128 × 256, 256 × 128 and 128 × 128
+// blocks; 4 is 2 with one 32-k chunk per stage (a barrier per 32 k instead
+// of 64). TANDEM_CUDA_LARGE_TILE=N (read once) or set_large_tile_variant picks.
+constexpr int kLargeTileVariants = 5;
+constexpr int kDefaultLargeTile = 0;
+std::atomic<int> large_tile_choice{-1};
+
+int large_tile_variant() {
+  int v = large_tile_choice.load(std::memory_order_relaxed);
+  if (v >= 0) return v;
+  const char* e = std::getenv("TANDEM_CUDA_LARGE_TILE");
+  v = e != nullptr ? std::atoi(e) : kDefaultLargeTile;
+  if (v < 0 || v >= kLargeTileVariants) v = kDefaultLargeTile;
+  large_tile_choice.store(v, std::memory_order_relaxed);
+  return v;
+}
+
+// Shared memory per block in the comments: bf16 x / f32 x.
+template <bool F32X>
+Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
+                    int64_t k, float* y, int64_t slice) {
+  switch (variant) {
+    case 1:  // 128 weight rows × 256 x rows, 8 warps of 64 × 64; 4 × 64 k / 4 × 32 k (192 / 160 KB)
+      return launch<Tile<128, 256, 2, 4, F32X ? 32 : 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 2:  // 256 × 128, 8 warps of 64 × 64; 4 × 64 k / 3 × 64 k (192 / 192 KB)
+      return launch<Tile<256, 128, 4, 2, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 3:  // 128 × 128, 4 warps of 64 × 64; 3 × 64 k / 4 × 32 k (96 / 96 KB: two blocks per SM)
+      return launch<Tile<128, 128, 2, 2, F32X ? 32 : 64, F32X ? 4 : 3, F32X>>(stream, x, m, w, n, k, y,
+                                                                              slice);
+    case 4:  // 256 × 128, 8 warps of 64 × 64, 4 × 32 k (96 / 128 KB)
+      return launch<Tile<256, 128, 4, 2, 32, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+    default:  // 0: 128 × 128, 8 warps of 64 × 32, 4 × 64 k / 3 × 64 k (128 / 144 KB)
+      return launch<Tile<128, 128, 2, 4, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice);
+  }
+}
+
 // Tile shapes: Tile<BN, BM, warps along N, warps along M, BK, stages, f32 x>.
 template <bool F32X>
 Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
@@ -86,7 +125,7 @@ Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m,
     case GemmTile::automatic:
       break;
   }
-  return launch<Tile<128, 128, 2, 4, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice);
+  return launch_large<F32X>(large_tile_variant(), stream, x, m, w, n, k, y, slice);
 }
 
 // y[i] = slab 0 + slab 1 + ... in slab order (one fixed order for every m).
@@ -120,6 +159,12 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 int small_tile_variants() { return kSmallTileVariants; }
 void set_small_tile_variant(int variant) {
   small_tile_choice.store(variant >= 0 && variant < kSmallTileVariants ? variant : kBySize,
+                          std::memory_order_relaxed);
+}
+
+int large_tile_variants() { return kLargeTileVariants; }
+void set_large_tile_variant(int variant) {
+  large_tile_choice.store(variant >= 0 && variant < kLargeTileVariants ? variant : kDefaultLargeTile,
                           std::memory_order_relaxed);
 }
 

@@ -19,6 +19,9 @@ Status check_gemm_args(const void* x, DType x_dtype, int64_t m, const uint16_t* 
 // benchmarks and tests; an out-of-range variant restores the default).
 int small_tile_variants();
 void set_small_tile_variant(int variant);
+// The same for the large tile (TANDEM_CUDA_LARGE_TILE; ADR 0044).
+int large_tile_variants();
+void set_large_tile_variant(int variant);
 
 // Tuning builds only. Candidate `variant` (1..gemm_tuning_variants()) of the
 // tile family `tile` (small or large), else InvalidArgument.

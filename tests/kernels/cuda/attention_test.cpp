@@ -71,7 +71,9 @@ struct Fixture {
   int64_t row_floats() const { return static_cast<int64_t>(ac.n_heads) * ac.head_dim; }
 
   // Queries at positions [first, first + count) in one call; split: one block
-  // per chunk (a workspace), else one block per (row, head) walks the chunks.
+  // per chunk (a workspace), else one block per (row, head) walks the chunks
+  // (shapes forced: the automatic choice would take the tile shape for more
+  // than 16 rows, which attention_tile_test.cpp compares with these two).
   std::vector<float> run(int first, int count, const Stream& stream, bool split) const {
     DeviceBuffer out = testing::poisoned(static_cast<size_t>(count * row_floats()) * 4, stream);
     const int64_t stride = static_cast<int64_t>(table.size());
@@ -89,7 +91,8 @@ struct Fixture {
     const Status st =
         attention(stream, dq.as<float>() + first * row_floats(), count, ac.n_heads, pool,
                   dpos.as<int32_t>() + first, dtable_rows.as<int32_t>() + first * table.size(), stride,
-                  1.0f / std::sqrt(static_cast<float>(ac.head_dim)), ac.window, out.as<float>(), ws);
+                  1.0f / std::sqrt(static_cast<float>(ac.head_dim)), ac.window, out.as<float>(), ws, 0.0f,
+                  split ? AttentionShape::split : AttentionShape::serial);
     EXPECT_TRUE(st.ok()) << st.to_string();
     return testing::to_host<float>(out, count * row_floats(), stream);
   }
@@ -210,7 +213,8 @@ TEST(CudaAttention, SmallWorkspaceFallsBackToTheSameBits) {
                               f.dtable_rows.as<int32_t>(), static_cast<int64_t>(f.table.size()),
                               1.0f / std::sqrt(64.0f), 0, out.as<float>(),
                               AttentionWorkspace{small.as<float>(), 64, counters.as<uint32_t>(),
-                                                 static_cast<size_t>(c.len * c.n_heads)});
+                                                 static_cast<size_t>(c.len * c.n_heads)},
+                              0.0f, AttentionShape::split);  // too small a workspace: serial
   ASSERT_TRUE(st.ok()) << st.to_string();
   const std::vector<float> got = testing::to_host<float>(out, serial.size(), *stream);
   EXPECT_TRUE(same_bits(got.data(), serial.data(), serial.size()));

@@ -285,9 +285,17 @@ struct AttentionWorkspace {
   uint32_t* counters = nullptr;
   size_t counter_count = 0;
 };
+// Launch shapes, all the same bits (ADR 0028, 0043): `automatic` takes the
+// tile shape for more than kAttentionTileMinRows rows when it fits (head_dim
+// 64, 128 or 256), else split with a large enough workspace, else serial.
+// `tile` (when it fits), `split` (with the workspace) and `serial` force one,
+// for tests and measurements.
+enum class AttentionShape { automatic, serial, split, tile };
+inline constexpr int64_t kAttentionTileMinRows = 16;
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
-                 int window, float* out, const AttentionWorkspace& workspace = {}, float softcap = 0.0f);
+                 int window, float* out, const AttentionWorkspace& workspace = {}, float softcap = 0.0f,
+                 AttentionShape shape = AttentionShape::automatic);
 size_t attention_partial_floats(int64_t rows, int n_heads, const DeviceKvPool& pool, int64_t table_stride,
                                 int window);
 

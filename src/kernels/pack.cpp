@@ -76,18 +76,47 @@ PackedMatrix PackedMatrix::stack(std::vector<PackedMatrix> parts) {
   return out;
 }
 
-void PackedMatrix::unpack(void* dst) const {
+namespace {
+// Rows [j0, j1) of one panel back to row-major [j1 - j0][k]. Blocked over k:
+// a block's kBlock panel rows (8 KiB of bf16) stay in L1 while every output
+// row takes its kBlock elements, so each panel line is read from memory once
+// (a row at a time would read a cache line per element).
+template <typename T>
+void unpack_panel(const T* panel, int64_t k, int64_t j0, int64_t j1, const int64_t* slot, T* out) {
+  constexpr int64_t kBlock = 64;
+  for (int64_t k0 = 0; k0 < k; k0 += kBlock) {
+    const int64_t k1 = std::min(k, k0 + kBlock);
+    for (int64_t j = j0; j < j1; ++j) {
+      T* row = out + (j - j0) * k;
+      const T* src = panel + slot[j];
+      for (int64_t kk = k0; kk < k1; ++kk) row[kk] = src[kk * kPanel];
+    }
+  }
+}
+}  // namespace
+
+void PackedMatrix::unpack(void* dst) const { unpack_rows(0, n_, dst); }
+
+void PackedMatrix::unpack_rows(int64_t row_begin, int64_t rows, void* dst) const {
   TANDEM_CHECK(!dtype_is_quantized(dtype_) && parts_.empty());
+  TANDEM_CHECK(row_begin >= 0 && rows >= 0 && row_begin + rows <= n_);
   const size_t esize = dtype_size(dtype_);
   int64_t slot[kPanel];
   for (int64_t j = 0; j < kPanel; ++j) slot[j] = packed_slot(dtype_, j);
   auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t col = 0; col < n_; ++col) {
-    const int64_t p = col / kPanel, j = col % kPanel;
+  for (int64_t col = row_begin; col < row_begin + rows;) {
+    const int64_t p = col / kPanel, j0 = col % kPanel;
+    const int64_t j1 = std::min<int64_t>(kPanel, row_begin + rows - p * kPanel);
     const uint8_t* panel = data_.data() + static_cast<size_t>(p) * k_ * kPanel * esize;
-    uint8_t* row = out + static_cast<size_t>(col) * k_ * esize;
-    for (int64_t kk = 0; kk < k_; ++kk)
-      std::memcpy(row + kk * esize, panel + (static_cast<size_t>(kk) * kPanel + slot[j]) * esize, esize);
+    uint8_t* first = out + static_cast<size_t>(col - row_begin) * k_ * esize;
+    if (esize == 4) {
+      unpack_panel(reinterpret_cast<const uint32_t*>(panel), k_, j0, j1, slot,
+                   reinterpret_cast<uint32_t*>(first));
+    } else {
+      unpack_panel(reinterpret_cast<const uint16_t*>(panel), k_, j0, j1, slot,
+                   reinterpret_cast<uint16_t*>(first));
+    }
+    col = p * kPanel + j1;
   }
 }
 

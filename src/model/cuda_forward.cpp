@@ -106,12 +106,19 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   return f;
 }
 
-Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride,
-                                bool full_tables) {
+int64_t CudaForward::graph_stride(int64_t needed) const {
+  int64_t stride = kGraphMinStride;
+  while (stride < needed) stride *= 2;
+  return std::min(stride, max_table_);
+}
+
+Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride, bool graphed) {
   const int64_t m = in.rows, tpb = geometry_.tokens_per_block;
-  // A captured graph bakes the stride in: then every row gets a full-length table.
-  int64_t stride = full_tables ? max_table_ : 1;
+  int64_t stride = 1;
   for (int64_t r = 0; r < m; ++r) stride = std::max<int64_t>(stride, in.positions[r] / tpb + 1);
+  // A captured graph bakes the stride in (and with it the attention grid):
+  // graphed steps round it up to a bucket, the graph's key (ADR 0047).
+  if (graphed) stride = graph_stride(stride);
   // Layout as allocated: [tokens | positions | rope | out index] each max_rows, then tables.
   staging_.assign(static_cast<size_t>(4 * max_rows_ + m * stride), 0);
   int32_t* s = staging_.data();
@@ -166,7 +173,7 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride) {
 }
 
 Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride) {
-  gpu::Graph& graph = graphs_[m * (kGraphMaxRows + 1) + k];
+  gpu::Graph& graph = graphs_[(stride * (kGraphMaxRows + 1) + m) * (kGraphMaxRows + 1) + k];
   if (graph.empty()) {
     TANDEM_RETURN_IF_ERROR(gpu::Graph::begin_capture(stream_));
     const Status queued = enqueue_plain(m, k, stride);
@@ -179,7 +186,9 @@ Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride) {
       return enqueue_plain(m, k, stride);
     }
     graph = std::move(captured).value();
-    spdlog::debug("cuda: captured the forward of {} rows ({} with logits) as a CUDA graph", m, k);
+    spdlog::debug(
+        "cuda: captured the forward of {} rows ({} with logits, tables of {} blocks) as a CUDA graph", m, k,
+        stride);
   }
   return graph.launch(stream_);
 }
@@ -199,14 +208,18 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   const bool graphed = graphs_enabled_ && mode_ == kernels::GemmMode::invariant && m <= kGraphMaxRows &&
                        !overrides && options.hidden == HiddenOutput::none;
   int64_t k = 0, stride = 1;
+  timing_.begin(m, graphed);
   TANDEM_RETURN_IF_ERROR(upload_rows(in, &k, &stride, graphed));
+  timing_.mark(StepTiming::upload);
   if (graphed) {
     TANDEM_RETURN_IF_ERROR(run_graphed(m, k, stride));
+    timing_.mark(StepTiming::enqueue);
     if (k > 0)
       TANDEM_RETURN_IF_ERROR(
           logits_.download(out.logits, sizeof(float) * static_cast<size_t>(k * c.vocab_size), stream_));
     else
       TANDEM_RETURN_IF_ERROR(stream_.synchronize());
+    timing_.end();
     return k;
   }
   float* x = x_.as<float>();
@@ -223,7 +236,9 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
     TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.hidden_all, g, row_bytes * m));
   }
   if (k == 0) {
+    timing_.mark(StepTiming::enqueue);
     TANDEM_RETURN_IF_ERROR(stream_.synchronize());
+    timing_.end();
     return int64_t{0};
   }
   float* g = gather_.as<float>();
@@ -234,9 +249,21 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   if (hidden == HiddenOutput::after_final_norm)
     TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.hidden, g, row_bytes * k));
   TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
+  timing_.mark(StepTiming::enqueue);
   TANDEM_RETURN_IF_ERROR(
       logits_.download(out.logits, sizeof(float) * static_cast<size_t>(k * c.vocab_size), stream_));
+  timing_.end();
   return k;
+}
+
+Expected<float*> CudaForward::host_logits(size_t floats) {
+  if (host_logits_.bytes() < floats * sizeof(float)) {
+    host_logits_ = gpu::PinnedBuffer();  // free the old one first
+    auto b = gpu::PinnedBuffer::allocate(std::max<size_t>(floats, 16) * sizeof(float));
+    if (!b.ok()) return b.status();
+    host_logits_ = std::move(b).value();
+  }
+  return host_logits_.as<float>();
 }
 
 // The same op sequence with each projection's slab sum fused into what follows

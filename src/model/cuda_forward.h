@@ -26,7 +26,9 @@
 #include "core/status.h"
 #include "device_weights.h"
 #include "kernels/cuda_ops.h"
+#include "kernels/cuda_pinned.h"
 #include "model/forward.h"
+#include "step_timing.h"
 
 namespace tandem::model {
 
@@ -59,10 +61,17 @@ class CudaForward {
   // declines it); FailedPrecondition when libcublas cannot be loaded.
   Expected<int64_t> run_chunk(const ChunkRows& in, const ForwardOptions& options, const ChunkOutputs& out,
                               kernels::GemmMode gemm);
+  // Page-locked host memory for `floats` logits, where Forward points
+  // ChunkOutputs::logits: the download is then one DMA at the link's speed
+  // (ADR 0047). Grown on demand (contents not kept); valid until the next call.
+  Expected<float*> host_logits(size_t floats);
 
  private:
   CudaForward(const Model& model, const DeviceWeights& weights) : model_(model), w_(weights) {}
-  Status upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride, bool full_tables);
+  Status upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride, bool graphed);
+  // The block-table stride of a graphed chunk whose longest table has `needed`
+  // blocks: the next power of two from kGraphMinStride, at most the pool.
+  int64_t graph_stride(int64_t needed) const;
   // Embedding, layers, gather, final norm and LM head into logits_ (no host copies).
   Status enqueue_plain(int64_t m, int64_t k, int64_t stride);
   Status run_graphed(int64_t m, int64_t k, int64_t stride);
@@ -85,8 +94,12 @@ class CudaForward {
   // tokens | positions | rope positions | out index | block tables
   kernels::gpu::DeviceBuffer row_inputs_;
   kernels::GemmMode mode_ = kernels::GemmMode::invariant;
-  // CUDA graphs of enqueue_plain, keyed by (rows, output rows), rows <= kGraphMaxRows.
+  // CUDA graphs of enqueue_plain, keyed by (table stride, rows, output rows),
+  // rows <= kGraphMaxRows. The stride fixes the split attention's grid (one
+  // block per 32 keys a table can hold), so it follows the longest sequence
+  // in power-of-two buckets instead of the whole pool (ADR 0047).
   static constexpr int64_t kGraphMaxRows = 16;
+  static constexpr int64_t kGraphMinStride = 16;
   std::map<int64_t, kernels::gpu::Graph> graphs_;
   bool graphs_enabled_ = true;
   bool fuse_ = true;  // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
@@ -96,6 +109,8 @@ class CudaForward {
   kernels::gpu::DeviceBuffer attn_partials_, attn_counters_;  // split attention's workspace
   kernels::gpu::AttentionWorkspace attn_workspace_;
   std::vector<int32_t> staging_;
+  kernels::gpu::PinnedBuffer host_logits_;
+  StepTiming timing_{"cuda forward"};
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;
   int32_t* d_rope_ = nullptr;

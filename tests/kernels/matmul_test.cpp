@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "kernel_table.h"
+#include "kernels/unpack.h"
 #include "test_util.h"
 
 namespace tandem::kernels {
@@ -59,7 +60,7 @@ TEST(Matmul, UnpackRestoresTheRowMajorBytes) {
   }
 }
 
-// unpack_rows() gives unpack()'s bytes for any row range: ranges inside one
+// unpack_rows() (kernels/unpack.h) gives unpack()'s bytes for any row range: ranges inside one
 // panel, across panels and partial groups, the tail, empty; k spans several
 // of its 64-element blocks.
 TEST(Matmul, UnpackRowsGivesTheRangeOfUnpack) {
@@ -73,7 +74,7 @@ TEST(Matmul, UnpackRowsGivesTheRangeOfUnpack) {
     for (const auto& r : ranges) {
       const size_t row_bytes = static_cast<size_t>(k) * esize, part = static_cast<size_t>(r[1]) * row_bytes;
       std::vector<uint8_t> back(part + 1, 0xAB);
-      packed.unpack_rows(r[0], r[1], back.data());
+      unpack_rows(packed, r[0], r[1], back.data());
       EXPECT_EQ(std::memcmp(src.data() + r[0] * row_bytes, back.data(), part), 0)
           << dtype_name(dtype) << " rows " << r[0] << " +" << r[1];
       EXPECT_EQ(back[part], 0xAB) << "wrote past the range";

@@ -214,6 +214,40 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaGolden, ::testing::ValuesIn(bf16_fixtures()
                          [](const auto& info) { return info.param; });
 
 // Hidden-state outputs (what the MTP drafter reads) track the CPU's.
+// Graphed decode steps key their graphs by a power-of-two bucket of the
+// longest block table (ADR 0047): decoding a 600-token sequence crosses the
+// 16-, 32- and 64-block buckets (16 tokens per block), beside a short
+// neighbour whose table is padded to the bucket; every row equals the same
+// row of one eager prefill call.
+TEST(CudaForward, GraphedDecodeAcrossTableBucketsEqualsPrefill) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Rig r = make_rig("tandem_target", true, 640);
+  std::vector<int32_t> mine(600);
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<int32_t>((i * 7919 + 11) % r.vocab());
+  SequenceId seq = r.kv->create_sequence();
+  const std::vector<float> alone = run_rows(r, {SequenceStep{seq, mine, 0, LogitRows::all}}, 0);
+  ASSERT_EQ(alone.size(), mine.size() * r.vocab());
+  r.kv->release(seq);
+  seq = r.kv->create_sequence();
+  const SequenceId neighbour = r.kv->create_sequence();
+  const std::vector<int32_t> short_tokens = long_tokens(r.vocab(), 5);
+  SequenceStep head{seq, {mine.data(), 200}, 0, LogitRows::none};
+  SequenceStep other{neighbour, {short_tokens.data(), 10}, 0, LogitRows::none};
+  ASSERT_TRUE(r.fw->run({&head, 1}).ok());
+  ASSERT_TRUE(r.fw->run({&other, 1}).ok());
+  std::vector<float> decoded;
+  for (int64_t p = 200; p < static_cast<int64_t>(mine.size()); ++p) {
+    std::vector<SequenceStep> batch{SequenceStep{seq, {mine.data() + p, 1}, p, LogitRows::last}};
+    const int64_t len = r.kv->length(neighbour);
+    if (len < static_cast<int64_t>(short_tokens.size()))
+      batch.push_back(SequenceStep{neighbour, {short_tokens.data() + len, 1}, len, LogitRows::last});
+    auto row = run_rows(r, batch, 0);
+    decoded.insert(decoded.end(), row.begin(), row.end());
+  }
+  const std::vector<float> tail(alone.begin() + 200 * r.vocab(), alone.end());
+  EXPECT_TRUE(same_bits(tail, decoded)) << "graphed decode across table buckets differs from the prefill";
+}
+
 TEST(CudaForward, HiddenOutputsTrackTheCpu) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Rig gpu = make_rig("tandem_target", true), cpu = make_rig("tandem_target", false);

@@ -133,10 +133,6 @@ class PackedMatrix {
   // pack; n * k * dtype_size bytes), e.g. to upload it to a device. Float
   // dtypes only (CHECKed).
   void unpack(void* dst) const;
-  // Rows [row_begin, row_begin + rows) of that row-major matrix (rows * k *
-  // dtype_size bytes at dst): the same bytes unpack() writes there, so a
-  // caller can unpack (and upload) a large matrix in pieces. CHECKs the range.
-  void unpack_rows(int64_t row_begin, int64_t rows, void* dst) const;
 
  private:
   int64_t n_ = 0, k_ = 0;

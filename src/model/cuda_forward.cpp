@@ -39,6 +39,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   f->max_rows_ = max_rows;
   const char* fuse = std::getenv("TANDEM_CUDA_FUSE");  // 0: the unfused glue (same bits; for comparison)
   f->fuse_ = fuse == nullptr || std::string(fuse) != "0";
+  // pool: every graphed step's tables as long as the pool (before ADR 0047; same bits, for comparison).
+  const char* stride = std::getenv("TANDEM_CUDA_GRAPH_STRIDE");
+  f->graph_stride_pool_ = stride != nullptr && std::string(stride) == "pool";
   f->max_table_ = kv.num_blocks();
   auto stream = gpu::Stream::create();
   if (!stream.ok()) return stream.status();
@@ -107,6 +110,7 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
 }
 
 int64_t CudaForward::graph_stride(int64_t needed) const {
+  if (graph_stride_pool_) return max_table_;
   int64_t stride = kGraphMinStride;
   while (stride < needed) stride *= 2;
   return std::min(stride, max_table_);

@@ -102,7 +102,8 @@ class CudaForward {
   static constexpr int64_t kGraphMinStride = 16;
   std::map<int64_t, kernels::gpu::Graph> graphs_;
   bool graphs_enabled_ = true;
-  bool fuse_ = true;  // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
+  bool fuse_ = true;                // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
+  bool graph_stride_pool_ = false;  // TANDEM_CUDA_GRAPH_STRIDE=pool: graphs take the pool's stride
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
   kernels::gpu::DeviceBuffer x_bf16_;                         // cuBLAS's bf16 copy of x
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums

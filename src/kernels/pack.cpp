@@ -3,6 +3,8 @@
 // Quantized dtypes go to quant/pack.cpp (layout in quant/layout.h).
 #include <algorithm>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "core/check.h"
 #include "kernel_table.h"
@@ -58,16 +60,34 @@ PackedMatrix PackedMatrix::pack(const void* data, DType dtype, int64_t n, int64_
   out.data_.allocate(static_cast<size_t>(panels) * kPanel * k * esize);  // zeroed: padding columns are 0
   const auto* src = static_cast<const uint8_t*>(data);
   uint8_t* dst = out.data_.data();
-  for (int64_t p = 0; p < panels; ++p) {
-    const int64_t cols = std::min<int64_t>(kPanel, n - p * kPanel);
-    uint8_t* panel = dst + static_cast<size_t>(p) * k * kPanel * esize;
-    const uint8_t* rows = src + static_cast<size_t>(p) * kPanel * k * esize;
-    if (esize == 4) {
-      pack_panel(rows, k, cols, slot, reinterpret_cast<uint32_t*>(panel));
-    } else {
-      pack_panel(rows, k, cols, slot, reinterpret_cast<uint16_t*>(panel));
+  auto pack_panels = [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t cols = std::min<int64_t>(kPanel, n - p * kPanel);
+      uint8_t* panel = dst + static_cast<size_t>(p) * k * kPanel * esize;
+      const uint8_t* rows = src + static_cast<size_t>(p) * kPanel * k * esize;
+      if (esize == 4) {
+        pack_panel(rows, k, cols, slot, reinterpret_cast<uint32_t*>(panel));
+      } else {
+        pack_panel(rows, k, cols, slot, reinterpret_cast<uint16_t*>(panel));
+      }
     }
+  };
+  // A large matrix (model loading) is split over a few threads by panels: each
+  // panel is written by one thread, so the bytes do not depend on the split.
+  const size_t bytes = static_cast<size_t>(n) * k * esize;
+  const int threads =
+      bytes < (size_t{16} << 20)
+          ? 1
+          : static_cast<int>(std::min<unsigned>(8, std::max(1u, std::thread::hardware_concurrency())));
+  if (threads == 1) {
+    pack_panels(0, panels);
+    return out;
   }
+  std::vector<std::thread> workers;
+  for (int t = 1; t < threads; ++t)
+    workers.emplace_back(pack_panels, panels * t / threads, panels * (t + 1) / threads);
+  pack_panels(0, panels / threads);
+  for (std::thread& w : workers) w.join();
   return out;
 }
 

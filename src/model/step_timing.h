@@ -6,7 +6,8 @@
 // launches of every kernel), `wait` (the device finishing the work, then the
 // logits download). The GPU runs while the host enqueues, so a GPU-bound
 // step shows small upload/enqueue and a wait close to the GPU time. Averages
-// per (rows, graphed) are logged at info every kReportChunks chunks. Off, each
+// per (rows, graphed) are logged at info every kReportChunks chunks and when
+// the forward goes. Off, each
 // call is one branch. Not thread-safe (the engine thread's forward).
 #pragma once
 
@@ -23,7 +24,7 @@ namespace tandem::model {
 class StepTiming {
  public:
   enum Phase { upload, enqueue, wait, kPhases };
-  static constexpr int64_t kReportChunks = 256;
+  static constexpr int64_t kReportChunks = 128;
 
   explicit StepTiming(const char* who) : who_(who) {
     const char* v = std::getenv("TANDEM_STEP_TIMING");
@@ -44,8 +45,14 @@ class StepTiming {
     if (!on_) return;
     mark(wait);
     buckets_[key_].chunks++;
-    if (++chunks_ < kReportChunks) return;
+    if (++chunks_ >= kReportChunks) report();
+  }
+  ~StepTiming() { report(); }  // what the last reporting period left
+
+ private:
+  void report() {
     for (const auto& [key, b] : buckets_) {
+      if (b.chunks == 0) continue;  // a chunk that failed midway
       const double n = static_cast<double>(b.chunks);
       spdlog::info("{} timing: {} chunks of {} rows{}: upload {:.3f} ms, enqueue {:.3f} ms, wait {:.3f} ms",
                    who_, b.chunks, key / 2, key % 2 ? " (graph)" : "", b.ms[upload] / n, b.ms[enqueue] / n,
@@ -54,8 +61,6 @@ class StepTiming {
     buckets_.clear();
     chunks_ = 0;
   }
-
- private:
   using Clock = std::chrono::steady_clock;
   struct Bucket {
     int64_t chunks = 0;

@@ -77,24 +77,27 @@ void Engine::record_tick(Clock::time_point start, Clock::time_point forward, Clo
                          int64_t rows) {
   TickTiming& t = tick_timing_;
   const auto end = Clock::now();
-  if (t.last_end != Clock::time_point{}) t.between_ms += ms_between(t.last_end, start);
-  t.forward_ms += ms_between(start, forward);
-  t.sample_ms += ms_between(forward, sampled);
-  t.deliver_ms += ms_between(sampled, end);
-  t.rows += rows;
+  TickTiming::Sums& s = t.by_rows[rows];
+  if (t.last_end != Clock::time_point{}) s.between_ms += ms_between(t.last_end, start);
+  s.forward_ms += ms_between(start, forward);
+  s.sample_ms += ms_between(forward, sampled);
+  s.deliver_ms += ms_between(sampled, end);
+  s.ticks++;
   t.last_end = end;
-  if (++t.ticks < 256) return;
-  const double n = static_cast<double>(t.ticks);
-  spdlog::info(
-      "engine timing: {} batched ticks, {:.1f} rows each: forward {:.3f} ms, sampling {:.3f} ms, delivery "
-      "{:.3f} "
-      "ms, between ticks {:.3f} ms (planner, speculative rounds, idle waits)",
-      t.ticks, static_cast<double>(t.rows) / n, t.forward_ms / n, t.sample_ms / n, t.deliver_ms / n,
-      t.between_ms / n);
-  const auto last = t.last_end;
-  t = TickTiming{};
-  t.on = true;
-  t.last_end = last;
+  if (++t.ticks >= 128) report_ticks();
+}
+
+void Engine::report_ticks() {
+  for (const auto& [rows, s] : tick_timing_.by_rows) {
+    const double n = static_cast<double>(s.ticks);
+    spdlog::info(
+        "engine timing: {} batched ticks of {} rows: forward {:.3f} ms, sampling {:.3f} ms, delivery {:.3f} "
+        "ms, "
+        "between ticks {:.3f} ms (planner, speculative rounds, idle waits)",
+        s.ticks, rows, s.forward_ms / n, s.sample_ms / n, s.deliver_ms / n, s.between_ms / n);
+  }
+  tick_timing_.by_rows.clear();
+  tick_timing_.ticks = 0;
 }
 
 namespace {
@@ -160,7 +163,10 @@ void Engine::publish_policy() {
   board_.publish(r);
 }
 
-Engine::~Engine() { shutdown(std::chrono::milliseconds(0)); }
+Engine::~Engine() {
+  shutdown(std::chrono::milliseconds(0));
+  if (tick_timing_.on) report_ticks();
+}
 
 void Engine::start() {
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });

@@ -82,6 +82,27 @@ TEST(Matmul, UnpackRowsGivesTheRangeOfUnpack) {
   }
 }
 
+// A matrix of 16 MiB or more is packed by several threads (panels split
+// among them): every element still sits where the layout says, and unpack
+// gives the source back (n not a multiple of the panel).
+TEST(Matmul, LargePackIsThreadedWithTheSameLayout) {
+  const int64_t n = 2050, k = 4096;
+  std::vector<uint16_t> src(static_cast<size_t>(n * k));
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i * 40503u + (i >> 13));
+  const PackedMatrix packed = PackedMatrix::pack(src.data(), DType::bf16, n, k);
+  const auto* data = reinterpret_cast<const uint16_t*>(packed.data());
+  int64_t misplaced = 0;
+  for (int64_t col = 0; col < n; col += 7) {
+    const int64_t p = col / kPanel, j = col % kPanel;
+    for (int64_t kk = 0; kk < k; kk += 13)
+      misplaced += data[(p * k + kk) * kPanel + packed_slot(DType::bf16, j)] != src[col * k + kk];
+  }
+  EXPECT_EQ(misplaced, 0);
+  std::vector<uint16_t> back(src.size());
+  packed.unpack(back.data());
+  EXPECT_EQ(std::memcmp(src.data(), back.data(), src.size() * sizeof(uint16_t)), 0);
+}
+
 TEST(Matmul, PackLayoutIsKMajorPanels) {
   const int64_t n = 70, k = 3;
   std::vector<float> w(n * k);

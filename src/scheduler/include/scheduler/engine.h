@@ -134,13 +134,18 @@ class Engine {
   void publish_policy();
   // TANDEM_STEP_TIMING=1 (ADR 0047): where a batched tick's host time goes.
   struct TickTiming {
+    struct Sums {
+      int64_t ticks = 0;
+      double between_ms = 0, forward_ms = 0, sample_ms = 0, deliver_ms = 0;
+    };
     bool on = false;
-    int64_t ticks = 0, rows = 0;
-    double between_ms = 0, forward_ms = 0, sample_ms = 0, deliver_ms = 0;
+    int64_t ticks = 0;
+    std::map<int64_t, Sums> by_rows;  // per forward row count
     std::chrono::steady_clock::time_point last_end;
   };
   void record_tick(std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point forward,
                    std::chrono::steady_clock::time_point sampled, int64_t rows);
+  void report_ticks();
 
   EngineConfig config_;
   std::unique_ptr<model::Model> target_;

@@ -262,8 +262,11 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
 
 Expected<float*> CudaForward::host_logits(size_t floats) {
   if (host_logits_.bytes() < floats * sizeof(float)) {
+    // Grown geometrically: pinning is slow (~ms), and a server ramping up from
+    // one stream to 64 would otherwise pin 64 times.
+    const size_t grown = std::max({floats, size_t{16}, 2 * host_logits_.bytes() / sizeof(float)});
     host_logits_ = gpu::PinnedBuffer();  // free the old one first
-    auto b = gpu::PinnedBuffer::allocate(std::max<size_t>(floats, 16) * sizeof(float));
+    auto b = gpu::PinnedBuffer::allocate(grown * sizeof(float));
     if (!b.ok()) return b.status();
     host_logits_ = std::move(b).value();
   }

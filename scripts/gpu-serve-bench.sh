@@ -42,6 +42,7 @@ ban=128001,128008,128009,2
 port=18090
 serve() {  # label args...: starts the server, waits for /health 200
   local label="$1"; shift
+  serving="$label"
   TANDEM_STEP_TIMING=1 "$t" serve -m $m --host 127.0.0.1 --port $port --no-webui "$@" >"$out/serve_$label.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 240); do
@@ -54,7 +55,7 @@ serve() {  # label args...: starts the server, waits for /health 200
 stop() {
   kill $pid 2>/dev/null; wait $pid 2>/dev/null
   # The last timing report of each kind and rows (the steady state of the last load level).
-  grep -E "(cuda forward|engine) timing" "$out/serve_$label.log" | sed -E 's/^.*\] //' | tail -12
+  grep -E "(cuda forward|engine) timing" "$out/serve_$serving.log" | sed -E 's/^[0-9-]+ [0-9:.]+ info +//' | tail -12
 }
 load() {  # label args...
   local label="$1"; shift

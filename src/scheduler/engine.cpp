@@ -44,12 +44,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   // On a GPU the K/V live on the device (CudaForward); the host keeps the block tables only.
   kv_options.host_storage = e->target_->placement().kind == model::DeviceKind::cpu;
   TANDEM_ASSIGN_OR_RETURN(e->kv_, model::KvCache::create(mc, kv_options));
-  // On a GPU a tick's rows (the prefill budget plus the decode rows) run as one
-  // chunk: prefill GEMMs of narrow matrices fill the device at M ~ 2048, not
-  // at 256 (ADR 0047). Chunking never changes a bit (ADR 0001).
-  const bool on_gpu = e->target_->placement().kind == model::DeviceKind::cuda;
-  const int64_t rows = on_gpu ? std::clamp<int64_t>(c.prefill_budget + c.max_running, 256, 4096) : 256;
-  e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), rows);
+  e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), 256);
   e->gate_ = std::make_unique<speculative::ExactnessGate>(
       speculative::ExactnessGate::for_model(*e->target_, e->pool_.get(), c.allow_inexact, c.gemm));
   if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log

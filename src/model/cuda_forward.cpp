@@ -5,11 +5,13 @@
 #include "cuda_forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "core/check.h"
 #include "core/log.h"
 #include "model/model.h"
 
@@ -176,25 +178,44 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride) {
   return gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>());
 }
 
-Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride) {
+gpu::Graph* CudaForward::graph_for(int64_t m, int64_t k, int64_t stride) {
   gpu::Graph& graph = graphs_[(stride * (kGraphMaxRows + 1) + m) * (kGraphMaxRows + 1) + k];
-  if (graph.empty()) {
-    TANDEM_RETURN_IF_ERROR(gpu::Graph::begin_capture(stream_));
-    const Status queued = enqueue_plain(m, k, stride);
-    auto captured = gpu::Graph::end_capture(stream_);  // always ends the capture
-    if (!queued.ok() || !captured.ok()) {
-      // Fall back to eager launches for good (the same kernels, so the same bits).
-      spdlog::warn("cuda: capturing the forward as a CUDA graph failed ({}); launching kernels one by one",
-                   (!queued.ok() ? queued : captured.status()).to_string());
-      graphs_enabled_ = false;
-      return enqueue_plain(m, k, stride);
-    }
-    graph = std::move(captured).value();
-    spdlog::debug(
-        "cuda: captured the forward of {} rows ({} with logits, tables of {} blocks) as a CUDA graph", m, k,
-        stride);
+  if (!graph.empty()) return &graph;
+  TANDEM_CHECK(mode_ == kernels::GemmMode::invariant);
+  Status begun = gpu::Graph::begin_capture(stream_);
+  const Status queued = begun.ok() ? enqueue_plain(m, k, stride) : begun;
+  auto captured =
+      begun.ok() ? gpu::Graph::end_capture(stream_) : Expected<gpu::Graph>(begun);  // always ends it
+  if (!queued.ok() || !captured.ok()) {
+    // Fall back to eager launches for good (the same kernels, so the same bits).
+    spdlog::warn("cuda: capturing the forward as a CUDA graph failed ({}); launching kernels one by one",
+                 (!queued.ok() ? queued : captured.status()).to_string());
+    graphs_enabled_ = false;
+    return nullptr;
   }
-  return graph.launch(stream_);
+  graph = std::move(captured).value();
+  spdlog::debug("cuda: captured the forward of {} rows ({} with logits, tables of {} blocks) as a CUDA graph",
+                m, k, stride);
+  return &graph;
+}
+
+Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride) {
+  gpu::Graph* graph = graph_for(m, k, stride);
+  if (graph == nullptr) return enqueue_plain(m, k, stride);
+  return graph->launch(stream_);
+}
+
+Status CudaForward::warm_up(kernels::GemmMode gemm_mode) {
+  if (gemm_mode != kernels::GemmMode::invariant || !graphs_enabled_) return Status::Ok();
+  TANDEM_RETURN_IF_ERROR(gpu::set_device(w_.device));
+  mode_ = gemm_mode;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t stride = graph_stride(1), rows = std::min(kGraphMaxRows, max_rows_);
+  for (int64_t m = 1; m <= rows; ++m)
+    if (graph_for(m, m, stride) == nullptr) return Status::Ok();  // eager from now on (warned)
+  spdlog::info("cuda: captured the decode graphs of 1..{} rows in {:.0f} ms", rows,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  return Status::Ok();
 }
 
 Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptions& options,

@@ -61,6 +61,11 @@ class CudaForward {
   // declines it); FailedPrecondition when libcublas cannot be loaded.
   Expected<int64_t> run_chunk(const ChunkRows& in, const ForwardOptions& options, const ChunkOutputs& out,
                               kernels::GemmMode gemm);
+  // Captures the graphs of plain decode steps (1..16 rows, each with logits,
+  // the shortest table bucket) now rather than at their first use; nothing
+  // outside the invariant GEMM mode. A capture failure turns graphs off
+  // (warned), as at first use; only a device error is a Status.
+  Status warm_up(kernels::GemmMode gemm);
   // Page-locked host memory for `floats` logits, where Forward points
   // ChunkOutputs::logits: the download is then one DMA at the link's speed
   // (ADR 0047). Grown on demand (contents not kept); valid until the next call.
@@ -75,6 +80,9 @@ class CudaForward {
   // Embedding, layers, gather, final norm and LM head into logits_ (no host copies).
   Status enqueue_plain(int64_t m, int64_t k, int64_t stride);
   Status run_graphed(int64_t m, int64_t k, int64_t stride);
+  // The graph of (rows, output rows, stride), captured if new; nullptr when
+  // capturing failed (graphs are then off for good).
+  kernels::gpu::Graph* graph_for(int64_t m, int64_t k, int64_t stride);
   Status layer(int l, int64_t m, int64_t table_stride);
   Status layer_fused(int l, int64_t m, int64_t table_stride);
   // The GEMM without its slab sum (invariant mode), or cuBLAS into y (one slab).

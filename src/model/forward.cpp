@@ -68,6 +68,14 @@ Forward::Forward(const Model& model, KvCache& kv, ThreadPool* pool, int64_t max_
 
 Forward::~Forward() = default;
 
+Status Forward::warm_up() {
+  TANDEM_RETURN_IF_ERROR(device_status_);
+#ifdef TANDEM_HAVE_CUDA
+  if (cuda_) return cuda_->warm_up(ctx_.gemm);
+#endif
+  return Status::Ok();
+}
+
 Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions& options) {
 #ifdef TANDEM_HAVE_CUDA
   const int64_t hs = model_.config().hidden_size;

@@ -50,6 +50,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log
   // The gate's K is fixed for the engine, so its mode is settled from here on.
   e->forward_->set_gemm_mode(e->gate_->gemm_mode());
+  if (Status s = e->forward_->warm_up(); !s.ok()) return s;
   if (e->drafter_) e->drafter_->set_gemm_mode(e->gate_->gemm_mode());
   PlannerConfig pc;
   pc.max_running = c.max_running;

@@ -97,6 +97,11 @@ class Forward {
 
   Expected<ForwardOutput> run(std::span<const SequenceStep> steps, const ForwardOptions& options = {});
 
+  // On a GPU: captures the CUDA graphs of plain decode steps (1..16 rows
+  // with logits) now instead of at their first use, so a server's first
+  // batched steps do not stall on them (ADR 0047). Call after
+  // set_gemm_mode; a no-op on the CPU and outside the invariant mode.
+  Status warm_up();
   kernels::Ctx& ctx() { return ctx_; }
   // The matmul mode every run() uses (default invariant). The owner's
   // setting: nothing process-wide changes it (the exactness gate reports

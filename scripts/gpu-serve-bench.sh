@@ -7,7 +7,14 @@
 #   3. bench/load/load.py against `tandem serve --device cuda`: 1, 8 and 64 streams
 #      of 128 tokens; the TTFT of a 2048-token prompt alone; the same load with
 #      --gemm splitk (cuBLAS); at B=1 a self-draft at K=4 against classic, through
-#      the server and through `tandem bench -md` (round and verify timing).
+#      the server and through `tandem bench -md` (round and verify timing);
+#   4. `tandem bench --verify` (the K-row verify forward against a decode step and
+#      the all-accepted upper bound, ADR 0047) and `--batch 1,8` (the raw forward
+#      at 1 and 8 rows, to set against serve's TPOT).
+# The servers run with TANDEM_STEP_TIMING=1: their logs say where a step's host
+# time goes (upload / enqueue / wait per device chunk; forward / sampling /
+# delivery per engine tick), grepped below; the weight upload's time and rate
+# come from the "uploaded ... GB of weights" line.
 #   scripts/gpu-serve-bench.sh BIN_DIR OUT_DIR TOKENIZER_DIR
 # BIN_DIR: tandem, tandem-random-model, test_gpu_serve, lib/ (scripts/gpu-test.sh --pack).
 set -uo pipefail
@@ -35,16 +42,21 @@ ban=128001,128008,128009,2
 port=18090
 serve() {  # label args...: starts the server, waits for /health 200
   local label="$1"; shift
-  "$t" serve -m $m --host 127.0.0.1 --port $port --no-webui "$@" >"$out/serve_$label.log" 2>&1 &
+  serving="$label"
+  TANDEM_STEP_TIMING=1 "$t" serve -m $m --host 127.0.0.1 --port $port --no-webui "$@" >"$out/serve_$label.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 240); do
     curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
     kill -0 $pid 2>/dev/null || { echo "FAIL serve $label exited"; tail -5 "$out/serve_$label.log"; return 1; }
     sleep 0.5
   done
-  grep -E "ready:|forward on|exactness|speculation" "$out/serve_$label.log" | cut -c1-400 | head -5
+  grep -E "ready:|forward on|exactness|speculation|uploaded" "$out/serve_$label.log" | cut -c1-400 | head -6
 }
-stop() { kill $pid 2>/dev/null; wait $pid 2>/dev/null; }
+stop() {
+  kill $pid 2>/dev/null; wait $pid 2>/dev/null
+  # The last timing report of each kind and rows (the steady state of the last load level).
+  grep -E "(cuda forward|engine) timing" "$out/serve_$serving.log" | sed -E 's/^[0-9-]+ [0-9:.]+ info +//' | tail -12
+}
 load() {  # label args...
   local label="$1"; shift
   timeout 120 python3 "$bin/load.py" --url http://127.0.0.1:$port --ban-tokens $ban --label "$label" \
@@ -67,6 +79,12 @@ if serve cublas -np 64 -c 2304 -b 2048 --device cuda --gemm splitk; then
   load ttft2048_cublas --concurrency 1 --max-tokens 1 --prompt-tokens 2048 --warmup 0 --repeat 2
   stop
 fi
+
+echo "== bench --verify and --batch ($(elapsed) s)"
+timeout 120 "$t" bench -m $m --device cuda --verify 1,2,4,5,8 -p 128 -n 32 2>&1 |
+  tee "$out/bench_verify.txt" | grep -E "uploaded|verify|decode step|^\|"
+timeout 120 "$t" bench -m $m --device cuda --batch 1,8 -p 32 -n 32 -r 2 2>&1 |
+  tee "$out/bench_batch.txt" | grep -E "uploaded|^\|"
 
 echo "== bench -md self, K=4 ($(elapsed) s)"
 timeout 150 "$t" bench -m $m -md $m --k-min 4 --k-max 4 --prompts 2 -n 64 --device cuda 2>&1 |

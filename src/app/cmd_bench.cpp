@@ -17,6 +17,7 @@
 
 #include "bench_batch.h"
 #include "bench_spec.h"
+#include "bench_verify.h"
 #include "commands.h"
 #include "common_options.h"
 #include "core/aligned_buffer.h"
@@ -82,6 +83,7 @@ struct BenchOptions {
   int bw_mib = 1024;
   std::string device;
   std::vector<int> batches;  // --batch: batched decode instead of the B=1 ceiling run
+  std::vector<int> verify;   // --verify: verify-block cost instead of the B=1 ceiling run
 };
 
 // Sums 64-bit words of [p, p + n) with independent accumulators: integer
@@ -224,6 +226,8 @@ int run_bench(const BenchOptions& o) {
               kernels::gemm_mode_name(gemm->mode));
   if (!o.batches.empty())
     return run_batch_bench(m, pool.get(), {o.batches, o.prompt, o.decode, o.reps, gemm->mode});
+  if (!o.verify.empty())
+    return run_verify_bench(m, pool.get(), {o.verify, o.prompt, o.decode, o.reps, gemm->mode});
 
   // On a GPU the ceiling is the device memory's read bandwidth, measured the same way
   // (a buffer far beyond L2, best of passes), with --bw-mib of device memory.
@@ -329,6 +333,11 @@ Command add_bench_command(CLI::App& app) {
                   "Batch sizes (e.g. 1,4,8): batched decode throughput, ratios against the first")
       ->delimiter(',')
       ->check(CLI::Range(1, 256));
+  sub->add_option("--verify", o->verify,
+                  "Verify block sizes K (e.g. 1,2,4,5,8): the K-row forward against a decode step and the "
+                  "tok/s of rounds whose drafts are all accepted")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 16));
   // With a drafter: classic vs speculative (cmd_bench_spec.cpp).
   // With -md (a drafter): classic vs speculative decoding instead.
   auto spec = std::make_shared<SpecBenchOptions>();

@@ -5,11 +5,13 @@
 #include "cuda_forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "core/check.h"
 #include "core/log.h"
 #include "model/model.h"
 
@@ -44,6 +46,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   f->fuse_norm_ = fuse_norm == nullptr || std::string(fuse_norm) != "0";
   const char* act = std::getenv("TANDEM_CUDA_ACTIVATIONS");  // bf16: rounded GEMM inputs (ADR 0044)
   f->bf16_x_ = act != nullptr && std::string(act) == "bf16";
+  // pool: every graphed step's tables as long as the pool (before ADR 0047; same bits, for comparison).
+  const char* stride = std::getenv("TANDEM_CUDA_GRAPH_STRIDE");
+  f->graph_stride_pool_ = stride != nullptr && std::string(stride) == "pool";
   f->max_table_ = kv.num_blocks();
   auto stream = gpu::Stream::create();
   if (!stream.ok()) return stream.status();
@@ -123,12 +128,20 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   return f;
 }
 
-Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride,
-                                bool full_tables) {
+int64_t CudaForward::graph_stride(int64_t needed) const {
+  if (graph_stride_pool_) return max_table_;
+  int64_t stride = kGraphMinStride;
+  while (stride < needed) stride *= 2;
+  return std::min(stride, max_table_);
+}
+
+Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride, bool graphed) {
   const int64_t m = in.rows, tpb = geometry_.tokens_per_block;
-  // A captured graph bakes the stride in: then every row gets a full-length table.
-  int64_t stride = full_tables ? max_table_ : 1;
+  int64_t stride = 1;
   for (int64_t r = 0; r < m; ++r) stride = std::max<int64_t>(stride, in.positions[r] / tpb + 1);
+  // A captured graph bakes the stride in (and with it the attention grid):
+  // graphed steps round it up to a bucket, the graph's key (ADR 0047).
+  if (graphed) stride = graph_stride(stride);
   // Layout as allocated: [tokens | positions | rope | out index] each max_rows, then tables.
   staging_.assign(static_cast<size_t>(4 * max_rows_ + m * stride), 0);
   int32_t* s = staging_.data();
@@ -228,23 +241,44 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride) {
   return cap_logits(k);
 }
 
-Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride) {
-  gpu::Graph& graph = graphs_[m * (kGraphMaxRows + 1) + k];
-  if (graph.empty()) {
-    TANDEM_RETURN_IF_ERROR(gpu::Graph::begin_capture(stream_));
-    const Status queued = enqueue_plain(m, k, stride);
-    auto captured = gpu::Graph::end_capture(stream_);  // always ends the capture
-    if (!queued.ok() || !captured.ok()) {
-      // Fall back to eager launches for good (the same kernels, so the same bits).
-      spdlog::warn("cuda: capturing the forward as a CUDA graph failed ({}); launching kernels one by one",
-                   (!queued.ok() ? queued : captured.status()).to_string());
-      graphs_enabled_ = false;
-      return enqueue_plain(m, k, stride);
-    }
-    graph = std::move(captured).value();
-    spdlog::debug("cuda: captured the forward of {} rows ({} with logits) as a CUDA graph", m, k);
+gpu::Graph* CudaForward::graph_for(int64_t m, int64_t k, int64_t stride) {
+  gpu::Graph& graph = graphs_[(stride * (kGraphMaxRows + 1) + m) * (kGraphMaxRows + 1) + k];
+  if (!graph.empty()) return &graph;
+  TANDEM_CHECK(mode_ == kernels::GemmMode::invariant);
+  Status begun = gpu::Graph::begin_capture(stream_);
+  const Status queued = begun.ok() ? enqueue_plain(m, k, stride) : begun;
+  auto captured =
+      begun.ok() ? gpu::Graph::end_capture(stream_) : Expected<gpu::Graph>(begun);  // always ends it
+  if (!queued.ok() || !captured.ok()) {
+    // Fall back to eager launches for good (the same kernels, so the same bits).
+    spdlog::warn("cuda: capturing the forward as a CUDA graph failed ({}); launching kernels one by one",
+                 (!queued.ok() ? queued : captured.status()).to_string());
+    graphs_enabled_ = false;
+    return nullptr;
   }
-  return graph.launch(stream_);
+  graph = std::move(captured).value();
+  spdlog::debug("cuda: captured the forward of {} rows ({} with logits, tables of {} blocks) as a CUDA graph",
+                m, k, stride);
+  return &graph;
+}
+
+Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride) {
+  gpu::Graph* graph = graph_for(m, k, stride);
+  if (graph == nullptr) return enqueue_plain(m, k, stride);
+  return graph->launch(stream_);
+}
+
+Status CudaForward::warm_up(kernels::GemmMode gemm_mode) {
+  if (gemm_mode != kernels::GemmMode::invariant || !graphs_enabled_) return Status::Ok();
+  TANDEM_RETURN_IF_ERROR(gpu::set_device(w_.device));
+  mode_ = gemm_mode;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t stride = graph_stride(1), rows = std::min(kGraphMaxRows, max_rows_);
+  for (int64_t m = 1; m <= rows; ++m)
+    if (graph_for(m, m, stride) == nullptr) return Status::Ok();  // eager from now on (warned)
+  spdlog::info("cuda: captured the decode graphs of 1..{} rows in {:.0f} ms", rows,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  return Status::Ok();
 }
 
 Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptions& options,
@@ -263,14 +297,18 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   const bool graphed = graphs_enabled_ && mode_ == kernels::GemmMode::invariant && m <= kGraphMaxRows &&
                        !overrides && options.hidden == HiddenOutput::none && !sparse_;
   int64_t k = 0, stride = 1;
+  timing_.begin(m, graphed);
   TANDEM_RETURN_IF_ERROR(upload_rows(in, &k, &stride, graphed));
+  timing_.mark(StepTiming::upload);
   if (graphed) {
     TANDEM_RETURN_IF_ERROR(run_graphed(m, k, stride));
+    timing_.mark(StepTiming::enqueue);
     if (k > 0)
       TANDEM_RETURN_IF_ERROR(
           logits_.download(out.logits, sizeof(float) * static_cast<size_t>(k * c.vocab_size), stream_));
     else
       TANDEM_RETURN_IF_ERROR(stream_.synchronize());
+    timing_.end();
     return k;
   }
   float* x = x_.as<float>();
@@ -289,7 +327,9 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
     TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.hidden_all, g, row_bytes * m));
   }
   if (k == 0) {
+    timing_.mark(StepTiming::enqueue);
     TANDEM_RETURN_IF_ERROR(stream_.synchronize());
+    timing_.end();
     return int64_t{0};
   }
   float* g = gather_.as<float>();
@@ -301,8 +341,10 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
     TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.hidden, g, row_bytes * k));
   TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
   TANDEM_RETURN_IF_ERROR(cap_logits(k));
+  timing_.mark(StepTiming::enqueue);
   TANDEM_RETURN_IF_ERROR(
       logits_.download(out.logits, sizeof(float) * static_cast<size_t>(k * c.vocab_size), stream_));
+  timing_.end();
   return k;
 }
 
@@ -322,6 +364,19 @@ Status CudaForward::layers(int64_t m, int64_t table_stride) {
     normed = norm_next;
   }
   return Status::Ok();
+}
+
+Expected<float*> CudaForward::host_logits(size_t floats) {
+  if (host_logits_.bytes() < floats * sizeof(float)) {
+    // Grown geometrically: pinning is slow (~ms), and a server ramping up from
+    // one stream to 64 would otherwise pin 64 times.
+    const size_t grown = std::max({floats, size_t{16}, 2 * host_logits_.bytes() / sizeof(float)});
+    host_logits_ = gpu::PinnedBuffer();  // free the old one first
+    auto b = gpu::PinnedBuffer::allocate(grown * sizeof(float));
+    if (!b.ok()) return b.status();
+    host_logits_ = std::move(b).value();
+  }
+  return host_logits_.as<float>();
 }
 
 // The same op sequence with each projection's slab sum fused into what follows

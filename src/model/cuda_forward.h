@@ -27,7 +27,9 @@
 #include "device_weights.h"
 #include "kernels/cuda_family_ops.h"
 #include "kernels/cuda_ops.h"
+#include "kernels/cuda_pinned.h"
 #include "model/forward.h"
+#include "step_timing.h"
 
 namespace tandem::model {
 
@@ -60,15 +62,30 @@ class CudaForward {
   // declines it); FailedPrecondition when libcublas cannot be loaded.
   Expected<int64_t> run_chunk(const ChunkRows& in, const ForwardOptions& options, const ChunkOutputs& out,
                               kernels::GemmMode gemm);
+  // Captures the graphs of plain decode steps (1..16 rows, each with logits,
+  // the shortest table bucket) now rather than at their first use; nothing
+  // outside the invariant GEMM mode. A capture failure turns graphs off
+  // (warned), as at first use; only a device error is a Status.
+  Status warm_up(kernels::GemmMode gemm);
+  // Page-locked host memory for `floats` logits, where Forward points
+  // ChunkOutputs::logits: the download is then one DMA at the link's speed
+  // (ADR 0047). Grown on demand (contents not kept); valid until the next call.
+  Expected<float*> host_logits(size_t floats);
 
  private:
   CudaForward(const Model& model, const DeviceWeights& weights) : model_(model), w_(weights) {}
-  Status upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride, bool full_tables);
+  Status upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride, bool graphed);
+  // The block-table stride of a graphed chunk whose longest table has `needed`
+  // blocks: the next power of two from kGraphMinStride, at most the pool.
+  int64_t graph_stride(int64_t needed) const;
   // Embedding, layers, gather, final norm and LM head into logits_ (no host copies).
   Status enqueue_plain(int64_t m, int64_t k, int64_t stride);
   Status run_graphed(int64_t m, int64_t k, int64_t stride);
   // Every layer, in order.
   Status layers(int64_t m, int64_t table_stride);
+  // The graph of (rows, output rows, stride), captured if new; nullptr when
+  // capturing failed (graphs are then off for good).
+  kernels::gpu::Graph* graph_for(int64_t m, int64_t k, int64_t stride);
   Status layer(int l, int64_t m, int64_t table_stride);
   // input_normed: h already holds the attention norm of x (the previous
   // layer's last epilogue wrote it); norm_next: write layer l + 1's attention
@@ -115,8 +132,12 @@ class CudaForward {
   // tokens | positions | rope positions | out index | block tables
   kernels::gpu::DeviceBuffer row_inputs_;
   kernels::GemmMode mode_ = kernels::GemmMode::invariant;
-  // CUDA graphs of enqueue_plain, keyed by (rows, output rows), rows <= kGraphMaxRows.
+  // CUDA graphs of enqueue_plain, keyed by (table stride, rows, output rows),
+  // rows <= kGraphMaxRows. The stride fixes the split attention's grid (one
+  // block per 32 keys a table can hold), so it follows the longest sequence
+  // in power-of-two buckets instead of the whole pool (ADR 0047).
   static constexpr int64_t kGraphMaxRows = 16;
+  static constexpr int64_t kGraphMinStride = 16;
   std::map<int64_t, kernels::gpu::Graph> graphs_;
   bool graphs_enabled_ = true;
   bool fuse_ = true;       // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
@@ -136,6 +157,7 @@ class CudaForward {
   // TANDEM_CUDA_ACTIVATIONS=bf16: GEMM inputs rounded to bf16, one mma per
   // k-step (ADR 0044; other bits than the default f32 split, still invariant).
   bool bf16_x_ = false;
+  bool graph_stride_pool_ = false;  // TANDEM_CUDA_GRAPH_STRIDE=pool: graphs take the pool's stride
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
   kernels::gpu::DeviceBuffer x_bf16_;                         // the bf16 copy of x (cuBLAS, bf16_x_)
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums
@@ -150,6 +172,8 @@ class CudaForward {
   };
   std::vector<AttentionSegment> attn_segments_;
   std::vector<int32_t> staging_;
+  kernels::gpu::PinnedBuffer host_logits_;
+  StepTiming timing_{"cuda forward"};
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;
   int32_t* d_rope_ = nullptr;

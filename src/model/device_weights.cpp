@@ -1,12 +1,27 @@
 // device_weights.cpp — uploading a Model's weights to a CUDA device
 // (device_weights.h).
+//
+// The bytes travel through two pinned staging chunks (ADR 0048): the host
+// fills one chunk — a matrix's rows unpacked from the CPU panels, or a table
+// copied — on a small thread pool while the other chunk's DMA runs on its own
+// stream; a chunk is refilled only once its stream has drained. Pageable
+// copies (the driver's bounce buffer, the call waiting for each) and
+// whole-matrix temporaries are what made an 8B upload take a minute.
 #include "device_weights.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <thread>
 #include <utility>
 
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "kernels/cuda_pinned.h"
+#include "kernels/unpack.h"
 #include "model/model.h"
 
 namespace tandem::model {
@@ -14,14 +29,106 @@ namespace {
 
 namespace gpu = kernels::gpu;
 
+size_t env_size(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  return end != nullptr && *end == '\0' ? static_cast<size_t>(n) : fallback;
+}
+
+// Fills stage bytes for units [first, first + count) of one destination.
+using Fill = std::function<void(uint8_t* stage, size_t first, size_t count)>;
+
+class StagedUploader {
+ public:
+  // TANDEM_CUDA_UPLOAD_CHUNK_MIB (default 64) sizes each chunk;
+  // TANDEM_CUDA_UPLOAD=pageable stages in ordinary memory instead (for
+  // comparison: then every copy waits).
+  static Expected<std::unique_ptr<StagedUploader>> create() {
+    std::unique_ptr<StagedUploader> u(new StagedUploader());
+    u->chunk_ = std::max<size_t>(1, env_size("TANDEM_CUDA_UPLOAD_CHUNK_MIB", 64)) << 20;
+    const char* mode = std::getenv("TANDEM_CUDA_UPLOAD");
+    u->pinned_ = mode == nullptr || std::string(mode) != "pageable";
+    for (Slot& s : u->slots_) {
+      auto stream = gpu::Stream::create();
+      if (!stream.ok()) return stream.status();
+      s.stream = std::move(stream).value();
+      if (u->pinned_) {
+        auto buffer = gpu::PinnedBuffer::allocate(u->chunk_);
+        if (!buffer.ok()) {  // e.g. a locked-memory limit: slower, still correct
+          spdlog::warn("cuda: no pinned staging memory ({}); uploading from pageable memory",
+                       buffer.status().to_string());
+          u->pinned_ = false;
+        } else {
+          s.pinned = std::move(buffer).value();
+        }
+      }
+    }
+    for (Slot& s : u->slots_) {
+      if (!u->pinned_) s.pageable.resize(u->chunk_);
+      s.data = u->pinned_ ? s.pinned.as<uint8_t>() : s.pageable.data();
+    }
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    u->pool_ = std::make_unique<ThreadPool>(static_cast<int>(std::min(cores, 16u)));
+    return u;
+  }
+
+  ThreadPool& pool() { return *pool_; }
+  bool pinned() const { return pinned_; }
+  size_t chunk_bytes() const { return chunk_; }
+
+  // Copies units * unit_bytes bytes to `device`, each chunk produced by fill;
+  // `granule` units stay together in a chunk (a matrix's 64-row panels).
+  Status put(void* device, size_t units, size_t unit_bytes, size_t granule, const Fill& fill) {
+    const size_t per_chunk = std::max<size_t>(granule, chunk_ / unit_bytes / granule * granule);
+    if (per_chunk * unit_bytes > chunk_) return invalid_argument("cuda upload: a unit outgrows the chunk");
+    for (size_t first = 0; first < units; first += per_chunk) {
+      const size_t count = std::min(per_chunk, units - first);
+      Slot& s = slots_[next_];
+      next_ = 1 - next_;
+      TANDEM_RETURN_IF_ERROR(s.stream.synchronize());  // its previous copy has read the chunk
+      fill(s.data, first, count);
+      TANDEM_RETURN_IF_ERROR(gpu::copy_async(s.stream, static_cast<uint8_t*>(device) + first * unit_bytes,
+                                             s.data, count * unit_bytes));
+    }
+    return Status::Ok();
+  }
+  Status finish() {
+    for (Slot& s : slots_) TANDEM_RETURN_IF_ERROR(s.stream.synchronize());
+    return Status::Ok();
+  }
+
+ private:
+  struct Slot {
+    gpu::Stream stream;
+    gpu::PinnedBuffer pinned;
+    std::vector<uint8_t> pageable;
+    uint8_t* data = nullptr;
+  };
+  StagedUploader() = default;
+  size_t chunk_ = 0;
+  bool pinned_ = true;
+  Slot slots_[2];
+  int next_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
 struct Uploader {
-  const gpu::Stream& stream;
+  StagedUploader& staged;
   size_t bytes = 0;
 
   Expected<gpu::DeviceBuffer> raw(const void* host, size_t size) {
     auto buffer = gpu::DeviceBuffer::allocate(size);
     if (!buffer.ok()) return buffer.status();
-    TANDEM_RETURN_IF_ERROR(buffer->upload(host, size, stream));
+    const auto* src = static_cast<const uint8_t*>(host);
+    ThreadPool& pool = staged.pool();
+    TANDEM_RETURN_IF_ERROR(
+        staged.put(buffer->data(), size, 1, 1, [&](uint8_t* stage, size_t first, size_t n) {
+          pool.parallel_for(static_cast<int64_t>(n), int64_t{1} << 20, [&](int64_t b, int64_t e, int) {
+            std::memcpy(stage + b, src + first + static_cast<size_t>(b), static_cast<size_t>(e - b));
+          });
+        }));
     bytes += size;
     return buffer;
   }
@@ -37,12 +144,21 @@ struct Uploader {
     if (m.dtype() != kernels::DType::bf16)
       return failed_precondition("cuda: weight " + name + " is " + kernels::dtype_name(m.dtype()) +
                                  "; the CUDA backend takes bf16 weights only (use --device cpu)");
-    std::vector<uint16_t> rows(static_cast<size_t>(m.n() * m.k()));
-    m.unpack(rows.data());
-    auto buffer = raw(rows.data(), rows.size() * sizeof(uint16_t));
+    const size_t row_bytes = static_cast<size_t>(m.k()) * sizeof(uint16_t);
+    auto buffer = gpu::DeviceBuffer::allocate(static_cast<size_t>(m.n()) * row_bytes);
     if (!buffer.ok()) return buffer.status();
+    ThreadPool& pool = staged.pool();
+    constexpr int64_t kPanelRows = 64;  // the packed panel: a thread's rows start at a panel
+    TANDEM_RETURN_IF_ERROR(
+        staged.put(buffer->data(), static_cast<size_t>(m.n()), row_bytes, kPanelRows,
+                   [&](uint8_t* stage, size_t first, size_t n) {
+                     pool.parallel_for(static_cast<int64_t>(n), kPanelRows, [&](int64_t b, int64_t e, int) {
+                       kernels::unpack_rows(m, static_cast<int64_t>(first) + b, e - b,
+                                            stage + static_cast<size_t>(b) * row_bytes);
+                     });
+                   }));
+    bytes += buffer->bytes();
     out = std::move(buffer).value();
-    // Pageable memory: the copy has completed when upload returns, so `rows` may go.
     return Status::Ok();
   }
 };
@@ -75,12 +191,13 @@ Status upload_gemma4(const Model& model, Uploader& up, DeviceWeights& w) {
 
 Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& model, int device,
                                                                const DeviceWeights* borrowed) {
+  const auto t0 = std::chrono::steady_clock::now();
   TANDEM_RETURN_IF_ERROR(gpu::set_device(device));
-  auto stream = gpu::Stream::create();
-  if (!stream.ok()) return stream.status();
+  auto staged = StagedUploader::create();
+  if (!staged.ok()) return staged.status();
   auto w = std::make_unique<DeviceWeights>();
   w->device = device;
-  Uploader up{*stream};
+  Uploader up{**staged};
   const ModelConfig& c = model.config();
   w->layers.resize(model.layers().size());
   for (size_t l = 0; l < model.layers().size(); ++l) {
@@ -156,8 +273,14 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
       w->lm_head = w->own_lm_head.as<uint16_t>();
     }
   }
-  TANDEM_RETURN_IF_ERROR(stream->synchronize());
+  TANDEM_RETURN_IF_ERROR((*staged)->finish());
   w->bytes = up.bytes;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info(
+      "cuda: uploaded {:.2f} GB of weights to cuda:{} in {:.2f} s ({:.1f} GB/s; {} staging 2 x {} MiB, "
+      "{} threads)",
+      w->bytes / 1e9, device, s, w->bytes / 1e9 / std::max(s, 1e-9),
+      (*staged)->pinned() ? "pinned" : "pageable", (*staged)->chunk_bytes() >> 20, (*staged)->pool().size());
   return w;
 }
 

@@ -68,6 +68,14 @@ Forward::Forward(const Model& model, KvCache& kv, ThreadPool* pool, int64_t max_
 
 Forward::~Forward() = default;
 
+Status Forward::warm_up() {
+  TANDEM_RETURN_IF_ERROR(device_status_);
+#ifdef TANDEM_HAVE_CUDA
+  if (cuda_) return cuda_->warm_up(ctx_.gemm);
+#endif
+  return Status::Ok();
+}
+
 Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions& options) {
 #ifdef TANDEM_HAVE_CUDA
   const int64_t hs = model_.config().hidden_size;
@@ -80,7 +88,7 @@ Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions
   in.embed_rows = embed_rows_.data() + r0;
   in.wants_output = wants_output_.data() + r0;
   ChunkOutputs out;
-  out.logits = out_logits_.data() + out_rows_ * model_.config().vocab_size;
+  out.logits = logits_base_ + out_rows_ * model_.config().vocab_size;
   if (options.hidden != HiddenOutput::none) {
     out.hidden = out_hidden_.data() + out_rows_ * hs;
     out.hidden_all = out_hidden_.data() + r0 * hs;
@@ -163,8 +171,18 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
       out_rows += want ? 1 : 0;
     }
   }
-  if (out_logits_.size() < static_cast<size_t>(out_rows * c.vocab_size))
-    out_logits_.allocate(static_cast<size_t>(out_rows * c.vocab_size));
+  const size_t logit_floats = static_cast<size_t>(out_rows * c.vocab_size);
+#ifdef TANDEM_HAVE_CUDA
+  if (cuda_) {  // the device downloads into page-locked memory it owns
+    auto host = cuda_->host_logits(logit_floats);
+    if (!host.ok()) return host.status();
+    logits_base_ = *host;
+  }
+#endif
+  if (!cuda_) {
+    if (out_logits_.size() < logit_floats) out_logits_.allocate(logit_floats);
+    logits_base_ = out_logits_.data();
+  }
   const int64_t rows = static_cast<int64_t>(tokens_.size());
   const bool all_rows = options.hidden_all_rows && options.hidden == HiddenOutput::after_final_norm;
   const int64_t hidden_rows = all_rows ? rows : out_rows;
@@ -186,7 +204,7 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
   for (const SequenceStep& s : steps)
     kv_.set_length(s.seq, s.start_position + static_cast<int64_t>(s.tokens.size()));
   out.rows = out_rows;
-  out.logits = std::span<const float>(out_logits_.data(), static_cast<size_t>(out_rows * c.vocab_size));
+  out.logits = std::span<const float>(logits_base_, logit_floats);
   if (options.hidden != HiddenOutput::none)
     out.hidden = std::span<const float>(out_hidden_.data(), static_cast<size_t>(hidden_rows * c.hidden_size));
   return out;

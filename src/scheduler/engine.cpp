@@ -1,7 +1,9 @@
 #include "scheduler/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include "core/log.h"
 #include "kernels/ops.h"
@@ -48,6 +50,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log
   // The gate's K is fixed for the engine, so its mode is settled from here on.
   e->forward_->set_gemm_mode(e->gate_->gemm_mode());
+  if (Status s = e->forward_->warm_up(); !s.ok()) return s;
   if (e->drafter_) e->drafter_->set_gemm_mode(e->gate_->gemm_mode());
   PlannerConfig pc;
   pc.max_running = c.max_running;
@@ -66,7 +69,36 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   e->hardware_ = hardware_label(e->device_, e->pool_->size());
   e->samplers_.resize(static_cast<size_t>(e->pool_->size()));
   e->set_policy_env(c.policy_env);
+  const char* timing = std::getenv("TANDEM_STEP_TIMING");
+  e->tick_timing_.on = timing != nullptr && std::string(timing) == "1";
   return e;
+}
+
+void Engine::record_tick(Clock::time_point start, Clock::time_point forward, Clock::time_point sampled,
+                         int64_t rows) {
+  TickTiming& t = tick_timing_;
+  const auto end = Clock::now();
+  TickTiming::Sums& s = t.by_rows[rows];
+  if (t.last_end != Clock::time_point{}) s.between_ms += ms_between(t.last_end, start);
+  s.forward_ms += ms_between(start, forward);
+  s.sample_ms += ms_between(forward, sampled);
+  s.deliver_ms += ms_between(sampled, end);
+  s.ticks++;
+  t.last_end = end;
+  if (++t.ticks >= 128) report_ticks();
+}
+
+void Engine::report_ticks() {
+  for (const auto& [rows, s] : tick_timing_.by_rows) {
+    const double n = static_cast<double>(s.ticks);
+    spdlog::info(
+        "engine timing: {} batched ticks of {} rows: forward {:.3f} ms, sampling {:.3f} ms, delivery {:.3f} "
+        "ms, "
+        "between ticks {:.3f} ms (planner, speculative rounds, idle waits)",
+        s.ticks, rows, s.forward_ms / n, s.sample_ms / n, s.deliver_ms / n, s.between_ms / n);
+  }
+  tick_timing_.by_rows.clear();
+  tick_timing_.ticks = 0;
 }
 
 namespace {
@@ -132,7 +164,10 @@ void Engine::publish_policy() {
   board_.publish(r);
 }
 
-Engine::~Engine() { shutdown(std::chrono::milliseconds(0)); }
+Engine::~Engine() {
+  shutdown(std::chrono::milliseconds(0));
+  if (tick_timing_.on) report_ticks();
+}
 
 void Engine::start() {
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
@@ -297,6 +332,9 @@ double Engine::run_batched(const TickPlan& plan) {
     options.hidden_all_rows = true;
   }
   auto out = forward_->run(steps, options);
+  const auto forwarded = Clock::now();
+  size_t forward_rows = 0;
+  for (const auto& s : steps) forward_rows += s.tokens.size();
   if (!out.ok()) {
     spdlog::error("forward failed: {}", out.status().to_string());
     for (uint64_t id : owners) finish(id, FinishReason::error, out.status());
@@ -336,8 +374,10 @@ double Engine::run_batched(const TickPlan& plan) {
                   position);
     }
   });
-  const double compute_ms = ms_between(t0, Clock::now());
+  const auto sampled = Clock::now();
+  const double compute_ms = ms_between(t0, sampled);
   for (size_t i : picks) deliver(active_.at(owners[i]));
+  if (tick_timing_.on) record_tick(t0, forwarded, sampled, static_cast<int64_t>(forward_rows));
   return compute_ms;
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "kernel_table.h"
+#include "kernels/unpack.h"
 #include "test_util.h"
 
 namespace tandem::kernels {
@@ -57,6 +58,49 @@ TEST(Matmul, UnpackRestoresTheRowMajorBytes) {
     packed.unpack(back.data());
     EXPECT_EQ(std::memcmp(src.data(), back.data(), bytes), 0) << dtype_name(dtype);
   }
+}
+
+// unpack_rows() (kernels/unpack.h) gives unpack()'s bytes for any row range: ranges inside one
+// panel, across panels and partial groups, the tail, empty; k spans several
+// of its 64-element blocks.
+TEST(Matmul, UnpackRowsGivesTheRangeOfUnpack) {
+  const int64_t n = 200, k = 136;
+  const int64_t ranges[][2] = {{0, 200}, {5, 65}, {64, 64}, {63, 2}, {130, 70}, {199, 1}, {17, 0}};
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    const size_t esize = dtype_size(dtype), bytes = static_cast<size_t>(n * k) * esize;
+    std::vector<uint8_t> src(bytes);
+    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(i * 131 + i / 251 + 7);
+    const PackedMatrix packed = PackedMatrix::pack(src.data(), dtype, n, k);
+    for (const auto& r : ranges) {
+      const size_t row_bytes = static_cast<size_t>(k) * esize, part = static_cast<size_t>(r[1]) * row_bytes;
+      std::vector<uint8_t> back(part + 1, 0xAB);
+      unpack_rows(packed, r[0], r[1], back.data());
+      EXPECT_EQ(std::memcmp(src.data() + r[0] * row_bytes, back.data(), part), 0)
+          << dtype_name(dtype) << " rows " << r[0] << " +" << r[1];
+      EXPECT_EQ(back[part], 0xAB) << "wrote past the range";
+    }
+  }
+}
+
+// A matrix of 16 MiB or more is packed by several threads (panels split
+// among them): every element still sits where the layout says, and unpack
+// gives the source back (n not a multiple of the panel).
+TEST(Matmul, LargePackIsThreadedWithTheSameLayout) {
+  const int64_t n = 2050, k = 4096;
+  std::vector<uint16_t> src(static_cast<size_t>(n * k));
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i * 40503u + (i >> 13));
+  const PackedMatrix packed = PackedMatrix::pack(src.data(), DType::bf16, n, k);
+  const auto* data = reinterpret_cast<const uint16_t*>(packed.data());
+  int64_t misplaced = 0;
+  for (int64_t col = 0; col < n; col += 7) {
+    const int64_t p = col / kPanel, j = col % kPanel;
+    for (int64_t kk = 0; kk < k; kk += 13)
+      misplaced += data[(p * k + kk) * kPanel + packed_slot(DType::bf16, j)] != src[col * k + kk];
+  }
+  EXPECT_EQ(misplaced, 0);
+  std::vector<uint16_t> back(src.size());
+  packed.unpack(back.data());
+  EXPECT_EQ(std::memcmp(src.data(), back.data(), src.size() * sizeof(uint16_t)), 0);
 }
 
 TEST(Matmul, PackLayoutIsKMajorPanels) {

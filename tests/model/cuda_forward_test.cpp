@@ -307,6 +307,69 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaSpeculative,
                          [](const auto& info) { return info.param; });
 
 // Hidden-state outputs (what the MTP drafter reads) track the CPU's.
+// Graphed decode steps key their graphs by a power-of-two bucket of the
+// longest block table (ADR 0047): decoding a 600-token sequence crosses the
+// 16-, 32- and 64-block buckets (16 tokens per block), beside a short
+// neighbour whose table is padded to the bucket; every row equals the same
+// row of one eager prefill call.
+TEST(CudaForward, GraphedDecodeAcrossTableBucketsEqualsPrefill) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Rig r = make_rig("tandem_target", true, 640);
+  std::vector<int32_t> mine(600);
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<int32_t>((i * 7919 + 11) % r.vocab());
+  SequenceId seq = r.kv->create_sequence();
+  const std::vector<float> alone = run_rows(r, {SequenceStep{seq, mine, 0, LogitRows::all}}, 0);
+  ASSERT_EQ(alone.size(), mine.size() * r.vocab());
+  r.kv->release(seq);
+  seq = r.kv->create_sequence();
+  const SequenceId neighbour = r.kv->create_sequence();
+  const std::vector<int32_t> short_tokens = long_tokens(r.vocab(), 5);
+  SequenceStep head{seq, {mine.data(), 200}, 0, LogitRows::none};
+  SequenceStep other{neighbour, {short_tokens.data(), 10}, 0, LogitRows::none};
+  ASSERT_TRUE(r.fw->run({&head, 1}).ok());
+  ASSERT_TRUE(r.fw->run({&other, 1}).ok());
+  std::vector<float> decoded;
+  for (int64_t p = 200; p < static_cast<int64_t>(mine.size()); ++p) {
+    std::vector<SequenceStep> batch{SequenceStep{seq, {mine.data() + p, 1}, p, LogitRows::last}};
+    const int64_t len = r.kv->length(neighbour);
+    if (len < static_cast<int64_t>(short_tokens.size()))
+      batch.push_back(SequenceStep{neighbour, {short_tokens.data() + len, 1}, len, LogitRows::last});
+    auto row = run_rows(r, batch, 0);
+    decoded.insert(decoded.end(), row.begin(), row.end());
+  }
+  const std::vector<float> tail(alone.begin() + 200 * r.vocab(), alone.end());
+  EXPECT_TRUE(same_bits(tail, decoded)) << "graphed decode across table buckets differs from the prefill";
+}
+
+// Forward::warm_up captures the decode graphs before their first use (ADR
+// 0047): decoding 8 sequences for 40 steps gives the bits of a Forward that
+// captures them as it goes.
+TEST(CudaForward, WarmedUpGraphsGiveTheSameBits) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  std::vector<std::vector<float>> runs;
+  for (bool warm : {false, true}) {
+    Rig r = make_rig("tandem_target", true, 64);
+    if (warm) ASSERT_TRUE(r.fw->warm_up().ok());
+    std::vector<SequenceId> seqs;
+    std::vector<std::vector<int32_t>> tokens;
+    for (int i = 0; i < 8; ++i) {
+      seqs.push_back(r.kv->create_sequence());
+      tokens.push_back(long_tokens(r.vocab(), i));
+    }
+    std::vector<float> all;
+    for (int64_t p = 0; p < 40; ++p) {
+      std::vector<SequenceStep> batch;
+      for (int i = 0; i < 8; ++i)
+        batch.push_back(SequenceStep{seqs[i], {tokens[i].data() + p, 1}, p, LogitRows::last});
+      auto out = r.fw->run(batch);
+      ASSERT_TRUE(out.ok()) << out.status().to_string();
+      all.insert(all.end(), out->logits.begin(), out->logits.end());
+    }
+    runs.push_back(std::move(all));
+  }
+  EXPECT_TRUE(same_bits(runs[0], runs[1])) << "warmed-up graphs differ from graphs captured at first use";
+}
+
 TEST(CudaForward, HiddenOutputsTrackTheCpu) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Rig gpu = make_rig("tandem_target", true), cpu = make_rig("tandem_target", false);

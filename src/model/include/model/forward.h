@@ -97,6 +97,11 @@ class Forward {
 
   Expected<ForwardOutput> run(std::span<const SequenceStep> steps, const ForwardOptions& options = {});
 
+  // On a GPU: captures the CUDA graphs of plain decode steps (1..16 rows
+  // with logits) now instead of at their first use, so a server's first
+  // batched steps do not stall on them (ADR 0047). Call after
+  // set_gemm_mode; a no-op on the CPU and outside the invariant mode.
+  Status warm_up();
   kernels::Ctx& ctx() { return ctx_; }
   // The matmul mode every run() uses (default invariant). The owner's
   // setting: nothing process-wide changes it (the exactness gate reports
@@ -159,6 +164,7 @@ class Forward {
   AlignedBuffer<float> ple_, ple_proj_, ple_gate_, moe_x_, moe_h_;
   // Outputs, grown on demand.
   AlignedBuffer<float> out_hidden_, out_logits_, gather_;
+  float* logits_base_ = nullptr;  // this run's logits: out_logits_, or the device backend's pinned buffer
   // The device backend (model placed on cuda), or null; its creation status.
   std::unique_ptr<CudaForward> cuda_;
   Status device_status_;

@@ -132,6 +132,20 @@ class Engine {
   bool speculation_available();
   void publish_gauges();
   void publish_policy();
+  // TANDEM_STEP_TIMING=1 (ADR 0047): where a batched tick's host time goes.
+  struct TickTiming {
+    struct Sums {
+      int64_t ticks = 0;
+      double between_ms = 0, forward_ms = 0, sample_ms = 0, deliver_ms = 0;
+    };
+    bool on = false;
+    int64_t ticks = 0;
+    std::map<int64_t, Sums> by_rows;  // per forward row count
+    std::chrono::steady_clock::time_point last_end;
+  };
+  void record_tick(std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point forward,
+                   std::chrono::steady_clock::time_point sampled, int64_t rows);
+  void report_ticks();
 
   EngineConfig config_;
   std::unique_ptr<model::Model> target_;
@@ -150,6 +164,7 @@ class Engine {
   std::map<uint64_t, Active> active_;
   uint64_t drafter_following_ = 0;  // request id the drafter's cache follows (0: none)
   EngineMetrics metrics_;
+  TickTiming tick_timing_;
 
   std::mutex mu_;  // guards incoming_, stopping_
   std::condition_variable cv_;

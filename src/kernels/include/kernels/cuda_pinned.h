@@ -1,0 +1,42 @@
+// kernels/cuda_pinned.h — page-locked host memory for device transfers
+// (compiled only when TANDEM_HAVE_CUDA). ADR 0047 / 0048.
+//
+// A copy between a device buffer and pinned host memory runs as one DMA at
+// the link's speed and, host to device, returns once queued; from pageable
+// memory the driver first copies through its own small pinned bounce buffer
+// and the call waits. PinnedBuffer owns one cudaHostAlloc allocation (freed
+// with cudaFreeHost); the caller keeps it alive, and unchanged, until the
+// copies that read or write it have completed on their stream. Errors
+// (out of pinned memory, no device) are Status values naming the call.
+// Thread-compatible.
+#pragma once
+
+#include <cstddef>
+
+#include "core/status.h"
+
+namespace tandem::kernels::gpu {
+
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  static Expected<PinnedBuffer> allocate(size_t bytes);
+  PinnedBuffer(PinnedBuffer&& other) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer();
+
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace tandem::kernels::gpu

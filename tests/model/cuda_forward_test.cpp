@@ -349,7 +349,9 @@ TEST(CudaForward, WarmedUpGraphsGiveTheSameBits) {
   std::vector<std::vector<float>> runs;
   for (bool warm : {false, true}) {
     Rig r = make_rig("tandem_target", true, 64);
-    if (warm) ASSERT_TRUE(r.fw->warm_up().ok());
+    if (warm) {
+      ASSERT_TRUE(r.fw->warm_up().ok());
+    }
     std::vector<SequenceId> seqs;
     std::vector<std::vector<int32_t>> tokens;
     for (int i = 0; i < 8; ++i) {

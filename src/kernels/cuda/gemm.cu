@@ -80,7 +80,7 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
 // blocks; 4 is 2 with one 32-k chunk per stage (a barrier per 32 k instead
 // of 64). TANDEM_CUDA_LARGE_TILE=N (read once) or set_large_tile_variant picks.
 constexpr int kLargeTileVariants = 5;
-constexpr int kDefaultLargeTile = 0;
+constexpr int kDefaultLargeTile = 2;  // fastest in the H200 run of 2026-12-02 07:50 (ADR 0044)
 std::atomic<int> large_tile_choice{-1};
 
 int large_tile_variant() {

@@ -21,15 +21,9 @@ namespace {
 namespace gpu = kernels::gpu;
 using kernels::DType;
 
-Status alloc(gpu::DeviceBuffer& buffer, size_t bytes) {
-  auto b = gpu::DeviceBuffer::allocate(std::max<size_t>(bytes, 16));
-  if (!b.ok()) return b.status();
-  buffer = std::move(b).value();
-  return Status::Ok();
-}
-
-const float* f32(const gpu::DeviceBuffer& b) { return b.bytes() ? b.as<float>() : nullptr; }
-const uint16_t* bf16(const gpu::DeviceBuffer& b) { return b.as<uint16_t>(); }
+using cuda_forward_detail::alloc;
+using cuda_forward_detail::bf16;
+using cuda_forward_detail::f32;
 
 }  // namespace
 

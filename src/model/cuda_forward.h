@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -32,6 +33,20 @@
 #include "step_timing.h"
 
 namespace tandem::model {
+
+// Small helpers of the CUDA forward's translation units (cuda_forward*.cpp).
+namespace cuda_forward_detail {
+// A device buffer of at least 16 bytes (so that .as<T>() is never null).
+inline Status alloc(kernels::gpu::DeviceBuffer& buffer, size_t bytes) {
+  auto b = kernels::gpu::DeviceBuffer::allocate(bytes > 16 ? bytes : 16);
+  if (!b.ok()) return b.status();
+  buffer = std::move(b).value();
+  return Status::Ok();
+}
+// An optional f32 tensor (nullptr when absent) and a bf16 matrix.
+inline const float* f32(const kernels::gpu::DeviceBuffer& b) { return b.bytes() ? b.as<float>() : nullptr; }
+inline const uint16_t* bf16(const kernels::gpu::DeviceBuffer& b) { return b.as<uint16_t>(); }
+}  // namespace cuda_forward_detail
 
 // Host views of one chunk's rows (Forward's per-row tables, offset to the chunk).
 struct ChunkRows {

@@ -16,8 +16,8 @@ namespace {
 
 namespace gpu = kernels::gpu;
 
-const float* f32(const gpu::DeviceBuffer& b) { return b.bytes() ? b.as<float>() : nullptr; }
-const uint16_t* bf16(const gpu::DeviceBuffer& b) { return b.as<uint16_t>(); }
+using cuda_forward_detail::bf16;
+using cuda_forward_detail::f32;
 
 }  // namespace
 

@@ -34,14 +34,20 @@ constexpr int64_t kLargeMatrix = int64_t{1} << 24;
 
 std::atomic<int> small_tile_choice{-1};  // -1: not yet read from the environment
 
-int small_tile_variant() {
-  int v = small_tile_choice.load(std::memory_order_relaxed);
+// A tuning knob's variant: `choice` once set, else the environment's value
+// (read once; out of [0, count) means `fallback`), else `fallback`.
+int tile_variant(std::atomic<int>& choice, const char* env, int count, int fallback) {
+  int v = choice.load(std::memory_order_relaxed);
   if (v != -1) return v;
-  const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
-  v = e != nullptr ? std::atoi(e) : kBySize;
-  if (v < 0 || v >= kSmallTileVariants) v = kBySize;
-  small_tile_choice.store(v, std::memory_order_relaxed);
+  const char* e = std::getenv(env);
+  v = e != nullptr ? std::atoi(e) : fallback;
+  if (v < 0 || v >= count) v = fallback;
+  choice.store(v, std::memory_order_relaxed);
   return v;
+}
+
+int small_tile_variant() {
+  return tile_variant(small_tile_choice, "TANDEM_CUDA_SMALL_TILE", kSmallTileVariants, kBySize);
 }
 
 template <bool F32X>
@@ -84,13 +90,7 @@ constexpr int kDefaultLargeTile = 2;  // fastest in the H200 run of 2026-12-02 0
 std::atomic<int> large_tile_choice{-1};
 
 int large_tile_variant() {
-  int v = large_tile_choice.load(std::memory_order_relaxed);
-  if (v >= 0) return v;
-  const char* e = std::getenv("TANDEM_CUDA_LARGE_TILE");
-  v = e != nullptr ? std::atoi(e) : kDefaultLargeTile;
-  if (v < 0 || v >= kLargeTileVariants) v = kDefaultLargeTile;
-  large_tile_choice.store(v, std::memory_order_relaxed);
-  return v;
+  return tile_variant(large_tile_choice, "TANDEM_CUDA_LARGE_TILE", kLargeTileVariants, kDefaultLargeTile);
 }
 
 // Shared memory per block in the comments: bf16 x / f32 x.

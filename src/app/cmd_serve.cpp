@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -182,6 +183,8 @@ int run_serve(ServeOptions& o) {
   scheduler::EngineConfig ec;
   ec.max_running = o.parallel;
   ec.prefill_budget = o.batch;
+  if (const char* rows = std::getenv("TANDEM_CUDA_CHUNK_ROWS"); rows != nullptr && std::atol(rows) > 0)
+    ec.forward_rows = std::atol(rows);  // a measurement knob (docs/environment.md)
   ec.prefix_cache = !o.no_prefix_cache;
   ec.context = o.context;
   ec.threads = o.threads;

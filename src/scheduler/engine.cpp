@@ -44,7 +44,13 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   // On a GPU the K/V live on the device (CudaForward); the host keeps the block tables only.
   kv_options.host_storage = e->target_->placement().kind == model::DeviceKind::cpu;
   TANDEM_ASSIGN_OR_RETURN(e->kv_, model::KvCache::create(mc, kv_options));
-  e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), 256);
+  // A GPU's GEMMs reach their large tile only at M in the hundreds and every
+  // chunk costs ~1 ms of launches: one chunk per tick there (ADR 0051).
+  int64_t forward_rows = 256;
+  if (!kv_options.host_storage)
+    forward_rows = c.forward_rows > 0 ? c.forward_rows
+                                      : std::clamp<int64_t>(c.prefill_budget + c.max_running, 256, 4096);
+  e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), forward_rows);
   e->gate_ = std::make_unique<speculative::ExactnessGate>(
       speculative::ExactnessGate::for_model(*e->target_, e->pool_.get(), c.allow_inexact, c.gemm));
   if (e->drafter_) e->gate_->decide(c.block_size);  // warm: the verdict belongs in the boot log

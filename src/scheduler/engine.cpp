@@ -44,12 +44,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   // On a GPU the K/V live on the device (CudaForward); the host keeps the block tables only.
   kv_options.host_storage = e->target_->placement().kind == model::DeviceKind::cpu;
   TANDEM_ASSIGN_OR_RETURN(e->kv_, model::KvCache::create(mc, kv_options));
-  // A GPU's GEMMs reach their large tile only at M in the hundreds and every
-  // chunk costs ~1 ms of launches: one chunk per tick there (ADR 0051).
+  // On a GPU, forward_rows (TANDEM_CUDA_CHUNK_ROWS) may take a whole tick in
+  // one chunk (ADR 0051: proposed, not yet measured; the default stays 256).
   int64_t forward_rows = 256;
-  if (!kv_options.host_storage)
-    forward_rows = c.forward_rows > 0 ? c.forward_rows
-                                      : std::clamp<int64_t>(c.prefill_budget + c.max_running, 256, 4096);
+  if (!kv_options.host_storage && c.forward_rows > 0) forward_rows = std::min<int64_t>(c.forward_rows, 4096);
   e->forward_ = std::make_unique<model::Forward>(*e->target_, e->kv_, e->pool_.get(), forward_rows);
   e->gate_ = std::make_unique<speculative::ExactnessGate>(
       speculative::ExactnessGate::for_model(*e->target_, e->pool_.get(), c.allow_inexact, c.gemm));

@@ -11,6 +11,7 @@
 
 #include "dtype_convert.h"
 #include "kernels/cuda_ops.h"
+#include "kernels/ops.h"
 
 // Skips the test (reported as passed/skipped) when no CUDA device is visible:
 // CI and the development machines have none.
@@ -72,6 +73,13 @@ inline std::vector<float> from_bf16(const std::vector<uint16_t>& v) {
 
 inline bool same_bits(const float* a, const float* b, size_t count) {
   return std::memcmp(a, b, count * sizeof(float)) == 0;
+}
+
+// A kernel context that runs the CPU's scalar reference (the tests' oracle).
+inline Ctx scalar_ctx() {
+  Ctx ctx;
+  ctx.isa = Isa::scalar;
+  return ctx;
 }
 
 }  // namespace tandem::kernels::gpu::testing

@@ -20,12 +20,7 @@ namespace {
 
 using testing::random_floats;
 using testing::same_bits;
-
-Ctx scalar_ctx() {
-  Ctx ctx;
-  ctx.isa = Isa::scalar;
-  return ctx;
-}
+using testing::scalar_ctx;
 
 // forward_moe.cpp's route_row, on CPU-softmaxed probabilities.
 void cpu_route(const float* probs, int n, int k, bool renormalise, int32_t* experts, float* weights) {

@@ -15,12 +15,7 @@ namespace {
 
 using testing::random_floats;
 using testing::same_bits;
-
-Ctx scalar_ctx() {
-  Ctx ctx;
-  ctx.isa = Isa::scalar;
-  return ctx;
-}
+using testing::scalar_ctx;
 
 TEST(CudaRmsNorm, MatchesTheCpuReferenceAndIsRowInvariant) {
   TANDEM_REQUIRE_CUDA_DEVICE();

@@ -194,7 +194,10 @@ def case_keepalive():
     figures = {}
     try:
         port = server.port
-        stream = fl.Stream(port, *completion("The short ship", 16))
+        # Long enough that the drain outlasts a descheduled test process (a 16-token stream
+        # could finish between the first token and the idle connection's first request on a
+        # loaded machine), short enough to finish well inside the 60 s drain.
+        stream = fl.Stream(port, *completion("The short ship", 160))
         stream.start()
         wait_until(lambda: stream.first_content.is_set(), 120, "the stream to decode")
         idle = fl.Conn(port, timeout=30)
@@ -203,7 +206,7 @@ def case_keepalive():
         # While the stream drains, `idle` sends a request every 0.2 s (503 while draining), so its
         # keep-alive timer restarts at each answer; then it falls silent.
         t_idle, statuses = None, set()
-        while not stream.complete and stream.error is None and stream.is_alive():
+        while t_idle is None or (not stream.complete and stream.error is None and stream.is_alive()):
             try:
                 idle.send_request("GET", "/health")
                 st, h = idle.read_head()

@@ -28,6 +28,17 @@ import urllib.parse
 
 
 def one_request(url, body, out):
+    # A thread's exception would leave `out` empty and the level's summary would fail far from
+    # the cause (seen once at c=64): every failure becomes the request's error instead.
+    try:
+        request_stream(url, body, out)
+    except Exception as e:  # noqa: BLE001 - reported with the level
+        out.update(error=f"{type(e).__name__}: {e}")
+    if "error" not in out and not out.get("chunks"):
+        out.update(error="the stream carried no token")
+
+
+def request_stream(url, body, out):
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
     sent = time.perf_counter()
@@ -77,7 +88,7 @@ def run_level(args, c, level_index):
     wall = time.perf_counter() - start
     errors = [r["error"] for r in results if "error" in r]
     if errors:
-        return {"concurrency": c, "errors": errors[:3]}
+        return {"concurrency": c, "errors": errors[:3], "failed": len(errors)}
     ttft = [(r["chunks"][0] - r["sent"]) * 1000 for r in results if r["chunks"]]
     total = sum(r["tokens"] for r in results)
     tpot = [(r["chunks"][-1] - r["chunks"][0]) * 1000 / (r["tokens"] - 1) for r in results
@@ -120,7 +131,7 @@ def main():
             r.update(label=args.label, repeat=rep)
             rows.append(r)
             if "errors" in r:
-                print(f"{args.label} c={c}: errors {r['errors']}", flush=True)
+                print(f"{args.label} c={c}: {r['failed']} of {c} requests failed, e.g. {r['errors']}", flush=True)
                 continue
             steady = f"{r['steady_tok_s']:.1f}" if r["steady_tok_s"] else "-"
             tpot = f"{r['tpot_ms_median']:.2f}" if r["tpot_ms_median"] else "-"

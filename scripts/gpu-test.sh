@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the GPU tests (ctest label "gpu": test_cuda_kernels, test_cuda_devices,
 # test_cuda_forward, test_gpu_serve; test_cuda_kernels and test_cuda_forward once more with
-# TANDEM_CUDA_PDL=0) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
+# TANDEM_CUDA_PDL=0; test_cuda_forward and test_gpu_serve once more with
+# TANDEM_CUDA_ACTIVATIONS=f32) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
 # with a CUDA GPU; with --e2e DIR also the tandem binary's GPU checks
 # (scripts/gpu-e2e.sh: probe, generate classic == speculative, bench).
 #
@@ -114,6 +115,18 @@ for t in test_cuda_kernels test_cuda_forward; do
   rc=$?
   grep -E "^\[  (PASSED|FAILED) |: Failure" "$out/${t}_pdl0.log"
   echo "== $t with TANDEM_CUDA_PDL=0: rc=$rc"
+  [[ $rc -eq 0 ]] || status=1
+done
+# The forward and serve's engine once more with f32 GEMM inputs (the default is bf16, ADR 0054):
+# both numerics must keep every bitwise property.
+for t in test_cuda_forward test_gpu_serve; do
+  exe="${bin:+$bin/$t}"
+  [[ -z "$bin" ]] && exe=$(find build-gpu/tests -name "$t" -type f -perm -u+x | head -1)
+  [[ -n "$exe" && -x "$exe" ]] || continue
+  TANDEM_CUDA_ACTIVATIONS=f32 "$exe" >"$out/${t}_f32.log" 2>&1
+  rc=$?
+  grep -E "^\[  (PASSED|FAILED) |: Failure" "$out/${t}_f32.log"
+  echo "== $t with TANDEM_CUDA_ACTIVATIONS=f32: rc=$rc"
   [[ $rc -eq 0 ]] || status=1
 done
 echo "== tests: $([[ $status -eq 0 ]] && echo passed || echo FAILED)"

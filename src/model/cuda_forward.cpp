@@ -1,7 +1,8 @@
 // cuda_forward.cpp — one chunk of the forward on a CUDA device (cuda_forward.h).
 // The op sequence mirrors forward.cpp's run_chunk / attention_block /
-// mlp_block; GEMMs take f32 activations (split into two bf16 terms, ADR 0006)
-// against bf16 weights, so a GPU row tracks the CPU f32 path to ~1e-5.
+// mlp_block; activations stay f32 between ops, GEMM inputs are rounded to bf16
+// (ADR 0054, the default) or split into two bf16 terms (TANDEM_CUDA_ACTIVATIONS=f32,
+// ADR 0006: a GPU row then tracks the CPU f32 path to ~1e-5) against bf16 weights.
 #include "cuda_forward.h"
 
 #include <algorithm>
@@ -38,8 +39,13 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   // 0: the residual adds without the RMSNorm after them (same bits; for comparison).
   const char* fuse_norm = std::getenv("TANDEM_CUDA_FUSE_NORM");
   f->fuse_norm_ = fuse_norm == nullptr || std::string(fuse_norm) != "0";
-  const char* act = std::getenv("TANDEM_CUDA_ACTIVATIONS");  // bf16: rounded GEMM inputs (ADR 0044)
-  f->bf16_x_ = act != nullptr && std::string(act) == "bf16";
+  // GEMM inputs: bf16 (rounded once, one mma per k-step; the default, ADR 0054) or f32
+  // (hi + lo split, ADR 0006). Both are batch invariant; an unknown value is an error.
+  const char* act = std::getenv("TANDEM_CUDA_ACTIVATIONS");
+  const std::string activations = act != nullptr && *act != '\0' ? act : "bf16";
+  if (activations != "bf16" && activations != "f32")
+    return invalid_argument("TANDEM_CUDA_ACTIVATIONS='" + activations + "' is not one of: bf16, f32");
+  f->bf16_x_ = activations == "bf16";
   // pool: every graphed step's tables as long as the pool (before ADR 0047; same bits, for comparison).
   const char* stride = std::getenv("TANDEM_CUDA_GRAPH_STRIDE");
   f->graph_stride_pool_ = stride != nullptr && std::string(stride) == "pool";

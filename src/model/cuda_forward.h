@@ -169,9 +169,9 @@ class CudaForward {
   std::vector<int64_t> route_begin_, route_fill_;  // per expert: list offsets, fill cursors
   // Gemma 4: the MoE branch [rows][hidden] x 2; per-layer inputs [rows][layers * P] x 2, gate [rows][P].
   kernels::gpu::DeviceBuffer moe_x_, moe_h_, ple_, ple_proj_, ple_gate_;
-  // TANDEM_CUDA_ACTIVATIONS=bf16: GEMM inputs rounded to bf16, one mma per
-  // k-step (ADR 0044; other bits than the default f32 split, still invariant).
-  bool bf16_x_ = false;
+  // GEMM inputs rounded to bf16, one mma per k-step (the default, ADR 0054);
+  // TANDEM_CUDA_ACTIVATIONS=f32: the hi + lo split (ADR 0006). Both invariant.
+  bool bf16_x_ = true;
   bool graph_stride_pool_ = false;  // TANDEM_CUDA_GRAPH_STRIDE=pool: graphs take the pool's stride
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
   kernels::gpu::DeviceBuffer x_bf16_;                         // the bf16 copy of x (cuBLAS, bf16_x_)

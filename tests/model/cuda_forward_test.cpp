@@ -3,9 +3,12 @@
 //
 // Bitwise (memcmp) on the GPU: a sequence's logits alone == inside a batch of
 // 8 unrelated sequences == prefilled in chunks == decoded one token at a
-// time. Tolerance: against transformers' f32 forward (the fixtures'
-// reference.*, the same goldens as golden_test.cpp) and against the CPU
-// forward. The GPU keeps f32 activations and splits each GEMM input into two
+// time (under the default bf16 GEMM inputs; gpu-test.sh reruns the suite with
+// TANDEM_CUDA_ACTIVATIONS=f32). Tolerance: with f32 GEMM inputs, against
+// transformers' f32 forward (the fixtures' reference.*, the same goldens as
+// golden_test.cpp) and against the CPU forward; with bf16 GEMM inputs, against
+// transformers' own bf16 forward's distance from those goldens (ADR 0054).
+// With f32 GEMM inputs the GPU keeps f32 activations and splits each one into two
 // bf16 terms (|x - hi - lo| <= 2^-18 |x|, ADR 0006) and sums in a different
 // order than the CPU, so each logit may drift by a few 1e-6 relative per
 // layer; kGpuRelativeTolerance (5e-5 of max(1, max|logit|)) is 2.5x the
@@ -193,51 +196,136 @@ TEST(CudaForward, ProgrammaticLaunchGivesTheSerialBits) {
   EXPECT_TRUE(same_bits(serial, programmatic));
 }
 
-class CudaGolden : public ::testing::TestWithParam<std::string> {};
+// The GEMM-input numerics a rig is built with (TANDEM_CUDA_ACTIVATIONS, read by
+// CudaForward::create; ADR 0054): "f32" (hi + lo split) or "bf16" (the GPU default).
+// The environment's value is restored afterwards (scripts/gpu-test.sh runs the whole
+// suite once more with TANDEM_CUDA_ACTIVATIONS=f32).
+Rig make_rig_with(const std::string& name, const char* activations, int64_t max_rows = 128) {
+  const char* before = std::getenv("TANDEM_CUDA_ACTIVATIONS");
+  const std::string saved = before != nullptr ? before : "";
+  ::setenv("TANDEM_CUDA_ACTIVATIONS", activations, 1);
+  Rig r = make_rig(name, true, max_rows);
+  if (before != nullptr) {
+    ::setenv("TANDEM_CUDA_ACTIVATIONS", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TANDEM_CUDA_ACTIVATIONS");
+  }
+  return r;
+}
 
-TEST_P(CudaGolden, MatchesTransformersAndTheCpu) {
-  TANDEM_REQUIRE_CUDA_DEVICE();
-  const std::string name = GetParam();
-  const auto ref = testing::load_reference(name == "tandem_target" ? "../../../models/tandem-target" : name);
-  Rig gpu = make_rig(name, true), cpu = make_rig(name, false);
+struct GoldenErrors {
+  double err_ref = 0, err_cpu = 0;
+  int top1_mismatch = 0;
+  std::vector<int64_t> top1_changed;  // the rows whose argmax differs from the goldens'
+  std::vector<int32_t> greedy;        // from the prompt, one token per call (decode graphs)
+};
+
+// The GPU's logits over prompt + continuation against transformers' f32 logits and the
+// CPU forward, and its greedy continuation of the prompt.
+GoldenErrors golden_errors(const std::string& name, const char* activations, const testing::Reference& ref) {
+  GoldenErrors e;
+  Rig gpu = make_rig_with(name, activations), cpu = make_rig(name, false);
   std::vector<int32_t> full = ref.prompt;
   full.insert(full.end(), ref.continuation.begin(), ref.continuation.end());
   SequenceId gs = gpu.kv->create_sequence(), cs = cpu.kv->create_sequence();
   const auto ours = run_rows(gpu, {SequenceStep{gs, full, 0, LogitRows::all}}, 0);
   const auto host = run_rows(cpu, {SequenceStep{cs, full, 0, LogitRows::all}}, 0);
-  ASSERT_EQ(ours.size(), ref.logits.size());
-  double err_ref = 0, err_cpu = 0;
-  int top1_mismatch = 0;
+  EXPECT_EQ(ours.size(), ref.logits.size());
+  if (ours.size() != ref.logits.size()) return e;
   for (int64_t r = 0; r < ref.tokens; ++r) {
     const float* a = ours.data() + r * ref.vocab;
     for (int64_t i = 0; i < ref.vocab; ++i) {
-      err_ref = std::max(err_ref, std::fabs(double(a[i]) - ref.logits[r * ref.vocab + i]));
-      err_cpu = std::max(err_cpu, std::fabs(double(a[i]) - host[r * ref.vocab + i]));
+      e.err_ref = std::max(e.err_ref, std::fabs(double(a[i]) - ref.logits[r * ref.vocab + i]));
+      e.err_cpu = std::max(e.err_cpu, std::fabs(double(a[i]) - host[r * ref.vocab + i]));
     }
-    if (kernels::argmax(a, ref.vocab) != kernels::argmax(ref.logits.data() + r * ref.vocab, ref.vocab))
-      ++top1_mismatch;
+    if (kernels::argmax(a, ref.vocab) != kernels::argmax(ref.logits.data() + r * ref.vocab, ref.vocab)) {
+      ++e.top1_mismatch;
+      e.top1_changed.push_back(r);
+    }
   }
-  const double tol = kGpuRelativeTolerance * std::max(1.0, ref.max_abs_logit);
-  std::printf("[gpu golden] %-26s max|err| vs transformers %.3g, vs cpu %.3g (max|logit| %.2f, tol %.3g)\n",
-              name.c_str(), err_ref, err_cpu, ref.max_abs_logit, tol);
-  EXPECT_LE(err_ref, tol);
-  EXPECT_LE(err_cpu, tol);
-  EXPECT_EQ(top1_mismatch, 0);
-
-  // Greedy continuation: prefill, then one token at a time.
   gpu.kv->release(gs);
   gs = gpu.kv->create_sequence();
   auto out = gpu.fw->run(std::vector<SequenceStep>{SequenceStep{gs, ref.prompt, 0, LogitRows::last}});
-  ASSERT_TRUE(out.ok()) << out.status().to_string();
-  std::vector<int32_t> generated;
-  while (generated.size() < ref.continuation.size()) {
-    generated.push_back(kernels::argmax(out->logits_row(0), ref.vocab));
-    if (generated.size() == ref.continuation.size()) break;
-    SequenceStep d{gs, {&generated.back(), 1}, gpu.kv->length(gs), LogitRows::last};
+  EXPECT_TRUE(out.ok()) << out.status().to_string();
+  while (out.ok() && e.greedy.size() < ref.continuation.size()) {
+    e.greedy.push_back(kernels::argmax(out->logits_row(0), ref.vocab));
+    if (e.greedy.size() == ref.continuation.size()) break;
+    SequenceStep d{gs, {&e.greedy.back(), 1}, gpu.kv->length(gs), LogitRows::last};
     out = gpu.fw->run({&d, 1});
-    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
   }
-  EXPECT_EQ(generated, ref.continuation);
+  return e;
+}
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
+
+class CudaGolden : public ::testing::TestWithParam<std::string> {};
+
+// f32 activations: within kGpuRelativeTolerance of transformers' f32 logits and of the CPU,
+// the same top-1 everywhere and the same greedy continuation.
+TEST_P(CudaGolden, F32ActivationsMatchTransformersAndTheCpu) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  const std::string name = GetParam();
+  const auto ref = testing::load_reference(name == "tandem_target" ? "../../../models/tandem-target" : name);
+  const GoldenErrors e = golden_errors(name, "f32", ref);
+  const double tol = kGpuRelativeTolerance * std::max(1.0, ref.max_abs_logit);
+  std::printf(
+      "[gpu golden f32] %-26s max|err| vs transformers %.3g, vs cpu %.3g (max|logit| %.2f, tol %.3g)\n",
+      name.c_str(), e.err_ref, e.err_cpu, ref.max_abs_logit, tol);
+  EXPECT_LE(e.err_ref, tol);
+  EXPECT_LE(e.err_cpu, tol);
+  EXPECT_EQ(e.top1_mismatch, 0);
+  EXPECT_EQ(e.greedy, ref.continuation);
+}
+
+// The gap between the largest and the second largest f32 golden logit of a row.
+double top2_margin(const testing::Reference& ref, int64_t row) {
+  const float* l = ref.logits.data() + row * ref.vocab;
+  double first = -INFINITY, second = -INFINITY;
+  for (int64_t i = 0; i < ref.vocab; ++i) {
+    if (l[i] > first) {
+      second = first;
+      first = l[i];
+    } else if (l[i] > second) {
+      second = l[i];
+    }
+  }
+  return first - second;
+}
+
+// bf16 activations (the GPU default, ADR 0054) are held to transformers running the same
+// checkpoint in bf16 on the GPU (tools/fixtures/make_bf16_bounds.py wrote its distance from
+// the f32 goldens into tests/fixtures/gpu_bf16_bounds.json): no larger logit error against
+// the f32 goldens; and a top-1 change, or the greedy continuation leaving the f32 one, only
+// where the goldens' own top-2 margin is within twice that bound (a near-tie that bf16
+// rounding may break either way — transformers' bf16 forward breaks such ties too).
+TEST_P(CudaGolden, Bf16ActivationsAreNoFurtherFromTheGoldensThanTransformersBf16) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  const std::string name = GetParam();
+  const auto bound = testing::bf16_bound(name);
+  if (!bound.has_value()) GTEST_SKIP() << "no transformers bf16 bound for " << name;
+  const auto ref = testing::load_reference(name == "tandem_target" ? "../../../models/tandem-target" : name);
+  const GoldenErrors e = golden_errors(name, "bf16", ref);
+  const size_t prefix = common_prefix(e.greedy, ref.continuation);
+  std::printf(
+      "[gpu golden bf16] %-26s max|err| %.3g (transformers bf16 %.3g), top-1 changes %d (%d), "
+      "greedy prefix %zu (%d) of %zu\n",
+      name.c_str(), e.err_ref, bound->max_abs_err, e.top1_mismatch, bound->top1_mismatch, prefix,
+      bound->continuation_prefix, ref.continuation.size());
+  EXPECT_LE(e.err_ref, bound->max_abs_err);
+  const double tie = 2 * bound->max_abs_err;
+  for (int64_t r : e.top1_changed) {
+    EXPECT_LE(top2_margin(ref, r), tie) << "row " << r << " changed its top-1 beyond a near-tie";
+  }
+  if (prefix < ref.continuation.size()) {
+    const int64_t row = static_cast<int64_t>(ref.prompt.size() + prefix) - 1;
+    EXPECT_LE(top2_margin(ref, row), tie)
+        << "greedy left the f32 continuation at " << prefix << " beyond a near-tie";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaGolden, ::testing::ValuesIn(bf16_fixtures()),
@@ -374,7 +462,7 @@ TEST(CudaForward, WarmedUpGraphsGiveTheSameBits) {
 
 TEST(CudaForward, HiddenOutputsTrackTheCpu) {
   TANDEM_REQUIRE_CUDA_DEVICE();
-  Rig gpu = make_rig("tandem_target", true), cpu = make_rig("tandem_target", false);
+  Rig gpu = make_rig_with("tandem_target", "f32"), cpu = make_rig("tandem_target", false);
   const std::vector<int32_t> t = long_tokens(gpu.vocab(), 5);
   for (int mode = 0; mode < 3; ++mode) {
     ForwardOptions o;
@@ -463,10 +551,8 @@ TEST(CudaForward, DecodeBesideManyNeighboursAndAPrefillChunk) {
 // printed).
 TEST(CudaBf16Activations, InvariantAndNearTheF32Path) {
   TANDEM_REQUIRE_CUDA_DEVICE();
-  Rig f32 = make_rig("tandem_target", true, 64);
-  ::setenv("TANDEM_CUDA_ACTIVATIONS", "bf16", 1);
-  Rig r = make_rig("tandem_target", true, 64);
-  ::unsetenv("TANDEM_CUDA_ACTIVATIONS");
+  Rig f32 = make_rig_with("tandem_target", "f32", 64);
+  Rig r = make_rig_with("tandem_target", "bf16", 64);
   const std::vector<int32_t> mine = long_tokens(r.vocab(), 0);
   SequenceId seq = f32.kv->create_sequence();
   const std::vector<float> reference = run_rows(f32, {SequenceStep{seq, mine, 0, LogitRows::all}}, 0);

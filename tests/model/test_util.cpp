@@ -91,4 +91,17 @@ Reference load_reference(const std::string& fixture) {
   return ref;
 }
 
+std::optional<Bf16Bound> bf16_bound(const std::string& name) {
+  const auto all = nlohmann::json::parse(read_file(fixture_path("../gpu_bf16_bounds.json")));
+  for (const auto& f : all["fixtures"]) {
+    if (f.value("name", "") != name || !f.contains("max_abs_err")) continue;
+    Bf16Bound b;
+    b.max_abs_err = f["max_abs_err"].get<double>();
+    b.top1_mismatch = f["top1_mismatch"].get<int>();
+    b.continuation_prefix = f["continuation_prefix_match"].get<int>();
+    return b;
+  }
+  return std::nullopt;
+}
+
 }  // namespace tandem::model::testing

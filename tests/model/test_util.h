@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,5 +32,15 @@ struct Reference {
 };
 // Reads reference.json + reference.safetensors of a fixture.
 Reference load_reference(const std::string& fixture);
+
+// How far transformers' own bf16 forward of a fixture lands from its f32 goldens
+// (tests/fixtures/gpu_bf16_bounds.json, tools/fixtures/make_bf16_bounds.py); nullopt
+// when the file has no measurement for `name`.
+struct Bf16Bound {
+  double max_abs_err = 0;
+  int top1_mismatch = 0;
+  int continuation_prefix = 0;  // leading greedy ids equal to the f32 continuation
+};
+std::optional<Bf16Bound> bf16_bound(const std::string& name);
 
 }  // namespace tandem::model::testing

@@ -212,10 +212,14 @@ Status CudaForward::attention(const float* q, int64_t m, const gpu::DeviceKvPool
   return Status::Ok();
 }
 
+uint16_t* CudaForward::bf16_input() {
+  return mode_ == kernels::GemmMode::invariant && bf16_x_ ? x_bf16_.as<uint16_t>() : nullptr;
+}
+
 Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m, const uint16_t* w,
-                                                       int64_t n, int64_t k, float* y) {
+                                                       int64_t n, int64_t k, float* y, bool bf16_ready) {
   if (mode_ == kernels::GemmMode::invariant && bf16_x_) {
-    TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
+    if (!bf16_ready) TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
     return gpu::gemm_bf16w_partials(stream_, x_bf16_.data(), DType::bf16, m, w, n, k, y, slices_.as<float>(),
                                     slices_.bytes() / sizeof(float));
   }
@@ -397,9 +401,13 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
   gpu::DeviceKvPool pool = geometry_;
   pool.k = k_pool_[l].as<float>();
   pool.v = v_pool_[l].as<float>();
+  // bf16 GEMM inputs (ADR 0054): the epilogues before the qkv (previous layer's), gate/up
+  // and down projections write them next to their f32 output (x_bf16_), so those GEMMs
+  // skip the to_bf16 pass; the same bits either way.
+  uint16_t* xb = bf16_input();
   if (!input_normed) TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.attn_norm), h, m, hs, eps));
   {
-    auto p = gemm_partials(h, m, bf16(w.qkv), qkv_n, hs, qkv);
+    auto p = gemm_partials(h, m, bf16(w.qkv), qkv_n, hs, qkv, input_normed && xb != nullptr);
     if (!p.ok()) return p.status();
     TANDEM_RETURN_IF_ERROR(gpu::qkv_rope_kv_write(s, *p, bias(w.qkv_bias), c.num_heads, pool, d_rope_,
                                                   f32(w_.inv_freq), c.head_dim, kernels::RopeLayout::neox,
@@ -411,7 +419,7 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
     if (!p.ok()) return p.status();
     if (fuse_norm_) {
       TANDEM_RETURN_IF_ERROR(
-          gpu::residual_add_rmsnorm_partials(s, *p, bias(w.o_bias), x, f32(w.mlp_norm), eps, h));
+          gpu::residual_add_rmsnorm_partials(s, *p, bias(w.o_bias), x, f32(w.mlp_norm), eps, h, xb));
     } else {
       TANDEM_RETURN_IF_ERROR(gpu::residual_add_partials(s, *p, bias(w.o_bias), x));
       TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
@@ -419,15 +427,15 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
   }
   float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
   {
-    auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up);
+    auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr);
     if (!p.ok()) return p.status();
-    TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act));
+    TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act, xb));
   }
-  auto p = gemm_partials(act, m, bf16(w.down), hs, inter, h);
+  auto p = gemm_partials(act, m, bf16(w.down), hs, inter, h, xb != nullptr);
   if (!p.ok()) return p.status();
   if (!norm_next) return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
   return gpu::residual_add_rmsnorm_partials(s, *p, bias(w.down_bias), x, f32(w_.layers[l + 1].attn_norm), eps,
-                                            h);
+                                            h, xb);
 }
 
 Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {

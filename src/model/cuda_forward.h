@@ -128,8 +128,12 @@ class CudaForward {
   Status scale_embeddings(int64_t m);
   Status cap_logits(int64_t k);
   // The GEMM without its slab sum (invariant mode), or cuBLAS into y (one slab).
+  // bf16_ready: x_bf16_ already holds x rounded to bf16 (an epilogue wrote it).
   Expected<kernels::gpu::GemmPartials> gemm_partials(const float* x, int64_t m, const uint16_t* w, int64_t n,
-                                                     int64_t k, float* y);
+                                                     int64_t k, float* y, bool bf16_ready = false);
+  // x_bf16_ when the invariant GEMMs take bf16 inputs (ADR 0054), else null: where an
+  // epilogue writes the next GEMM's input.
+  uint16_t* bf16_input();
   Status gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y);
   // Attention over the chunk's rows, one call per attn_segments_ entry (ADR 0043).
   Status attention(const float* q, int64_t m, const kernels::gpu::DeviceKvPool& pool, int64_t table_stride,

@@ -549,6 +549,30 @@ TEST(CudaForward, DecodeBesideManyNeighboursAndAPrefillChunk) {
 // chunks of 7 == beside another sequence == decoded one token per call (CUDA
 // graphs); and near the f32 path (a loose sanity bound, the measured figure
 // printed).
+// The fused glue (epilogues that sum the GEMM's slabs, add, normalise and, with bf16
+// GEMM inputs, write the next GEMM's bf16 input themselves) gives the bits of the unfused
+// sequence (TANDEM_CUDA_FUSE=0: separate kernels and a to_bf16 pass before every GEMM),
+// and so does the residual add without the norm riding on it (TANDEM_CUDA_FUSE_NORM=0),
+// under both GEMM-input numerics.
+TEST(CudaForward, FusedGlueGivesTheUnfusedBits) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  for (const char* act : {"bf16", "f32"}) {
+    for (const std::string& name : {std::string("tandem_target"), std::string("qwen2_bias_bf16_tied")}) {
+      auto logits = [&](const char* knob) {
+        if (knob != nullptr) ::setenv(knob, "0", 1);
+        Rig r = make_rig_with(name, act, 64);
+        if (knob != nullptr) ::unsetenv(knob);
+        const std::vector<int32_t> t = long_tokens(r.vocab(), 3);
+        const SequenceId seq = r.kv->create_sequence();
+        return run_rows(r, {SequenceStep{seq, t, 0, LogitRows::all}}, 0);
+      };
+      const std::vector<float> fused = logits(nullptr);
+      EXPECT_TRUE(same_bits(fused, logits("TANDEM_CUDA_FUSE"))) << name << " " << act << ": FUSE=0";
+      EXPECT_TRUE(same_bits(fused, logits("TANDEM_CUDA_FUSE_NORM"))) << name << " " << act << ": FUSE_NORM=0";
+    }
+  }
+}
+
 TEST(CudaBf16Activations, InvariantAndNearTheF32Path) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Rig f32 = make_rig_with("tandem_target", "f32", 64);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <string>
 
+#include "cuda/bf16_bits.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launch.cuh"
 #include "kernels/cuda_ops.h"
@@ -90,10 +91,7 @@ __global__ void to_bf16_kernel(const float* __restrict__ x, uint16_t* __restrict
   pdl_enter();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    const uint32_t bits = __float_as_uint(x[i]);
-    const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
-    out[i] = nan ? static_cast<uint16_t>((bits >> 16) | 0x40u)
-                 : static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+    out[i] = bf16_bits(x[i]);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <string>
 
+#include "cuda/bf16_bits.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launch.cuh"
 #include "cuda/rms_row.cuh"
@@ -58,7 +59,7 @@ constexpr int kResidualNormBatch = 4;  // elements per thread whose loads are qu
 __global__ void __launch_bounds__(kResidualNormThreads)
     residual_rmsnorm_kernel(const float* slabs, int slices, int64_t rows, int64_t n,
                             const float* __restrict__ bias, float* x, const float* __restrict__ weight,
-                            float* h, float eps) {
+                            float* h, uint16_t* __restrict__ h_bf16, float eps) {
   pdl_enter();
   const int64_t count = rows * n, row0 = static_cast<int64_t>(blockIdx.x) * n;
   const float* sr = slabs + row0;
@@ -99,6 +100,7 @@ __global__ void __launch_bounds__(kResidualNormThreads)
     for (int64_t i = threadIdx.x; i < n; i += kRmsThreads) sum += xr[i] * xr[i];
   const float inv = rms_inverse(sum, n, eps);
   float* hr = h + row0;
+  uint16_t* hb = h_bf16 != nullptr ? h_bf16 + row0 : nullptr;
   for (int64_t i0 = threadIdx.x; i0 < n; i0 += kResidualNormBatch * kStep) {
     float y[kResidualNormBatch] = {};
 #pragma unroll
@@ -109,13 +111,17 @@ __global__ void __launch_bounds__(kResidualNormThreads)
 #pragma unroll
     for (int j = 0; j < kResidualNormBatch; ++j) {
       const int64_t i = i0 + j * kStep;
-      if (i < n) hr[i] = y[j];
+      if (i < n) {
+        hr[i] = y[j];
+        if (hb != nullptr) hb[i] = bf16_bits(y[j]);
+      }
     }
   }
 }
 
 __global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t inter,
-                              const float* __restrict__ bias, float* __restrict__ out) {
+                              const float* __restrict__ bias, float* __restrict__ out,
+                              uint16_t* __restrict__ out_bf16) {
   pdl_enter();
   const int64_t r = blockIdx.x, count = rows * 2 * inter;
   for (int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; i < inter;
@@ -123,7 +129,9 @@ __global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64
     const int64_t base = r * 2 * inter;
     const double g = partial_value(slabs, slices, count, base + i, bias, i);
     const float up = partial_value(slabs, slices, count, base + inter + i, bias, inter + i);
-    out[r * inter + i] = static_cast<float>(g / (1.0 + exp(-g)) * static_cast<double>(up));
+    const float v = static_cast<float>(g / (1.0 + exp(-g)) * static_cast<double>(up));
+    out[r * inter + i] = v;
+    if (out_bf16 != nullptr) out_bf16[r * inter + i] = bf16_bits(v);
   }
 }
 
@@ -217,17 +225,18 @@ Status residual_add_partials(const Stream& stream, const GemmPartials& p, const 
 }
 
 Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x,
-                                     const float* norm_weight, float eps, float* h) {
+                                     const float* norm_weight, float eps, float* h, uint16_t* h_bf16) {
   TANDEM_RETURN_IF_ERROR(check_partials(p, "residual_add_rmsnorm_partials"));
   if (p.m == 0) return Status::Ok();
   if (norm_weight == nullptr || h == nullptr)
     return invalid_argument("residual_add_rmsnorm_partials: need the norm's weight and an output");
   return launch_kernel("residual_add_rmsnorm_partials", residual_rmsnorm_kernel,
                        dim3(static_cast<unsigned>(p.m)), dim3(kResidualNormThreads), 0, stream.handle(),
-                       p.slabs, p.slices, p.m, p.n, bias, x, norm_weight, h, eps);
+                       p.slabs, p.slices, p.m, p.n, bias, x, norm_weight, h, h_bf16, eps);
 }
 
-Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out) {
+Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out,
+                       uint16_t* out_bf16) {
   TANDEM_RETURN_IF_ERROR(check_partials(p, "swiglu_partials"));
   if (p.n % 2 != 0) return invalid_argument("swiglu_partials: n must be 2 * intermediate size (got odd n)");
   if (p.m == 0) return Status::Ok();
@@ -235,7 +244,7 @@ Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float*
   const dim3 grid(static_cast<unsigned>(p.m),
                   static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
   return launch_kernel("swiglu_partials", swiglu_kernel, grid, dim3(kThreads), 0, stream.handle(), p.slabs,
-                       p.slices, p.m, inter, bias, out);
+                       p.slices, p.m, inter, bias, out, out_bf16);
 }
 
 Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const float* bias, int n_heads,

@@ -51,6 +51,16 @@ GemmPartials partials(Projection& p, const Stream& stream) {
   return g.ok() ? *g : GemmPartials{};
 }
 
+// The epilogues' bf16 copy (ADR 0054) == to_bf16 of their f32 output, bit for bit.
+void expect_bf16_of(const DeviceBuffer& f32, const DeviceBuffer& bf16, int64_t count, const Stream& stream,
+                    const char* what) {
+  DeviceBuffer ref = testing::poisoned(count * 2, stream);
+  ASSERT_TRUE(to_bf16(stream, f32.as<float>(), ref.as<uint16_t>(), count).ok());
+  const auto a = testing::to_host<uint16_t>(ref, count, stream);
+  const auto b = testing::to_host<uint16_t>(bf16, count, stream);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(uint16_t)), 0) << what;
+}
+
 TEST(CudaFused, ResidualAddAndSwigluEqualTheUnfusedOps) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Expected<Stream> stream = Stream::create();
@@ -74,10 +84,14 @@ TEST(CudaFused, ResidualAddAndSwigluEqualTheUnfusedOps) {
     DeviceBuffer out_fused = testing::poisoned(p.m * inter * 4, *stream);
     ASSERT_TRUE(swiglu_rows(*stream, dy.as<float>(), p.m, inter, out_ref.as<float>()).ok());
     const GemmPartials g2 = partials(p, *stream);
-    ASSERT_TRUE(swiglu_partials(*stream, g2, p.bias.as<float>(), out_fused.as<float>()).ok());
+    DeviceBuffer out_bf16 = testing::poisoned(p.m * inter * 2, *stream);
+    ASSERT_TRUE(
+        swiglu_partials(*stream, g2, p.bias.as<float>(), out_fused.as<float>(), out_bf16.as<uint16_t>())
+            .ok());
     const std::vector<float> c = testing::to_host<float>(out_ref, p.m * inter, *stream);
     const std::vector<float> d = testing::to_host<float>(out_fused, p.m * inter, *stream);
     EXPECT_TRUE(same_bits(c.data(), d.data(), c.size())) << "swiglu, k=" << k;
+    expect_bf16_of(out_ref, out_bf16, p.m * inter, *stream, "swiglu bf16 copy");
   }
 }
 
@@ -118,8 +132,9 @@ TEST(CudaFused, ResidualAddRmsnormEqualsTheAddThenTheNorm) {
       ASSERT_EQ(g2.slabs, p.y.as<float>());
       ++single;
     }
-    const Status st =
-        residual_add_rmsnorm_partials(*stream, g2, bias, x_fused.as<float>(), d_norm.as<float>(), eps, h);
+    DeviceBuffer h_bf16 = testing::poisoned(c.m * c.n * 2, *stream);
+    const Status st = residual_add_rmsnorm_partials(*stream, g2, bias, x_fused.as<float>(),
+                                                    d_norm.as<float>(), eps, h, h_bf16.as<uint16_t>());
     ASSERT_TRUE(st.ok()) << st.to_string();
     const auto a = testing::to_host<float>(x_ref, x0.size(), *stream);
     const auto b = testing::to_host<float>(x_fused, x0.size(), *stream);
@@ -130,6 +145,7 @@ TEST(CudaFused, ResidualAddRmsnormEqualsTheAddThenTheNorm) {
                                    : testing::to_host<float>(h_own, x0.size(), *stream);
     EXPECT_EQ(std::memcmp(hr.data(), hf.data(), hr.size() * sizeof(float)), 0)
         << "h, n=" << c.n << " slices " << g2.slices;
+    expect_bf16_of(h_ref, h_bf16, c.m * c.n, *stream, "residual norm bf16 copy");
   }
   EXPECT_EQ(single, 2);
   const GemmPartials none{nullptr, 1, 0, 8};

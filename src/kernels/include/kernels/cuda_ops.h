@@ -330,11 +330,15 @@ Status residual_add_partials(const Stream& stream, const GemmPartials& p, const 
 // The same residual add, then h[r] = rmsnorm(x[r]) with norm_weight, eps —
 // rmsnorm()'s bits (one block per row, its reduction order): the norm before
 // the next projection rides on the add. h may be the buffer p.slabs point into
-// (one slice), not x.
+// (one slice), not x. h_bf16, when not null, also gets h rounded to bf16 (to_bf16's
+// bits): the next GEMM's input without a to_bf16 pass (ADR 0054).
 Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x,
-                                     const float* norm_weight, float eps, float* h);
-// out[r][i] = swiglu_rows' formula on value(r, i) and value(r, inter + i); p.n = 2 · inter.
-Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out);
+                                     const float* norm_weight, float eps, float* h,
+                                     uint16_t* h_bf16 = nullptr);
+// out[r][i] = swiglu_rows' formula on value(r, i) and value(r, inter + i); p.n = 2 · inter;
+// out_bf16 as h_bf16 above.
+Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out,
+                       uint16_t* out_bf16 = nullptr);
 // The fused q/k/v projection (p.n = (n_heads + 2 n_kv_heads) · head_dim):
 // split_qkv, rope() on q and k (rope_positions, inv_freq, rotary_dim, layout),
 // q to q_out [rows][n_heads][head_dim], k and v into the pool where kv_write

@@ -62,7 +62,7 @@ for p in $presets; do
       echo "cuBLAS probe K=$k: exit ${PIPESTATUS[0]}"
     done
     # Where a decode step's GPU time goes (ncu: kernels serialised, so totals, not the step's wall time).
-    if command -v ncu >/dev/null; then
+    if [[ -z ${TANDEM_E2E_NO_NCU:-} ]] && command -v ncu >/dev/null; then  # TANDEM_E2E_NO_NCU=1 skips it
       timeout 150 ncu --clock-control none --print-summary per-kernel --metrics gpu__time_duration.sum \
         "$t" bench -m $dir --device cuda -p 16 -n 4 -r 1 --bw-mib 512 >"$out/ncu_decode.txt" 2>&1
       echo "ncu rc=$?"; grep -E "^  [a-z_A-Z].*\(|gpu__time_duration.sum|Invocations" "$out/ncu_decode.txt" | head -80

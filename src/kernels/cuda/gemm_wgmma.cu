@@ -45,9 +45,12 @@ struct Acc<256> {
   }
 };
 
-template <int TN, bool F32X_>
+// TN weight rows (wgmma N) × 128 x rows; BK-wide k tiles (BK / 32 chunks);
+// an XSTAGES-deep x ring; NB weight buffers, so NB - 2 tiles' wgmmas may
+// still run when a thread reaches the next tile's barrier.
+template <int TN, bool F32X_, int BK_ = 64, int NB_ = 2, int XSTAGES_ = 4>
 struct WTile {
-  static constexpr int BN = TN, BM = 128, BK = 64, STAGES = 4, kThreads = 256;
+  static constexpr int BN = TN, BM = 128, BK = BK_, STAGES = XSTAGES_, NB = NB_, kThreads = 256;
   static constexpr bool F32X = F32X_;
   static constexpr int kChunks = BK / 32;
   static constexpr int kXRowBytes = F32X ? 128 : 64;
@@ -55,16 +58,18 @@ struct WTile {
   static constexpr int kXStage = kChunks * BM * kXRowBytes;
   static constexpr int kStepBytes = BN * 32;                 // one k16 step of B: BN rows × 16 slots
   static constexpr int kBBuffer = kChunks * 2 * kStepBytes;  // one tile of B
-  static constexpr int kSmem = STAGES * kXStage + 2 * kBBuffer;
+  static constexpr int kSmem = STAGES * kXStage + NB * kBBuffer;
   static constexpr int kUnits = BN * kChunks / kThreads;  // 64-byte weight pieces per thread per tile
   static_assert(kUnits >= 1 && BN * kChunks % kThreads == 0, "whole pieces per thread");
+  static_assert(NB >= 2 && kSmem <= 227 * 1024, "shared memory");
 };
 
 // Piece p of a tile: 8 consecutive weight rows share a chunk (a quarter-warp
-// stores 128 contiguous bytes), the next 8 pieces the other chunk.
+// stores 128 contiguous bytes), the next 8 pieces the next chunk.
+template <class T>
 __device__ __forceinline__ void piece(int p, int& row, int& chunk) {
-  chunk = (p >> 3) & 1;
-  row = (p >> 4) * 8 + (p & 7);
+  chunk = (p >> 3) % T::kChunks;
+  row = (p >> 3) / T::kChunks * 8 + (p & 7);
 }
 
 template <class T>
@@ -74,7 +79,7 @@ __device__ __forceinline__ void load_w(uint4 (&r)[T::kUnits][4], int kt, const u
 #pragma unroll
   for (int u = 0; u < T::kUnits; ++u) {
     int row, chunk;
-    piece(threadIdx.x + u * T::kThreads, row, chunk);
+    piece<T>(threadIdx.x + u * T::kThreads, row, chunk);
     const int64_t grow = n0 + row;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -97,7 +102,7 @@ __device__ __forceinline__ void store_w(unsigned char* b, const uint4 (&r)[T::kU
 #pragma unroll
   for (int u = 0; u < T::kUnits; ++u) {
     int row, chunk;
-    piece(threadIdx.x + u * T::kThreads, row, chunk);
+    piece<T>(threadIdx.x + u * T::kThreads, row, chunk);
 #pragma unroll
     for (int t = 0; t < 2; ++t)
 #pragma unroll
@@ -147,13 +152,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   for (int kt = 0; kt < tiles; ++kt) {
     cp_async_wait<T::STAGES - 2>();
-    __syncthreads();  // x tile kt and B[kt % 2] are in place; every wgmma of kt-1 is done
+    __syncthreads();  // x tile kt and B[kt % NB] are in place; every wgmma of kt+1-NB is done
     const int next = kt + T::STAGES - 1;
     if (next < tiles) load_stage_x<T>(smem, next % T::STAGES, next, x, m0, m, k, k_begin, k_end);
     cp_async_commit();
 
     const unsigned char* xs = smem_raw + (kt % T::STAGES) * T::kXStage;
-    const uint32_t bs = smem + T::STAGES * T::kXStage + (kt & 1) * T::kBBuffer;
+    const uint32_t bs = smem + T::STAGES * T::kXStage + (kt % T::NB) * T::kBBuffer;
     // A fragments of both chunks: [chunk][step][register], hi (and lo for f32 x).
     uint32_t ahi[T::kChunks][2][4], alo[T::kChunks][2][4];
 #pragma unroll
@@ -188,13 +193,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         if constexpr (T::F32X) Acc<T::BN>::mma(acc, alo[j][t], desc);
       }
     wgmma_commit();
-    // While the tensor cores run: tile kt+1's weights into the other buffer
-    // (its last readers, kt-1's wgmmas, finished before the barrier).
-    if (kt + 1 < tiles) store_w<T>(bbuf + ((kt + 1) & 1) * T::kBBuffer, wr);
+    // While the tensor cores run: tile kt+1's weights into the next buffer
+    // (its last readers, kt+1-NB's wgmmas, finished before the barrier).
+    if (kt + 1 < tiles) store_w<T>(bbuf + ((kt + 1) % T::NB) * T::kBBuffer, wr);
     if (kt + 2 < tiles) load_w<T>(wr, kt + 2, w, n0, n, k, k_begin, k_end);
     fence_proxy_async();
-    wgmma_wait<0>();
+    wgmma_wait<T::NB - 2>();
   }
+  wgmma_wait<0>();
   cp_async_wait<0>();
 
   // acc[4i + {0,1}]: (x row xrow, weight rows 8i + 2c, +1); {2,3}: x row xrow + 8.
@@ -331,6 +337,21 @@ bool compiled_for_sm90a() {
 #endif
 }
 
+template <bool F32X>
+Status launch_config(int config, cudaStream_t s, const void* x, int64_t m, const uint16_t* w, int64_t n,
+                     int64_t k, float* y, int64_t slice) {
+  switch (config) {
+    case 1:  // 128 weight rows, 2 buffers
+      return launch_wgmma<WTile<128, F32X>>(s, x, m, w, n, k, y, slice);
+    case 2:  // 256 weight rows, 3 buffers: one tile's wgmmas overlap the next barrier
+      return launch_wgmma<WTile<256, F32X, 64, 3>>(s, x, m, w, n, k, y, slice);
+    case 3:  // 128 weight rows, 128-k tiles, 3 buffers, 3-deep x ring (2 with f32 x)
+      return launch_wgmma<WTile<128, F32X, 128, 3, F32X ? 2 : 3>>(s, x, m, w, n, k, y, slice);
+    default:  // 0: 256 weight rows, 64-k tiles, 2 buffers
+      return launch_wgmma<WTile<256, F32X>>(s, x, m, w, n, k, y, slice);
+  }
+}
+
 }  // namespace
 
 bool wgmma_available() {
@@ -348,13 +369,10 @@ bool wgmma_available() {
 }
 
 Status gemm_wgmma(cudaStream_t stream, const void* x, bool f32x, int64_t m, const uint16_t* w, int64_t n,
-                  int64_t k, float* y, int64_t slice, int tile_n) {
+                  int64_t k, float* y, int64_t slice, int config) {
   if (!wgmma_available()) return unimplemented("gemm_wgmma: needs an sm_90a build and a compute 9.0 device");
-  if (tile_n == 128)
-    return f32x ? launch_wgmma<WTile<128, true>>(stream, x, m, w, n, k, y, slice)
-                : launch_wgmma<WTile<128, false>>(stream, x, m, w, n, k, y, slice);
-  return f32x ? launch_wgmma<WTile<256, true>>(stream, x, m, w, n, k, y, slice)
-              : launch_wgmma<WTile<256, false>>(stream, x, m, w, n, k, y, slice);
+  return f32x ? launch_config<true>(config, stream, x, m, w, n, k, y, slice)
+              : launch_config<false>(config, stream, x, m, w, n, k, y, slice);
 }
 
 Status wgmma_probe(const Stream& stream, int trials, int steps, const uint16_t* x, const uint16_t* w,

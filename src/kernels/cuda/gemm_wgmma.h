@@ -14,11 +14,13 @@ namespace tandem::kernels::gpu {
 bool wgmma_available();
 
 // y = x·Wᵀ like gemm_bf16w's large tile, with the same mma chain per output
-// (order in gemm_kernel.cuh) executed by wgmma.m64nNk16: block tile 128 x
-// rows × `tile_n` (128 or 256) weight rows. slice as in gemm_kernel.cuh's
-// launch (0: all of k into y; else K slices into consecutive [m][n] slabs).
+// (order in gemm_kernel.cuh) executed by wgmma.m64nNk16, block tile 128 x
+// rows × 256 (config 0, 2) or 128 (1, 3) weight rows; the configurations
+// differ only in pipelining (gemm_wgmma.cu), never in the bits. slice as in
+// gemm_kernel.cuh's launch (0: all of k into y; else K slices into
+// consecutive [m][n] slabs).
 Status gemm_wgmma(CUstream_st* stream, const void* x, bool f32x, int64_t m, const uint16_t* w, int64_t n,
-                  int64_t k, float* y, int64_t slice, int tile_n);
+                  int64_t k, float* y, int64_t slice, int config);
 
 // The probe (tests/kernels/cuda/wgmma_probe_test.cpp): `trials` independent
 // problems of `steps` k16 steps each. Trial t: x [steps][64][16] bf16 and

@@ -75,7 +75,7 @@ run p512 $m8 "" -p 512 -n 8 -r 2
 run p2048 $m8 "" -p 2048 -n 4 -r 2
 # Optional, while the budget lasts: 128-row chunks, each large tile, bf16 on the whole 8B.
 ((SECONDS < budget)) && run l2_p2048_chunk128 $m2 "TANDEM_CUDA_CHUNK_ROWS=128" -p 2048 -n 1 -r 2
-for v in 1 2 3 4; do
+for v in 2 6 7 8; do  # the default is 5 (wgmma, ADR 0053); 2 the mma.sync one before
   ((SECONDS < budget)) || break
   run l2_p2048_large$v $m2 "TANDEM_CUDA_LARGE_TILE=$v" -p 2048 -n 1 -r 3
 done

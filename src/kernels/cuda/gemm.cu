@@ -8,6 +8,7 @@
 
 #include "cuda/gemm_kernel.cuh"
 #include "cuda/gemm_tuning.h"
+#include "cuda/gemm_wgmma.h"
 
 namespace tandem::kernels::gpu {
 namespace {
@@ -84,9 +85,14 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
 // 0 is the first large tile (8 warps of 64 × 32); 1-4 use 64 × 64 warp tiles
 // (fewer shared loads per mma) over 128 × 256, 256 × 128 and 128 × 128
 // blocks; 4 is 2 with one 32-k chunk per stage (a barrier per 32 k instead
-// of 64). TANDEM_CUDA_LARGE_TILE=N (read once) or set_large_tile_variant picks.
-constexpr int kLargeTileVariants = 5;
-constexpr int kDefaultLargeTile = 2;  // fastest in the H200 run of 2026-12-02 07:50 (ADR 0044)
+// of 64). 5-8 run the same chain through Hopper's wgmma (ADR 0053,
+// gemm_wgmma.cu configurations 0-3: 128 x rows × 256 / 128 / 256 / 128
+// weight rows; where the build or the device has no sm_90a, they run 2).
+// TANDEM_CUDA_LARGE_TILE=N (read once) or set_large_tile_variant picks.
+constexpr int kLargeTileVariants = 9;
+// 5 (wgmma, 128 x rows × 256 weight rows): the fastest at every point of the H200
+// run of 2026-12-02 13:19 (ADR 0053; 2 before, ADR 0044).
+constexpr int kDefaultLargeTile = 5;
 std::atomic<int> large_tile_choice{-1};
 
 int large_tile_variant() {
@@ -97,10 +103,16 @@ int large_tile_variant() {
 template <bool F32X>
 Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                     int64_t k, float* y, int64_t slice) {
+  if (variant >= 5 && variant <= 8 && wgmma_available())
+    return gemm_wgmma(stream, x, F32X, m, w, n, k, y, slice, variant - 5);
   switch (variant) {
     case 1:  // 128 weight rows × 256 x rows, 8 warps of 64 × 64; 4 × 64 k / 4 × 32 k (192 / 160 KB)
       return launch<Tile<128, 256, 2, 4, F32X ? 32 : 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 2:  // 256 × 128, 8 warps of 64 × 64; 4 × 64 k / 3 × 64 k (192 / 192 KB)
+    case 5:  // (wgmma unavailable)
+    case 6:
+    case 7:
+    case 8:
       return launch<Tile<256, 128, 4, 2, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 3:  // 128 × 128, 4 warps of 64 × 64; 3 × 64 k / 4 × 32 k (96 / 96 KB: two blocks per SM)
       return launch<Tile<128, 128, 2, 2, F32X ? 32 : 64, F32X ? 4 : 3, F32X>>(stream, x, m, w, n, k, y,

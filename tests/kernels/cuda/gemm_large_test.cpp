@@ -1,4 +1,5 @@
-// The large-tile variants of the CUDA GEMM (ADR 0044, TANDEM_CUDA_LARGE_TILE):
+// The large-tile variants of the CUDA GEMM (ADRs 0044 and 0053, TANDEM_CUDA_LARGE_TILE;
+// 5-8 run wgmma where the build and the device have sm_90a):
 // each gives the small tile's bits (memcmp) at M = 1..64 and at large M, plain
 // and K-sliced, with rows and columns past a block edge and a partial last k
 // tile; and a row of a large product equals the row computed alone.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cuda/gemm_direct.cuh"
 #include "cuda/gemm_kernel.cuh"
 #include "cuda/gemm_tuning.h"
 
@@ -74,6 +75,20 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
       return launch<Tile<32, 8, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 8:  // variant 3 with 4 more warps that only queue copies
       return launch<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice);
+    case 9:  // direct: launch_direct<FN, U, warps, PIPE>
+      return launch_direct<1, 8, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
+    case 10:
+      return launch_direct<1, 4, 4, true, F32X>(stream, x, m, w, n, k, y, slice);
+    case 11:
+      return launch_direct<2, 4, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
+    case 12:
+      return launch_direct<1, 16, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
+    case 13:
+      return launch_direct<1, 8, 8, true, F32X>(stream, x, m, w, n, k, y, slice);
+    case 14:
+      return launch_direct<1, 8, 2, false, F32X>(stream, x, m, w, n, k, y, slice);
+    case 15:
+      return launch_direct<1, 4, 2, true, F32X>(stream, x, m, w, n, k, y, slice);
     default:  // 4: 16 x rows, 4 stages of 128 k (64 KB: 3 blocks per SM)
       return launch<Tile<32, 16, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
   }

@@ -3,7 +3,9 @@
 // kernel and its fixed reduction order: gemm_kernel.cuh.
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "cuda/gemm_direct.cuh"
@@ -29,7 +31,11 @@ namespace {
 // 0.43-0.61) and loses up to 10% on the small 0.5B ones. So the default picks
 // by the matrix's size: 8 from 2^24 weights up, else 3 (all variants give the
 // same bits, so a choice by shape cannot change a result).
-constexpr int kSmallTileVariants = 9;
+// Variants 9-15 (ADR 0052, gemm_direct.cuh) load the weights straight into
+// the mma registers: FN 16-row fragments per warp, U chunks of 32 k in flight
+// per lane, PIPE: the next U issued before the current are used. They take
+// any M (8 or 16 x rows per block by M).
+constexpr int kSmallTileVariants = 16;
 constexpr int kBySize = -2;  // the default: 3 or 8 by the matrix's size
 constexpr int64_t kLargeMatrix = int64_t{1} << 24;
 
@@ -48,13 +54,36 @@ int tile_variant(std::atomic<int>& choice, const char* env, int count, int fallb
 }
 
 int small_tile_variant() {
+  const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
+  if (small_tile_choice.load(std::memory_order_relaxed) == -1 && e != nullptr &&
+      std::strchr(e, ',') != nullptr)
+    small_tile_choice.store(kBySize, std::memory_order_relaxed);  // "L,S": the by-size rule's two picks
   return tile_variant(small_tile_choice, "TANDEM_CUDA_SMALL_TILE", kSmallTileVariants, kBySize);
+}
+
+// The by-size rule: kBySizeLarge from kLargeMatrix weights up, else
+// kBySizeSmall; TANDEM_CUDA_SMALL_TILE=L,S (read once) replaces the two.
+constexpr int kBySizeLarge = 8, kBySizeSmall = 3;
+std::atomic<int> by_size_picks{-1};  // large * 64 + small; -1: not yet read
+
+int by_size_variant(int64_t weights) {
+  int p = by_size_picks.load(std::memory_order_relaxed);
+  if (p < 0) {
+    p = kBySizeLarge * 64 + kBySizeSmall;
+    const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
+    int l = 0, s = 0;
+    if (e != nullptr && std::sscanf(e, "%d,%d", &l, &s) == 2 && l >= 0 && l < kSmallTileVariants && s >= 0 &&
+        s < kSmallTileVariants)
+      p = l * 64 + s;
+    by_size_picks.store(p, std::memory_order_relaxed);
+  }
+  return weights >= kLargeMatrix ? p / 64 : p % 64;
 }
 
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                     int64_t k, float* y, int64_t slice) {
-  if (variant == kBySize) variant = n * k >= kLargeMatrix ? 8 : 3;
+  if (variant == kBySize) variant = by_size_variant(n * k);
   const bool eight =
       variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
   if (eight && m > 8) variant = 5;

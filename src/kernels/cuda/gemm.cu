@@ -36,7 +36,7 @@ namespace {
 // per lane, PIPE: the next U issued before the current are used. They take
 // any M (8 or 16 x rows per block by M).
 constexpr int kSmallTileVariants = 16;
-constexpr int kBySize = -2;  // the default: 3 or 8 by the matrix's size
+constexpr int kBySize = -2;  // the default: by the matrix's shape (by_size_variant)
 constexpr int64_t kLargeMatrix = int64_t{1} << 24;
 
 std::atomic<int> small_tile_choice{-1};  // -1: not yet read from the environment
@@ -57,33 +57,39 @@ int small_tile_variant() {
   const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
   if (small_tile_choice.load(std::memory_order_relaxed) == -1 && e != nullptr &&
       std::strchr(e, ',') != nullptr)
-    small_tile_choice.store(kBySize, std::memory_order_relaxed);  // "L,S": the by-size rule's two picks
+    small_tile_choice.store(kBySize, std::memory_order_relaxed);  // "W,L,S" or "L,S": the by-size picks
   return tile_variant(small_tile_choice, "TANDEM_CUDA_SMALL_TILE", kSmallTileVariants, kBySize);
 }
 
-// The by-size rule: kBySizeLarge from kLargeMatrix weights up, else
-// kBySizeSmall; TANDEM_CUDA_SMALL_TILE=L,S (read once) replaces the two.
-constexpr int kBySizeLarge = 8, kBySizeSmall = 3;
-std::atomic<int> by_size_picks{-1};  // large * 64 + small; -1: not yet read
+// The by-size rule, a function of (n, k) only (ADR 0042, 0052): a matrix of
+// >= kLargeMatrix weights that gemm_slicing leaves whole takes kByShapeWhole
+// (register-direct), a sliced one kByShapeSliced, a smaller one
+// kByShapeSmall. TANDEM_CUDA_SMALL_TILE=W,L,S (or L,S: W = L; read once)
+// replaces the three.
+constexpr int kByShapeWhole = 15, kByShapeSliced = 8, kByShapeSmall = 3;
+std::atomic<int> by_size_picks{-1};  // (whole * 32 + sliced) * 32 + small; -1: not yet read
 
-int by_size_variant(int64_t weights) {
+int by_size_variant(int64_t n, int64_t k) {
   int p = by_size_picks.load(std::memory_order_relaxed);
   if (p < 0) {
-    p = kBySizeLarge * 64 + kBySizeSmall;
+    p = (kByShapeWhole * 32 + kByShapeSliced) * 32 + kByShapeSmall;
     const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
-    int l = 0, s = 0;
-    if (e != nullptr && std::sscanf(e, "%d,%d", &l, &s) == 2 && l >= 0 && l < kSmallTileVariants && s >= 0 &&
-        s < kSmallTileVariants)
-      p = l * 64 + s;
+    int v[3] = {0, 0, 0};
+    const int got = e != nullptr ? std::sscanf(e, "%d,%d,%d", &v[0], &v[1], &v[2]) : 0;
+    if (got == 2) v[2] = v[1], v[1] = v[0];
+    bool ok = got >= 2;
+    for (int i = 0; i < 3; ++i) ok = ok && v[i] >= 0 && v[i] < kSmallTileVariants;
+    if (ok) p = (v[0] * 32 + v[1]) * 32 + v[2];
     by_size_picks.store(p, std::memory_order_relaxed);
   }
-  return weights >= kLargeMatrix ? p / 64 : p % 64;
+  if (n * k < kLargeMatrix) return p % 32;
+  return gemm_slicing(n, k).slices == 1 ? p / 1024 : (p / 32) % 32;
 }
 
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                     int64_t k, float* y, int64_t slice) {
-  if (variant == kBySize) variant = by_size_variant(n * k);
+  if (variant == kBySize) variant = by_size_variant(n, k);
   const bool eight =
       variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
   if (eight && m > 8) variant = 5;

@@ -277,36 +277,43 @@ TEST_P(GemmSliced, EverySmallTileVariantGivesTheSameBits) {
   }
 }
 
-// The same on a matrix of >= 2^24 weights, where the by-size default picks
-// another variant than below it (ADR 0042, 0052): every variant, including the
-// register-direct ones, gives the default's bits at decode and verify-block M,
-// plain and K-sliced; n = 4100 ends in a partial 16-row fragment.
-TEST_P(GemmSliced, EverySmallTileVariantGivesTheSameBitsOnALargeMatrix) {
+// The same on matrices of >= 2^24 weights, where the by-shape default picks
+// other variants than below it (ADR 0042, 0052): 4100 x 4104 is K-sliced
+// (variant 8 by default), 16400 x 1032 is not (the register-direct variant
+// 15). Every variant gives the default's bits at decode and verify-block M,
+// plain and K-sliced; both end in a partial 16-row fragment and a partial
+// 32-wide k chunk.
+TEST_P(GemmSliced, EverySmallTileVariantGivesTheSameBitsOnLargeMatrices) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Expected<Stream> stream = Stream::create();
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
-  const Problem p = make_problem(4100, 4104, 16, GetParam(), 29, *stream);
-  ASSERT_GE(p.n * p.k, int64_t{1} << 24);
-  set_small_tile_variant(-1);
-  const int64_t ms[] = {1, 2, 5, 8, 9, 16};
-  std::vector<std::vector<float>> plain, sliced;
-  for (const int64_t m : ms) {
-    plain.push_back(run(p, 0, m, *stream, GemmTile::small));
-    sliced.push_back(run_sliced(p, 0, m, *stream, GemmTile::small));
-    ASSERT_TRUE(all_finite(plain.back()) && all_finite(sliced.back())) << "m=" << m;
-  }
-  for (int v = 0; v < small_tile_variants(); ++v) {
-    set_small_tile_variant(v);
-    for (size_t i = 0; i < std::size(ms); ++i) {
-      ASSERT_TRUE(
-          same_bits(run(p, 0, ms[i], *stream, GemmTile::small).data(), plain[i].data(), plain[i].size()))
-          << "variant " << v << " m=" << ms[i];
-      ASSERT_TRUE(same_bits(run_sliced(p, 0, ms[i], *stream, GemmTile::small).data(), sliced[i].data(),
-                            sliced[i].size()))
-          << "variant " << v << " m=" << ms[i] << " (sliced)";
+  const int64_t shapes[][2] = {{4100, 4104}, {16400, 1032}};
+  ASSERT_GT(gemm_slicing(shapes[0][0], shapes[0][1]).slices, 1);
+  ASSERT_EQ(gemm_slicing(shapes[1][0], shapes[1][1]).slices, 1);
+  for (const auto& nk : shapes) {
+    const Problem p = make_problem(nk[0], nk[1], 16, GetParam(), 29, *stream);
+    ASSERT_GE(p.n * p.k, int64_t{1} << 24);
+    set_small_tile_variant(-1);
+    const int64_t ms[] = {1, 2, 5, 8, 9, 16};
+    std::vector<std::vector<float>> plain, sliced;
+    for (const int64_t m : ms) {
+      plain.push_back(run(p, 0, m, *stream, GemmTile::small));
+      sliced.push_back(run_sliced(p, 0, m, *stream, GemmTile::small));
+      ASSERT_TRUE(all_finite(plain.back()) && all_finite(sliced.back())) << "m=" << m;
     }
+    for (int v = 0; v < small_tile_variants(); ++v) {
+      set_small_tile_variant(v);
+      for (size_t i = 0; i < std::size(ms); ++i) {
+        ASSERT_TRUE(
+            same_bits(run(p, 0, ms[i], *stream, GemmTile::small).data(), plain[i].data(), plain[i].size()))
+            << "variant " << v << " n=" << p.n << " m=" << ms[i];
+        ASSERT_TRUE(same_bits(run_sliced(p, 0, ms[i], *stream, GemmTile::small).data(), sliced[i].data(),
+                              sliced[i].size()))
+            << "variant " << v << " n=" << p.n << " m=" << ms[i] << " (sliced)";
+      }
+    }
+    set_small_tile_variant(-1);
   }
-  set_small_tile_variant(-1);
 }
 
 TEST(GemmCublas, AgreesWithCublasWithinTheBound) {

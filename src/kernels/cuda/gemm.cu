@@ -62,28 +62,33 @@ int small_tile_variant() {
 }
 
 // The by-size rule, a function of (n, k) only (ADR 0042, 0052): a matrix of
-// >= kLargeMatrix weights that gemm_slicing leaves whole takes kByShapeWhole
+// >= 2^24 weights that gemm_slicing leaves whole takes kByShapeWhole
 // (register-direct), a sliced one kByShapeSliced, a smaller one
-// kByShapeSmall. TANDEM_CUDA_SMALL_TILE=W,L,S (or L,S: W = L; read once)
-// replaces the three.
+// kByShapeSmall. TANDEM_CUDA_SMALL_TILE=W,L,S[,E] (or L,S: W = L; read once)
+// replaces the three, E the exponent of the whole class's lower bound
+// (2^E weights, E >= 24).
 constexpr int kByShapeWhole = 15, kByShapeSliced = 8, kByShapeSmall = 3;
-std::atomic<int> by_size_picks{-1};  // (whole * 32 + sliced) * 32 + small; -1: not yet read
+struct ByShape {
+  int whole, sliced, small;
+  int64_t whole_min;
+};
+
+ByShape read_by_shape() {
+  ByShape b{kByShapeWhole, kByShapeSliced, kByShapeSmall, kLargeMatrix};
+  const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
+  int v[4] = {0, 0, 0, 24};
+  const int got = e != nullptr ? std::sscanf(e, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]) : 0;
+  if (got == 2) v[2] = v[1], v[1] = v[0];
+  bool ok = got >= 2 && v[3] >= 24 && v[3] < 40;
+  for (int i = 0; i < 3; ++i) ok = ok && v[i] >= 0 && v[i] < kSmallTileVariants;
+  if (ok) b = ByShape{v[0], v[1], v[2], int64_t{1} << v[3]};
+  return b;
+}
 
 int by_size_variant(int64_t n, int64_t k) {
-  int p = by_size_picks.load(std::memory_order_relaxed);
-  if (p < 0) {
-    p = (kByShapeWhole * 32 + kByShapeSliced) * 32 + kByShapeSmall;
-    const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
-    int v[3] = {0, 0, 0};
-    const int got = e != nullptr ? std::sscanf(e, "%d,%d,%d", &v[0], &v[1], &v[2]) : 0;
-    if (got == 2) v[2] = v[1], v[1] = v[0];
-    bool ok = got >= 2;
-    for (int i = 0; i < 3; ++i) ok = ok && v[i] >= 0 && v[i] < kSmallTileVariants;
-    if (ok) p = (v[0] * 32 + v[1]) * 32 + v[2];
-    by_size_picks.store(p, std::memory_order_relaxed);
-  }
-  if (n * k < kLargeMatrix) return p % 32;
-  return gemm_slicing(n, k).slices == 1 ? p / 1024 : (p / 32) % 32;
+  static const ByShape b = read_by_shape();  // once (thread-safe static initialisation)
+  if (n * k < kLargeMatrix) return b.small;
+  return gemm_slicing(n, k).slices == 1 && n * k >= b.whole_min ? b.whole : b.sliced;
 }
 
 template <bool F32X>

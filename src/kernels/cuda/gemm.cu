@@ -34,7 +34,13 @@ namespace {
 // Variants 9-15 (ADR 0052, gemm_direct.cuh) load the weights straight into
 // the mma registers: FN 16-row fragments per warp, U chunks of 32 k in flight
 // per lane, PIPE: the next U issued before the current are used. They take
-// any M (8 or 16 x rows per block by M).
+// any M (8 or 16 x rows per block by M). Measured (H200, 2026-12-02 13:13
+// run, ADR 0052): 10, 11 and 15 stream the unsliced LM heads at 0.80-0.83 of
+// read (8 at 0.63-0.64) and the 8B gate_up at 0.67 (0.57), but lose to 8 on
+// the K-sliced matrices (8B down 0.47 against 0.62) and to 3 on the small
+// ones; with 15 on every matrix of >= 2^24 weights the 8B and 1B decode got
+// slower (145 -> 115, 566 -> 484 tok/s), with 15 on the 0.5B LM head only
+// faster (575 -> 582). So the default uses 15 on the LM-head class only.
 constexpr int kSmallTileVariants = 16;
 constexpr int kBySize = -2;  // the default: by the matrix's shape (by_size_variant)
 constexpr int64_t kLargeMatrix = int64_t{1} << 24;
@@ -62,19 +68,20 @@ int small_tile_variant() {
 }
 
 // The by-size rule, a function of (n, k) only (ADR 0042, 0052): a matrix of
-// >= 2^24 weights that gemm_slicing leaves whole takes kByShapeWhole
-// (register-direct), a sliced one kByShapeSliced, a smaller one
-// kByShapeSmall. TANDEM_CUDA_SMALL_TILE=W,L,S[,E] (or L,S: W = L; read once)
-// replaces the three, E the exponent of the whole class's lower bound
-// (2^E weights, E >= 24).
+// >= 2^27 weights that gemm_slicing leaves whole (the LM heads of the 0.5B,
+// 1B and 8B shapes) takes kByShapeWhole (register-direct), any other of
+// >= 2^24 weights kByShapeSliced, a smaller one kByShapeSmall.
+// TANDEM_CUDA_SMALL_TILE=W,L,S[,E] (or L,S: W = L, E = 24; read once)
+// replaces the three and the whole class's lower bound 2^E (E >= 24).
 constexpr int kByShapeWhole = 15, kByShapeSliced = 8, kByShapeSmall = 3;
+constexpr int kWholeDirectLog2 = 27;
 struct ByShape {
   int whole, sliced, small;
   int64_t whole_min;
 };
 
 ByShape read_by_shape() {
-  ByShape b{kByShapeWhole, kByShapeSliced, kByShapeSmall, kLargeMatrix};
+  ByShape b{kByShapeWhole, kByShapeSliced, kByShapeSmall, int64_t{1} << kWholeDirectLog2};
   const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
   int v[4] = {0, 0, 0, 24};
   const int got = e != nullptr ? std::sscanf(e, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]) : 0;

@@ -278,11 +278,11 @@ TEST_P(GemmSliced, EverySmallTileVariantGivesTheSameBits) {
 }
 
 // The same on matrices of >= 2^24 weights, where the by-shape default picks
-// other variants than below it (ADR 0042, 0052): 4100 x 4104 is K-sliced
-// (variant 8 by default), 16400 x 1032 is not (the register-direct variant
-// 15). Every variant gives the default's bits at decode and verify-block M,
-// plain and K-sliced; both end in a partial 16-row fragment and a partial
-// 32-wide k chunk.
+// another variant than below it (ADR 0042, 0052): 4100 x 4104 is K-sliced,
+// 16400 x 1032 is not (the shape class of the LM heads, narrower). Every
+// variant, the register-direct ones included, gives the default's bits at
+// decode and verify-block M, plain and K-sliced; both end in a partial 16-row
+// fragment and a partial 32-wide k chunk.
 TEST_P(GemmSliced, EverySmallTileVariantGivesTheSameBitsOnLargeMatrices) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Expected<Stream> stream = Stream::create();

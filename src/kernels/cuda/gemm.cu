@@ -60,10 +60,11 @@ int tile_variant(std::atomic<int>& choice, const char* env, int count, int fallb
 }
 
 int small_tile_variant() {
-  const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
-  if (small_tile_choice.load(std::memory_order_relaxed) == -1 && e != nullptr &&
-      std::strchr(e, ',') != nullptr)
-    small_tile_choice.store(kBySize, std::memory_order_relaxed);  // "W,L,S" or "L,S": the by-size picks
+  if (small_tile_choice.load(std::memory_order_relaxed) == -1) {  // first call: "W,L,S" / "L,S" mean by shape
+    const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
+    if (e != nullptr && std::strchr(e, ',') != nullptr)
+      small_tile_choice.store(kBySize, std::memory_order_relaxed);
+  }
   return tile_variant(small_tile_choice, "TANDEM_CUDA_SMALL_TILE", kSmallTileVariants, kBySize);
 }
 
@@ -71,8 +72,8 @@ int small_tile_variant() {
 // >= 2^27 weights that gemm_slicing leaves whole (the LM heads of the 0.5B,
 // 1B and 8B shapes) takes kByShapeWhole (register-direct), any other of
 // >= 2^24 weights kByShapeSliced, a smaller one kByShapeSmall.
-// TANDEM_CUDA_SMALL_TILE=W,L,S[,E] (or L,S: W = L, E = 24; read once)
-// replaces the three and the whole class's lower bound 2^E (E >= 24).
+// TANDEM_CUDA_SMALL_TILE=W,L,S[,E] (read once) replaces the three and the
+// whole class's lower bound 2^E (E >= 24; default 27); L,S means L,L,S,24.
 constexpr int kByShapeWhole = 15, kByShapeSliced = 8, kByShapeSmall = 3;
 constexpr int kWholeDirectLog2 = 27;
 struct ByShape {
@@ -83,9 +84,9 @@ struct ByShape {
 ByShape read_by_shape() {
   ByShape b{kByShapeWhole, kByShapeSliced, kByShapeSmall, int64_t{1} << kWholeDirectLog2};
   const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
-  int v[4] = {0, 0, 0, 24};
+  int v[4] = {0, 0, 0, kWholeDirectLog2};
   const int got = e != nullptr ? std::sscanf(e, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]) : 0;
-  if (got == 2) v[2] = v[1], v[1] = v[0];
+  if (got == 2) v[2] = v[1], v[1] = v[0], v[3] = 24;
   bool ok = got >= 2 && v[3] >= 24 && v[3] < 40;
   for (int i = 0; i < 3; ++i) ok = ok && v[i] >= 0 && v[i] < kSmallTileVariants;
   if (ok) b = ByShape{v[0], v[1], v[2], int64_t{1} << v[3]};

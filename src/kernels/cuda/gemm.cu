@@ -3,9 +3,12 @@
 // kernel and its fixed reduction order: gemm_kernel.cuh.
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
+#include "cuda/gemm_direct.cuh"
 #include "cuda/gemm_kernel.cuh"
 #include "cuda/gemm_tuning.h"
 #include "cuda/gemm_wgmma.h"
@@ -29,8 +32,18 @@ namespace {
 // 0.43-0.61) and loses up to 10% on the small 0.5B ones. So the default picks
 // by the matrix's size: 8 from 2^24 weights up, else 3 (all variants give the
 // same bits, so a choice by shape cannot change a result).
-constexpr int kSmallTileVariants = 9;
-constexpr int kBySize = -2;  // the default: 3 or 8 by the matrix's size
+// Variants 9-15 (ADR 0052, gemm_direct.cuh) load the weights straight into
+// the mma registers: FN 16-row fragments per warp, U chunks of 32 k in flight
+// per lane, PIPE: the next U issued before the current are used. They take
+// any M (8 or 16 x rows per block by M). Measured (H200, 2026-12-02 13:13
+// run, ADR 0052): 10, 11 and 15 stream the unsliced LM heads at 0.80-0.83 of
+// read (8 at 0.63-0.64) and the 8B gate_up at 0.67 (0.57), but lose to 8 on
+// the K-sliced matrices (8B down 0.47 against 0.62) and to 3 on the small
+// ones; with 15 on every matrix of >= 2^24 weights the 8B and 1B decode got
+// slower (145 -> 115, 566 -> 484 tok/s), with 15 on the 0.5B LM head only
+// faster (575 -> 582). So the default uses 15 on the LM-head class only.
+constexpr int kSmallTileVariants = 16;
+constexpr int kBySize = -2;  // the default: by the matrix's shape (by_size_variant)
 constexpr int64_t kLargeMatrix = int64_t{1} << 24;
 
 std::atomic<int> small_tile_choice{-1};  // -1: not yet read from the environment
@@ -48,13 +61,49 @@ int tile_variant(std::atomic<int>& choice, const char* env, int count, int fallb
 }
 
 int small_tile_variant() {
+  if (small_tile_choice.load(std::memory_order_relaxed) == -1) {  // first call: "W,L,S" / "L,S" mean by shape
+    const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
+    if (e != nullptr && std::strchr(e, ',') != nullptr)
+      small_tile_choice.store(kBySize, std::memory_order_relaxed);
+  }
   return tile_variant(small_tile_choice, "TANDEM_CUDA_SMALL_TILE", kSmallTileVariants, kBySize);
+}
+
+// The by-size rule, a function of (n, k) only (ADR 0042, 0052): a matrix of
+// >= 2^27 weights that gemm_slicing leaves whole (the LM heads of the 0.5B,
+// 1B and 8B shapes) takes kByShapeWhole (register-direct), any other of
+// >= 2^24 weights kByShapeSliced, a smaller one kByShapeSmall.
+// TANDEM_CUDA_SMALL_TILE=W,L,S[,E] (read once) replaces the three and the
+// whole class's lower bound 2^E (E >= 24; default 27); L,S means L,L,S,24.
+constexpr int kByShapeWhole = 15, kByShapeSliced = 8, kByShapeSmall = 3;
+constexpr int kWholeDirectLog2 = 27;
+struct ByShape {
+  int whole, sliced, small;
+  int64_t whole_min;
+};
+
+ByShape read_by_shape() {
+  ByShape b{kByShapeWhole, kByShapeSliced, kByShapeSmall, int64_t{1} << kWholeDirectLog2};
+  const char* e = std::getenv("TANDEM_CUDA_SMALL_TILE");
+  int v[4] = {0, 0, 0, kWholeDirectLog2};
+  const int got = e != nullptr ? std::sscanf(e, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]) : 0;
+  if (got == 2) v[2] = v[1], v[1] = v[0], v[3] = 24;
+  bool ok = got >= 2 && v[3] >= 24 && v[3] < 40;
+  for (int i = 0; i < 3; ++i) ok = ok && v[i] >= 0 && v[i] < kSmallTileVariants;
+  if (ok) b = ByShape{v[0], v[1], v[2], int64_t{1} << v[3]};
+  return b;
+}
+
+int by_size_variant(int64_t n, int64_t k) {
+  static const ByShape b = read_by_shape();  // once (thread-safe static initialisation)
+  if (n * k < kLargeMatrix) return b.small;
+  return gemm_slicing(n, k).slices == 1 && n * k >= b.whole_min ? b.whole : b.sliced;
 }
 
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                     int64_t k, float* y, int64_t slice) {
-  if (variant == kBySize) variant = n * k >= kLargeMatrix ? 8 : 3;
+  if (variant == kBySize) variant = by_size_variant(n, k);
   const bool eight =
       variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
   if (eight && m > 8) variant = 5;
@@ -75,6 +124,20 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
       return launch<Tile<32, 8, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 8:  // variant 3 with 4 more warps that only queue copies
       return launch<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice);
+    case 9:  // direct: launch_direct<FN, U, warps, PIPE>
+      return launch_direct<1, 8, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
+    case 10:
+      return launch_direct<1, 4, 4, true, F32X>(stream, x, m, w, n, k, y, slice);
+    case 11:
+      return launch_direct<2, 4, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
+    case 12:
+      return launch_direct<1, 16, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
+    case 13:
+      return launch_direct<1, 8, 8, true, F32X>(stream, x, m, w, n, k, y, slice);
+    case 14:
+      return launch_direct<1, 8, 2, false, F32X>(stream, x, m, w, n, k, y, slice);
+    case 15:
+      return launch_direct<1, 4, 2, true, F32X>(stream, x, m, w, n, k, y, slice);
     default:  // 4: 16 x rows, 4 stages of 128 k (64 KB: 3 blocks per SM)
       return launch<Tile<32, 16, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
   }

@@ -14,7 +14,8 @@ Status check_gemm_args(const void* x, DType x_dtype, int64_t m, const uint16_t* 
                        const float* y);
 
 // The small tile's shape (M <= 16): variant 0..small_tile_variants()-1, all
-// the same bits; the default (3, or 8 for matrices of >= 2^24 weights) unless
+// the same bits; the default by shape (3; 8 from 2^24 weights; 15 for
+// unsliced matrices of >= 2^27 weights: gemm.cu, by_size_variant) unless
 // TANDEM_CUDA_SMALL_TILE or this setter picks another (process-wide; for
 // benchmarks and tests; an out-of-range variant restores the default).
 int small_tile_variants();

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "cublas_reference.h"
@@ -270,6 +271,45 @@ TEST_P(GemmSliced, EverySmallTileVariantGivesTheSameBits) {
         ASSERT_TRUE(same_bits(run_sliced(p, 0, m, *stream, GemmTile::small).data(), sliced[m].data(),
                               sliced[m].size()))
             << "variant " << v << " k=" << k << " m=" << m << " (sliced)";
+      }
+    }
+    set_small_tile_variant(-1);
+  }
+}
+
+// The same on matrices of >= 2^24 weights, where the by-shape default picks
+// another variant than below it (ADR 0042, 0052): 4100 x 4104 is K-sliced,
+// 16400 x 1032 is not (the shape class of the LM heads, narrower). Every
+// variant, the register-direct ones included, gives the default's bits at
+// decode and verify-block M, plain and K-sliced; both end in a partial 16-row
+// fragment and a partial 32-wide k chunk.
+TEST_P(GemmSliced, EverySmallTileVariantGivesTheSameBitsOnLargeMatrices) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  const int64_t shapes[][2] = {{4100, 4104}, {16400, 1032}};
+  ASSERT_GT(gemm_slicing(shapes[0][0], shapes[0][1]).slices, 1);
+  ASSERT_EQ(gemm_slicing(shapes[1][0], shapes[1][1]).slices, 1);
+  for (const auto& nk : shapes) {
+    const Problem p = make_problem(nk[0], nk[1], 16, GetParam(), 29, *stream);
+    ASSERT_GE(p.n * p.k, int64_t{1} << 24);
+    set_small_tile_variant(-1);
+    const int64_t ms[] = {1, 2, 5, 8, 9, 16};
+    std::vector<std::vector<float>> plain, sliced;
+    for (const int64_t m : ms) {
+      plain.push_back(run(p, 0, m, *stream, GemmTile::small));
+      sliced.push_back(run_sliced(p, 0, m, *stream, GemmTile::small));
+      ASSERT_TRUE(all_finite(plain.back()) && all_finite(sliced.back())) << "m=" << m;
+    }
+    for (int v = 0; v < small_tile_variants(); ++v) {
+      set_small_tile_variant(v);
+      for (size_t i = 0; i < std::size(ms); ++i) {
+        ASSERT_TRUE(
+            same_bits(run(p, 0, ms[i], *stream, GemmTile::small).data(), plain[i].data(), plain[i].size()))
+            << "variant " << v << " n=" << p.n << " m=" << ms[i];
+        ASSERT_TRUE(same_bits(run_sliced(p, 0, ms[i], *stream, GemmTile::small).data(), sliced[i].data(),
+                              sliced[i].size()))
+            << "variant " << v << " n=" << p.n << " m=" << ms[i] << " (sliced)";
       }
     }
     set_small_tile_variant(-1);

@@ -14,6 +14,7 @@
 
 #include "avx2/avx2.h"
 #include "core/cpu_features.h"
+#include "kernels/prefetch.h"
 
 namespace tandem::kernels::avx2 {
 namespace {
@@ -22,7 +23,8 @@ using quant::ActBlock;
 using quant::kGroup;
 using quant::kQuadBytes;
 
-constexpr int64_t kPrefetchAhead = 2048;
+// Software prefetch: PrefetchPolicy::quant_bytes (kernels/prefetch.h) down
+// each group's stream into L1.
 
 template <bool Vnni, DType D>
 inline __m256i dot4(__m256i acc, __m256i codes, __m256i x) {
@@ -149,6 +151,7 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const i
                 const ActBlock* const* xr, float* const* yr) {
   const int64_t subs = L.sb_elems / 32;
   const int64_t gbytes = L.group_bytes(a.k);
+  const int64_t ahead = prefetch_policy().quant_bytes;
   const uint8_t* group[G];
   for (int g = 0; g < G; ++g) group[g] = a.w + gs[g] * gbytes;
   __m256 acc[R][G][2];
@@ -159,10 +162,10 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const i
     const int64_t sub = b % subs;
     const int64_t sb_off = (b / subs) * L.sb_bytes();
     const int64_t tile_off = sb_off + L.header_bytes + sub * L.tile_bytes;
-    for (int g = 0; g < G; ++g) {
+    for (int g = 0; g < G && ahead != 0; ++g) {
       const uint8_t* t = group[g] + tile_off;
       for (int64_t line = 0; line < L.tile_bytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(t + kPrefetchAhead + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(t + ahead + line), _MM_HINT_T0);
       }
     }
     for (int g = 0; g < G; ++g) {

@@ -343,6 +343,37 @@ TEST(PrefetchPolicy, ParsesOnTopOfABaseAndRejectsJunk) {
   EXPECT_FALSE(parse_prefetch_policy("near=4k", base).has_value());
 }
 
+// The largest codes against |x| = 127 everywhere: the integer dot products at
+// their extremes (the AVX2 path without VNNI keeps <= 5-bit sums in int16).
+TEST(QuantMatmul, ExtremeCodesAndActivationsKeepTheReferenceBits) {
+  const int64_t n = 16 * 5, k = 512;
+  for (DType dtype : kQuantTypes) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(n) * dtype_row_bytes(dtype, k), 0xff);
+    const size_t bb = dtype_block_bytes(dtype);
+    const uint16_t d = f32_to_f16(0.01f);
+    for (size_t off = 0; off < bytes.size(); off += bb) {
+      if (dtype == DType::q6_k) {
+        std::memcpy(&bytes[off + 208], &d, 2);
+      } else {
+        std::memcpy(&bytes[off], &d, 2);
+        if (dtype == DType::q4_k || dtype == DType::q5_k) std::memcpy(&bytes[off + 2], &d, 2);
+      }
+    }
+    const PackedMatrix pm = PackedMatrix::pack(bytes.data(), dtype, n, k);
+    for (float sign : {1.0f, -1.0f}) {
+      const std::vector<float> x(static_cast<size_t>(3 * k), sign);
+      for (int64_t m : {1, 3}) {
+        const std::vector<float> want = run(Isa::scalar, nullptr, GemmMode::invariant, x.data(), m, pm);
+        for (Isa isa : supported_isas()) {
+          const std::vector<float> y = run(isa, nullptr, GemmMode::invariant, x.data(), m, pm);
+          EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4))
+              << dtype_name(dtype) << " " << isa_name(isa) << " M " << m << " x " << sign;
+        }
+      }
+    }
+  }
+}
+
 TEST(QuantMatmul, SplitkIsDetectedAndStaysClose) {
   const int64_t n = 32, k = 1024, m = 4;
   const std::vector<float> x = random_floats(m * k, 31);

@@ -20,10 +20,10 @@ PrefetchPolicy prefetch_policy_for(CpuVendor vendor) {
   if (vendor == CpuVendor::amd) {
     // Measured on an AMD EPYC (Zen 3, AVX2) VM, docs/benchmarks.md "AMD Zen":
     // the single-pass T1 prefetch 64 KiB ahead cost the M = 1 multi-stream
-    // path a third of its speed (0.31 vs 0.46-0.49 of the four-stream read,
+    // path a third of its speed (0.29-0.32 vs 0.40-0.49 of the four-stream read,
     // thread CPU time); the quantized kernels ran best with a short
-    // distance (512 B: 0.25-0.41 vs 0.24-0.31 at 2 KiB). next_panel stays:
-    // without it M = 4 took 2.7x the M = 1 time instead of 1.1-1.3x.
+    // distance (512 B: 0.25-0.41 vs 0.24-0.32 at 2 KiB). next_panel stays:
+    // without it M = 4 took 2.6-2.8x the M = 1 time instead of 1.1-1.5x.
     p.far_bytes = 0;
     p.quant_bytes = 512;
   }

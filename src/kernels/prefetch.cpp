@@ -19,12 +19,14 @@ PrefetchPolicy prefetch_policy_for(CpuVendor vendor) {
   PrefetchPolicy p;  // Intel (and unknown vendors): the defaults
   if (vendor == CpuVendor::amd) {
     // Measured on an AMD EPYC (Zen 3, AVX2) VM, docs/benchmarks.md "AMD Zen":
-    // the single-pass T1 prefetch 64 KiB ahead cost the M = 1 multi-stream
+    // the T1 prefetch 64 KiB ahead cost the M = 1 multi-stream
     // path a third of its speed (0.29-0.32 vs 0.40-0.49 of the four-stream read,
     // thread CPU time); the quantized kernels ran best with a short
     // distance (512 B: 0.25-0.41 vs 0.24-0.32 at 2 KiB). next_panel stays:
     // without it M = 4 took 2.6-2.8x the M = 1 time instead of 1.1-1.5x.
-    p.far_bytes = 0;
+    // The far prefetch of the other dense paths stays: without it M = 16
+    // ran 11% slower (6 of 8 pairs).
+    p.stream_far_bytes = 0;
     p.quant_bytes = 512;
   }
   return p;
@@ -50,6 +52,8 @@ std::optional<PrefetchPolicy> parse_prefetch_policy(const std::string& text, Pre
       base.near_bytes = *value;
     } else if (key == "far") {
       base.far_bytes = *value;
+    } else if (key == "stream_far") {
+      base.stream_far_bytes = *value;
     } else if (key == "quant") {
       base.quant_bytes = *value;
     } else if (key == "next" && *value <= 1) {
@@ -63,7 +67,8 @@ std::optional<PrefetchPolicy> parse_prefetch_policy(const std::string& text, Pre
 
 std::string describe(const PrefetchPolicy& p) {
   return "near=" + std::to_string(p.near_bytes) + ",far=" + std::to_string(p.far_bytes) +
-         ",next=" + (p.next_panel ? "1" : "0") + ",quant=" + std::to_string(p.quant_bytes);
+         ",stream_far=" + std::to_string(p.stream_far_bytes) + ",next=" + (p.next_panel ? "1" : "0") +
+         ",quant=" + std::to_string(p.quant_bytes);
 }
 
 }  // namespace tandem::kernels

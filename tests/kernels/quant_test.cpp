@@ -295,9 +295,9 @@ TEST(QuantMatmul, LoneRowRunsKeepBits) {
 // dense and quantized weights, M = 1 (the multi-stream paths) and M = 9.
 TEST(PrefetchPolicy, DoesNotChangeBits) {
   const PrefetchPolicy saved = prefetch_policy();
-  const PrefetchPolicy policies[] = {saved, PrefetchPolicy{0, 0, false, 0},
-                                     PrefetchPolicy{4096, 0, true, 512}, PrefetchPolicy{0, 65536, true, 0},
-                                     PrefetchPolicy{192, 8192, false, 4096}};
+  const PrefetchPolicy policies[] = {
+      saved, PrefetchPolicy{0, 0, 0, false, 0}, PrefetchPolicy{4096, 65536, 0, true, 512},
+      PrefetchPolicy{0, 65536, 65536, true, 0}, PrefetchPolicy{192, 8192, 1024, false, 4096}};
   const int64_t n = 6 * 64 + 16 * 3 + 5, k = 256;
   const std::vector<float> x = random_floats(9 * k, 41);
   std::vector<PackedMatrix> mats;
@@ -329,11 +329,12 @@ TEST(PrefetchPolicy, DoesNotChangeBits) {
 
 TEST(PrefetchPolicy, ParsesOnTopOfABaseAndRejectsJunk) {
   const PrefetchPolicy base = prefetch_policy_for(CpuVendor::intel);
-  EXPECT_EQ(describe(base), "near=4096,far=65536,next=1,quant=2048");  // the pre-ADR-0049 kernels
+  EXPECT_EQ(describe(base), "near=4096,far=65536,stream_far=65536,next=1,quant=2048");  // pre-ADR-0049
   EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::other)), describe(base));
   const auto p = parse_prefetch_policy("far=0, quant=512", base);
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(describe(*p), "near=4096,far=0,next=1,quant=512");
+  EXPECT_EQ(describe(*p), "near=4096,far=0,stream_far=65536,next=1,quant=512");
+  EXPECT_EQ(parse_prefetch_policy("stream_far=0", base)->stream_far_bytes, 0);
   EXPECT_EQ(describe(*parse_prefetch_policy(describe(*p), base)), describe(*p));
   EXPECT_EQ(describe(*parse_prefetch_policy("", base)), describe(base));
   EXPECT_FALSE(parse_prefetch_policy("near=-1", base).has_value());

@@ -228,7 +228,7 @@ void matmul_typed(const MatmulArgs& a) {
     while (full_end - p >= 2) {
       const int64_t group = std::min<int64_t>(kStreams, full_end - p);
       kRow[group](a.x + a.k_begin, a.w + ((p * a.k + a.k_begin) * kPanel) * es, stride, kn, a.y + p * kPanel,
-                  policy.near_bytes, policy.far_bytes);
+                  policy.near_bytes, policy.stream_far_bytes);
       p += group;
     }
   }

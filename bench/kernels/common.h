@@ -8,6 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
+#include "kernels/prefetch.h"
 
 namespace tandem::bench {
 
@@ -43,6 +44,13 @@ void register_bandwidth();
 void register_matmuls();
 void register_quant_matmuls();
 void register_interleaved();
+// BM_PrefetchSweep/<policy>/k:../n:../threads:../type:../policy:i — the
+// interleaved benchmark under each policy, `rounds` times, policies back to
+// back (bench_kernels --prefetch-sweep; ADR 0049). types: 0 bf16, 1 q8_0,
+// 2 q4_0, 3 q4_k.
+void register_prefetch_sweep(const std::vector<kernels::PrefetchPolicy>& policies, int rounds,
+                             double min_time, const std::vector<int>& types,
+                             const std::vector<int>& thread_counts);
 
 unsigned long long read_pass(ThreadPool& pool, const unsigned char* data, size_t bytes, int prefetch);
 

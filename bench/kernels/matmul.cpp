@@ -116,10 +116,19 @@ void register_matmuls() {
       }
     }
   }
-  // L2-resident diagnostic: compute ceiling per M on one thread.
+  // L2-resident diagnostic: compute ceiling per M on one thread (896x512 is
+  // 0.9 MB: L2 on Intel's 2 MB L2, L3 on a 512 KB-L2 AMD Zen 3; 256x768,
+  // 0.4 MB, fits either L2).
   for (int m : {1, 2, 4, 8, 16}) {
     benchmark::RegisterBenchmark("BM_MatmulBf16Hot", BM_Matmul)
         ->Args({896, 512, m, 1, 0, 1})
+        ->ArgNames({"k", "n", "m", "threads", "splitk", "hot"})
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  for (int m : {1, 4, 8}) {
+    benchmark::RegisterBenchmark("BM_MatmulBf16Hot", BM_Matmul)
+        ->Args({256, 768, m, 1, 0, 1})
         ->ArgNames({"k", "n", "m", "threads", "splitk", "hot"})
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);

@@ -22,7 +22,7 @@ for round in $(seq 1 "$rounds"); do
       echo "round $round load $load peer $file t $t :: $peer" | tee -a "$out"
       load=$(cut -d' ' -f1 /proc/loadavg)
       ours=$("$tandem" bench -m "$file" -t "$t" -p 64 -n 32 -r 3 2>&1 |
-        grep -E '^(cpu|prefill|decode|ceiling|reached|weights streamed)' | tr '\n' '|')
+        grep -E '^(cpu|prefetch|prefill|decode|ceiling|reached|weights streamed)' | tr '\n' '|')
       echo "round $round load $load tandem $file t $t :: $ours" | tee -a "$out"
     done
   done

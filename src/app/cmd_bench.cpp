@@ -25,6 +25,7 @@
 #include "drafter_setup.h"
 #include "environment.h"
 #include "kernels/ops.h"
+#include "kernels/prefetch.h"
 #include "model/forward.h"
 #include "runtime/opened_model.h"
 #include "scheduler/metrics.h"
@@ -182,11 +183,14 @@ double measure_read_bandwidth(ThreadPool* pool, const AlignedBuffer<uint64_t>& b
 
 // The first line of every `tandem bench` report, so each figure says where it
 // was taken: the CPU model and the kernel variant the run uses (TANDEM_KERNELS
-// may lower it below the best this CPU supports).
+// may lower it below the best this CPU supports), then the vendor's software
+// prefetch policy (ADR 0049).
 void print_machine() {
   const kernels::Isa isa = kernels::active_isa();
   std::printf("cpu: %s (kernels: %s, best supported: %s)\n", cpu_features().model_name.c_str(),
               kernels::isa_name(isa), kernels::isa_name(kernels::best_supported_isa()));
+  std::printf("prefetch: %s (%s)\n", kernels::describe(kernels::prefetch_policy()).c_str(),
+              cpu_vendor_name(cpu_features().vendor));
 }
 
 int run_bench(const BenchOptions& o) {

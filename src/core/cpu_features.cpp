@@ -34,9 +34,22 @@ std::string brand_string() {
   return first == std::string::npos ? "unknown-x86" : s.substr(first, last - first + 1);
 }
 
+CpuVendor vendor() {
+  unsigned a, b, c, d;
+  if (__get_cpuid(0, &a, &b, &c, &d) == 0) return CpuVendor::other;
+  char id[13] = {};
+  std::memcpy(id + 0, &b, 4);
+  std::memcpy(id + 4, &d, 4);
+  std::memcpy(id + 8, &c, 4);
+  if (std::strcmp(id, "GenuineIntel") == 0) return CpuVendor::intel;
+  if (std::strcmp(id, "AuthenticAMD") == 0) return CpuVendor::amd;
+  return CpuVendor::other;
+}
+
 CpuFeatures detect() {
   CpuFeatures f;
   f.model_name = brand_string();
+  f.vendor = vendor();
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = (c >> 27) & 1;
@@ -67,6 +80,17 @@ CpuFeatures detect() {
 #endif
 
 }  // namespace
+
+const char* cpu_vendor_name(CpuVendor vendor) {
+  switch (vendor) {
+    case CpuVendor::intel:
+      return "intel";
+    case CpuVendor::amd:
+      return "amd";
+    default:
+      return "other";
+  }
+}
 
 std::string CpuFeatures::describe() const {
   std::string s;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace tandem {
 namespace {
 
@@ -15,6 +17,17 @@ TEST(CpuFeatures, LevelsAreConsistent) {
     EXPECT_TRUE(f.avx512f);
   }
   EXPECT_FALSE(f.describe().empty());
+}
+
+TEST(CpuFeatures, VendorMatchesTheBrandString) {
+  const CpuFeatures& f = cpu_features();
+  // Brand strings name their maker ("AMD EPYC ...", "Intel(R) Xeon(R) ...");
+  // a VM may hide the brand but not the vendor, so only check one way.
+  if (f.model_name.find("AMD") != std::string::npos) EXPECT_EQ(f.vendor, CpuVendor::amd);
+  if (f.model_name.find("Intel") != std::string::npos) EXPECT_EQ(f.vendor, CpuVendor::intel);
+  EXPECT_STREQ(cpu_vendor_name(CpuVendor::amd), "amd");
+  EXPECT_STREQ(cpu_vendor_name(CpuVendor::intel), "intel");
+  EXPECT_STREQ(cpu_vendor_name(CpuVendor::other), "other");
 }
 
 }  // namespace

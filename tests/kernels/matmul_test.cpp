@@ -236,7 +236,8 @@ TEST(MatmulInvariance, RowAloneEqualsRowInBatchForEveryIsaDtypeAndThreadCount) {
 }
 
 // A wide N puts several full panels in each thread's range, so a lone row
-// (M = 1) takes the AVX-512 multi-stream path (2-4 panels at once) while
+// (M = 1) takes the multi-stream path (2-4 panels at once; on AVX2 in turns
+// of two k steps, accumulators parked in between) while
 // batched rows and the leftover/partial panels take the one-panel blocks:
 // a row must still have the same bits alone, in any batch, on any thread
 // count, and the two SIMD variants must agree bitwise. Shapes: 12 full panels

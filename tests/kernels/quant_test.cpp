@@ -17,6 +17,7 @@
 #include "avx512/avx512.h"
 #include "dtype_convert.h"
 #include "kernels/ops.h"
+#include "kernels/prefetch.h"
 #include "quant/layout.h"
 #include "reference/reference.h"
 #include "test_util.h"
@@ -283,6 +284,91 @@ TEST(QuantMatmul, LoneRowRunsKeepBits) {
               run(isa, threads > 1 ? &pool : nullptr, GemmMode::invariant, x.data(), m, pm);
           EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4))
               << dtype_name(dtype) << " " << isa_name(isa) << " threads " << threads << " M " << m;
+        }
+      }
+    }
+  }
+}
+
+// Software prefetch only moves data earlier (ADR 0049): every policy —
+// none, near only, far only, odd distances — gives the reference's bits, for
+// dense and quantized weights, M = 1 (the multi-stream paths) and M = 9.
+TEST(PrefetchPolicy, DoesNotChangeBits) {
+  const PrefetchPolicy saved = prefetch_policy();
+  const PrefetchPolicy policies[] = {
+      saved, PrefetchPolicy{0, 0, 0, false, 0}, PrefetchPolicy{4096, 65536, 0, true, 512},
+      PrefetchPolicy{0, 65536, 65536, true, 0}, PrefetchPolicy{192, 8192, 1024, false, 4096}};
+  const int64_t n = 6 * 64 + 16 * 3 + 5, k = 256;
+  const std::vector<float> x = random_floats(9 * k, 41);
+  std::vector<PackedMatrix> mats;
+  for (DType dtype : kQuantTypes) {
+    const std::vector<uint8_t> bytes = make_quant_weights(dtype, n, k, 43);
+    mats.push_back(PackedMatrix::pack(bytes.data(), dtype, n, k));
+  }
+  for (DType dtype : {DType::bf16, DType::f16, DType::f32}) {
+    const auto wts = testing::make_weights(dtype, n * k, 44);
+    mats.push_back(PackedMatrix::pack(wts.bytes.data(), dtype, n, k));
+  }
+  ThreadPool pool(2);
+  for (const PackedMatrix& pm : mats) {
+    for (Isa isa : supported_isas()) {
+      for (int64_t m : {1, 9}) {
+        set_prefetch_policy(saved);
+        const std::vector<float> want = run(isa, &pool, GemmMode::invariant, x.data(), m, pm);
+        for (const PrefetchPolicy& p : policies) {
+          set_prefetch_policy(p);
+          const std::vector<float> y = run(isa, &pool, GemmMode::invariant, x.data(), m, pm);
+          EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4))
+              << dtype_name(pm.dtype()) << " " << isa_name(isa) << " M " << m << " " << describe(p);
+        }
+      }
+    }
+  }
+  set_prefetch_policy(saved);
+}
+
+TEST(PrefetchPolicy, ParsesOnTopOfABaseAndRejectsJunk) {
+  const PrefetchPolicy base = prefetch_policy_for(CpuVendor::intel);
+  EXPECT_EQ(describe(base), "near=4096,far=65536,stream_far=65536,next=1,quant=2048");  // pre-ADR-0049
+  EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::other)), describe(base));
+  const auto p = parse_prefetch_policy("far=0, quant=512", base);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(describe(*p), "near=4096,far=0,stream_far=65536,next=1,quant=512");
+  EXPECT_EQ(parse_prefetch_policy("stream_far=0", base)->stream_far_bytes, 0);
+  EXPECT_EQ(describe(*parse_prefetch_policy(describe(*p), base)), describe(*p));
+  EXPECT_EQ(describe(*parse_prefetch_policy("", base)), describe(base));
+  EXPECT_FALSE(parse_prefetch_policy("near=-1", base).has_value());
+  EXPECT_FALSE(parse_prefetch_policy("next=2", base).has_value());
+  EXPECT_FALSE(parse_prefetch_policy("far", base).has_value());
+  EXPECT_FALSE(parse_prefetch_policy("farther=1", base).has_value());
+  EXPECT_FALSE(parse_prefetch_policy("near=4k", base).has_value());
+}
+
+// The largest codes against |x| = 127 everywhere: the integer dot products at
+// their extremes (the AVX2 path without VNNI keeps <= 5-bit sums in int16).
+TEST(QuantMatmul, ExtremeCodesAndActivationsKeepTheReferenceBits) {
+  const int64_t n = 16 * 5, k = 512;
+  for (DType dtype : kQuantTypes) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(n) * dtype_row_bytes(dtype, k), 0xff);
+    const size_t bb = dtype_block_bytes(dtype);
+    const uint16_t d = f32_to_f16(0.01f);
+    for (size_t off = 0; off < bytes.size(); off += bb) {
+      if (dtype == DType::q6_k) {
+        std::memcpy(&bytes[off + 208], &d, 2);
+      } else {
+        std::memcpy(&bytes[off], &d, 2);
+        if (dtype == DType::q4_k || dtype == DType::q5_k) std::memcpy(&bytes[off + 2], &d, 2);
+      }
+    }
+    const PackedMatrix pm = PackedMatrix::pack(bytes.data(), dtype, n, k);
+    for (float sign : {1.0f, -1.0f}) {
+      const std::vector<float> x(static_cast<size_t>(3 * k), sign);
+      for (int64_t m : {1, 3}) {
+        const std::vector<float> want = run(Isa::scalar, nullptr, GemmMode::invariant, x.data(), m, pm);
+        for (Isa isa : supported_isas()) {
+          const std::vector<float> y = run(isa, nullptr, GemmMode::invariant, x.data(), m, pm);
+          EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4))
+              << dtype_name(dtype) << " " << isa_name(isa) << " M " << m << " x " << sign;
         }
       }
     }

@@ -8,11 +8,14 @@
 // accumulator is one output column that sees exactly one FMA per k in
 // increasing k, starting from +0 — the same chain for every row grouping, so
 // results are batch invariant (and bitwise equal to the AVX-512 kernel's).
+// A lone row (M = 1, decode) takes 2-4 full panels in turns of two k steps
+// (row_streams): more weight streams in flight, the same bits.
 #include <immintrin.h>
 
 #include <algorithm>
 
 #include "avx2/avx2.h"
+#include "kernels/prefetch.h"
 
 namespace tandem::kernels::avx2 {
 namespace {
@@ -22,14 +25,12 @@ constexpr int64_t element_size() {
   return D == DType::f32 ? 4 : 2;
 }
 
-// Prefetching as in avx512/matmul.cpp: the first pass over a panel
-// prefetches a page ahead into L1; every pass also prefetches an equal share
-// of the next panel into L2.
-constexpr int64_t kPrefetchBytes = 4096;
-constexpr int64_t kFarBytes = 65536;
-
+// Prefetching as in avx512/matmul.cpp (distances: kernels/prefetch.h): the
+// first pass over a panel prefetches near_bytes ahead into L1; a single pass
+// also far_bytes ahead into L2, several passes an equal share of the next
+// panel into L2 each.
 struct Prefetch {
-  bool near = true;
+  int64_t near = 0;  // 0 = none
   const uint8_t* far = nullptr;
   int64_t far_step = 0;
 };
@@ -77,9 +78,9 @@ void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, 
   }
   for (int64_t kk = 0; kk < kn; ++kk) {
     const uint8_t* wk = w + kk * kStep;
-    if (pf.near) {
+    if (pf.near != 0) {
       for (int64_t line = 0; line < kStep; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchBytes + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wk + pf.near + line), _MM_HINT_T0);
       }
     }
     if (pf.far != nullptr) {
@@ -133,9 +134,9 @@ void quarter_block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, fl
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t kk = 0; kk < kn; ++kk) {
     const uint8_t* wk = w + kk * kStep;
-    if (pf.near) {
+    if (pf.near != 0) {
       for (int64_t line = 0; line < kStep; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchBytes + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wk + pf.near + line), _MM_HINT_T0);
       }
     }
     if (pf.far != nullptr) {
@@ -159,16 +160,79 @@ void quarter_block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, fl
   }
 }
 
+// One row x S (2..4) whole panels (M = 1, decode): the per-column chain of
+// block<D, 1, 2> — lane j of accumulator v sees one FMA per k in increasing
+// k from +0 — so the bits are those of one panel at a time. A lone row
+// otherwise walks one contiguous stream per thread, and one stream keeps too
+// few cache-line fills in flight to reach what a core can draw with several
+// (the four-stream reader behind `tandem bench`'s ceiling). 16 ymm registers
+// hold one panel's 8 accumulators, not S panels', so the panels take turns
+// kChunkK k steps at a time, their accumulators parked in L1 in between
+// (f32 stores and loads: exact) — S streams in flight at chunk granularity.
+// w points at the first panel's k_begin row; panels are panel_stride bytes
+// apart; all S panels hold 64 valid columns.
+constexpr int kStreams = 4;
+constexpr int64_t kChunkK = 2;
+
+template <DType D, int S>
+void row_streams(const float* x, const uint8_t* w, int64_t panel_stride, int64_t kn, float* y, int64_t near,
+                 int64_t far) {
+  constexpr int64_t kStep = kPanel * element_size<D>();
+  constexpr int64_t kGroup = 32 * element_size<D>();
+  alignas(32) float park[S][kPanel] = {};  // +0, as _mm256_setzero_ps
+  for (int64_t k0 = 0; k0 < kn; k0 += kChunkK) {
+    const int64_t k1 = std::min(kn, k0 + kChunkK);
+    for (int s = 0; s < S; ++s) {
+      __m256 acc[8];
+      for (int v = 0; v < 8; ++v) acc[v] = _mm256_load_ps(park[s] + 8 * v);
+      const uint8_t* ws = w + s * panel_stride;
+      for (int64_t kk = k0; kk < k1; ++kk) {
+        const uint8_t* wk = ws + kk * kStep;
+        for (int64_t line = 0; line < kStep; line += 64) {
+          if (near != 0) _mm_prefetch(reinterpret_cast<const char*>(wk + near + line), _MM_HINT_T0);
+          if (far != 0) _mm_prefetch(reinterpret_cast<const char*>(wk + far + line), _MM_HINT_T1);
+        }
+        __m256 wv[8];
+        load_group<D>(wk, wv);
+        load_group<D>(wk + kGroup, wv + 4);
+        const __m256 xb = _mm256_broadcast_ss(x + kk);
+        for (int v = 0; v < 8; ++v) acc[v] = _mm256_fmadd_ps(xb, wv[v], acc[v]);
+      }
+      for (int v = 0; v < 8; ++v) _mm256_store_ps(park[s] + 8 * v, acc[v]);
+    }
+  }
+  for (int s = 0; s < S; ++s) {
+    for (int v = 0; v < 8; ++v) _mm256_storeu_ps(y + s * kPanel + 8 * v, _mm256_load_ps(park[s] + 8 * v));
+  }
+}
+
 template <DType D>
 void matmul_typed(const MatmulArgs& a) {
   constexpr int64_t es = element_size<D>();
+  const PrefetchPolicy& policy = prefetch_policy();
   const int64_t kn = a.k_end - a.k_begin;
   const int64_t panel_bytes = kn * kPanel * es;
   // Row blocks of up to 4 take the panel in four quarter passes; a lone row
   // takes it in one full-panel pass.
   const int64_t blocks4 = a.m / 4, tail = a.m % 4;
   const int64_t passes = blocks4 * 4 + (tail == 0 ? 0 : tail == 1 ? 1 : 4);
-  for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
+  int64_t p = a.panel_begin;
+  if (a.m == 1) {
+    // Groups of kStreams full panels, then one group of the 2-3 full panels
+    // left; a last single full panel and a partial panel take block<D, 1, 2>.
+    static constexpr void (*kRow[])(const float*, const uint8_t*, int64_t, int64_t, float*, int64_t,
+                                    int64_t) = {nullptr, nullptr, row_streams<D, 2>, row_streams<D, 3>,
+                                                row_streams<D, 4>};
+    const int64_t full_end = std::min(a.panel_end, a.n / kPanel);
+    const int64_t stride = a.k * kPanel * es;
+    while (full_end - p >= 2) {
+      const int64_t group = std::min<int64_t>(kStreams, full_end - p);
+      kRow[group](a.x + a.k_begin, a.w + ((p * a.k + a.k_begin) * kPanel) * es, stride, kn, a.y + p * kPanel,
+                  policy.near_bytes, policy.stream_far_bytes);
+      p += group;
+    }
+  }
+  for (; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
     const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
     const uint8_t* next = p + 1 < a.panel_end ? w + a.k * kPanel * es : nullptr;  // multi-pass far target
@@ -176,11 +240,13 @@ void matmul_typed(const MatmulArgs& a) {
     int64_t pass = 0;
     auto prefetch = [&] {
       Prefetch pf;
-      pf.near = pass == 0;
+      pf.near = pass == 0 ? policy.near_bytes : 0;
       if (passes == 1 || (next == nullptr && pass == 0)) {
-        pf.far = w + kFarBytes;  // a fixed distance down this panel's stream
-        pf.far_step = kPanel * es;
-      } else if (next != nullptr) {
+        if (policy.far_bytes != 0) {
+          pf.far = w + policy.far_bytes;  // a fixed distance down this panel's stream
+          pf.far_step = kPanel * es;
+        }
+      } else if (next != nullptr && policy.next_panel) {
         pf.far = next + pass * panel_bytes / passes;
         pf.far_step = panel_bytes / passes / kn;
       }

@@ -3,7 +3,8 @@
 // kernel's scheme on ymm: a 16-output group is two halves of 8 lanes; per
 // quad the 4 x bytes are broadcast and one vpdpbusd (AVX-VNNI) or vpmaddubsw
 // + vpmaddwd (exact for 4-6-bit codes; q8_0 through |q|, sign(q)·x) adds the
-// products into each output's int32 lane. The per-block f32 step is the
+// products into each output's int32 lane (codes of <= 5 bits without VNNI:
+// int16 pair sums over a half-block, widened once). The per-block f32 step is the
 // reference's roundings, so the bits equal the reference's. 16 ymm
 // registers: a lone row takes two groups at once (from two contiguous runs:
 // two long streams), more rows go two at a time.
@@ -14,6 +15,7 @@
 
 #include "avx2/avx2.h"
 #include "core/cpu_features.h"
+#include "kernels/prefetch.h"
 
 namespace tandem::kernels::avx2 {
 namespace {
@@ -22,7 +24,8 @@ using quant::ActBlock;
 using quant::kGroup;
 using quant::kQuadBytes;
 
-constexpr int64_t kPrefetchAhead = 2048;
+// Software prefetch: PrefetchPolicy::quant_bytes (kernels/prefetch.h) down
+// each group's stream into L1.
 
 template <bool Vnni, DType D>
 inline __m256i dot4(__m256i acc, __m256i codes, __m256i x) {
@@ -37,6 +40,16 @@ inline __m256i dot4(__m256i acc, __m256i codes, __m256i x) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
   }
 }
+
+// Without VNNI, codes of at most 5 bits keep the four quads' vpmaddubsw
+// pairs in int16 and widen once (vpmaddwd) per half instead of per quad:
+// each int16 lane sums 8 products of a code <= 31 and |x| <= 127 (at most
+// 31496, no saturation), so the int32 sums — and the bits — are the same,
+// with a third fewer dot-product instructions. (q6_k's 63 and q8_0's 127
+// would overflow.)
+template <bool Vnni, DType D>
+constexpr bool kSum16 =
+    !Vnni && (D == DType::q4_0 || D == DType::q4_k || D == DType::q5_0 || D == DType::q5_k);
 
 // 32 bits -> 32 bytes, 16 where the bit is set (q5_k's fifth bit).
 inline __m256i bits_to_sixteens(uint32_t bits) {
@@ -149,6 +162,7 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const i
                 const ActBlock* const* xr, float* const* yr) {
   const int64_t subs = L.sb_elems / 32;
   const int64_t gbytes = L.group_bytes(a.k);
+  const int64_t ahead = prefetch_policy().quant_bytes;
   const uint8_t* group[G];
   for (int g = 0; g < G; ++g) group[g] = a.w + gs[g] * gbytes;
   __m256 acc[R][G][2];
@@ -159,10 +173,10 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const i
     const int64_t sub = b % subs;
     const int64_t sb_off = (b / subs) * L.sb_bytes();
     const int64_t tile_off = sb_off + L.header_bytes + sub * L.tile_bytes;
-    for (int g = 0; g < G; ++g) {
+    for (int g = 0; g < G && ahead != 0; ++g) {
       const uint8_t* t = group[g] + tile_off;
       for (int64_t line = 0; line < L.tile_bytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(t + kPrefetchAhead + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(t + ahead + line), _MM_HINT_T0);
       }
     }
     for (int g = 0; g < G; ++g) {
@@ -178,8 +192,20 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const i
             int32_t wlo, whi;
             std::memcpy(&wlo, xr[r][b].q + 4 * jj, 4);
             std::memcpy(&whi, xr[r][b].q + 16 + 4 * jj, 4);
-            lo[r] = dot4<Vnni, D>(lo[r], clo, _mm256_set1_epi32(wlo));
-            hi[r] = dot4<Vnni, D>(hi[r], chi, _mm256_set1_epi32(whi));
+            if constexpr (kSum16<Vnni, D>) {  // int16 partial sums, widened once below
+              lo[r] = _mm256_add_epi16(lo[r], _mm256_maddubs_epi16(clo, _mm256_set1_epi32(wlo)));
+              hi[r] = _mm256_add_epi16(hi[r], _mm256_maddubs_epi16(chi, _mm256_set1_epi32(whi)));
+            } else {
+              lo[r] = dot4<Vnni, D>(lo[r], clo, _mm256_set1_epi32(wlo));
+              hi[r] = dot4<Vnni, D>(hi[r], chi, _mm256_set1_epi32(whi));
+            }
+          }
+        }
+        if constexpr (kSum16<Vnni, D>) {
+          const __m256i ones = _mm256_set1_epi16(1);
+          for (int r = 0; r < R; ++r) {
+            lo[r] = _mm256_madd_epi16(lo[r], ones);
+            hi[r] = _mm256_madd_epi16(hi[r], ones);
           }
         }
         const uint8_t* sb = group[g] + sb_off;

@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "avx512/avx512.h"
+#include "kernels/prefetch.h"
 
 namespace tandem::kernels::avx512 {
 namespace {
@@ -29,23 +30,22 @@ template <DType D>
 constexpr int64_t element_size() {
   return D == DType::f32 ? 4 : 2;
 }
-// Prefetching. The L2 streamer stops at 4 KiB page boundaries and runs only
-// a few lines ahead, so (1) the first pass over a panel prefetches its own
-// stream a page ahead into L1 ("near"); (2) "far" prefetches into L2: with a
-// single pass (M <= 4) — or on the last panel of the range, which has no
-// next panel — 64 KiB down the stream; with several passes (M > 4:
-// two groups, or more row blocks), an equal share of the *next* panel of this
-// thread's range during every pass — the later passes read the panel from L2
-// and would otherwise leave DRAM idle. Measured on the development VM
-// (interleaved, best-of): next-panel far prefetch took M=8/M=1 from ~1.5 to
-// ~1.3; the single-pass far prefetch took M=1 at 4864x896 from 0.84 to 0.97
-// of the read bandwidth and M=4/M=1 from ~1.17 to ~1.07.
-constexpr int64_t kPrefetchBytes = 4096;
-constexpr int64_t kFarBytes = 65536;
-
+// Prefetching (distances: kernels/prefetch.h, per CPU vendor, ADR 0049). The
+// L2 streamer stops at 4 KiB page boundaries and runs only a few lines ahead,
+// so (1) the first pass over a panel prefetches its own stream near_bytes
+// ahead into L1 ("near"); (2) "far" prefetches into L2: with a single pass
+// (M <= 4) — or on the last panel of the range, which has no next panel —
+// far_bytes down the stream; with several passes (M > 4: two groups, or more
+// row blocks), an equal share of the *next* panel of this thread's range
+// during every pass (next_panel) — the later passes read the panel from L2
+// and would otherwise leave DRAM idle. Measured on the Intel development VM
+// (interleaved, best-of; near 4 KiB, far 64 KiB): next-panel far prefetch
+// took M=8/M=1 from ~1.5 to ~1.3; the single-pass far prefetch took M=1 at
+// 4864x896 from 0.84 to 0.97 of the read bandwidth and M=4/M=1 from ~1.17 to
+// ~1.07. The AMD figures: docs/benchmarks.md, "AMD Zen".
 struct Prefetch {
-  bool near = true;
-  const uint8_t* far = nullptr;  // next panel's share for this pass, or null
+  int64_t near = 0;              // bytes ahead into L1, 0 = none
+  const uint8_t* far = nullptr;  // far_bytes ahead in this panel, or next panel's share, or null
   int64_t far_step = 0;          // bytes of it per k step
 };
 
@@ -87,9 +87,9 @@ void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, 
   }
   for (int64_t kk = 0; kk < kn; ++kk) {
     const uint8_t* wk = w + kk * kStep;
-    if (pf.near) {
+    if (pf.near != 0) {
       for (int64_t line = 0; line < kStep; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchBytes + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wk + pf.near + line), _MM_HINT_T0);
       }
     }
     if (pf.far != nullptr) {
@@ -124,8 +124,10 @@ void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, 
 // panel_stride bytes apart; all S panels hold 64 valid columns.
 constexpr int kStreams = 4;
 
+// near / far: kernels/prefetch.h distances (0 = none).
 template <DType D, int S>
-void row_streams(const float* x, const uint8_t* w, int64_t panel_stride, int64_t kn, float* y) {
+void row_streams(const float* x, const uint8_t* w, int64_t panel_stride, int64_t kn, float* y, int64_t near,
+                 int64_t far) {
   constexpr int64_t kStep = kPanel * element_size<D>();
   constexpr int64_t kGroup = 32 * element_size<D>();
   __m512 acc[S][4];
@@ -137,8 +139,8 @@ void row_streams(const float* x, const uint8_t* w, int64_t panel_stride, int64_t
     for (int s = 0; s < S; ++s) {
       const uint8_t* wk = w + s * panel_stride + kk * kStep;
       for (int64_t line = 0; line < kStep; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(wk + kPrefetchBytes + line), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(wk + kFarBytes + line), _MM_HINT_T1);
+        if (near != 0) _mm_prefetch(reinterpret_cast<const char*>(wk + near + line), _MM_HINT_T0);
+        if (far != 0) _mm_prefetch(reinterpret_cast<const char*>(wk + far + line), _MM_HINT_T1);
       }
       __m512 wv[4];
       load_group<D>(wk, wv[0], wv[1]);
@@ -160,6 +162,7 @@ void matmul_typed(const MatmulArgs& a) {
                                       block<D, 4, 2>};
   static constexpr BlockFn kHalf[] = {block<D, 5, 1>, block<D, 6, 1>, block<D, 7, 1>, block<D, 8, 1>};
   constexpr int64_t es = element_size<D>();
+  const PrefetchPolicy& policy = prefetch_policy();
   const int64_t kn = a.k_end - a.k_begin;
   const int64_t panel_bytes = kn * kPanel * es;
   // Passes over one panel: 1 for M <= 4, else 2 per block of up to 8 rows
@@ -171,13 +174,15 @@ void matmul_typed(const MatmulArgs& a) {
     // Groups of kStreams full panels, then one group of the 2-3 full panels
     // left; a last single full panel and a partial panel take the one-panel
     // path below.
-    static constexpr void (*kRow[])(const float*, const uint8_t*, int64_t, int64_t, float*) = {
-        nullptr, nullptr, row_streams<D, 2>, row_streams<D, 3>, row_streams<D, 4>};
+    static constexpr void (*kRow[])(const float*, const uint8_t*, int64_t, int64_t, float*, int64_t,
+                                    int64_t) = {nullptr, nullptr, row_streams<D, 2>, row_streams<D, 3>,
+                                                row_streams<D, 4>};
     const int64_t full_end = std::min(a.panel_end, a.n / kPanel);
     const int64_t stride = a.k * kPanel * es;
     while (full_end - p >= 2) {
       const int64_t group = std::min<int64_t>(kStreams, full_end - p);
-      kRow[group](a.x + a.k_begin, a.w + ((p * a.k + a.k_begin) * kPanel) * es, stride, kn, a.y + p * kPanel);
+      kRow[group](a.x + a.k_begin, a.w + ((p * a.k + a.k_begin) * kPanel) * es, stride, kn, a.y + p * kPanel,
+                  policy.near_bytes, policy.stream_far_bytes);
       p += group;
     }
   }
@@ -189,11 +194,13 @@ void matmul_typed(const MatmulArgs& a) {
     int64_t pass = 0;
     auto prefetch = [&] {
       Prefetch pf;
-      pf.near = pass == 0;
+      pf.near = pass == 0 ? policy.near_bytes : 0;
       if (passes == 1 || (next == nullptr && pass == 0)) {
-        pf.far = w + kFarBytes;  // a fixed distance down this panel's stream
-        pf.far_step = kPanel * es;
-      } else if (next != nullptr) {
+        if (policy.far_bytes != 0) {
+          pf.far = w + policy.far_bytes;  // a fixed distance down this panel's stream
+          pf.far_step = kPanel * es;
+        }
+      } else if (next != nullptr && policy.next_panel) {
         pf.far = next + pass * panel_bytes / passes;
         pf.far_step = panel_bytes / passes / kn;
       }

@@ -22,6 +22,7 @@
 
 #include "avx512/avx512.h"
 #include "core/cpu_features.h"
+#include "kernels/prefetch.h"
 
 namespace tandem::kernels::avx512 {
 namespace {
@@ -30,7 +31,8 @@ using quant::ActBlock;
 using quant::kGroup;
 using quant::kQuadBytes;
 
-constexpr int64_t kPrefetchAhead = 2048;  // bytes down each group's stream
+// Software prefetch: PrefetchPolicy::quant_bytes (kernels/prefetch.h) down
+// each group's stream into L1.
 
 // The true dot product sum(code · x.q) of 4-element quads, accumulated.
 template <bool Vnni, DType D>
@@ -148,6 +150,7 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const i
                 const ActBlock* const* xr, float* const* yr) {
   const int64_t subs = L.sb_elems / 32;
   const int64_t gbytes = L.group_bytes(a.k);
+  const int64_t ahead = prefetch_policy().quant_bytes;
   const uint8_t* group[G];
   for (int g = 0; g < G; ++g) group[g] = a.w + gs[g] * gbytes;
   __m512 acc[R][G];
@@ -162,10 +165,10 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const i
     for (int r = 0; r < R; ++r) {
       for (int g = 0; g < G; ++g) lo[r][g] = hi[r][g] = _mm512_setzero_si512();
     }
-    for (int g = 0; g < G; ++g) {
+    for (int g = 0; g < G && ahead != 0; ++g) {
       const uint8_t* t = group[g] + tile_off;
       for (int64_t line = 0; line < L.tile_bytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(t + kPrefetchAhead + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(t + ahead + line), _MM_HINT_T0);
       }
     }
 #pragma GCC unroll 4

@@ -6,7 +6,14 @@
 
 namespace tandem {
 
+// cpuid leaf 0's vendor string: "GenuineIntel", "AuthenticAMD", else other.
+// Not a capability: kernels choose the same instructions (and bits) on every
+// vendor; only tuning (software prefetch, ADR 0049) looks at it.
+enum class CpuVendor : unsigned char { other = 0, intel = 1, amd = 2 };
+const char* cpu_vendor_name(CpuVendor vendor);  // "intel", "amd", "other"
+
 struct CpuFeatures {
+  CpuVendor vendor = CpuVendor::other;
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;

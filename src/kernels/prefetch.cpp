@@ -1,0 +1,74 @@
+// prefetch.cpp — the software prefetch policy per CPU vendor (ADR 0049).
+#include "kernels/prefetch.h"
+
+#include <sstream>
+
+#include "core/env.h"
+
+namespace tandem::kernels {
+namespace {
+
+PrefetchPolicy& active() {
+  static PrefetchPolicy policy = prefetch_policy_for(cpu_features().vendor);
+  return policy;
+}
+
+}  // namespace
+
+PrefetchPolicy prefetch_policy_for(CpuVendor vendor) {
+  PrefetchPolicy p;  // Intel (and unknown vendors): the defaults
+  if (vendor == CpuVendor::amd) {
+    // Measured on an AMD EPYC (Zen 3, AVX2) VM, docs/benchmarks.md "AMD Zen":
+    // the T1 prefetch 64 KiB ahead cost the M = 1 multi-stream
+    // path a third of its speed (0.29-0.32 vs 0.40-0.49 of the four-stream read,
+    // thread CPU time); the quantized kernels ran best with a short
+    // distance (512 B: 0.25-0.41 vs 0.24-0.32 at 2 KiB). next_panel stays:
+    // without it M = 4 took 2.6-2.8x the M = 1 time instead of 1.1-1.5x.
+    // The far prefetch of the other dense paths stays: without it M = 16
+    // ran 11% slower (6 of 8 pairs).
+    p.stream_far_bytes = 0;
+    p.quant_bytes = 512;
+  }
+  return p;
+}
+
+const PrefetchPolicy& prefetch_policy() { return active(); }
+
+void set_prefetch_policy(const PrefetchPolicy& policy) { active() = policy; }
+
+std::optional<PrefetchPolicy> parse_prefetch_policy(const std::string& text, PrefetchPolicy base) {
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (is_blank(item)) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) return std::nullopt;
+    std::string key = item.substr(0, eq);
+    key.erase(0, key.find_first_not_of(" \t"));
+    key.erase(key.find_last_not_of(" \t") + 1);
+    const std::optional<int64_t> value = parse_int(item.substr(eq + 1));
+    if (!value || *value < 0) return std::nullopt;
+    if (key == "near") {
+      base.near_bytes = *value;
+    } else if (key == "far") {
+      base.far_bytes = *value;
+    } else if (key == "stream_far") {
+      base.stream_far_bytes = *value;
+    } else if (key == "quant") {
+      base.quant_bytes = *value;
+    } else if (key == "next" && *value <= 1) {
+      base.next_panel = *value == 1;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return base;
+}
+
+std::string describe(const PrefetchPolicy& p) {
+  return "near=" + std::to_string(p.near_bytes) + ",far=" + std::to_string(p.far_bytes) +
+         ",stream_far=" + std::to_string(p.stream_far_bytes) + ",next=" + (p.next_panel ? "1" : "0") +
+         ",quant=" + std::to_string(p.quant_bytes);
+}
+
+}  // namespace tandem::kernels

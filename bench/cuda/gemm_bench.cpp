@@ -17,7 +17,9 @@
 //   --forward-shapes: only the forward's sliced calls at M = 1 and 5 on the 0.5B and
 //               8B matrices (TANDEM_CUDA_SMALL_TILE picks the small tile's variant)
 //   --large-variants: only the large tile's variants at 4096³ and on the 8B
-//               matrices at M = 1024 (TANDEM_CUDA_LARGE_TILE picks one elsewhere)
+//               matrices (bf16 x) at M = 512, 1024, 2048, with the medium tile
+//               at M <= 1024 (TANDEM_BENCH_LARGE_VARIANTS=a,b,.. picks which;
+//               TANDEM_CUDA_LARGE_TILE picks one elsewhere)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -322,10 +324,11 @@ void run_forward_shapes(const gpu::Stream& stream, const Ceilings& ceil) {
   gpu::set_small_tile_variant(-1);
 }
 
-// The large tile's variants (TANDEM_CUDA_LARGE_TILE, ADR 0044) at 4096³
-// (plain gemm_bf16w, bf16 and f32 x, against cuBLAS) and on the 8B forward's
-// matrices at M = 1024 (gemm_bf16w_sliced, f32 x: a prefill chunk); bits
-// checked against variant 0.
+// The large tile's variants (TANDEM_CUDA_LARGE_TILE, ADRs 0044, 0053, 0055)
+// at 4096³ (plain gemm_bf16w, bf16 and f32 x, against cuBLAS) and on the 8B
+// forward's matrices at M = 512, 1024, 2048 (gemm_bf16w_sliced, bf16 x:
+// prefill chunks; against cuBLAS's unsliced product); bits checked against
+// the first variant timed.
 void run_large_variants(const gpu::Stream& stream, kernels::gpu::testing::CublasReference& cublas) {
   struct Point {
     const char* name;
@@ -334,14 +337,32 @@ void run_large_variants(const gpu::Stream& stream, kernels::gpu::testing::Cublas
     DType xt;
     bool sliced;
   };
-  const Point points[] = {{"4096^3", {4096, 4096}, 4096, DType::bf16, false},
-                          {"4096^3", {4096, 4096}, 4096, DType::f32, false},
-                          {"8B qkv", {6144, 4096}, 1024, DType::f32, true},
-                          {"8B o", {4096, 4096}, 1024, DType::f32, true},
-                          {"8B gate_up", {28672, 4096}, 1024, DType::f32, true},
-                          {"8B down", {4096, 14336}, 1024, DType::f32, true}};
-  std::printf("large tile variants 0..%d (TFLOP/s counts 2·M·N·K; bits vs variant 0)\n",
-              gpu::large_tile_variants() - 1);
+  std::vector<Point> points = {{"4096^3", {4096, 4096}, 4096, DType::bf16, false},
+                               {"4096^3", {4096, 4096}, 4096, DType::f32, false}};
+  // The 8B forward's matrices with bf16 x (the default numerics, ADR 0054) at
+  // prefill chunks of 512, 1024 and 2048 rows; the large tile forced (at
+  // M = 512 gemm_tile_for picks the medium tile for N = 4096: timed too).
+  for (const int64_t m : {512, 1024, 2048}) {
+    points.push_back({"8B qkv", {6144, 4096}, m, DType::bf16, true});
+    points.push_back({"8B o", {4096, 4096}, m, DType::bf16, true});
+    points.push_back({"8B gate_up", {28672, 4096}, m, DType::bf16, true});
+    points.push_back({"8B down", {4096, 14336}, m, DType::bf16, true});
+  }
+  // TANDEM_BENCH_LARGE_VARIANTS=a,b,c (optional): only these, bits vs the first.
+  std::vector<int> list;
+  if (const char* e = std::getenv("TANDEM_BENCH_LARGE_VARIANTS")) {
+    for (const char* p = e; *p != '\0';) {
+      char* end = nullptr;
+      const long v = std::strtol(p, &end, 10);
+      if (end == p) break;
+      if (v >= 0 && v < gpu::large_tile_variants()) list.push_back(static_cast<int>(v));
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
+  if (list.empty())
+    for (int v = 0; v < gpu::large_tile_variants(); ++v) list.push_back(v);
+  std::printf("large tile variants (of 0..%d; TFLOP/s counts 2·M·N·K; bits vs variant %d)\n",
+              gpu::large_tile_variants() - 1, list[0]);
   for (const Point& pt : points) {
     const Shape& s = pt.s;
     const size_t w_bytes = static_cast<size_t>(s.n * s.k) * 2;
@@ -367,12 +388,14 @@ void run_large_variants(const gpu::Stream& stream, kernels::gpu::testing::Cublas
     const gpu::GemmSlicing plan = gpu::gemm_slicing(s.n, s.k);
     const size_t ws_floats = pt.sliced ? static_cast<size_t>(plan.slices) * out : 1;
     gpu::DeviceBuffer ws = allocate(ws_floats * 4);
+    gpu::GemmTile tile = gpu::GemmTile::large;
     auto call = [&] {
       if (pt.sliced) {
         check(gpu::gemm_bf16w_sliced(stream, x.data(), pt.xt, pt.m, w.as<uint16_t>(), s.n, s.k, y.as<float>(),
-                                     ws.as<float>(), ws_floats));
+                                     ws.as<float>(), ws_floats, tile));
       } else {
-        check(gpu::gemm_bf16w(stream, x.data(), pt.xt, pt.m, w.as<uint16_t>(), s.n, s.k, y.as<float>()));
+        check(
+            gpu::gemm_bf16w(stream, x.data(), pt.xt, pt.m, w.as<uint16_t>(), s.n, s.k, y.as<float>(), tile));
       }
     };
     double cublas_us = 0;
@@ -389,17 +412,22 @@ void run_large_variants(const gpu::Stream& stream, kernels::gpu::testing::Cublas
     if (cublas_us > 0) std::printf("  cuBLAS %.1f us", cublas_us);
     std::printf("\n");
     std::vector<float> ref(out), got(out);
-    for (int v = 0; v < gpu::large_tile_variants(); ++v) {
-      gpu::set_large_tile_variant(v);
+    for (size_t i = 0; i <= list.size(); ++i) {
+      const int v = i < list.size() ? list[i] : -1;  // -1: the medium tile (M <= 1024 only)
+      if (v < 0 && pt.m > 1024) break;
+      if (v >= 0) gpu::set_large_tile_variant(v);
+      tile = v >= 0 ? gpu::GemmTile::large : gpu::GemmTile::medium;
       check(y.fill_bytes(0xFF, stream));
       call();
-      check(y.download(v == 0 ? ref.data() : got.data(), out * 4, stream));
-      const bool same = v == 0 || std::memcmp(ref.data(), got.data(), out * 4) == 0;
+      check(y.download(i == 0 ? ref.data() : got.data(), out * 4, stream));
+      const bool same = i == 0 || std::memcmp(ref.data(), got.data(), out * 4) == 0;
       const double us = time_us([&](int) { call(); }, stream.handle());
       char versus[32] = "";
       if (cublas_us > 0) std::snprintf(versus, sizeof versus, " %.2f of cuBLAS", cublas_us / us);
-      std::printf("    v%d %9.1f us %7.1f TFLOP/s%s%s\n", v, us, 2.0 * pt.m * s.n * s.k / us / 1e6, versus,
-                  same ? "" : "  BITS DIFFER");
+      char name[16];
+      std::snprintf(name, sizeof name, v >= 0 ? "v%d" : "medium", v);
+      std::printf("    %-6s %9.1f us %7.1f TFLOP/s%s%s\n", name, us, 2.0 * pt.m * s.n * s.k / us / 1e6,
+                  versus, same ? "" : "  BITS DIFFER");
       std::fflush(stdout);
     }
   }

@@ -151,8 +151,12 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
 // of 64). 5-8 run the same chain through Hopper's wgmma (ADR 0053,
 // gemm_wgmma.cu configurations 0-3: 128 x rows × 256 / 128 / 256 / 128
 // weight rows; where the build or the device has no sm_90a, they run 2).
+// 9-12 are the warp-specialised wgmma kernel (ADR 0055, gemm_wgmma_ws.cu
+// configurations 0-3: a producer warpgroup and two consumer warpgroups on an
+// mbarrier ring; 128 x rows × 256 / 256 / 256 / 128 weight rows; without
+// sm_90a they run 2).
 // TANDEM_CUDA_LARGE_TILE=N (read once) or set_large_tile_variant picks.
-constexpr int kLargeTileVariants = 9;
+constexpr int kLargeTileVariants = 13;
 // 5 (wgmma, 128 x rows × 256 weight rows): the fastest at every point of the H200
 // run of 2026-12-02 13:19 (ADR 0053; 2 before, ADR 0044).
 constexpr int kDefaultLargeTile = 5;
@@ -168,6 +172,8 @@ Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, 
                     int64_t k, float* y, int64_t slice) {
   if (variant >= 5 && variant <= 8 && wgmma_available())
     return gemm_wgmma(stream, x, F32X, m, w, n, k, y, slice, variant - 5);
+  if (variant >= 9 && variant <= 12 && wgmma_available())
+    return gemm_wgmma_ws(stream, x, F32X, m, w, n, k, y, slice, variant - 9);
   switch (variant) {
     case 1:  // 128 weight rows × 256 x rows, 8 warps of 64 × 64; 4 × 64 k / 4 × 32 k (192 / 160 KB)
       return launch<Tile<128, 256, 2, 4, F32X ? 32 : 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
@@ -176,6 +182,10 @@ Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, 
     case 6:
     case 7:
     case 8:
+    case 9:
+    case 10:
+    case 11:
+    case 12:
       return launch<Tile<256, 128, 4, 2, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 3:  // 128 × 128, 4 warps of 64 × 64; 3 × 64 k / 4 × 32 k (96 / 96 KB: two blocks per SM)
       return launch<Tile<128, 128, 2, 2, F32X ? 32 : 64, F32X ? 4 : 3, F32X>>(stream, x, m, w, n, k, y,
@@ -228,6 +238,22 @@ int current_multiprocessors() {
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// The automatic tile of a K-sliced call (ADR 0055): TANDEM_CUDA_TILE_SLICES=1
+// (read once) counts the K slices as blocks, so that e.g. the 8B o and down
+// projections (4 slices) at M = 512 take the large tile instead of the
+// medium one; any other value keeps gemm_tile_for(m, n). Never a bit of the
+// result (every tile gives the same bits).
+GemmTile sliced_tile_for(int64_t m, int64_t n, int slices) {
+  static const bool count_slices = [] {
+    const char* e = std::getenv("TANDEM_CUDA_TILE_SLICES");
+    return e != nullptr && std::atoi(e) == 1;
+  }();
+  const int sms = current_multiprocessors();
+  if (!count_slices || m <= 16) return gemm_tile_for(m, n, sms);
+  const int64_t large_blocks = ((n + 127) / 128) * ((m + 127) / 128) * slices;
+  return large_blocks >= sms ? GemmTile::large : GemmTile::medium;
+}
 
 }  // namespace
 
@@ -320,7 +346,7 @@ Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, 
   if (workspace == nullptr || workspace_floats < need || (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0)
     return invalid_argument("gemm_bf16w_sliced: need a 16-byte aligned workspace of " + std::to_string(need) +
                             " floats (got " + std::to_string(workspace_floats) + ")");
-  if (tile == GemmTile::automatic) tile = gemm_tile_for(m, n, current_multiprocessors());
+  if (tile == GemmTile::automatic) tile = sliced_tile_for(m, n, plan.slices);
   TANDEM_RETURN_IF_ERROR(
       x_dtype == DType::f32
           ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, workspace, plan.slice)

@@ -24,26 +24,10 @@
 #include "cuda/gemm_kernel.cuh"
 #include "cuda/gemm_wgmma.h"
 #include "cuda/wgmma_ops.cuh"
+#include "cuda/wgmma_tile.cuh"
 
 namespace tandem::kernels::gpu {
 namespace {
-
-template <int N>
-struct Acc;
-template <>
-struct Acc<128> {
-  static constexpr int kRegs = 64;
-  __device__ static void mma(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
-    wgmma_m64n128k16_rs(d, a[0], a[1], a[2], a[3], desc);
-  }
-};
-template <>
-struct Acc<256> {
-  static constexpr int kRegs = 128;
-  __device__ static void mma(float (&d)[128], const uint32_t (&a)[4], uint64_t desc) {
-    wgmma_m64n256k16_rs(d, a[0], a[1], a[2], a[3], desc);
-  }
-};
 
 // TN weight rows (wgmma N) × 128 x rows; BK-wide k tiles (BK / 32 chunks);
 // an XSTAGES-deep x ring; NB weight buffers, so NB - 2 tiles' wgmmas may
@@ -51,6 +35,7 @@ struct Acc<256> {
 template <int TN, bool F32X_, int BK_ = 64, int NB_ = 2, int XSTAGES_ = 4>
 struct WTile {
   static constexpr int BN = TN, BM = 128, BK = BK_, STAGES = XSTAGES_, NB = NB_, kThreads = 256;
+  static constexpr int kLoaders = kThreads;  // every thread copies weights
   static constexpr bool F32X = F32X_;
   static constexpr int kChunks = BK / 32;
   static constexpr int kXRowBytes = F32X ? 128 : 64;
@@ -63,57 +48,6 @@ struct WTile {
   static_assert(kUnits >= 1 && BN * kChunks % kThreads == 0, "whole pieces per thread");
   static_assert(NB >= 2 && kSmem <= 227 * 1024, "shared memory");
 };
-
-// Piece p of a tile: 8 consecutive weight rows share a chunk (a quarter-warp
-// stores 128 contiguous bytes), the next 8 pieces the next chunk.
-template <class T>
-__device__ __forceinline__ void piece(int p, int& row, int& chunk) {
-  chunk = (p >> 3) % T::kChunks;
-  row = (p >> 3) / T::kChunks * 8 + (p & 7);
-}
-
-template <class T>
-__device__ __forceinline__ void load_w(uint4 (&r)[T::kUnits][4], int kt, const uint16_t* __restrict__ w,
-                                       int64_t n0, int64_t n, int64_t k, int64_t k_begin, int64_t k_end) {
-  const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK;
-#pragma unroll
-  for (int u = 0; u < T::kUnits; ++u) {
-    int row, chunk;
-    piece<T>(threadIdx.x + u * T::kThreads, row, chunk);
-    const int64_t grow = n0 + row;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int64_t col = k0 + chunk * 32 + q * 8;
-      if (grow < n && col < k_end)
-        r[u][q] = __ldg(reinterpret_cast<const uint4*>(w + grow * k + col));
-      else
-        r[u][q] = make_uint4(0, 0, 0, 0);
-    }
-  }
-}
-
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-// Core-matrix layout of one step: row n at (n / 8) * 256 + h * 128 + (n % 8) * 16.
-template <class T>
-__device__ __forceinline__ void store_w(unsigned char* b, const uint4 (&r)[T::kUnits][4]) {
-#pragma unroll
-  for (int u = 0; u < T::kUnits; ++u) {
-    int row, chunk;
-    piece<T>(threadIdx.x + u * T::kThreads, row, chunk);
-#pragma unroll
-    for (int t = 0; t < 2; ++t)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint4 v = make_uint4(word(r[u][0], 2 * t + h), word(r[u][1], 2 * t + h),
-                                   word(r[u][2], 2 * t + h), word(r[u][3], 2 * t + h));
-        *reinterpret_cast<uint4*>(b + (chunk * 2 + t) * T::kStepBytes + (row >> 3) * 256 + h * 128 +
-                                  (row & 7) * 16) = v;
-      }
-  }
-}
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1)
@@ -139,15 +73,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   uint4 wr[T::kUnits][4];
   pdl_launch_dependents();
-  load_w<T>(wr, 0, w, n0, n, k, k_begin, k_end);  // weights: no kernel writes them
+  load_w<T>(wr, threadIdx.x, 0, w, n0, n, k, k_begin, k_end);  // weights: no kernel writes them
   pdl_wait();
 #pragma unroll
   for (int s = 0; s < T::STAGES - 1; ++s) {
     if (s < tiles) load_stage_x<T>(smem, s, s, x, m0, m, k, k_begin, k_end);
     cp_async_commit();
   }
-  store_w<T>(bbuf, wr);
-  if (tiles > 1) load_w<T>(wr, 1, w, n0, n, k, k_begin, k_end);
+  store_w<T>(bbuf, threadIdx.x, wr);
+  if (tiles > 1) load_w<T>(wr, threadIdx.x, 1, w, n0, n, k, k_begin, k_end);
   fence_proxy_async();
 
   for (int kt = 0; kt < tiles; ++kt) {
@@ -159,63 +93,22 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
     const unsigned char* xs = smem_raw + (kt % T::STAGES) * T::kXStage;
     const uint32_t bs = smem + T::STAGES * T::kXStage + (kt % T::NB) * T::kBBuffer;
-    // A fragments of both chunks: [chunk][step][register], hi (and lo for f32 x).
     uint32_t ahi[T::kChunks][2][4], alo[T::kChunks][2][4];
-#pragma unroll
-    for (int j = 0; j < T::kChunks; ++j) {
-      if constexpr (T::F32X) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {  // rows xrow, xrow + 8 (registers 0/2 and 1/3)
-          const int row = xrow + half * 8;
-          const unsigned char* base = xs + (j * T::BM + row) * 128;
-          const int flip = row & 1;
-          const float4 u0 = *reinterpret_cast<const float4*>(base + (((2 * c) ^ flip) * 16));
-          const float4 u1 = *reinterpret_cast<const float4*>(base + (((2 * c + 1) ^ flip) * 16));
-          split2(u0.x, u0.y, ahi[j][0][half], alo[j][0][half]);
-          split2(u0.z, u0.w, ahi[j][0][2 + half], alo[j][0][2 + half]);
-          split2(u1.x, u1.y, ahi[j][1][half], alo[j][1][half]);
-          split2(u1.z, u1.w, ahi[j][1][2 + half], alo[j][1][2 + half]);
-        }
-      } else {
-        const uint4 top = *reinterpret_cast<const uint4*>(xs + (j * T::BM + xrow) * 64 + c * 16);
-        const uint4 bot = *reinterpret_cast<const uint4*>(xs + (j * T::BM + xrow + 8) * 64 + c * 16);
-        ahi[j][0][0] = top.x, ahi[j][0][1] = bot.x, ahi[j][0][2] = top.y, ahi[j][0][3] = bot.y;
-        ahi[j][1][0] = top.z, ahi[j][1][1] = bot.z, ahi[j][1][2] = top.w, ahi[j][1][3] = bot.w;
-      }
-    }
+    load_a<T>(xs, xrow, c, ahi, alo);
     wgmma_fence();
-#pragma unroll
-    for (int j = 0; j < T::kChunks; ++j)
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        const uint64_t desc = wgmma_desc(bs + (j * 2 + t) * T::kStepBytes, 128, 256);
-        Acc<T::BN>::mma(acc, ahi[j][t], desc);
-        if constexpr (T::F32X) Acc<T::BN>::mma(acc, alo[j][t], desc);
-      }
+    mma_tile<T>(acc, bs, ahi, alo);
     wgmma_commit();
     // While the tensor cores run: tile kt+1's weights into the next buffer
     // (its last readers, kt+1-NB's wgmmas, finished before the barrier).
-    if (kt + 1 < tiles) store_w<T>(bbuf + ((kt + 1) % T::NB) * T::kBBuffer, wr);
-    if (kt + 2 < tiles) load_w<T>(wr, kt + 2, w, n0, n, k, k_begin, k_end);
+    if (kt + 1 < tiles) store_w<T>(bbuf + ((kt + 1) % T::NB) * T::kBBuffer, threadIdx.x, wr);
+    if (kt + 2 < tiles) load_w<T>(wr, threadIdx.x, kt + 2, w, n0, n, k, k_begin, k_end);
     fence_proxy_async();
     wgmma_wait<T::NB - 2>();
   }
   wgmma_wait<0>();
   cp_async_wait<0>();
 
-  // acc[4i + {0,1}]: (x row xrow, weight rows 8i + 2c, +1); {2,3}: x row xrow + 8.
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int64_t row = m0 + xrow + half * 8;
-    if (row >= m) continue;
-    float* yr = y + row * n;
-#pragma unroll
-    for (int i = 0; i < T::BN / 8; ++i) {
-      const int64_t col = n0 + i * 8 + 2 * c;
-      if (col < n) yr[col] = acc[4 * i + 2 * half];
-      if (col + 1 < n) yr[col + 1] = acc[4 * i + 2 * half + 1];
-    }
-  }
+  store_acc<T>(y, acc, m0, n0, xrow, c, m, n);
 }
 
 template <class T>

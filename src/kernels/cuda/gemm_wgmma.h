@@ -22,6 +22,13 @@ bool wgmma_available();
 Status gemm_wgmma(CUstream_st* stream, const void* x, bool f32x, int64_t m, const uint16_t* w, int64_t n,
                   int64_t k, float* y, int64_t slice, int config);
 
+// The same product by the warp-specialised kernel (gemm_wgmma_ws.cu, ADR
+// 0055): a producer warpgroup and two consumer warpgroups over an
+// mbarrier ring, 128 x rows × 256 (config 0-2) or 128 (3) weight rows; the
+// same bits as gemm_wgmma.
+Status gemm_wgmma_ws(CUstream_st* stream, const void* x, bool f32x, int64_t m, const uint16_t* w, int64_t n,
+                     int64_t k, float* y, int64_t slice, int config);
+
 // The probe (tests/kernels/cuda/wgmma_probe_test.cpp): `trials` independent
 // problems of `steps` k16 steps each. Trial t: x [steps][64][16] bf16 and
 // w [steps][256][16] bf16 (slot order: element s of a row is the step's

@@ -1,0 +1,274 @@
+// gemm_wgmma_ws.cu — the warp-specialised wgmma large tile (sm_90a; ADR 0055).
+//
+// The same arithmetic per output as gemm_wgmma.cu (ADR 0053) and so as
+// gemm_kernel.cuh's mma.sync chain: k in 32-wide chunks from k = 0, two k16
+// steps per chunk with the fixed slot permutation, f32 x as hi then lo per
+// step, one accumulator per output from +0 (scale-d 1), zero-filled tails,
+// K split only by the caller's slices. Only who moves the data changes:
+//
+// Block: 3 warpgroups (384 threads), 128 x rows × BN weight rows.
+//   - warpgroup 0, the producer: per k tile, waits until the consumers have
+//     released the ring stage, queues the tile's x by cp.async (arriving on
+//     the stage's `full` barrier when the copies land: cp.async.mbarrier
+//     .arrive.noinc), stores the tile's weights (held in registers since
+//     LOOK tiles ago) transposed into the core-matrix layout, fences them for
+//     the async proxy, arrives on `full`, and loads tile kt+LOOK's weights
+//     into the registers just freed.
+//   - warpgroups 1 and 2, the consumers (64 x rows each): wait on `full`,
+//     load their A fragments, issue the tile's wgmmas (wgmma.m64nBNk16) and
+//     release the stage on its `empty` barrier once those wgmmas have
+//     completed (INFLIGHT = 1: one tile's wgmmas stay in flight, the stage
+//     of the tile before is released).
+// No block-wide barrier after the start: an STAGES-deep ring of x + B stages
+// synchronised by mbarriers.
+#include <atomic>
+#include <string>
+
+#include "cuda/gemm_kernel.cuh"
+#include "cuda/gemm_wgmma.h"
+#include "cuda/wgmma_ops.cuh"
+#include "cuda/wgmma_tile.cuh"
+
+namespace tandem::kernels::gpu {
+namespace {
+
+template <int TN, bool F32X_, int BK_, int STAGES_, int LOOK_, int INFLIGHT_>
+struct WsTile {
+  static constexpr int BN = TN, BM = 128, BK = BK_, STAGES = STAGES_, LOOK = LOOK_, INFLIGHT = INFLIGHT_;
+  static constexpr bool F32X = F32X_;
+  static constexpr int kLoaders = 128, kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
+  static constexpr int kChunks = BK / 32;
+  static constexpr int kXRowBytes = F32X ? 128 : 64;
+  static constexpr int kXStage = kChunks * BM * kXRowBytes;  // gemm_kernel.cuh's x layout
+  static constexpr int kStepBytes = BN * 32;
+  static constexpr int kBStage = kChunks * 2 * kStepBytes;
+  static constexpr int kStage = kXStage + kBStage;
+  static constexpr int kSmem = STAGES * kStage;
+  static constexpr int kUnits = BN * kChunks / kLoaders;
+  static_assert(kUnits >= 1 && BN * kChunks % kLoaders == 0, "whole pieces per loader");
+  static_assert(BK % 32 == 0 && STAGES >= 2 && LOOK >= 1 && INFLIGHT >= 0 && INFLIGHT <= 1, "pipeline");
+  static_assert(kSmem <= 227 * 1024, "shared memory");
+  // Registers per thread after setmaxnreg (multiples of 8, 128·P + 256·C <=
+  // 65536): the producer holds LOOK tiles of weights, the consumers the
+  // accumulators and one or two tiles' A fragments.
+  static constexpr int kProducerRegs = LOOK * kUnits * 16 + 32 <= 96 ? 120 : 160;
+  static constexpr int kConsumerRegs = (65536 / 128 - kProducerRegs) / 2 / 8 * 8;
+};
+
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if TANDEM_WGMMA_COMPILED
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if TANDEM_WGMMA_COMPILED
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
+// ---- mbarriers (shared::cta) ----------------------------------------------------
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+#if TANDEM_WGMMA_COMPILED
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#else
+  (void)bar, (void)count;
+  __trap();
+#endif
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if TANDEM_WGMMA_COMPILED
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#else
+  (void)bar;
+#endif
+}
+// Arrives once every cp.async this thread issued so far has landed (counts
+// as one of the barrier's expected arrivals).
+__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
+#if TANDEM_WGMMA_COMPILED
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#else
+  (void)bar;
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if TANDEM_WGMMA_COMPILED
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#else
+  (void)bar, (void)parity;
+#endif
+}
+
+// The x copies of k tile `kt` to x stage `xs` by the producer's thread `tid`
+// (gemm_kernel.cuh's load_stage_x for kLoaders threads).
+template <class T>
+__device__ __forceinline__ void load_x(uint32_t xs, int tid, int kt, const void* __restrict__ x, int64_t m0,
+                                       int64_t m, int64_t k, int64_t k_begin, int64_t k_end) {
+  const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK;
+  if constexpr (T::F32X) {
+    constexpr int kUnits = T::BK / 4;  // units of 4 f32; unit u of a chunk row at u ^ (row & 1)
+    const float* xf = static_cast<const float*>(x);
+#pragma unroll 4
+    for (int q = tid; q < T::BM * kUnits; q += T::kLoaders) {
+      const int r = q / kUnits, uu = q % kUnits, j = uu >> 3, u = uu & 7;
+      const int64_t row = m0 + r, col = k0 + uu * 4;
+      const bool valid = row < m && col < k_end;
+      cp_async16(xs + ((j * T::BM + r) * 128 + ((u ^ (r & 1)) * 16)), valid ? xf + row * k + col : xf, valid);
+    }
+  } else {
+    constexpr int kUnits = T::BK / 8;
+    const uint16_t* xb = static_cast<const uint16_t*>(x);
+#pragma unroll 4
+    for (int q = tid; q < T::BM * kUnits; q += T::kLoaders) {
+      const int r = q / kUnits, uu = q % kUnits, j = uu >> 2, u = uu & 3;
+      const int64_t row = m0 + r, col = k0 + uu * 8;
+      const bool valid = row < m && col < k_end;
+      cp_async16(xs + ((j * T::BM + r) * 64 + u * 16), valid ? xb + row * k + col : xb, valid);
+    }
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    gemm_wgmma_ws_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w,
+                         float* __restrict__ y_base, int64_t m, int64_t n, int64_t k, int64_t slice) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t bars[2 * T::STAGES];  // full[s], then empty[s]
+  const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(bars));
+  const uint32_t empty0 = full0 + 8 * T::STAGES;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * T::BM;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t k_begin = static_cast<int64_t>(blockIdx.z) * slice;
+  const int64_t k_end = k_begin + slice < k ? k_begin + slice : k;
+  const int tiles = static_cast<int>((k_end - k_begin + T::BK - 1) / T::BK);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < T::STAGES; ++s) {
+      mbar_init(full0 + 8 * s, 2 * T::kLoaders);  // each producer thread: its cp.asyncs, its stores
+      mbar_init(empty0 + 8 * s, 8);               // each consumer warp once
+    }
+  }
+  __syncthreads();
+  pdl_launch_dependents();
+
+  if (warp < 4) {  // producer
+    setmaxnreg_dec<T::kProducerRegs>();
+    const int tid = threadIdx.x;
+    uint4 wr[T::LOOK][T::kUnits][4];
+#pragma unroll
+    for (int i = 0; i < T::LOOK; ++i)  // weights: no kernel writes them
+      if (i < tiles) load_w<T>(wr[i], tid, i, w, n0, n, k, k_begin, k_end);
+    pdl_wait();
+    for (int kt0 = 0; kt0 < tiles; kt0 += T::LOOK) {
+#pragma unroll
+      for (int i = 0; i < T::LOOK; ++i) {
+        const int kt = kt0 + i;
+        if (kt >= tiles) break;
+        const int s = kt % T::STAGES;
+        if (kt >= T::STAGES) mbar_wait(empty0 + 8 * s, ((kt / T::STAGES) + 1) & 1);
+        const uint32_t st = smem + s * T::kStage;
+        load_x<T>(st, tid, kt, x, m0, m, k, k_begin, k_end);
+        mbar_arrive_cp_async(full0 + 8 * s);
+        store_w<T>(smem_raw + s * T::kStage + T::kXStage, tid, wr[i]);
+        fence_proxy_async();
+        mbar_arrive(full0 + 8 * s);
+        if (kt + T::LOOK < tiles) load_w<T>(wr[i], tid, kt + T::LOOK, w, n0, n, k, k_begin, k_end);
+      }
+    }
+    cp_async_wait<0>();
+    return;
+  }
+
+  // consumers
+  setmaxnreg_inc<T::kConsumerRegs>();
+  const int g = lane >> 2, c = lane & 3;
+  const int xrow = ((warp - 4) >> 2) * 64 + (warp & 3) * 16 + g;  // this thread's first A row in the tile
+  float acc[Acc<T::BN>::kRegs];
+#pragma unroll
+  for (int i = 0; i < Acc<T::BN>::kRegs; ++i) acc[i] = 0.0f;
+  for (int kt = 0; kt < tiles; ++kt) {
+    const int s = kt % T::STAGES;
+    mbar_wait(full0 + 8 * s, (kt / T::STAGES) & 1);
+    fence_proxy_async();  // the stage's generic-proxy writes, seen here, before the async-proxy reads
+    uint32_t ahi[T::kChunks][2][4], alo[T::kChunks][2][4];
+    load_a<T>(smem_raw + s * T::kStage, xrow, c, ahi, alo);
+    wgmma_fence();
+    mma_tile<T>(acc, smem + s * T::kStage + T::kXStage, ahi, alo);
+    wgmma_commit();
+    if constexpr (T::INFLIGHT == 0) {
+      wgmma_wait<0>();
+      if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    } else {
+      wgmma_wait<1>();
+      if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((kt - 1) % T::STAGES));
+    }
+  }
+  wgmma_wait<0>();
+  pdl_wait();  // y may still be read by the previous kernel
+  store_acc<T>(y_base + static_cast<int64_t>(blockIdx.z) * m * n, acc, m0, n0, xrow, c, m, n);
+}
+
+template <class T>
+Status launch_ws(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
+                 float* y, int64_t slice) {
+  const auto kernel = gemm_wgmma_ws_kernel<T>;
+  static std::atomic<uint64_t> raised{0};
+  int device = 0;
+  TANDEM_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  if ((raised.load(std::memory_order_relaxed) & bit) == 0) {
+    TANDEM_RETURN_IF_ERROR(cuda_status(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
+        "cudaFuncSetAttribute(gemm_wgmma_ws, " + std::to_string(T::kSmem) + " bytes of shared memory)"));
+    raised.fetch_or(bit, std::memory_order_relaxed);
+  }
+  if (slice <= 0) slice = k;
+  const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
+                  static_cast<unsigned>((m + T::BM - 1) / T::BM),
+                  static_cast<unsigned>((k + slice - 1) / slice));
+  return launch_kernel("gemm_bf16w (wgmma, warp-specialised)", kernel, grid, dim3(T::kThreads), T::kSmem,
+                       stream, x, w, y, m, n, k, slice);
+}
+
+// WsTile<BN, f32 x, BK, stages, LOOK, INFLIGHT>; bf16 x: 64-k tiles; f32 x:
+// 32-k tiles (the hi and lo fragments of a 64-k tile do not fit the 168
+// registers a thread of a 384-thread block has). Shared memory ~192 KB.
+template <bool F32X>
+Status launch_ws_config(int config, cudaStream_t s, const void* x, int64_t m, const uint16_t* w, int64_t n,
+                        int64_t k, float* y, int64_t slice) {
+  constexpr int kBk = F32X ? 32 : 64;
+  constexpr int kStages256 = F32X ? 6 : 4, kStages128 = F32X ? 8 : 6;
+  switch (config) {
+    case 1:  // 256 weight rows, weights 1 tile ahead, one tile's wgmmas in flight
+      return launch_ws<WsTile<256, F32X, kBk, kStages256, 1, 1>>(s, x, m, w, n, k, y, slice);
+    case 2:  // 256 weight rows, weights 2 tiles ahead, wgmmas waited per tile
+      return launch_ws<WsTile<256, F32X, kBk, kStages256, 2, 0>>(s, x, m, w, n, k, y, slice);
+    case 3:  // 128 weight rows, weights 2 tiles ahead, one tile's wgmmas in flight
+      return launch_ws<WsTile<128, F32X, kBk, kStages128, 2, 1>>(s, x, m, w, n, k, y, slice);
+    default:  // 0: 256 weight rows, weights 1 tile ahead, wgmmas waited per tile
+      return launch_ws<WsTile<256, F32X, kBk, kStages256, 1, 0>>(s, x, m, w, n, k, y, slice);
+  }
+}
+
+}  // namespace
+
+Status gemm_wgmma_ws(cudaStream_t stream, const void* x, bool f32x, int64_t m, const uint16_t* w, int64_t n,
+                     int64_t k, float* y, int64_t slice, int config) {
+  if (!wgmma_available())
+    return unimplemented("gemm_wgmma_ws: needs an sm_90a build and a compute 9.0 device");
+  return f32x ? launch_ws_config<true>(config, stream, x, m, w, n, k, y, slice)
+              : launch_ws_config<false>(config, stream, x, m, w, n, k, y, slice);
+}
+
+}  // namespace tandem::kernels::gpu

@@ -21,15 +21,17 @@ $b/tandem-random-model --preset llama-3.1-8b --out $m8 --dtype bf16 >$out/model8
 m8_pid=$!
 
 timeout 120 $b/test_cuda_kernels --gtest_filter='*Gemm*:*Wgmma*' >$out/kernels.log 2>&1
-echo "== test_cuda_kernels rc=$? ($SECONDS s)"
+tests_rc=$?
+echo "== test_cuda_kernels rc=$tests_rc ($SECONDS s)"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|: Failure|Expected|Which is" $out/kernels.log | head -30
-TANDEM_BENCH_LARGE_VARIANTS=5,2,9,10,11,12 timeout 150 $b/bench_cuda_gemm --large-variants >$out/gemm.txt 2>&1
+TANDEM_BENCH_LARGE_VARIANTS=5,2,9,10,11,12,13,14 timeout 150 $b/bench_cuda_gemm --large-variants >$out/gemm.txt 2>&1
 echo "== bench_cuda_gemm --large-variants rc=$? ($SECONDS s)"
 grep -vE "^ceilings" $out/gemm.txt
 
+if ((tests_rc != 0)); then echo "== tests failed: no tandem bench"; kill $m8_pid; exit 1; fi
 # NEW (if not given): the new variant with the least total time over the bf16 points.
 if [[ -z "${4:-}" ]]; then
-  pick=$(awk '/^  [^ ]/ {bf = ($0 ~ / bf16/)} bf && /^    v(9|10|11|12) / {t[$1] += $2}
+  pick=$(awk '/^  [^ ]/ {bf = ($0 ~ / bf16/)} bf && /^    v(9|10|11|12|13|14) / {t[$1] += $2}
               END {for (v in t) print t[v], v}' $out/gemm.txt | sort -n | head -1 | awk '{print $2}' | tr -d v)
   [[ -n "$pick" ]] && new=$pick
 fi

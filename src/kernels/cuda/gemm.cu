@@ -151,12 +151,12 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
 // of 64). 5-8 run the same chain through Hopper's wgmma (ADR 0053,
 // gemm_wgmma.cu configurations 0-3: 128 x rows × 256 / 128 / 256 / 128
 // weight rows; where the build or the device has no sm_90a, they run 2).
-// 9-12 are the warp-specialised wgmma kernel (ADR 0055, gemm_wgmma_ws.cu
-// configurations 0-3: a producer warpgroup and two consumer warpgroups on an
-// mbarrier ring; 128 x rows × 256 / 256 / 256 / 128 weight rows; without
-// sm_90a they run 2).
+// 9-14 are the warp-specialised wgmma kernel (ADR 0055, gemm_wgmma_ws.cu
+// configurations 0-5: a producer warpgroup and two consumer warpgroups on an
+// mbarrier ring; 128 x rows × 256 / 256 / 256 / 128 weight rows; 13-14: pairs
+// of blocks along M sharing the weight tile; without sm_90a they run 2).
 // TANDEM_CUDA_LARGE_TILE=N (read once) or set_large_tile_variant picks.
-constexpr int kLargeTileVariants = 13;
+constexpr int kLargeTileVariants = 15;
 // 5 (wgmma, 128 x rows × 256 weight rows): the fastest at every point of the H200
 // run of 2026-12-02 13:19 (ADR 0053; 2 before, ADR 0044).
 constexpr int kDefaultLargeTile = 5;
@@ -172,7 +172,7 @@ Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, 
                     int64_t k, float* y, int64_t slice) {
   if (variant >= 5 && variant <= 8 && wgmma_available())
     return gemm_wgmma(stream, x, F32X, m, w, n, k, y, slice, variant - 5);
-  if (variant >= 9 && variant <= 12 && wgmma_available())
+  if (variant >= 9 && variant <= 14 && wgmma_available())
     return gemm_wgmma_ws(stream, x, F32X, m, w, n, k, y, slice, variant - 9);
   switch (variant) {
     case 1:  // 128 weight rows × 256 x rows, 8 warps of 64 × 64; 4 × 64 k / 4 × 32 k (192 / 160 KB)
@@ -186,6 +186,8 @@ Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, 
     case 10:
     case 11:
     case 12:
+    case 13:
+    case 14:
       return launch<Tile<256, 128, 4, 2, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 3:  // 128 × 128, 4 warps of 64 × 64; 3 × 64 k / 4 × 32 k (96 / 96 KB: two blocks per SM)
       return launch<Tile<128, 128, 2, 2, F32X ? 32 : 64, F32X ? 4 : 3, F32X>>(stream, x, m, w, n, k, y,

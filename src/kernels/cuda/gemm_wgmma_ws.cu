@@ -32,9 +32,10 @@
 namespace tandem::kernels::gpu {
 namespace {
 
-template <int TN, bool F32X_, int BK_, int STAGES_, int LOOK_, int INFLIGHT_>
+template <int TN, bool F32X_, int BK_, int STAGES_, int LOOK_, int INFLIGHT_, int CLUSTER_ = 1>
 struct WsTile {
   static constexpr int BN = TN, BM = 128, BK = BK_, STAGES = STAGES_, LOOK = LOOK_, INFLIGHT = INFLIGHT_;
+  static constexpr int CLUSTER = CLUSTER_;  // 2: a pair along M shares the weight tile (each loads half)
   static constexpr bool F32X = F32X_;
   static constexpr int kLoaders = 128, kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
   static constexpr int kChunks = BK / 32;
@@ -44,8 +45,9 @@ struct WsTile {
   static constexpr int kBStage = kChunks * 2 * kStepBytes;
   static constexpr int kStage = kXStage + kBStage;
   static constexpr int kSmem = STAGES * kStage;
-  static constexpr int kUnits = BN * kChunks / kLoaders;
-  static_assert(kUnits >= 1 && BN * kChunks % kLoaders == 0, "whole pieces per loader");
+  static constexpr int kUnits = BN * kChunks / kLoaders / CLUSTER;  // this block's share
+  static_assert(kUnits >= 1 && BN * kChunks % (kLoaders * CLUSTER) == 0, "whole pieces per loader");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "a block or a pair");
   static_assert(BK % 32 == 0 && STAGES >= 2 && LOOK >= 1 && INFLIGHT >= 0 && INFLIGHT <= 1, "pipeline");
   static_assert(kSmem <= 227 * 1024, "shared memory");
   // Registers per thread after setmaxnreg (multiples of 8, 128·P + 256·C <=
@@ -108,6 +110,94 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
+// ---- the pair (CLUSTER = 2): distributed shared memory ---------------------------
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r = 0;
+#if TANDEM_WGMMA_COMPILED
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+  return r;
+}
+// The shared::cluster address of shared::cta address `a` in block `rank`.
+__device__ __forceinline__ uint32_t cluster_map(uint32_t a, uint32_t rank) {
+  uint32_t r = a;
+#if TANDEM_WGMMA_COMPILED
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+#endif
+  return r;
+}
+__device__ __forceinline__ void st_cluster16(uint32_t a, const uint4& v) {
+#if TANDEM_WGMMA_COMPILED
+  asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+#else
+  (void)a, (void)v;
+#endif
+}
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t remote_bar) {
+#if TANDEM_WGMMA_COMPILED
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
+#else
+  (void)remote_bar;
+#endif
+}
+__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
+#if TANDEM_WGMMA_COMPILED
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#else
+  (void)bar, (void)parity;
+#endif
+}
+__device__ __forceinline__ void cluster_sync() {
+#if TANDEM_WGMMA_COMPILED
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+#endif
+}
+__device__ __forceinline__ void fence_mbarrier_init() {
+#if TANDEM_WGMMA_COMPILED
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+template <class T>
+__device__ __forceinline__ void wait_stage(uint32_t bar, uint32_t parity) {
+  if constexpr (T::CLUSTER == 2)
+    mbar_wait_cluster(bar, parity);
+  else
+    mbar_wait(bar, parity);
+}
+
+// store_w for the pair: this block's pieces (from `base`) into its own stage
+// `b` and, at the same offsets, into the other block's (`remote`, shared::cluster).
+template <class T>
+__device__ __forceinline__ void store_w_pair(unsigned char* b, uint32_t remote, int tid, int base,
+                                             const uint4 (&r)[T::kUnits][4]) {
+#pragma unroll
+  for (int u = 0; u < T::kUnits; ++u) {
+    int row, chunk;
+    piece<T>(base + tid + u * T::kLoaders, row, chunk);
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint4 v = make_uint4(word(r[u][0], 2 * t + h), word(r[u][1], 2 * t + h),
+                                   word(r[u][2], 2 * t + h), word(r[u][3], 2 * t + h));
+        const int off = (chunk * 2 + t) * T::kStepBytes + (row >> 3) * 256 + h * 128 + (row & 7) * 16;
+        *reinterpret_cast<uint4*>(b + off) = v;
+        st_cluster16(remote + off, v);
+      }
+  }
+}
+
 // The x copies of k tile `kt` to x stage `xs` by the producer's thread `tid`
 // (gemm_kernel.cuh's load_stage_x for kLoaders threads).
 template <class T>
@@ -153,13 +243,26 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int64_t k_end = k_begin + slice < k ? k_begin + slice : k;
   const int tiles = static_cast<int>((k_end - k_begin + T::BK - 1) / T::BK);
 
+  // The pair: block `rank` loads the weight pieces from `base` and stores
+  // them into both blocks; a stage is full once both halves and the local x
+  // have landed, and free once both blocks' consumers have released it.
+  const uint32_t rank = T::CLUSTER == 2 ? cluster_rank() : 0;
+  const uint32_t peer_smem = T::CLUSTER == 2 ? cluster_map(smem, rank ^ 1) : 0;
+  const uint32_t peer_full0 = T::CLUSTER == 2 ? cluster_map(full0, rank ^ 1) : 0;
+  const uint32_t peer_empty0 = T::CLUSTER == 2 ? cluster_map(empty0, rank ^ 1) : 0;
+  const int base = static_cast<int>(rank) * (T::BN * T::kChunks / 2);
   if (threadIdx.x == 0) {
     for (int s = 0; s < T::STAGES; ++s) {
-      mbar_init(full0 + 8 * s, 2 * T::kLoaders);  // each producer thread: its cp.asyncs, its stores
-      mbar_init(empty0 + 8 * s, 8);               // each consumer warp once
+      // each producer thread: its cp.asyncs, its stores (and the other block's producer's stores)
+      mbar_init(full0 + 8 * s, (1 + T::CLUSTER) * T::kLoaders);
+      mbar_init(empty0 + 8 * s, 8 * T::CLUSTER);  // each consumer warp (of both blocks) once
     }
+    if constexpr (T::CLUSTER == 2) fence_mbarrier_init();
   }
-  __syncthreads();
+  if constexpr (T::CLUSTER == 2)
+    cluster_sync();
+  else
+    __syncthreads();
   pdl_launch_dependents();
 
   if (warp < 4) {  // producer
@@ -168,7 +271,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     uint4 wr[T::LOOK][T::kUnits][4];
 #pragma unroll
     for (int i = 0; i < T::LOOK; ++i)  // weights: no kernel writes them
-      if (i < tiles) load_w<T>(wr[i], tid, i, w, n0, n, k, k_begin, k_end);
+      if (i < tiles) load_w<T>(wr[i], tid, i, w, n0, n, k, k_begin, k_end, base);
     pdl_wait();
     for (int kt0 = 0; kt0 < tiles; kt0 += T::LOOK) {
 #pragma unroll
@@ -176,17 +279,26 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         const int kt = kt0 + i;
         if (kt >= tiles) break;
         const int s = kt % T::STAGES;
-        if (kt >= T::STAGES) mbar_wait(empty0 + 8 * s, ((kt / T::STAGES) + 1) & 1);
+        if (kt >= T::STAGES) wait_stage<T>(empty0 + 8 * s, ((kt / T::STAGES) + 1) & 1);
         const uint32_t st = smem + s * T::kStage;
         load_x<T>(st, tid, kt, x, m0, m, k, k_begin, k_end);
         mbar_arrive_cp_async(full0 + 8 * s);
-        store_w<T>(smem_raw + s * T::kStage + T::kXStage, tid, wr[i]);
-        fence_proxy_async();
-        mbar_arrive(full0 + 8 * s);
-        if (kt + T::LOOK < tiles) load_w<T>(wr[i], tid, kt + T::LOOK, w, n0, n, k, k_begin, k_end);
+        if constexpr (T::CLUSTER == 2) {
+          store_w_pair<T>(smem_raw + s * T::kStage + T::kXStage, peer_smem + s * T::kStage + T::kXStage, tid,
+                          base, wr[i]);
+          fence_proxy_async();
+          mbar_arrive(full0 + 8 * s);
+          mbar_arrive_cluster(peer_full0 + 8 * s);
+        } else {
+          store_w<T>(smem_raw + s * T::kStage + T::kXStage, tid, wr[i]);
+          fence_proxy_async();
+          mbar_arrive(full0 + 8 * s);
+        }
+        if (kt + T::LOOK < tiles) load_w<T>(wr[i], tid, kt + T::LOOK, w, n0, n, k, k_begin, k_end, base);
       }
     }
     cp_async_wait<0>();
+    if constexpr (T::CLUSTER == 2) cluster_sync();  // the other block may still arrive on our barriers
     return;
   }
 
@@ -199,22 +311,26 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   for (int i = 0; i < Acc<T::BN>::kRegs; ++i) acc[i] = 0.0f;
   for (int kt = 0; kt < tiles; ++kt) {
     const int s = kt % T::STAGES;
-    mbar_wait(full0 + 8 * s, (kt / T::STAGES) & 1);
+    wait_stage<T>(full0 + 8 * s, (kt / T::STAGES) & 1);
     fence_proxy_async();  // the stage's generic-proxy writes, seen here, before the async-proxy reads
     uint32_t ahi[T::kChunks][2][4], alo[T::kChunks][2][4];
     load_a<T>(smem_raw + s * T::kStage, xrow, c, ahi, alo);
     wgmma_fence();
     mma_tile<T>(acc, smem + s * T::kStage + T::kXStage, ahi, alo);
     wgmma_commit();
-    if constexpr (T::INFLIGHT == 0) {
+    const int done = T::INFLIGHT == 0 ? kt : kt - 1;  // the tile whose wgmmas have completed
+    if constexpr (T::INFLIGHT == 0)
       wgmma_wait<0>();
-      if (lane == 0) mbar_arrive(empty0 + 8 * s);
-    } else {
+    else
       wgmma_wait<1>();
-      if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((kt - 1) % T::STAGES));
+    if (done >= 0 && lane == 0) {
+      const int ds = done % T::STAGES;
+      mbar_arrive(empty0 + 8 * ds);
+      if constexpr (T::CLUSTER == 2) mbar_arrive_cluster(peer_empty0 + 8 * ds);
     }
   }
   wgmma_wait<0>();
+  if constexpr (T::CLUSTER == 2) cluster_sync();
   pdl_wait();  // y may still be read by the previous kernel
   store_acc<T>(y_base + static_cast<int64_t>(blockIdx.z) * m * n, acc, m0, n0, xrow, c, m, n);
 }
@@ -234,11 +350,31 @@ Status launch_ws(cudaStream_t stream, const void* x, int64_t m, const uint16_t* 
     raised.fetch_or(bit, std::memory_order_relaxed);
   }
   if (slice <= 0) slice = k;
+  const unsigned mblocks = static_cast<unsigned>((m + T::BM - 1) / T::BM);
   const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
-                  static_cast<unsigned>((m + T::BM - 1) / T::BM),
+                  T::CLUSTER == 2 ? (mblocks + 1) / 2 * 2 : mblocks,  // whole pairs (a spare block: no rows)
                   static_cast<unsigned>((k + slice - 1) / slice));
-  return launch_kernel("gemm_bf16w (wgmma, warp-specialised)", kernel, grid, dim3(T::kThreads), T::kSmem,
-                       stream, x, w, y, m, n, k, slice);
+  if constexpr (T::CLUSTER == 1) {
+    return launch_kernel("gemm_bf16w (wgmma, warp-specialised)", kernel, grid, dim3(T::kThreads), T::kSmem,
+                         stream, x, w, y, m, n, k, slice);
+  } else {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = dim3(T::kThreads);
+    config.dynamicSmemBytes = T::kSmem;
+    config.stream = stream;
+    cudaLaunchAttribute attribute[2] = {};
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = 1;
+    attribute[0].val.clusterDim.y = 2;
+    attribute[0].val.clusterDim.z = 1;
+    attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[1].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = programmatic_launch_enabled() ? 2 : 1;
+    return cuda_status(cudaLaunchKernelEx(&config, kernel, x, w, y, m, n, k, slice),
+                       "launch gemm_bf16w (wgmma, warp-specialised pair)");
+  }
 }
 
 // WsTile<BN, f32 x, BK, stages, LOOK, INFLIGHT>; bf16 x: 64-k tiles; f32 x:
@@ -256,6 +392,10 @@ Status launch_ws_config(int config, cudaStream_t s, const void* x, int64_t m, co
       return launch_ws<WsTile<256, F32X, kBk, kStages256, 2, 0>>(s, x, m, w, n, k, y, slice);
     case 3:  // 128 weight rows, weights 2 tiles ahead, one tile's wgmmas in flight
       return launch_ws<WsTile<128, F32X, kBk, kStages128, 2, 1>>(s, x, m, w, n, k, y, slice);
+    case 4:  // config 0 as a pair along M sharing the weights (each block loads half), 2 tiles ahead
+      return launch_ws<WsTile<256, F32X, kBk, kStages256, 2, 0, 2>>(s, x, m, w, n, k, y, slice);
+    case 5:  // config 1 as a pair
+      return launch_ws<WsTile<256, F32X, kBk, kStages256, 2, 1, 2>>(s, x, m, w, n, k, y, slice);
     default:  // 0: 256 weight rows, weights 1 tile ahead, wgmmas waited per tile
       return launch_ws<WsTile<256, F32X, kBk, kStages256, 1, 0>>(s, x, m, w, n, k, y, slice);
   }

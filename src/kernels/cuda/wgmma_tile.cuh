@@ -43,16 +43,17 @@ __device__ __forceinline__ void piece(int p, int& row, int& chunk) {
   row = (p >> 3) / T::kChunks * 8 + (p & 7);
 }
 
-// Loader `tid` (0 .. T::kLoaders-1): its pieces of k tile kt into registers.
+// Loader `tid` (0 .. T::kLoaders-1): its pieces (base + tid + u · kLoaders) of
+// k tile kt into registers.
 template <class T>
 __device__ __forceinline__ void load_w(uint4 (&r)[T::kUnits][4], int tid, int kt,
                                        const uint16_t* __restrict__ w, int64_t n0, int64_t n, int64_t k,
-                                       int64_t k_begin, int64_t k_end) {
+                                       int64_t k_begin, int64_t k_end, int base = 0) {
   const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK;
 #pragma unroll
   for (int u = 0; u < T::kUnits; ++u) {
     int row, chunk;
-    piece<T>(tid + u * T::kLoaders, row, chunk);
+    piece<T>(base + tid + u * T::kLoaders, row, chunk);
     const int64_t grow = n0 + row;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {

@@ -16,6 +16,16 @@ pylib=$(python3 -c 'import glob,os,site; print(":".join(sorted({os.path.dirname(
 export TANDEM_SOURCE_DIR="$PWD"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 date -u
+if [[ "${QUICK:-0}" == 1 ]]; then  # the second call: the bitwise tests and the GEMM variants only
+  timeout 45 $b/test_cuda_kernels --gtest_filter='*GemmLargeTile*:*WgmmaProbe*:*GemmInvariance*' >$out/kernels.log 2>&1
+  echo "== test_cuda_kernels rc=$? ($SECONDS s)"
+  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|: Failure|^\[ RUN|Expected|Which is" $out/kernels.log | tail -12
+  TANDEM_BENCH_LARGE_POINTS=quick TANDEM_BENCH_LARGE_VARIANTS=${VARIANTS:-5,13,14,11,12,9} timeout 70 \
+    $b/bench_cuda_gemm --large-variants >$out/gemm.txt 2>&1
+  echo "== bench_cuda_gemm --large-variants rc=$? ($SECONDS s)"
+  grep -vE "^ceilings" $out/gemm.txt
+  exit 0
+fi
 m8=/tmp/m8b
 $b/tandem-random-model --preset llama-3.1-8b --out $m8 --dtype bf16 >$out/model8.log 2>&1 &
 m8_pid=$!

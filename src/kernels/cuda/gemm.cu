@@ -153,8 +153,8 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
 // weight rows; where the build or the device has no sm_90a, they run 2).
 // 9-14 are the warp-specialised wgmma kernel (ADR 0055, gemm_wgmma_ws.cu
 // configurations 0-5: a producer warpgroup and two consumer warpgroups on an
-// mbarrier ring; 128 x rows × 256 / 256 / 256 / 128 weight rows; 13-14: pairs
-// of blocks along M sharing the weight tile; without sm_90a they run 2).
+// mbarrier ring; 128 x rows × 256 / 256 / 256 / 128 / 256 / 256 weight rows;
+// 11, 13, 14: pairs of blocks along M sharing the weight tile; without sm_90a they run 2).
 // TANDEM_CUDA_LARGE_TILE=N (read once) or set_large_tile_variant picks.
 constexpr int kLargeTileVariants = 15;
 // 5 (wgmma, 128 x rows × 256 weight rows): the fastest at every point of the H200

@@ -50,11 +50,15 @@ struct WsTile {
   static_assert(CLUSTER == 1 || CLUSTER == 2, "a block or a pair");
   static_assert(BK % 32 == 0 && STAGES >= 2 && LOOK >= 1 && INFLIGHT >= 0 && INFLIGHT <= 1, "pipeline");
   static_assert(kSmem <= 227 * 1024, "shared memory");
-  // Registers per thread after setmaxnreg (multiples of 8, 128·P + 256·C <=
-  // 65536): the producer holds LOOK tiles of weights, the consumers the
+  // Registers per thread after setmaxnreg: setmaxnreg moves registers within
+  // the block's launch allocation (384 × 168, __launch_bounds__(384, 1); an
+  // increase past it waits forever), so 128·P + 256·C <= 384 · 168. The
+  // producer holds LOOK tiles of weight pieces, the consumers the
   // accumulators and one or two tiles' A fragments.
-  static constexpr int kProducerRegs = LOOK * kUnits * 16 + 32 <= 96 ? 120 : 160;
-  static constexpr int kConsumerRegs = (65536 / 128 - kProducerRegs) / 2 / 8 * 8;
+  static constexpr int kProducerRegs =
+      (LOOK * kUnits * 16 + 40 + 7) / 8 * 8 < 120 ? 120 : (LOOK * kUnits * 16 + 40 + 7) / 8 * 8;
+  static constexpr int kConsumerRegs = (384 * 168 / 128 - kProducerRegs) / 2 / 8 * 8;
+  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 384 * 168 && kConsumerRegs >= 176, "registers");
 };
 
 template <int N>
@@ -388,8 +392,8 @@ Status launch_ws_config(int config, cudaStream_t s, const void* x, int64_t m, co
   switch (config) {
     case 1:  // 256 weight rows, weights 1 tile ahead, one tile's wgmmas in flight
       return launch_ws<WsTile<256, F32X, kBk, kStages256, 1, 1>>(s, x, m, w, n, k, y, slice);
-    case 2:  // 256 weight rows, weights 2 tiles ahead, wgmmas waited per tile
-      return launch_ws<WsTile<256, F32X, kBk, kStages256, 2, 0>>(s, x, m, w, n, k, y, slice);
+    case 2:  // the pair of config 4 with weights 3 tiles ahead
+      return launch_ws<WsTile<256, F32X, kBk, kStages256, 3, 0, 2>>(s, x, m, w, n, k, y, slice);
     case 3:  // 128 weight rows, weights 2 tiles ahead, one tile's wgmmas in flight
       return launch_ws<WsTile<128, F32X, kBk, kStages128, 2, 1>>(s, x, m, w, n, k, y, slice);
     case 4:  // config 0 as a pair along M sharing the weights (each block loads half), 2 tiles ahead

@@ -17,10 +17,10 @@ export TANDEM_SOURCE_DIR="$PWD"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 date -u
 if [[ "${QUICK:-0}" == 1 ]]; then  # the second call: the bitwise tests and the GEMM variants only
-  timeout 45 $b/test_cuda_kernels --gtest_filter='*GemmLargeTile*:*WgmmaProbe*:*GemmInvariance*' >$out/kernels.log 2>&1
+  timeout 25 $b/test_cuda_kernels --gtest_filter='*GemmLargeTile*:*WgmmaProbe*:*GemmInvariance*' >$out/kernels.log 2>&1
   echo "== test_cuda_kernels rc=$? ($SECONDS s)"
   grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|: Failure|^\[ RUN|Expected|Which is" $out/kernels.log | tail -12
-  TANDEM_BENCH_LARGE_POINTS=quick TANDEM_BENCH_LARGE_VARIANTS=${VARIANTS:-5,13,14,11,12,9} timeout 70 \
+  TANDEM_BENCH_LARGE_POINTS=quick TANDEM_BENCH_LARGE_VARIANTS=${VARIANTS:-5,13,14,11,12,9} timeout 32 \
     $b/bench_cuda_gemm --large-variants >$out/gemm.txt 2>&1
   echo "== bench_cuda_gemm --large-variants rc=$? ($SECONDS s)"
   grep -vE "^ceilings" $out/gemm.txt

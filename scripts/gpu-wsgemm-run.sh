@@ -38,7 +38,7 @@ TANDEM_BENCH_LARGE_VARIANTS=5,2,9,10,11,12,13,14 timeout 150 $b/bench_cuda_gemm 
 echo "== bench_cuda_gemm --large-variants rc=$? ($SECONDS s)"
 grep -vE "^ceilings" $out/gemm.txt
 
-if ((tests_rc != 0)); then echo "== tests failed: no tandem bench"; kill $m8_pid; exit 1; fi
+if ((tests_rc != 0)); then echo "== tests failed: no tandem bench"; kill $m8_pid 2>/dev/null; exit 1; fi
 # NEW (if not given): the new variant with the least total time over the bf16 points.
 if [[ -z "${4:-}" ]]; then
   pick=$(awk '/^  [^ ]/ {bf = ($0 ~ / bf16/)} bf && /^    v(9|10|11|12|13|14) / {t[$1] += $2}

@@ -158,7 +158,9 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
 // TANDEM_CUDA_LARGE_TILE=N (read once) or set_large_tile_variant picks.
 constexpr int kLargeTileVariants = 15;
 // 5 (wgmma, 128 x rows × 256 weight rows): the fastest at every point of the H200
-// run of 2026-12-02 13:19 (ADR 0053; 2 before, ADR 0044).
+// run of 2026-12-02 13:19 (ADR 0053; 2 before, ADR 0044), and still at 4096³
+// and 6 of 8 forward points against 9-14 in the 16:47 run (ADR 0055: 9 is
+// 0.96× at 4096³, 1.07× on the 8B down projection at M = 1024).
 constexpr int kDefaultLargeTile = 5;
 std::atomic<int> large_tile_choice{-1};
 

@@ -20,7 +20,8 @@
 //     completed (INFLIGHT = 1: one tile's wgmmas stay in flight, the stage
 //     of the tile before is released).
 // No block-wide barrier after the start: an STAGES-deep ring of x + B stages
-// synchronised by mbarriers.
+// synchronised by mbarriers. Measured (H200, ADR 0055): the same bits as
+// variant 5, 0.90-0.96× its speed at 4096³ in every configuration here.
 #include <atomic>
 #include <string>
 

@@ -41,11 +41,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   f->fuse_norm_ = fuse_norm == nullptr || std::string(fuse_norm) != "0";
   // GEMM inputs: bf16 (rounded once, one mma per k-step; the default, ADR 0054) or f32
   // (hi + lo split, ADR 0006). Both are batch invariant; an unknown value is an error.
-  const char* act = std::getenv("TANDEM_CUDA_ACTIVATIONS");
-  const std::string activations = act != nullptr && *act != '\0' ? act : "bf16";
-  if (activations != "bf16" && activations != "f32")
-    return invalid_argument("TANDEM_CUDA_ACTIVATIONS='" + activations + "' is not one of: bf16, f32");
-  f->bf16_x_ = activations == "bf16";
+  auto activations = cuda_activations();
+  if (!activations.ok()) return activations.status();
+  f->bf16_x_ = *activations == "bf16";
   // pool: every graphed step's tables as long as the pool (before ADR 0047; same bits, for comparison).
   const char* stride = std::getenv("TANDEM_CUDA_GRAPH_STRIDE");
   f->graph_stride_pool_ = stride != nullptr && std::string(stride) == "pool";

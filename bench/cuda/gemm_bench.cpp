@@ -302,6 +302,7 @@ void run_forward_shapes(const gpu::Stream& stream, const Ceilings& ceil) {
       std::printf("  %-13s %6ld x %5ld  m=%ld  slices %2d:", nm.name, static_cast<long>(s.n),
                   static_cast<long>(s.k), static_cast<long>(m), plan.slices);
       for (int v = 0; v < gpu::small_tile_variants(); ++v) {
+        if (gpu::small_tile_variant_retired(v)) continue;
         gpu::set_small_tile_variant(v);
         check(gpu::gemm_bf16w_sliced(stream, x.data(), DType::f32, m, w[0].as<uint16_t>(), s.n, s.k,
                                      y.as<float>(), ws.as<float>(), ws_floats));

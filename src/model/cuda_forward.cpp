@@ -39,13 +39,14 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   // 0: the residual adds without the RMSNorm after them (same bits; for comparison).
   const char* fuse_norm = std::getenv("TANDEM_CUDA_FUSE_NORM");
   f->fuse_norm_ = fuse_norm == nullptr || std::string(fuse_norm) != "0";
+  // 0: attention's output and the final norm take their own passes again (same bits; ADR 0056).
+  const char* fuse_launches = std::getenv("TANDEM_CUDA_FUSE_LAUNCHES");
+  f->fuse_launches_ = fuse_launches == nullptr || std::string(fuse_launches) != "0";
   // GEMM inputs: bf16 (rounded once, one mma per k-step; the default, ADR 0054) or f32
   // (hi + lo split, ADR 0006). Both are batch invariant; an unknown value is an error.
-  const char* act = std::getenv("TANDEM_CUDA_ACTIVATIONS");
-  const std::string activations = act != nullptr && *act != '\0' ? act : "bf16";
-  if (activations != "bf16" && activations != "f32")
-    return invalid_argument("TANDEM_CUDA_ACTIVATIONS='" + activations + "' is not one of: bf16, f32");
-  f->bf16_x_ = activations == "bf16";
+  auto activations = cuda_activations();
+  if (!activations.ok()) return activations.status();
+  f->bf16_x_ = *activations == "bf16";
   // pool: every graphed step's tables as long as the pool (before ADR 0047; same bits, for comparison).
   const char* stride = std::getenv("TANDEM_CUDA_GRAPH_STRIDE");
   f->graph_stride_pool_ = stride != nullptr && std::string(stride) == "pool";
@@ -173,9 +174,10 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
   return row_inputs_.upload(staging_.data(), staging_.size() * sizeof(int32_t), stream_);
 }
 
-Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y) {
+Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
+                         bool bf16_ready) {
   if (mode_ == kernels::GemmMode::invariant && bf16_x_) {
-    TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
+    if (!bf16_ready) TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
     return gpu::gemm_bf16w_sliced(stream_, x_bf16_.data(), DType::bf16, m, w, n, k, y, slices_.as<float>(),
                                   slices_.bytes() / sizeof(float));
   }
@@ -194,20 +196,21 @@ Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n
 }
 
 Status CudaForward::attention(const float* q, int64_t m, const gpu::DeviceKvPool& pool, int64_t table_stride,
-                              int window, float* out) {
+                              int window, float* out, uint16_t* out_bf16) {
   const ModelConfig& c = model_.config();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   // Up to kAttentionTileMinRows rows (decode and verify steps, the captured
   // graphs) one call of the automatic shape, which is split.
   if (m <= gpu::kAttentionTileMinRows)
     return gpu::attention(stream_, q, m, c.num_heads, pool, d_positions_, d_tables_, table_stride, scale,
-                          window, out, attn_workspace_);
+                          window, out, attn_workspace_, 0.0f, gpu::AttentionShape::automatic, out_bf16);
   const int64_t width = static_cast<int64_t>(c.num_heads) * c.head_dim;
   for (const AttentionSegment& g : attn_segments_) {
     TANDEM_RETURN_IF_ERROR(gpu::attention(
         stream_, q + g.first * width, g.count, c.num_heads, pool, d_positions_ + g.first,
         d_tables_ + g.first * table_stride, table_stride, scale, window, out + g.first * width,
-        attn_workspace_, 0.0f, g.tile ? gpu::AttentionShape::automatic : gpu::AttentionShape::split));
+        attn_workspace_, 0.0f, g.tile ? gpu::AttentionShape::automatic : gpu::AttentionShape::split,
+        out_bf16 != nullptr ? out_bf16 + g.first * width : nullptr));
   }
   return Status::Ok();
 }
@@ -237,8 +240,16 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride) {
   TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x));
   TANDEM_RETURN_IF_ERROR(scale_embeddings(m));
   TANDEM_RETURN_IF_ERROR(per_layer_inputs(m));
-  TANDEM_RETURN_IF_ERROR(layers(m, stride));
+  // Every row wants logits (k == m): the output index is the identity, and the
+  // final norm, row-wise, can ride on the last residual add (ADR 0056).
+  bool final_normed = false;
+  TANDEM_RETURN_IF_ERROR(layers(m, stride, k == m, &final_normed));
   if (k == 0) return Status::Ok();
+  if (final_normed) {
+    TANDEM_RETURN_IF_ERROR(
+        gemm(h_.as<float>(), k, w_.lm_head, c.vocab_size, hs, logits_.as<float>(), bf16_input() != nullptr));
+    return cap_logits(k);
+  }
   TANDEM_RETURN_IF_ERROR(gpu::gather_rows(stream_, x, d_out_index_, k, hs, g));
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
   TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
@@ -354,8 +365,9 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
 
 bool CudaForward::fused(int l) const { return fuse_ && !general_ && !w_.layers[l].q_norm.bytes(); }
 
-Status CudaForward::layers(int64_t m, int64_t table_stride) {
+Status CudaForward::layers(int64_t m, int64_t table_stride, bool final_norm, bool* final_normed) {
   const int n = model_.config().num_layers;
+  if (final_normed != nullptr) *final_normed = false;
   bool normed = false;  // h holds layer l's attention norm already
   for (int l = 0; l < n; ++l) {
     if (!fused(l)) {
@@ -364,8 +376,14 @@ Status CudaForward::layers(int64_t m, int64_t table_stride) {
       continue;
     }
     const bool norm_next = fuse_norm_ && l + 1 < n && fused(l + 1);
-    TANDEM_RETURN_IF_ERROR(layer_fused(l, m, table_stride, normed, norm_next));
+    const bool norm_final =
+        fuse_norm_ && fuse_launches_ && final_norm && final_normed != nullptr && l + 1 == n;
+    const float* norm_after = norm_next    ? f32(w_.layers[l + 1].attn_norm)
+                              : norm_final ? f32(w_.final_norm)
+                                           : nullptr;
+    TANDEM_RETURN_IF_ERROR(layer_fused(l, m, table_stride, normed, norm_after));
     normed = norm_next;
+    if (norm_final) *final_normed = true;
   }
   return Status::Ok();
 }
@@ -386,9 +404,11 @@ Expected<float*> CudaForward::host_logits(size_t floats) {
 // The same op sequence with each projection's slab sum fused into what follows
 // it (fused.cu): the same bits, 8 launches fewer per layer; each residual add
 // also writes the RMSNorm that follows it (the MLP's, the next layer's
-// attention norm), 2 more. Models with a q/k norm keep the unfused attention
+// attention norm), 2 more; attention writes the o projection's bf16 input
+// (ADR 0056), one more. Models with a q/k norm keep the unfused attention
 // input (the norm sits between the split and RoPE).
-Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool input_normed, bool norm_next) {
+Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool input_normed,
+                                const float* norm_after) {
   const ModelConfig& c = model_.config();
   const DeviceLayer& w = w_.layers[l];
   const int64_t hs = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), qkv_n = qd + 2 * kvd;
@@ -413,9 +433,11 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
                                                   f32(w_.inv_freq), c.head_dim, kernels::RopeLayout::neox,
                                                   d_positions_, d_tables_, table_stride, q));
   }
-  TANDEM_RETURN_IF_ERROR(attention(q, m, pool, table_stride, c.layer_window[l], attn));
+  // Attention writes the o projection's bf16 input itself (ADR 0056).
+  uint16_t* attn_b = fuse_launches_ ? xb : nullptr;
+  TANDEM_RETURN_IF_ERROR(attention(q, m, pool, table_stride, c.layer_window[l], attn, attn_b));
   {
-    auto p = gemm_partials(attn, m, bf16(w.o), hs, qd, h);
+    auto p = gemm_partials(attn, m, bf16(w.o), hs, qd, h, attn_b != nullptr);
     if (!p.ok()) return p.status();
     if (fuse_norm_) {
       TANDEM_RETURN_IF_ERROR(
@@ -433,9 +455,8 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
   }
   auto p = gemm_partials(act, m, bf16(w.down), hs, inter, h, xb != nullptr);
   if (!p.ok()) return p.status();
-  if (!norm_next) return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
-  return gpu::residual_add_rmsnorm_partials(s, *p, bias(w.down_bias), x, f32(w_.layers[l + 1].attn_norm), eps,
-                                            h, xb);
+  if (norm_after == nullptr) return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
+  return gpu::residual_add_rmsnorm_partials(s, *p, bias(w.down_bias), x, norm_after, eps, h, xb);
 }
 
 Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {

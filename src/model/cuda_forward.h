@@ -97,15 +97,18 @@ class CudaForward {
   Status enqueue_plain(int64_t m, int64_t k, int64_t stride);
   Status run_graphed(int64_t m, int64_t k, int64_t stride);
   // Every layer, in order.
-  Status layers(int64_t m, int64_t table_stride);
+  // final_norm: the last layer's residual add may also write the final RMSNorm of every row into h_
+  // (and x_bf16_): *final_normed says whether it did (the last layer fused, fuse_norm_, fuse_launches_).
+  Status layers(int64_t m, int64_t table_stride, bool final_norm = false, bool* final_normed = nullptr);
   // The graph of (rows, output rows, stride), captured if new; nullptr when
   // capturing failed (graphs are then off for good).
   kernels::gpu::Graph* graph_for(int64_t m, int64_t k, int64_t stride);
   Status layer(int l, int64_t m, int64_t table_stride);
   // input_normed: h already holds the attention norm of x (the previous
-  // layer's last epilogue wrote it); norm_next: write layer l + 1's attention
-  // norm into h with this layer's last residual add.
-  Status layer_fused(int l, int64_t m, int64_t table_stride, bool input_normed, bool norm_next);
+  // layer's last epilogue wrote it); norm_after: when not null, the RMSNorm weight
+  // (layer l + 1's attention norm, or the final norm) whose norm of x this layer's
+  // last residual add writes into h.
+  Status layer_fused(int l, int64_t m, int64_t table_stride, bool input_normed, const float* norm_after);
   bool fused(int l) const;
   // The Gemma 2/3/4 and sparse-MoE families (cuda_forward_families.cpp, ADR 0045):
   // the unfused op sequence of forward.cpp's attention_block / mlp_block /
@@ -134,10 +137,11 @@ class CudaForward {
   // x_bf16_ when the invariant GEMMs take bf16 inputs (ADR 0054), else null: where an
   // epilogue writes the next GEMM's input.
   uint16_t* bf16_input();
-  Status gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y);
+  Status gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
+              bool bf16_ready = false);
   // Attention over the chunk's rows, one call per attn_segments_ entry (ADR 0043).
   Status attention(const float* q, int64_t m, const kernels::gpu::DeviceKvPool& pool, int64_t table_stride,
-                   int window, float* out);
+                   int window, float* out, uint16_t* out_bf16 = nullptr);
 
   const Model& model_;
   const DeviceWeights& w_;
@@ -161,8 +165,11 @@ class CudaForward {
   bool graphs_enabled_ = true;
   bool fuse_ = true;       // layer_fused (TANDEM_CUDA_FUSE=0: layer's unfused glue)
   bool fuse_norm_ = true;  // residual adds carry the next RMSNorm (TANDEM_CUDA_FUSE_NORM=0: not)
-  bool general_ = false;   // a Gemma / MoE feature: layer_general for every layer
-  bool sparse_ = false;    // MoE layers: the host reads each layer's routing (no graphs)
+  // Attention writes the o projection's bf16 input; a graphed step whose every row wants logits
+  // takes the final norm from the last residual add (ADR 0056; TANDEM_CUDA_FUSE_LAUNCHES=0: not).
+  bool fuse_launches_ = true;
+  bool general_ = false;  // a Gemma / MoE feature: layer_general for every layer
+  bool sparse_ = false;   // MoE layers: the host reads each layer's routing (no graphs)
   // MoE scratch: router logits [rows][experts], the routing [rows][top_k]
   // (experts, weights), per-expert row lists (gather rows | output slots) and
   // the experts' rows; the shared expert's [rows][...] buffers.

@@ -47,6 +47,7 @@ std::string DeviceInfo::description() const {
   if (!sm.empty()) out += ", " + sm;
   if (multiprocessors > 0) out += ", " + std::to_string(multiprocessors) + " SMs";
   if (!driver.empty()) out += ", driver " + driver;
+  if (!numerics.empty()) out += ", " + numerics + " x";
   return out + ")";
 }
 
@@ -81,7 +82,17 @@ DeviceInfo describe_device(const Placement& placement) {
   info.driver = nvidia_module_version(text.str());
   if (info.driver.empty() && report.driver_version > 0)
     info.driver = "cuda " + kernels::cuda_version_string(report.driver_version);
+  auto numerics = cuda_activations();
+  info.numerics = numerics.ok() ? *numerics : "?";  // the forward refuses an unknown value
   return info;
+}
+
+Expected<std::string> cuda_activations() {
+  const char* act = std::getenv("TANDEM_CUDA_ACTIVATIONS");
+  const std::string activations = act != nullptr && *act != '\0' ? act : "bf16";
+  if (activations != "bf16" && activations != "f32")
+    return invalid_argument("TANDEM_CUDA_ACTIVATIONS='" + activations + "' is not one of: bf16, f32");
+  return activations;
 }
 
 int cuda_device_count() {

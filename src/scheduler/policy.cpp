@@ -81,7 +81,8 @@ std::string hardware_label(const model::DeviceInfo& device, int threads) {
   return "cuda:" + (device.model.empty() ? std::string("unknown GPU") : device.model) + "|" +
          (device.sm.empty() ? std::string("sm_?") : device.sm) + "|" +
          std::to_string(device.multiprocessors) + "sm|driver " +
-         (device.driver.empty() ? std::string("?") : device.driver);
+         (device.driver.empty() ? std::string("?") : device.driver) +
+         (device.numerics.empty() ? std::string() : "|x " + device.numerics);
 }
 
 std::optional<AdaptivePolicy> AdaptivePolicy::create(const PolicyKey& key, const PolicyEnv& env) {

@@ -16,14 +16,11 @@ using nlohmann::json;
 namespace {
 
 // /health's "device": {"name": "cuda:0", "description": "cuda:0 (NVIDIA H200, ...)", "model", "sm",
-// "driver"} — absent fields (all but name on the CPU) are null.
+// "driver", "numerics"} — absent fields (all but name on the CPU) are null.
 json device_json(const model::DeviceInfo& d) {
   auto opt = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
-  return {{"name", d.device},
-          {"description", d.description()},
-          {"model", opt(d.model)},
-          {"sm", opt(d.sm)},
-          {"driver", opt(d.driver)}};
+  return {{"name", d.device}, {"description", d.description()}, {"model", opt(d.model)},
+          {"sm", opt(d.sm)},  {"driver", opt(d.driver)},        {"numerics", opt(d.numerics)}};
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "test_util.h"
 
@@ -198,6 +200,46 @@ TEST(Argmax, LowestIndexOnTiesAndNanNeverWins) {
   EXPECT_EQ(argmax(c, 2), 0);
   const float d[] = {NAN, NAN, 5.0f};
   EXPECT_EQ(argmax(d, 3), 2);
+}
+
+// The one-pass scan argmax replaced (ADR 0056): the blocked version must give its index
+// on every length (block tails), ties in and across blocks, NaN, infinities and signed zeros.
+int32_t argmax_scan(const float* x, int64_t n) {
+  int32_t best_index = 0;
+  float best = -INFINITY;
+  bool found = false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] > best || (!found && x[i] == best)) {
+      best = x[i];
+      best_index = static_cast<int32_t>(i);
+      found = true;
+    }
+  }
+  return best_index;
+}
+
+TEST(Argmax, EqualsTheOnePassScanEverywhere) {
+  uint32_t state = 12345u;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1.0f, -1.0f};
+  for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{31}, int64_t{33},
+                    int64_t{100}, int64_t{151936}}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> x(static_cast<size_t>(n));
+      const int kind =
+          trial % 5;  // 0 random, 1 few distinct values (ties), 2 specials, 3 all NaN/-inf, 4 zeros
+      for (auto& v : x) {
+        const uint32_t r = next();
+        if (kind == 0) v = static_cast<float>(static_cast<int32_t>(r)) * 1e-9f;
+        if (kind == 1) v = static_cast<float>(r % 3);
+        if (kind == 2) v = specials[r % 7];
+        if (kind == 3) v = r % 2 ? NAN : -INFINITY;
+        if (kind == 4) v = r % 2 ? 0.0f : -0.0f;
+      }
+      if (kind == 3 && trial % 10 == 3) std::fill(x.begin(), x.end(), NAN);
+      ASSERT_EQ(argmax(x.data(), n), argmax_scan(x.data(), n)) << "n=" << n << " trial " << trial;
+    }
+  }
 }
 
 }  // namespace

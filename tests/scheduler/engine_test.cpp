@@ -97,6 +97,25 @@ std::vector<Result> run_all(Engine& e, const std::vector<std::shared_ptr<EngineR
   return out;
 }
 
+// Rows per forward chunk (ADR 0051): 256 on the CPU whatever is asked; on a GPU one whole
+// tick unless TANDEM_CUDA_CHUNK_ROWS (forward_rows) says otherwise, within [256, 4096].
+TEST(Engine, ForwardRowsTakeAWholeTickOnAGpu) {
+  EngineConfig c;
+  c.max_running = 64;
+  c.prefill_budget = 2048;
+  EXPECT_EQ(engine_forward_rows(c, false), 256);
+  EXPECT_EQ(engine_forward_rows(c, true), 2112);
+  c.forward_rows = 512;
+  EXPECT_EQ(engine_forward_rows(c, true), 512);
+  EXPECT_EQ(engine_forward_rows(c, false), 256);
+  c.forward_rows = 100000;
+  EXPECT_EQ(engine_forward_rows(c, true), 4096);
+  c.forward_rows = 0;
+  c.max_running = 4;
+  c.prefill_budget = 64;
+  EXPECT_EQ(engine_forward_rows(c, true), 256);
+}
+
 TEST(Engine, OutputIsIndependentOfBatchAndDrafter) {
   for (float temperature : {0.0f, 0.8f}) {
     SCOPED_TRACE("temperature " + std::to_string(temperature));

@@ -323,6 +323,12 @@ TEST(HardwareLabel, NamesTheGpuModelSmAndDriver) {
   model::DeviceInfo h100 = h200;
   h100.model = "NVIDIA H100 80GB HBM3";
   EXPECT_NE(hardware_label(h100, 2), l);
+  // The GEMM-input numerics (ADR 0054) are part of it: bf16 and f32 x run at different speeds.
+  model::DeviceInfo bf16 = h200, f32 = h200;
+  bf16.numerics = "bf16";
+  f32.numerics = "f32";
+  EXPECT_EQ(hardware_label(bf16, 2), l + "|x bf16");
+  EXPECT_NE(hardware_label(bf16, 2), hardware_label(f32, 2));
   // A device the runtime could not describe still gets a GPU label, not an empty one.
   model::DeviceInfo unknown;
   unknown.device = "cuda:0";
@@ -346,6 +352,8 @@ TEST(DeviceInfo, DescribesTheCpuAndAGpu) {
   EXPECT_EQ(model::describe_device(model::Placement{}).description(), "cpu");
   model::DeviceInfo h200{"cuda:0", "NVIDIA H200", "sm_90", "580.159.04", 132};
   EXPECT_EQ(h200.description(), "cuda:0 (NVIDIA H200, sm_90, 132 SMs, driver 580.159.04)");
+  h200.numerics = "bf16";
+  EXPECT_EQ(h200.description(), "cuda:0 (NVIDIA H200, sm_90, 132 SMs, driver 580.159.04, bf16 x)");
 }
 
 }  // namespace

@@ -21,6 +21,8 @@
 //     rows × heads × chunks blocks instead of rows × heads;
 //   serial: one block per (row, head) computes the partials one after
 //     another and merges each as it goes (no workspace needed).
+// Both can also write each output rounded to bf16 (bf16_bits, to_bf16's bits):
+// the o projection's GEMM input without a to_bf16 pass (ADR 0056).
 // Everything is a function of (q, p, window, keys): which rows share a call,
 // and which shape the launcher picks, cannot change a bit.
 #include <cuda_runtime.h>
@@ -30,6 +32,7 @@
 #include <string>
 
 #include "cuda/attention_tile.h"
+#include "cuda/bf16_bits.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launch.cuh"
 #include "kernels/cuda_ops.h"
@@ -160,11 +163,16 @@ struct Merge {
       a[i] = __fadd_rn(__fmul_rn(a[i], alpha), __fmul_rn(acc[i], beta));
     m = m_new;
   }
-  __device__ __forceinline__ void store(float* o, int hd) const {
+  // o_bf16, when not null, also gets each output rounded to bf16 (to_bf16's bits).
+  __device__ __forceinline__ void store(float* o, uint16_t* o_bf16, int hd) const {
 #pragma unroll
     for (int i = 0; i < kDimsPerThread; ++i) {
       const int d = threadIdx.x + i * kThreads;
-      if (d < hd) o[d] = __fdiv_rn(a[i], l);
+      if (d < hd) {
+        const float v = __fdiv_rn(a[i], l);
+        o[d] = v;
+        if (o_bf16 != nullptr) o_bf16[d] = bf16_bits(v);
+      }
     }
   }
 };
@@ -178,7 +186,7 @@ __global__ void __launch_bounds__(kThreads)
     attention_serial_kernel(const float* __restrict__ q, int n_heads, DeviceKvPool pool,
                             const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
                             int64_t table_stride, float scale, int window, float softcap,
-                            float* __restrict__ out) {
+                            float* __restrict__ out, uint16_t* __restrict__ out_bf16) {
   pdl_enter();
   __shared__ ChunkSmem sm;
   extern __shared__ float kv_s[];
@@ -193,7 +201,8 @@ __global__ void __launch_bounds__(kThreads)
                   acc);
     merge.add(m_c, l_c, acc);
   }
-  merge.store(out + (r * n_heads + head) * pool.head_dim, pool.head_dim);
+  const int64_t o = (r * n_heads + head) * pool.head_dim;
+  merge.store(out + o, out_bf16 != nullptr ? out_bf16 + o : nullptr, pool.head_dim);
 }
 
 // Split shape: one block per (row, head, chunk slot z); slot z is chunk
@@ -208,7 +217,7 @@ __global__ void __launch_bounds__(kThreads)
                            const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
                            int64_t table_stride, float scale, int window, float softcap,
                            uint32_t* __restrict__ counters, float* __restrict__ partials, int slots,
-                           float* __restrict__ out) {
+                           float* __restrict__ out, uint16_t* __restrict__ out_bf16) {
   pdl_enter();
   __shared__ ChunkSmem sm;
   __shared__ bool merges;
@@ -257,7 +266,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     merge.add(__ldcg(pc), __ldcg(pc + 1), acc);
   }
-  merge.store(out + rh_index * hd, hd);
+  merge.store(out + rh_index * hd, out_bf16 != nullptr ? out_bf16 + rh_index * hd : nullptr, hd);
   if (threadIdx.x == 0) counters[rh_index] = 0;
 }
 
@@ -325,7 +334,7 @@ size_t attention_partial_floats(int64_t rows, int n_heads, const DeviceKvPool& p
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
                  int window, float* out, const AttentionWorkspace& workspace, float softcap,
-                 AttentionShape shape) {
+                 AttentionShape shape, uint16_t* out_bf16) {
   TANDEM_RETURN_IF_ERROR(check_pool(pool, "attention"));
   if (n_heads <= 0 || n_heads % pool.n_kv_heads != 0 || n_heads > 65535) {
     return invalid_argument(
@@ -342,10 +351,14 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
   if (shape == AttentionShape::automatic) shape = environment_shape();
   const bool tile_ok = softcap == 0.0f && rows <= 65535 && attention_tile_fits(n_heads, pool) &&
                        aligned16(q) && aligned16(out) && aligned16(pool.k) && aligned16(pool.v);
-  if (tile_ok &&
-      (shape == AttentionShape::tile || (shape == AttentionShape::automatic && rows > kAttentionTileMinRows)))
-    return attention_tile(stream, q, rows, n_heads, pool, positions, block_tables, table_stride, scale,
-                          window, out);
+  if (tile_ok && (shape == AttentionShape::tile ||
+                  (shape == AttentionShape::automatic && rows > kAttentionTileMinRows))) {
+    TANDEM_RETURN_IF_ERROR(attention_tile(stream, q, rows, n_heads, pool, positions, block_tables,
+                                          table_stride, scale, window, out));
+    // The tile shape (prefill rows) keeps its epilogue: the bf16 copy is a separate pass.
+    return out_bf16 != nullptr ? to_bf16(stream, out, out_bf16, rows * n_heads * pool.head_dim)
+                               : Status::Ok();
+  }
   const int smem = 2 * kAttentionChunk * pool.head_dim * static_cast<int>(sizeof(float));
   const int64_t slots = split_slots(pool, std::max<int64_t>(table_stride, 1), window);
   const bool split =
@@ -365,11 +378,12 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
     return launch_kernel("attention (split)", attention_split_kernel, grid, dim3(kThreads), smem,
                          stream.handle(), q, n_heads, pool, positions, block_tables, table_stride, scale,
                          window, softcap, workspace.counters, workspace.partials, static_cast<int>(slots),
-                         out);
+                         out, out_bf16);
   }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads));
   return launch_kernel("attention", attention_serial_kernel, grid, dim3(kThreads), smem, stream.handle(), q,
-                       n_heads, pool, positions, block_tables, table_stride, scale, window, softcap, out);
+                       n_heads, pool, positions, block_tables, table_stride, scale, window, softcap, out,
+                       out_bf16);
 }
 
 }  // namespace tandem::kernels::gpu

@@ -42,6 +42,9 @@ namespace {
 // ones; with 15 on every matrix of >= 2^24 weights the 8B and 1B decode got
 // slower (145 -> 115, 566 -> 484 tok/s), with 15 on the 0.5B LM head only
 // faster (575 -> 582). So the default uses 15 on the LM-head class only.
+// Variants 9 and 12-14 were never the fastest on any forward matrix (that run's
+// table in docs/benchmarks.md) and are retired (ADR 0056): their numbers stay
+// reserved and pick the by-shape default, so 10, 11 and 15 keep theirs.
 constexpr int kSmallTileVariants = 16;
 constexpr int kBySize = -2;  // the default: by the matrix's shape (by_size_variant)
 constexpr int64_t kLargeMatrix = int64_t{1} << 24;
@@ -50,12 +53,13 @@ std::atomic<int> small_tile_choice{-1};  // -1: not yet read from the environmen
 
 // A tuning knob's variant: `choice` once set, else the environment's value
 // (read once; out of [0, count) means `fallback`), else `fallback`.
-int tile_variant(std::atomic<int>& choice, const char* env, int count, int fallback) {
+int tile_variant(std::atomic<int>& choice, const char* env, int count, int fallback,
+                 bool (*retired)(int) = nullptr) {
   int v = choice.load(std::memory_order_relaxed);
   if (v != -1) return v;
   const char* e = std::getenv(env);
   v = e != nullptr ? std::atoi(e) : fallback;
-  if (v < 0 || v >= count) v = fallback;
+  if (v < 0 || v >= count || (retired != nullptr && retired(v))) v = fallback;
   choice.store(v, std::memory_order_relaxed);
   return v;
 }
@@ -66,7 +70,8 @@ int small_tile_variant() {
     if (e != nullptr && std::strchr(e, ',') != nullptr)
       small_tile_choice.store(kBySize, std::memory_order_relaxed);
   }
-  return tile_variant(small_tile_choice, "TANDEM_CUDA_SMALL_TILE", kSmallTileVariants, kBySize);
+  return tile_variant(small_tile_choice, "TANDEM_CUDA_SMALL_TILE", kSmallTileVariants, kBySize,
+                      small_tile_variant_retired);
 }
 
 // The by-size rule, a function of (n, k) only (ADR 0042, 0052): a matrix of
@@ -89,7 +94,8 @@ ByShape read_by_shape() {
   const int got = e != nullptr ? std::sscanf(e, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]) : 0;
   if (got == 2) v[2] = v[1], v[1] = v[0], v[3] = 24;
   bool ok = got >= 2 && v[3] >= 24 && v[3] < 40;
-  for (int i = 0; i < 3; ++i) ok = ok && v[i] >= 0 && v[i] < kSmallTileVariants;
+  for (int i = 0; i < 3; ++i)
+    ok = ok && v[i] >= 0 && v[i] < kSmallTileVariants && !small_tile_variant_retired(v[i]);
   if (ok) b = ByShape{v[0], v[1], v[2], int64_t{1} << v[3]};
   return b;
 }
@@ -103,7 +109,7 @@ int by_size_variant(int64_t n, int64_t k) {
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                     int64_t k, float* y, int64_t slice) {
-  if (variant == kBySize) variant = by_size_variant(n, k);
+  if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
   const bool eight =
       variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
   if (eight && m > 8) variant = 5;
@@ -124,18 +130,10 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
       return launch<Tile<32, 8, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 8:  // variant 3 with 4 more warps that only queue copies
       return launch<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice);
-    case 9:  // direct: launch_direct<FN, U, warps, PIPE>
-      return launch_direct<1, 8, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
-    case 10:
+    case 10:  // direct: launch_direct<FN, U, warps, PIPE>
       return launch_direct<1, 4, 4, true, F32X>(stream, x, m, w, n, k, y, slice);
     case 11:
       return launch_direct<2, 4, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
-    case 12:
-      return launch_direct<1, 16, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
-    case 13:
-      return launch_direct<1, 8, 8, true, F32X>(stream, x, m, w, n, k, y, slice);
-    case 14:
-      return launch_direct<1, 8, 2, false, F32X>(stream, x, m, w, n, k, y, slice);
     case 15:
       return launch_direct<1, 4, 2, true, F32X>(stream, x, m, w, n, k, y, slice);
     default:  // 4: 16 x rows, 4 stages of 128 k (64 KB: 3 blocks per SM)
@@ -262,8 +260,11 @@ GemmTile sliced_tile_for(int64_t m, int64_t n, int slices) {
 }  // namespace
 
 int small_tile_variants() { return kSmallTileVariants; }
+bool small_tile_variant_retired(int variant) { return variant == 9 || (variant >= 12 && variant <= 14); }
 void set_small_tile_variant(int variant) {
-  small_tile_choice.store(variant >= 0 && variant < kSmallTileVariants ? variant : kBySize,
+  small_tile_choice.store(variant >= 0 && variant < kSmallTileVariants && !small_tile_variant_retired(variant)
+                              ? variant
+                              : kBySize,
                           std::memory_order_relaxed);
 }
 

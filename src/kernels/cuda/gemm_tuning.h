@@ -19,6 +19,8 @@ Status check_gemm_args(const void* x, DType x_dtype, int64_t m, const uint16_t* 
 // TANDEM_CUDA_SMALL_TILE or this setter picks another (process-wide; for
 // benchmarks and tests; an out-of-range variant restores the default).
 int small_tile_variants();
+// Retired numbers (9, 12-14: ADR 0056) pick the default; tests and benchmarks skip them.
+bool small_tile_variant_retired(int variant);
 void set_small_tile_variant(int variant);
 // The same for the large tile (TANDEM_CUDA_LARGE_TILE; ADR 0044).
 int large_tile_variants();

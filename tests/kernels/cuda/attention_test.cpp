@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -74,8 +75,13 @@ struct Fixture {
   // per chunk (a workspace), else one block per (row, head) walks the chunks
   // (shapes forced: the automatic choice would take the tile shape for more
   // than 16 rows, which attention_tile_test.cpp compares with these two).
-  std::vector<float> run(int first, int count, const Stream& stream, bool split) const {
+  // bf16, when not null, gets the bf16 copy the kernel writes beside out (ADR 0056).
+  std::vector<float> run(int first, int count, const Stream& stream, bool split,
+                         std::vector<uint16_t>* bf16 = nullptr) const {
     DeviceBuffer out = testing::poisoned(static_cast<size_t>(count * row_floats()) * 4, stream);
+    DeviceBuffer out_bf16 = bf16 != nullptr
+                                ? testing::poisoned(static_cast<size_t>(count * row_floats()) * 2, stream)
+                                : DeviceBuffer();
     const int64_t stride = static_cast<int64_t>(table.size());
     AttentionWorkspace ws;
     if (split) {
@@ -92,8 +98,10 @@ struct Fixture {
         attention(stream, dq.as<float>() + first * row_floats(), count, ac.n_heads, pool,
                   dpos.as<int32_t>() + first, dtable_rows.as<int32_t>() + first * table.size(), stride,
                   1.0f / std::sqrt(static_cast<float>(ac.head_dim)), ac.window, out.as<float>(), ws, 0.0f,
-                  split ? AttentionShape::split : AttentionShape::serial);
+                  split ? AttentionShape::split : AttentionShape::serial,
+                  bf16 != nullptr ? out_bf16.as<uint16_t>() : nullptr);
     EXPECT_TRUE(st.ok()) << st.to_string();
+    if (bf16 != nullptr) *bf16 = testing::to_host<uint16_t>(out_bf16, count * row_floats(), stream);
     return testing::to_host<float>(out, count * row_floats(), stream);
   }
   // Shared by every split call of the fixture, as the forward shares one per
@@ -196,6 +204,36 @@ TEST(CudaAttention, QueryBitsIndependentOfGroupingAndLaunchShape) {
     // The split kernel leaves its counters at zero: the workspace is reusable.
     const std::vector<float> again = f.run(0, c.len, *stream, /*split=*/true);
     ASSERT_TRUE(same_bits(again.data(), prefill.data(), prefill.size())) << "second split call differs";
+  }
+}
+
+// The bf16 copy the split and serial kernels write beside their output (the o
+// projection's GEMM input, ADR 0056) is to_bf16's bits of that output, and the
+// f32 output is unchanged by it.
+TEST(CudaAttention, Bf16CopyIsToBf16OfTheOutput) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  for (const AttentionCase& c : kCases) {
+    const Fixture f(c, *stream);
+    for (const bool split : {false, true}) {
+      for (const int first : {0, c.len - 3}) {
+        const int count = first == 0 ? c.len : 3;
+        const std::vector<float> plain = f.run(first, count, *stream, split);
+        std::vector<uint16_t> bf16;
+        const std::vector<float> out = f.run(first, count, *stream, split, &bf16);
+        ASSERT_TRUE(same_bits(out.data(), plain.data(), plain.size()))
+            << "len " << c.len << " split " << split;
+        DeviceBuffer d_out = testing::to_device(out, *stream);
+        DeviceBuffer d_ref = testing::poisoned(out.size() * 2, *stream);
+        ASSERT_TRUE(
+            to_bf16(*stream, d_out.as<float>(), d_ref.as<uint16_t>(), static_cast<int64_t>(out.size())).ok());
+        const std::vector<uint16_t> ref = testing::to_host<uint16_t>(d_ref, out.size(), *stream);
+        ASSERT_EQ(ref.size(), bf16.size());
+        EXPECT_EQ(std::memcmp(ref.data(), bf16.data(), ref.size() * 2), 0)
+            << "len " << c.len << " split " << split << " first " << first;
+      }
+    }
   }
 }
 

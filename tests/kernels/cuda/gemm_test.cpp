@@ -263,6 +263,7 @@ TEST_P(GemmSliced, EverySmallTileVariantGivesTheSameBits) {
       sliced[m] = run_sliced(p, 0, m, *stream, GemmTile::small);
     }
     for (int v = 0; v < small_tile_variants(); ++v) {
+      if (small_tile_variant_retired(v)) continue;
       set_small_tile_variant(v);
       for (int64_t m = 1; m <= 16; ++m) {
         ASSERT_TRUE(
@@ -302,6 +303,7 @@ TEST_P(GemmSliced, EverySmallTileVariantGivesTheSameBitsOnLargeMatrices) {
       ASSERT_TRUE(all_finite(plain.back()) && all_finite(sliced.back())) << "m=" << m;
     }
     for (int v = 0; v < small_tile_variants(); ++v) {
+      if (small_tile_variant_retired(v)) continue;
       set_small_tile_variant(v);
       for (size_t i = 0; i < std::size(ms); ++i) {
         ASSERT_TRUE(

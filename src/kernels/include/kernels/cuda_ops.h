@@ -289,13 +289,15 @@ struct AttentionWorkspace {
 // tile shape for more than kAttentionTileMinRows rows when it fits (head_dim
 // 64, 128 or 256), else split with a large enough workspace, else serial.
 // `tile` (when it fits), `split` (with the workspace) and `serial` force one,
-// for tests and measurements.
+// for tests and measurements. out_bf16, when not null, also gets out rounded to
+// bf16 (to_bf16's bits; ADR 0056): written by the split and serial kernels
+// themselves, by a to_bf16 pass after the tile shape.
 enum class AttentionShape { automatic, serial, split, tile };
 inline constexpr int64_t kAttentionTileMinRows = 16;
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
                  int window, float* out, const AttentionWorkspace& workspace = {}, float softcap = 0.0f,
-                 AttentionShape shape = AttentionShape::automatic);
+                 AttentionShape shape = AttentionShape::automatic, uint16_t* out_bf16 = nullptr);
 size_t attention_partial_floats(int64_t rows, int n_heads, const DeviceKvPool& pool, int64_t table_stride,
                                 int window);
 

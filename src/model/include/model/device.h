@@ -40,10 +40,16 @@ struct DeviceInfo {
   std::string device;  // device_name(): "cpu" or "cuda:N"
   std::string model, sm, driver;
   int multiprocessors = 0;
-  // "cpu", or "cuda:0 (NVIDIA H200, sm_90, 132 SMs, driver 580.159.04)".
+  // cuda: the forward's GEMM-input numerics ("bf16" or "f32", cuda_activations()),
+  // so that verdicts measured under one never apply to the other; "" for cpu.
+  std::string numerics;
+  // "cpu", or "cuda:0 (NVIDIA H200, sm_90, 132 SMs, driver 580.159.04, bf16 x)".
   std::string description() const;
 };
 DeviceInfo describe_device(const Placement& placement);
+// The CUDA forward's GEMM inputs from TANDEM_CUDA_ACTIVATIONS: "bf16" (unset or empty: the
+// default, ADR 0054) or "f32" (the hi + lo split, ADR 0006); any other value is InvalidArgument.
+Expected<std::string> cuda_activations();
 // The kernel module's version in the text of /proc/driver/nvidia/version
 // ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..."), or "".
 std::string nvidia_module_version(const std::string& proc_text);

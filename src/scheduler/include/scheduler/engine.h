@@ -46,11 +46,16 @@
 
 namespace tandem::scheduler {
 
+struct EngineConfig;
+// Rows per forward chunk: 256 on the CPU; on a GPU `forward_rows` when set, else one whole
+// tick (prefill_budget + max_running) — both clamped to [256, 4096] (ADR 0051).
+int64_t engine_forward_rows(const EngineConfig& config, bool on_gpu);
+
 struct EngineConfig {
   int32_t max_running = 4;       // -np
   int64_t prefill_budget = 256;  // prompt tokens per tick
-  // Rows per forward chunk when the target runs on a GPU (0: 256, as on the
-  // CPU; at most 4096). Chunking never changes a bit (ADR 0051).
+  // Rows per forward chunk when the target runs on a GPU (0: engine_forward_rows's
+  // default; at most 4096). Chunking never changes a bit (ADR 0051).
   int64_t forward_rows = 0;
   int64_t context = 0;    // max prompt + completion tokens per request (0: model's max, capped at 4096)
   int64_t kv_tokens = 0;  // KV pool capacity (0: context * max_running)

@@ -107,7 +107,7 @@ void register_matmuls() {
   const int64_t shapes[][2] = {{896, 4864}, {4864, 896}, {896, 151936}, {2048, 8192}, {8192, 2048}};
   for (const auto& s : shapes) {
     for (int threads : {1, 2}) {
-      for (int m : {1, 2, 4, 8, 16}) {
+      for (int m : {1, 2, 4, 8, 16, 64}) {  // 64: a prefill chunk
         benchmark::RegisterBenchmark("BM_MatmulBf16", BM_Matmul)
             ->Args({s[0], s[1], m, threads, 0, 0})
             ->ArgNames({"k", "n", "m", "threads", "splitk", "hot"})
@@ -119,14 +119,14 @@ void register_matmuls() {
   // L2-resident diagnostic: compute ceiling per M on one thread (896x512 is
   // 0.9 MB: L2 on Intel's 2 MB L2, L3 on a 512 KB-L2 AMD Zen 3; 256x768,
   // 0.4 MB, fits either L2).
-  for (int m : {1, 2, 4, 8, 16}) {
+  for (int m : {1, 2, 4, 8, 16, 64}) {
     benchmark::RegisterBenchmark("BM_MatmulBf16Hot", BM_Matmul)
         ->Args({896, 512, m, 1, 0, 1})
         ->ArgNames({"k", "n", "m", "threads", "splitk", "hot"})
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   }
-  for (int m : {1, 4, 8}) {
+  for (int m : {1, 4, 8, 64}) {
     benchmark::RegisterBenchmark("BM_MatmulBf16Hot", BM_Matmul)
         ->Args({256, 768, m, 1, 0, 1})
         ->ArgNames({"k", "n", "m", "threads", "splitk", "hot"})

@@ -283,6 +283,38 @@ TEST(MatmulInvariance, WideRowStreamsPathKeepsBits) {
   check_wide_row(6 * kPanel);
 }
 
+// A long K: the AVX2 M > 1 path takes K in chunks of 128 k steps, every
+// chunk after the first resuming from the partial sums stored in y (masked
+// on the partial panel). K = 2 * 128 + 37 gives two full chunks and a short
+// one; M = 1..33 covers every row-block size (1-6) and its tails. A row must
+// keep its bits alone, in any batch and on 1-3 threads.
+TEST(MatmulInvariance, LongKInChunksKeepsBits) {
+  const int64_t k = 2 * 128 + 37;
+  const auto x = random_floats(kRows * k, 41);
+  for (Isa isa : testing::supported_isas()) {
+    for (DType dtype : kDtypes) {
+      const auto wts = make_weights(dtype, kInvN * k, 42);
+      PackedMatrix w = PackedMatrix::pack(wts.bytes.data(), dtype, kInvN, k);
+      std::vector<float> first_singles;
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> singles;
+        const int64_t diffs =
+            count_batch_differences(Ctx{&pool, isa, GemmMode::invariant}, w, x, kRows, &singles);
+        EXPECT_EQ(diffs, 0) << isa_name(isa) << " " << dtype_name(dtype) << " threads=" << threads;
+        if (first_singles.empty()) {
+          first_singles = singles;
+        } else {
+          EXPECT_TRUE(same_bits(singles.data(), first_singles.data(), singles.size()))
+              << isa_name(isa) << " " << dtype_name(dtype) << " differs between 1 and " << threads
+              << " threads";
+        }
+      }
+    }
+    check_against_reference(isa, DType::bf16, 13, kInvN, k, GemmMode::invariant, 2);
+  }
+}
+
 // The same test with splitk must fail: this proves it can detect a
 // shape-dependent reduction order.
 TEST(MatmulInvariance, SplitkIsDetected) {

@@ -2,20 +2,22 @@
 // layout and the MatmulArgs contract).
 //
 // With 16 ymm registers a single row takes the whole 64-column panel (8
-// accumulators, 8 independent FMA chains); blocks of 2-4 rows take it in four
-// 16-column quarters (up to 4 x 2 accumulators, one 32-byte bf16 load widened
-// once for all rows of the block). Either way lane j of an
+// accumulators, 8 independent FMA chains). A lone row (M = 1, decode) takes
+// 2-4 full panels in turns of two k steps (row_streams): more weight streams
+// in flight. M > 1 (tile): K in chunks of 128 k steps that stay in L1 while
+// blocks of up to 6 rows take them, each block with 8-12 accumulators (6 rows
+// x 16 columns, 3 x 32, ..., one weight load widened once for all rows of the
+// block), partial sums parked in y between chunks. Every way, lane j of an
 // accumulator is one output column that sees exactly one FMA per k in
 // increasing k, starting from +0 — the same chain for every row grouping, so
 // results are batch invariant (and bitwise equal to the AVX-512 kernel's).
-// A lone row (M = 1, decode) takes 2-4 full panels in turns of two k steps
-// (row_streams): more weight streams in flight, the same bits.
 #include <immintrin.h>
 
 #include <algorithm>
 
 #include "avx2/avx2.h"
 #include "kernels/prefetch.h"
+#include "simd/row_streams.h"
 
 namespace tandem::kernels::avx2 {
 namespace {
@@ -25,10 +27,9 @@ constexpr int64_t element_size() {
   return D == DType::f32 ? 4 : 2;
 }
 
-// Prefetching as in avx512/matmul.cpp (distances: kernels/prefetch.h): the
-// first pass over a panel prefetches near_bytes ahead into L1; a single pass
-// also far_bytes ahead into L2, several passes an equal share of the next
-// panel into L2 each.
+// Prefetching for M = 1 (distances: kernels/prefetch.h): near_bytes ahead
+// into L1 and far_bytes ahead into L2 on a one-panel pass; the M > 1 path
+// prefetches the next K chunk instead (next_panel, see tile).
 struct Prefetch {
   int64_t near = 0;  // 0 = none
   const uint8_t* far = nullptr;
@@ -101,62 +102,142 @@ void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, 
   }
 }
 
-// Quarter q (0..3) of a panel at one k: columns 32g + 8s + (0..7) and
-// 32g + 16 + 8s + (0..7), g = q / 2, s = q % 2 — for bf16 exactly the 16
-// columns one 32-byte load holds (low and high halves of its words).
-template <DType D>
-inline void load_quarter(const uint8_t* row, int q, __m256& lo, __m256& hi) {
-  const int g = q / 2, s = q % 2;
-  if constexpr (D == DType::bf16) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 64 * g + 32 * s));
-    lo = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-    hi = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+// The U (2, 4 or 8) vectors of one tile unit at one k, in the order
+// unit_col() numbers them: U = 2 is quarter q (0..3) of a panel — columns
+// 32g + 8s + (0..7) and 32g + 16 + 8s + (0..7), g = q / 2, s = q % 2, for
+// bf16 exactly the 16 columns one 32-byte load holds (low and high halves of
+// its words); U = 4 is group q (0..1), 32 columns; U = 8 the whole panel.
+template <DType D, int U>
+inline void load_unit(const uint8_t* row, int q, __m256* v) {
+  constexpr int64_t kGroup = 32 * element_size<D>();
+  if constexpr (U == 8) {
+    load_group<D>(row, v);
+    load_group<D>(row + kGroup, v + 4);
+  } else if constexpr (U == 4) {
+    load_group<D>(row + q * kGroup, v);
+  } else if constexpr (D == DType::bf16) {
+    const int g = q / 2, s = q % 2;
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 64 * g + 32 * s));
+    v[0] = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    v[1] = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
   } else {
-    const int64_t c = 32 * g + 8 * s;
+    const int64_t c = 32 * (q / 2) + 8 * (q % 2);
     if constexpr (D == DType::f32) {
-      lo = _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
-      hi = _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c + 16);
+      v[0] = _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+      v[1] = _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c + 16);
     } else {
-      lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
-      hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * (c + 16))));
+      v[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
+      v[1] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * (c + 16))));
     }
   }
 }
 
-// R (2..4) rows x one quarter of a panel: 2R accumulators, one widening per
-// 16 columns for all R rows. w points at the panel's k_begin row; y at the
-// panel's first column; cols = valid columns of the panel.
-template <DType D, int R>
-void quarter_block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, int64_t ldy,
-                   int64_t cols, int q, Prefetch pf) {
+// First column (within the panel) of vector v of unit q.
+template <int U>
+constexpr int64_t unit_col(int q, int v) {
+  if constexpr (U == 2) return 32 * (q / 2) + 8 * (q % 2) + 16 * v;
+  return 32 * (U == 4 ? q : 0) + 8 * v;
+}
+
+// Lanes [0, cols) of 8 (cols may be <= 0 or >= 8); masked lanes are neither
+// read nor written. Only for a partial panel: AMD's masked moves are slow.
+inline __m256i lane_mask(int64_t cols) {
+  const int c = static_cast<int>(std::clamp<int64_t>(cols, 0, 8));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline __m256 load_lanes(const float* y, int64_t cols) { return _mm256_maskload_ps(y, lane_mask(cols)); }
+inline void store_lanes(float* y, __m256 v, int64_t cols) { _mm256_maskstore_ps(y, lane_mask(cols), v); }
+
+// K steps per chunk on the M > 1 path: a bf16 chunk of one panel is 16 KiB,
+// so it stays in L1 while every row block takes it.
+constexpr int64_t kChunkRows = 128;
+constexpr int kTileRows = 6;
+
+// M > 1: R (1..6) rows x unit q of a panel over kc k steps, R * U <= 12
+// accumulators (one weight load and widening per unit and k for all R rows).
+// Starts from +0 (first K chunk) or from the partial sums a previous chunk
+// stored in y (f32 stores and loads are exact), so every column is still one
+// FMA per k in increasing k from +0: the chain of block<D, 1, 2>.
+// w points at the panel's first k row of the chunk; y at the panel's first
+// column; cols = valid columns of the panel. pf_rows k rows from pf (this
+// tile's share of the next chunk) are prefetched into L1, spread over the k
+// steps: every tile of the chunk takes a share, so a chunk arrives while the
+// one before it computes (prefetches move no bits).
+template <DType D, int R, int U, bool Resume>
+void tile(const float* x, int64_t ldx, const uint8_t* w, int64_t kc, float* y, int64_t ldy, int64_t cols,
+          int q, const uint8_t* pf, int64_t pf_rows) {
   constexpr int64_t kStep = kPanel * element_size<D>();
-  __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t kk = 0; kk < kn; ++kk) {
-    const uint8_t* wk = w + kk * kStep;
-    if (pf.near != 0) {
-      for (int64_t line = 0; line < kStep; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(wk + pf.near + line), _MM_HINT_T0);
+  // Two accumulator arrays of at most 256 bytes each, and the small loops
+  // unrolled by pragma: otherwise GCC 12 keeps the accumulators in memory and
+  // stores all of them on every k step (the tile then runs at half speed).
+  constexpr int H = U / 2;
+  __m256 lo[R][H], hi[R][H];
+  const bool full = cols >= kPanel;
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+    for (int v = 0; v < H; ++v) {
+      const float* yl = y + r * ldy + unit_col<U>(q, v);
+      const float* yh = y + r * ldy + unit_col<U>(q, H + v);
+      if constexpr (Resume) {
+        lo[r][v] = full ? _mm256_loadu_ps(yl) : load_lanes(yl, cols - unit_col<U>(q, v));
+        hi[r][v] = full ? _mm256_loadu_ps(yh) : load_lanes(yh, cols - unit_col<U>(q, H + v));
+      } else {
+        lo[r][v] = hi[r][v] = _mm256_setzero_ps();
       }
-    }
-    if (pf.far != nullptr) {
-      const uint8_t* f = pf.far + kk * pf.far_step;
-      for (int64_t line = 0; line < pf.far_step || line == 0; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(f + line), _MM_HINT_T1);
-      }
-    }
-    __m256 lo, hi;
-    load_quarter<D>(wk, q, lo, hi);
-    for (int r = 0; r < R; ++r) {
-      const __m256 xb = _mm256_broadcast_ss(x + r * ldx + kk);
-      acc[r][0] = _mm256_fmadd_ps(xb, lo, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(xb, hi, acc[r][1]);
     }
   }
-  const int64_t c = 32 * (q / 2) + 8 * (q % 2);
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    if (pf_rows > 0) {  // this tile's share of the next chunk, spread over its k steps
+      const uint8_t* f = pf + (kk * pf_rows / kChunkRows) * kStep;
+      for (int64_t line = 0; line < kStep; line += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(f + line), _MM_HINT_T0);
+    }
+    __m256 wv[U];
+    load_unit<D, U>(w + kk * kStep, q, wv);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m256 xb = _mm256_broadcast_ss(x + r * ldx + kk);
+#pragma GCC unroll 16
+      for (int v = 0; v < H; ++v) lo[r][v] = _mm256_fmadd_ps(xb, wv[v], lo[r][v]);
+#pragma GCC unroll 16
+      for (int v = 0; v < H; ++v) hi[r][v] = _mm256_fmadd_ps(xb, wv[H + v], hi[r][v]);
+    }
+  }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
-    store_cols(y + r * ldy + c, acc[r][0], cols - c);
-    store_cols(y + r * ldy + c + 16, acc[r][1], cols - c - 16);
+#pragma GCC unroll 16
+    for (int v = 0; v < H; ++v) {
+      float* yl = y + r * ldy + unit_col<U>(q, v);
+      float* yh = y + r * ldy + unit_col<U>(q, H + v);
+      if (full) {
+        _mm256_storeu_ps(yl, lo[r][v]);
+        _mm256_storeu_ps(yh, hi[r][v]);
+      } else {
+        store_lanes(yl, lo[r][v], cols - unit_col<U>(q, v));
+        store_lanes(yh, hi[r][v], cols - unit_col<U>(q, H + v));
+      }
+    }
+  }
+}
+
+// All units of one panel for R rows: the unit width that keeps 8-12
+// accumulators (R = 1: the whole panel; 2-3: two 32-column groups; 4-6: four
+// quarters). Units entirely past n are skipped.
+template <DType D, int R>
+void rows_panel(const float* x, int64_t ldx, const uint8_t* w, int64_t kc, float* y, int64_t ldy,
+                int64_t cols, bool resume, const uint8_t* pf, int64_t pf_rows) {
+  constexpr int U = R == 1 ? 8 : R <= 3 ? 4 : 2;
+  constexpr int kUnits = 8 / U;
+  constexpr int64_t kStep = kPanel * element_size<D>();
+  for (int q = 0; q < kUnits; ++q) {
+    if (unit_col<U>(q, 0) >= cols) continue;
+    const int64_t f0 = q * pf_rows / kUnits, f1 = (q + 1) * pf_rows / kUnits;
+    if (resume) {
+      tile<D, R, U, true>(x, ldx, w, kc, y, ldy, cols, q, pf + f0 * kStep, f1 - f0);
+    } else {
+      tile<D, R, U, false>(x, ldx, w, kc, y, ldy, cols, q, pf + f0 * kStep, f1 - f0);
+    }
   }
 }
 
@@ -171,7 +252,7 @@ void quarter_block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, fl
 // (f32 stores and loads: exact) — S streams in flight at chunk granularity.
 // w points at the first panel's k_begin row; panels are panel_stride bytes
 // apart; all S panels hold 64 valid columns.
-constexpr int kStreams = 4;
+static_assert(kMaxStreams == 4);  // row_streams<D, 2..4>
 constexpr int64_t kChunkK = 2;
 
 template <DType D, int S>
@@ -211,72 +292,51 @@ void matmul_typed(const MatmulArgs& a) {
   constexpr int64_t es = element_size<D>();
   const PrefetchPolicy& policy = prefetch_policy();
   const int64_t kn = a.k_end - a.k_begin;
-  const int64_t panel_bytes = kn * kPanel * es;
-  // Row blocks of up to 4 take the panel in four quarter passes; a lone row
-  // takes it in one full-panel pass.
-  const int64_t blocks4 = a.m / 4, tail = a.m % 4;
-  const int64_t passes = blocks4 * 4 + (tail == 0 ? 0 : tail == 1 ? 1 : 4);
   int64_t p = a.panel_begin;
   if (a.m == 1) {
-    // Groups of kStreams full panels, then one group of the 2-3 full panels
-    // left; a last single full panel and a partial panel take block<D, 1, 2>.
-    static constexpr void (*kRow[])(const float*, const uint8_t*, int64_t, int64_t, float*, int64_t,
-                                    int64_t) = {nullptr, nullptr, row_streams<D, 2>, row_streams<D, 3>,
-                                                row_streams<D, 4>};
-    const int64_t full_end = std::min(a.panel_end, a.n / kPanel);
-    const int64_t stride = a.k * kPanel * es;
-    while (full_end - p >= 2) {
-      const int64_t group = std::min<int64_t>(kStreams, full_end - p);
-      kRow[group](a.x + a.k_begin, a.w + ((p * a.k + a.k_begin) * kPanel) * es, stride, kn, a.y + p * kPanel,
-                  policy.near_bytes, policy.stream_far_bytes);
-      p += group;
+    // Groups of 2-4 full panels (simd/row_streams.h), then the one-panel path.
+    static constexpr RowStreamsFn kRow[] = {nullptr, nullptr, row_streams<D, 2>, row_streams<D, 3>,
+                                            row_streams<D, 4>};
+    p = row_stream_groups(a, es, kRow, policy);
+    // A last single full panel and a partial panel: one pass each.
+    for (; p < a.panel_end; ++p) {
+      const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
+      const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
+      Prefetch pf;
+      pf.near = policy.near_bytes;
+      if (policy.far_bytes != 0) {
+        pf.far = w + policy.far_bytes;  // a fixed distance down this panel's stream
+        pf.far_step = kPanel * es;
+      }
+      block<D, 1, 2>(a.x + a.k_begin, a.ldx, w, kn, a.y + p * kPanel, a.ldy, cols, pf);
     }
+    return;
   }
+  // M > 1: per panel, K in chunks of kChunkRows; every block of up to
+  // kTileRows rows takes the chunk (from L1) before the next chunk.
+  static constexpr void (*kRows[])(const float*, int64_t, const uint8_t*, int64_t, float*, int64_t, int64_t,
+                                   bool, const uint8_t*, int64_t) = {
+      nullptr,          rows_panel<D, 1>, rows_panel<D, 2>, rows_panel<D, 3>,
+      rows_panel<D, 4>, rows_panel<D, 5>, rows_panel<D, 6>};
+  const int64_t blocks = (a.m + kTileRows - 1) / kTileRows;
   for (; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
     const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
-    const uint8_t* next = p + 1 < a.panel_end ? w + a.k * kPanel * es : nullptr;  // multi-pass far target
     float* y = a.y + p * kPanel;
-    int64_t pass = 0;
-    auto prefetch = [&] {
-      Prefetch pf;
-      pf.near = pass == 0 ? policy.near_bytes : 0;
-      if (passes == 1 || (next == nullptr && pass == 0)) {
-        if (policy.far_bytes != 0) {
-          pf.far = w + policy.far_bytes;  // a fixed distance down this panel's stream
-          pf.far_step = kPanel * es;
-        }
-      } else if (next != nullptr && policy.next_panel) {
-        pf.far = next + pass * panel_bytes / passes;
-        pf.far_step = panel_bytes / passes / kn;
+    for (int64_t k0 = 0; k0 < kn; k0 += kChunkRows) {
+      const int64_t kc = std::min(kChunkRows, kn - k0);
+      const uint8_t* wc = w + k0 * kPanel * es;
+      for (int64_t r = 0; r < a.m; r += kTileRows) {
+        const int64_t rows = std::min<int64_t>(kTileRows, a.m - r);
+        // Row block b prefetches its share of the next chunk (the next
+        // panel's first one after the last), so the whole chunk's work
+        // covers the fetch.
+        const int64_t b = r / kTileRows;
+        const int64_t f0 = policy.next_panel ? b * kChunkRows / blocks : 0;
+        const int64_t f1 = policy.next_panel ? (b + 1) * kChunkRows / blocks : 0;
+        kRows[rows](a.x + r * a.ldx + a.k_begin + k0, a.ldx, wc, kc, y + r * a.ldy, a.ldy, cols, k0 > 0,
+                    wc + (kc + f0) * kPanel * es, f1 - f0);
       }
-      ++pass;
-      return pf;
-    };
-    for (int64_t r = 0; r < a.m;) {
-      const int64_t rows = std::min<int64_t>(4, a.m - r);
-      const float* x = a.x + r * a.ldx + a.k_begin;
-      float* yr = y + r * a.ldy;
-      if (rows == 1) {
-        block<D, 1, 2>(x, a.ldx, w, kn, yr, a.ldy, cols, prefetch());
-      } else {
-        for (int q = 0; q < 4; ++q) {
-          const Prefetch pf = prefetch();
-          if (32 * (q / 2) + 8 * (q % 2) >= cols) continue;  // quarter entirely past n
-          switch (rows) {
-            case 2:
-              quarter_block<D, 2>(x, a.ldx, w, kn, yr, a.ldy, cols, q, pf);
-              break;
-            case 3:
-              quarter_block<D, 3>(x, a.ldx, w, kn, yr, a.ldy, cols, q, pf);
-              break;
-            default:
-              quarter_block<D, 4>(x, a.ldx, w, kn, yr, a.ldy, cols, q, pf);
-              break;
-          }
-        }
-      }
-      r += rows;
     }
   }
 }

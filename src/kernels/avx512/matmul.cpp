@@ -22,6 +22,7 @@
 
 #include "avx512/avx512.h"
 #include "kernels/prefetch.h"
+#include "simd/row_streams.h"
 
 namespace tandem::kernels::avx512 {
 namespace {
@@ -122,7 +123,7 @@ void block(const float* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, 
 // a thread's last 2-3 full panels go as one group of 2 or 3.
 // w points at the first panel's k_begin row; consecutive panels are
 // panel_stride bytes apart; all S panels hold 64 valid columns.
-constexpr int kStreams = 4;
+static_assert(kMaxStreams == 4);  // row_streams<D, 2..4>
 
 // near / far: kernels/prefetch.h distances (0 = none).
 template <DType D, int S>
@@ -171,20 +172,10 @@ void matmul_typed(const MatmulArgs& a) {
   const int64_t passes = full8 * 2 + (tail == 0 ? 0 : tail <= 4 ? 1 : 2);
   int64_t p = a.panel_begin;
   if (a.m == 1) {
-    // Groups of kStreams full panels, then one group of the 2-3 full panels
-    // left; a last single full panel and a partial panel take the one-panel
-    // path below.
-    static constexpr void (*kRow[])(const float*, const uint8_t*, int64_t, int64_t, float*, int64_t,
-                                    int64_t) = {nullptr, nullptr, row_streams<D, 2>, row_streams<D, 3>,
-                                                row_streams<D, 4>};
-    const int64_t full_end = std::min(a.panel_end, a.n / kPanel);
-    const int64_t stride = a.k * kPanel * es;
-    while (full_end - p >= 2) {
-      const int64_t group = std::min<int64_t>(kStreams, full_end - p);
-      kRow[group](a.x + a.k_begin, a.w + ((p * a.k + a.k_begin) * kPanel) * es, stride, kn, a.y + p * kPanel,
-                  policy.near_bytes, policy.stream_far_bytes);
-      p += group;
-    }
+    // Groups of 2-4 full panels (simd/row_streams.h), then the one-panel path.
+    static constexpr RowStreamsFn kRow[] = {nullptr, nullptr, row_streams<D, 2>, row_streams<D, 3>,
+                                            row_streams<D, 4>};
+    p = row_stream_groups(a, es, kRow, policy);
   }
   for (; p < a.panel_end; ++p) {
     const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);

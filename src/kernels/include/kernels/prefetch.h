@@ -25,8 +25,10 @@ struct PrefetchPolicy {
   // Dense kernels, the M = 1 multi-stream path (2-4 panels at once): the
   // same T1 prefetch on each stream. 0 = none.
   int64_t stream_far_bytes = 65536;
-  // Dense kernels with several passes over a panel (M > 4 on AVX-512, M > 1
-  // on AVX2): every pass prefetches an equal share of the next panel into L2.
+  // Dense kernels with several passes over a panel (M > 4 on AVX-512):
+  // every pass prefetches an equal share of the next panel into L2. AVX2,
+  // M > 1 (K chunks, ADR 0050): every tile of a chunk prefetches a share of
+  // the next chunk into L1.
   bool next_panel = true;
   // Quantized kernels: this many bytes ahead down each group's stream into
   // L1 (T0). 0 = none.

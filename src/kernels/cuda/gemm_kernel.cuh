@@ -305,22 +305,29 @@ __global__ void __launch_bounds__(T::kThreads)
 
 // slice == 0: one slice (all of k, into y); else ceil(k / slice) slices into
 // consecutive [m][n] slabs of y.
+// Raises `kernel`'s dynamic shared-memory limit to `bytes` once per device (bit d
+// of `raised`, a static of the caller's instantiation). Idempotent; done once so the
+// host stays off the per-launch path (decode issues hundreds of launches).
+template <typename Kernel>
+Status raise_smem_once(std::atomic<uint64_t>& raised, Kernel kernel, int bytes, const char* what) {
+  int device = 0;
+  TANDEM_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  if ((raised.load(std::memory_order_relaxed) & bit) != 0) return Status::Ok();
+  TANDEM_RETURN_IF_ERROR(
+      cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+                  std::string("cudaFuncSetAttribute(") + what + ", " + std::to_string(bytes) +
+                      " bytes of shared memory)"));
+  raised.fetch_or(bit, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
 template <class T>
 Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
               float* y, int64_t slice = 0) {
   const auto kernel = gemm_kernel<T>;
-  // Raising the dynamic shared-memory limit is idempotent; done once per device
-  // (the host stays off the per-launch path: decode issues hundreds of launches).
   static std::atomic<uint64_t> raised{0};
-  int device = 0;
-  TANDEM_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
-  const uint64_t bit = uint64_t{1} << (device & 63);
-  if ((raised.load(std::memory_order_relaxed) & bit) == 0) {
-    TANDEM_RETURN_IF_ERROR(
-        cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
-                    "cudaFuncSetAttribute(gemm, " + std::to_string(T::kSmem) + " bytes of shared memory)"));
-    raised.fetch_or(bit, std::memory_order_relaxed);
-  }
+  TANDEM_RETURN_IF_ERROR(raise_smem_once(raised, kernel, T::kSmem, "gemm"));
   if (slice <= 0) slice = k;
   const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
                   static_cast<unsigned>((m + T::BM - 1) / T::BM),

@@ -116,15 +116,7 @@ Status launch_wgmma(cudaStream_t stream, const void* x, int64_t m, const uint16_
                     float* y, int64_t slice) {
   const auto kernel = gemm_wgmma_kernel<T>;
   static std::atomic<uint64_t> raised{0};
-  int device = 0;
-  TANDEM_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
-  const uint64_t bit = uint64_t{1} << (device & 63);
-  if ((raised.load(std::memory_order_relaxed) & bit) == 0) {
-    TANDEM_RETURN_IF_ERROR(cuda_status(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmem),
-        "cudaFuncSetAttribute(gemm_wgmma, " + std::to_string(T::kSmem) + " bytes of shared memory)"));
-    raised.fetch_or(bit, std::memory_order_relaxed);
-  }
+  TANDEM_RETURN_IF_ERROR(raise_smem_once(raised, kernel, T::kSmem, "gemm_wgmma"));
   if (slice <= 0) slice = k;
   const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
                   static_cast<unsigned>((m + T::BM - 1) / T::BM),

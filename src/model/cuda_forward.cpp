@@ -189,10 +189,13 @@ Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n
     if (!opened.ok()) return opened.status();
     cublas_ = std::make_unique<gpu::CublasGemm>(std::move(opened).value());
   }
-  const size_t need = static_cast<size_t>(m * k) * sizeof(uint16_t);
+  // The weights are relaid (ADR 0057): x relaid alike, so cuBLAS's plain
+  // product over the padded k is x·Wᵀ.
+  const int64_t kp = gpu::relaid_row_pitch(k);
+  const size_t need = static_cast<size_t>(m * kp) * sizeof(uint16_t);
   if (x_bf16_.bytes() < need) TANDEM_RETURN_IF_ERROR(alloc(x_bf16_, need));
-  TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
-  return cublas_->gemm(stream_, x_bf16_.as<uint16_t>(), m, w, n, k, y);
+  TANDEM_RETURN_IF_ERROR(gpu::to_bf16_relaid(stream_, x, m, k, x_bf16_.as<uint16_t>()));
+  return cublas_->gemm(stream_, x_bf16_.as<uint16_t>(), m, w, n, kp, y);
 }
 
 Status CudaForward::attention(const float* q, int64_t m, const gpu::DeviceKvPool& pool, int64_t table_stride,

@@ -17,9 +17,11 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "kernels/cuda_ops.h"
 #include "kernels/cuda_pinned.h"
 #include "kernels/unpack.h"
 #include "model/model.h"
@@ -144,17 +146,34 @@ struct Uploader {
     if (m.dtype() != kernels::DType::bf16)
       return failed_precondition("cuda: weight " + name + " is " + kernels::dtype_name(m.dtype()) +
                                  "; the CUDA backend takes bf16 weights only (use --device cpu)");
-    const size_t row_bytes = static_cast<size_t>(m.k()) * sizeof(uint16_t);
-    auto buffer = gpu::DeviceBuffer::allocate(static_cast<size_t>(m.n()) * row_bytes);
+    return relaid_rows(m.n(), m.k(), out, [&](int64_t first, int64_t rows, uint16_t* dst) {
+      kernels::unpack_rows(m, first, rows, dst);
+    });
+  }
+  // A bf16 table [n][k] (the tied LM head) as a GEMM weight: relaid.
+  Status relaid_table(const uint16_t* host, int64_t n, int64_t k, gpu::DeviceBuffer& out) {
+    return relaid_rows(n, k, out, [&](int64_t first, int64_t rows, uint16_t* dst) {
+      std::memcpy(dst, host + first * k, static_cast<size_t>(rows * k) * sizeof(uint16_t));
+    });
+  }
+  // The GEMM weight layout (ADR 0057): natural rows from `rows_of` (first,
+  // count, dst), relaid on the staging threads (gpu::relay_weights_bf16_host).
+  Status relaid_rows(int64_t n_rows, int64_t k, gpu::DeviceBuffer& out,
+                     const std::function<void(int64_t, int64_t, uint16_t*)>& rows_of) {
+    const size_t row_bytes = static_cast<size_t>(gpu::relaid_row_pitch(k)) * sizeof(uint16_t);
+    auto buffer = gpu::DeviceBuffer::allocate(static_cast<size_t>(n_rows) * row_bytes);
     if (!buffer.ok()) return buffer.status();
     ThreadPool& pool = staged.pool();
     constexpr int64_t kPanelRows = 64;  // the packed panel: a thread's rows start at a panel
     TANDEM_RETURN_IF_ERROR(
-        staged.put(buffer->data(), static_cast<size_t>(m.n()), row_bytes, kPanelRows,
+        staged.put(buffer->data(), static_cast<size_t>(n_rows), row_bytes, kPanelRows,
                    [&](uint8_t* stage, size_t first, size_t n) {
                      pool.parallel_for(static_cast<int64_t>(n), kPanelRows, [&](int64_t b, int64_t e, int) {
-                       kernels::unpack_rows(m, static_cast<int64_t>(first) + b, e - b,
-                                            stage + static_cast<size_t>(b) * row_bytes);
+                       std::vector<uint16_t> natural(static_cast<size_t>((e - b) * k));
+                       rows_of(static_cast<int64_t>(first) + b, e - b, natural.data());
+                       gpu::relay_weights_bf16_host(
+                           natural.data(), e - b, k,
+                           reinterpret_cast<uint16_t*>(stage + static_cast<size_t>(b) * row_bytes));
                      });
                    }));
     bytes += buffer->bytes();
@@ -266,8 +285,10 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
     if (!emb.ok()) return emb.status();
     w->own_embedding = std::move(emb).value();
     w->embedding = w->own_embedding.as<uint16_t>();
-    if (c.tie_word_embeddings) {
-      w->lm_head = w->embedding;  // the tied head is the table itself, row-major [vocab][hidden]
+    if (c.tie_word_embeddings) {  // the gather reads natural rows, the head GEMM relaid ones (ADR 0057)
+      TANDEM_RETURN_IF_ERROR(up.relaid_table(static_cast<const uint16_t*>(model.embedding()), c.vocab_size,
+                                             c.hidden_size, w->own_lm_head));
+      w->lm_head = w->own_lm_head.as<uint16_t>();
     } else {
       TANDEM_RETURN_IF_ERROR(up.matrix(model.lm_head(), "lm_head", w->own_lm_head));
       w->lm_head = w->own_lm_head.as<uint16_t>();

@@ -54,7 +54,7 @@ struct DeviceWeights {
   // hidden) entries) is the weight of the weightless norms (v_norm, the router's).
   kernels::gpu::DeviceBuffer per_layer_embedding, per_layer_model_projection, per_layer_projection_norm, ones;
   const uint16_t* embedding = nullptr;  // bf16 [vocab][hidden]
-  const uint16_t* lm_head = nullptr;    // bf16 [vocab][hidden]
+  const uint16_t* lm_head = nullptr;    // bf16 [vocab][hidden], relaid (a GEMM weight, ADR 0057)
   size_t bytes = 0;                     // device bytes this object owns
 
   // Uploads `model` to `device`. `borrowed` (an MTP block's target, already

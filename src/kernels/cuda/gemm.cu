@@ -153,23 +153,30 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
 // configurations 0-5: a producer warpgroup and two consumer warpgroups on an
 // mbarrier ring; 128 x rows × 256 / 256 / 256 / 128 / 256 / 256 weight rows;
 // 11, 13, 14: pairs of blocks along M sharing the weight tile; without sm_90a they run 2).
+// 15-17 are the TMA wgmma kernel over the relaid weights (ADR 0057,
+// gemm_wgmma_tma.cu configurations 0-2: 128 x rows × 256 weight rows; the same
+// with one tile's wgmmas in flight; 256 × 128; without sm_90a they run 2).
 // TANDEM_CUDA_LARGE_TILE=N (read once) or set_large_tile_variant picks.
-constexpr int kLargeTileVariants = 15;
-// 5 (wgmma, 128 x rows × 256 weight rows): the fastest at every point of the H200
-// run of 2026-12-02 13:19 (ADR 0053; 2 before, ADR 0044), and still at 4096³
-// and 6 of 8 forward points against 9-14 in the 16:47 run (ADR 0055: 9 is
-// 0.96× at 4096³, 1.07× on the 8B down projection at M = 1024).
-constexpr int kDefaultLargeTile = 5;
+constexpr int kLargeTileVariants = 18;
+// The default, by shape (ADR 0057, H200 run of 2026-12-02 18:59): 15 (0.78 of
+// cuBLAS at 4096³, 1.55-2.33× variant 5 on every point), 17 for N >= 16384
+// (the 8B gate_up: 1.12-1.17× 15). Before: 5 (ADRs 0053, 0055).
+constexpr int kLargeByShape = -2;
+constexpr int kDefaultLargeTile = 15, kWideLargeTile = 17;
+constexpr int64_t kWideN = 16384;
 std::atomic<int> large_tile_choice{-1};
 
 int large_tile_variant() {
-  return tile_variant(large_tile_choice, "TANDEM_CUDA_LARGE_TILE", kLargeTileVariants, kDefaultLargeTile);
+  return tile_variant(large_tile_choice, "TANDEM_CUDA_LARGE_TILE", kLargeTileVariants, kLargeByShape);
 }
 
 // Shared memory per block in the comments: bf16 x / f32 x.
 template <bool F32X>
 Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                     int64_t k, float* y, int64_t slice) {
+  if (variant == kLargeByShape) variant = n >= kWideN ? kWideLargeTile : kDefaultLargeTile;
+  if (variant >= 15 && variant <= 17 && wgmma_available())
+    return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant - 15);
   if (variant >= 5 && variant <= 8 && wgmma_available())
     return gemm_wgmma(stream, x, F32X, m, w, n, k, y, slice, variant - 5);
   if (variant >= 9 && variant <= 14 && wgmma_available())
@@ -188,6 +195,9 @@ Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, 
     case 12:
     case 13:
     case 14:
+    case 15:
+    case 16:
+    case 17:
       return launch<Tile<256, 128, 4, 2, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 3:  // 128 × 128, 4 warps of 64 × 64; 3 × 64 k / 4 × 32 k (96 / 96 KB: two blocks per SM)
       return launch<Tile<128, 128, 2, 2, F32X ? 32 : 64, F32X ? 4 : 3, F32X>>(stream, x, m, w, n, k, y,
@@ -241,15 +251,16 @@ int current_multiprocessors() {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// The automatic tile of a K-sliced call (ADR 0055): TANDEM_CUDA_TILE_SLICES=1
-// (read once) counts the K slices as blocks, so that e.g. the 8B o and down
-// projections (4 slices) at M = 512 take the large tile instead of the
-// medium one; any other value keeps gemm_tile_for(m, n). Never a bit of the
-// result (every tile gives the same bits).
+// The automatic tile of a K-sliced call (ADRs 0055, 0057): counts the K
+// slices as blocks, so that e.g. the 8B o and down projections (4 slices) at
+// M = 512 take the large tile instead of the medium one (with the TMA tile
+// 2.1× / 3.9× the medium tile there, H200 18:59 run); TANDEM_CUDA_TILE_SLICES=0
+// (read once) keeps gemm_tile_for(m, n). Never a bit of the result (every
+// tile gives the same bits).
 GemmTile sliced_tile_for(int64_t m, int64_t n, int slices) {
   static const bool count_slices = [] {
     const char* e = std::getenv("TANDEM_CUDA_TILE_SLICES");
-    return e != nullptr && std::atoi(e) == 1;
+    return e == nullptr || std::atoi(e) != 0;
   }();
   const int sms = current_multiprocessors();
   if (!count_slices || m <= 16) return gemm_tile_for(m, n, sms);
@@ -270,7 +281,7 @@ void set_small_tile_variant(int variant) {
 
 int large_tile_variants() { return kLargeTileVariants; }
 void set_large_tile_variant(int variant) {
-  large_tile_choice.store(variant >= 0 && variant < kLargeTileVariants ? variant : kDefaultLargeTile,
+  large_tile_choice.store(variant >= 0 && variant < kLargeTileVariants ? variant : kLargeByShape,
                           std::memory_order_relaxed);
 }
 
@@ -370,32 +381,6 @@ Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 65535 * 8));
   return launch_kernel("gemm_bf16w_sliced (sum of slices)", sum_slices_kernel, dim3(blocks), dim3(256), 0,
                        stream.handle(), p->slabs, p->slices, count, y);
-}
-
-Status gemm_bf16w_relaid(const Stream& stream, const void* x, DType x_dtype, int64_t m,
-                         const uint16_t* w_relaid, int64_t n, int64_t k, float* y, int config) {
-  TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w_relaid, n, k, y));
-  if (m == 0) return Status::Ok();
-  return gemm_wgmma_tma(stream.handle(), x, x_dtype == DType::f32, m, w_relaid, n, k, y, 0, config);
-}
-
-Status gemm_bf16w_relaid_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m,
-                                const uint16_t* w_relaid, int64_t n, int64_t k, float* y, float* workspace,
-                                size_t workspace_floats, int config) {
-  TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w_relaid, n, k, y));
-  const GemmSlicing plan = gemm_slicing(n, k);
-  if (m == 0) return Status::Ok();
-  if (plan.slices == 1) return gemm_bf16w_relaid(stream, x, x_dtype, m, w_relaid, n, k, y, config);
-  const size_t need = static_cast<size_t>(plan.slices) * static_cast<size_t>(m * n);
-  if (workspace == nullptr || workspace_floats < need || (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0)
-    return invalid_argument("gemm_bf16w_relaid_sliced: need a 16-byte aligned workspace of " +
-                            std::to_string(need) + " floats (got " + std::to_string(workspace_floats) + ")");
-  TANDEM_RETURN_IF_ERROR(gemm_wgmma_tma(stream.handle(), x, x_dtype == DType::f32, m, w_relaid, n, k,
-                                        workspace, plan.slice, config));
-  const int64_t count = m * n;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 65535 * 8));
-  return launch_kernel("gemm_bf16w_relaid_sliced (sum of slices)", sum_slices_kernel, dim3(blocks), dim3(256),
-                       0, stream.handle(), static_cast<const float*>(workspace), plan.slices, count, y);
 }
 
 }  // namespace tandem::kernels::gpu

@@ -5,12 +5,13 @@
 // The same mma chain per output as gemm_kernel.cuh, instruction for
 // instruction: lane (g, c) of a warp holds, for 32-wide chunk q of the slice,
 // the 16 bytes at k = k_begin + 32q + 8c of weight rows g and g + 8 of each
-// 16-row fragment (a_top, a_bot in gemm_kernel.cuh) and the same 8 k of its x
+// 16-row fragment (a_top, a_bot in gemm_kernel.cuh; from the relaid rows: 8
+// bytes at element 4c and 8 at 16 + 4c of the chunk) and the same 8 k of its x
 // row, split hi/lo for f32 x; chunk after chunk from the slice's start, step 0
 // (hi, lo) then step 1 (hi, lo) into one accumulator per output starting at
 // +0. Only the path of the bytes differs: no shared memory and no barrier —
 // each warp owns FN fragments (16·FN weight rows) of the block and keeps U
-// chunks of loads (ld.global.nc, 16 bytes each, 2·FN·U per lane) in flight;
+// chunks of loads (ld.global.nc, 2 × 8 bytes each, 2·FN·U per lane) in flight;
 // PIPE issues the next U chunks before computing the current ones. x goes
 // through L1 (every warp of the grid reads the same few rows). Units past
 // k_end or rows past n / m read as zeros, as the shared-memory tiles'
@@ -36,12 +37,18 @@ struct Direct {
   static constexpr int BN = BNW * WARPS, BM = 8 * FM;
 };
 
+// Lane c's 16 bytes of a relaid chunk (gemm_kernel.cuh): the 8 at element 4c
+// (`p`) and the 8 at 16 + 4c.
 __device__ __forceinline__ uint4 ld_weights(const uint16_t* p, bool valid) {
   uint4 v = make_uint4(0, 0, 0, 0);
-  if (valid)
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+  if (valid) {
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];\n"
+                 : "=r"(v.x), "=r"(v.y)
                  : "l"(p));
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];\n"
+                 : "=r"(v.z), "=r"(v.w)
+                 : "l"(p + 16));
+  }
   return v;
 }
 
@@ -51,8 +58,8 @@ __device__ __forceinline__ void load_batch(uint4 (&b)[D::U][D::FN][2], const uin
                                            int q0) {
 #pragma unroll
   for (int u = 0; u < D::U; ++u) {
-    const int64_t col = kcol + 32 * static_cast<int64_t>(q0 + u);
-    const bool in_k = col < k_end;
+    // whole relaid chunks (zeros past k); kcol's chunk start is k_begin, a multiple of 32
+    const bool in_k = (kcol & ~int64_t{31}) + 32 * static_cast<int64_t>(q0 + u) < k_end;
 #pragma unroll
     for (int fn = 0; fn < D::FN; ++fn)
 #pragma unroll
@@ -150,7 +157,7 @@ __global__ void __launch_bounds__(D::kThreads)
     for (int h = 0; h < 2; ++h) {
       const int64_t r = n0 + fn * 16 + h * 8 + g;
       row_ok[fn][h] = r < n;
-      row[fn][h] = w + (r < n ? r : 0) * k + kcol;
+      row[fn][h] = w + (r < n ? r : 0) * relaid_pitch(k) + k_begin + 4 * c;  // relaid: element 4c
     }
   int64_t xrow[D::FM];
   bool xrow_ok[D::FM];

@@ -16,7 +16,11 @@
 //   step 0: slots 2c, 2c+1 <- k 8c, 8c+1;   slots 2c+8, 2c+9 <- k 8c+2, 8c+3
 //   step 1: slots 2c, 2c+1 <- k 8c+4, 8c+5; slots 2c+8, 2c+9 <- k 8c+6, 8c+7
 // applied identically to both operands (a dot product is unchanged by a
-// common permutation of k; the point is that the order never varies). f32 x
+// common permutation of k; the point is that the order never varies). The
+// weights are stored relaid (ADR 0057, relay_weights_bf16): per chunk, step
+// 0's k {8c .. 8c+3} then step 1's {8c+4 .. 8c+7}, so lane c's 16 bytes are
+// the 8 bytes at element 4c and the 8 at 16 + 4c — the same registers, so
+// the same bits, as 16 natural bytes at 8c; rows relaid_pitch(k) apart. f32 x
 // is split into hi = bf16(x) and lo = bf16(x - hi); each k-step issues the hi
 // mma then the lo mma into the same accumulator. Partial k tiles and rows
 // past M or N are zero-filled in shared memory. Blocks split N (grid x) and M
@@ -100,6 +104,22 @@ __device__ __forceinline__ void split2(float x0, float x1, uint32_t& hi, uint32_
   lo = pack_bf16(r0, r1);
 }
 
+// The row pitch of relaid weights (relaid_row_pitch in cuda_ops.h).
+__host__ __device__ __forceinline__ int64_t relaid_pitch(int64_t k) { return (k + 31) / 32 * 32; }
+
+// Shared-memory position of 16-byte unit u of a relaid weight row r: units
+// swizzled by r / 2 so that the two 8-byte fragment loads of a warp
+// (compute_chunk) spread over all banks.
+__device__ __forceinline__ int w_unit_pos(int u, int r) { return u ^ ((r >> 1) & 3); }
+
+// Lane c's 16 bytes of relaid weight row r (chunk row at `base`): k 8c..8c+3
+// (element 4c, unit c/2) then k 8c+4..8c+7 (element 16 + 4c, unit 2 + c/2).
+__device__ __forceinline__ uint4 load_w_frag(const unsigned char* base, int r, int c) {
+  const uint2 lo = *reinterpret_cast<const uint2*>(base + w_unit_pos(c >> 1, r) * 16 + (c & 1) * 8);
+  const uint2 hi = *reinterpret_cast<const uint2*>(base + w_unit_pos(2 + (c >> 1), r) * 16 + (c & 1) * 8);
+  return make_uint4(lo.x, lo.y, hi.x, hi.y);
+}
+
 // Queues the cp.async copies of the weights of k tile `kt` into ring slot
 // `slot` (split from the x copies so that the weights, which no kernel
 // writes, can be requested before the grid dependency wait: launch.cuh).
@@ -109,13 +129,13 @@ __device__ __forceinline__ void load_stage_w(uint32_t smem, int slot, int kt, co
                                              int64_t k_end) {
   constexpr int kUnitsBf16 = T::BK / 8;  // 16-byte units per row of a stage
   const uint32_t ws = smem + slot * (T::kWStage + T::kXStage);
-  const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK;
+  const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK, pitch = relaid_pitch(k);
   for (int q = threadIdx.x; q < T::BN * kUnitsBf16; q += T::kThreads) {
     const int r = q / kUnitsBf16, uu = q % kUnitsBf16, j = uu >> 2, u = uu & 3;
     const int64_t row = n0 + r, col = k0 + uu * 8;
-    const bool valid = row < n && col < k_end;
-    const uint16_t* src = valid ? w + row * k + col : w;
-    cp_async16(ws + ((j * T::BN + r) * 64 + u * 16), src, valid);
+    const bool valid = row < n && k0 + j * 32 < k_end;  // a relaid chunk is whole (zeros past k)
+    const uint16_t* src = valid ? w + row * pitch + col : w;
+    cp_async16(ws + ((j * T::BN + r) * 64 + w_unit_pos(u, r) * 16), src, valid);
   }
 }
 
@@ -170,8 +190,8 @@ __device__ __forceinline__ void compute_chunk(const unsigned char* ws, const uns
 #pragma unroll
   for (int fn = 0; fn < T::FN; ++fn) {
     const int row = warp_n + fn * 16 + g;
-    a_top[fn] = *reinterpret_cast<const uint4*>(ws + (j * T::BN + row) * 64 + c * 16);
-    a_bot[fn] = *reinterpret_cast<const uint4*>(ws + (j * T::BN + row + 8) * 64 + c * 16);
+    a_top[fn] = load_w_frag(ws + (j * T::BN + row) * 64, row, c);
+    a_bot[fn] = load_w_frag(ws + (j * T::BN + row + 8) * 64, row + 8, c);
   }
   if constexpr (T::F32X) {
     uint32_t hi[T::FM][4], lo[T::FM][4];

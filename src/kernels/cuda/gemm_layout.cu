@@ -2,6 +2,7 @@
 // natural rows → per 32-k chunk, the chain's k16 step 0 then step 1
 // (gemm_kernel.cuh's fixed assignment of k to steps), rows padded to a
 // multiple of 32 k with zeros.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -34,7 +35,36 @@ __global__ void relay_kernel(const uint16_t* __restrict__ w, int64_t n, int64_t 
   }
 }
 
+// f32 rows → bf16 relaid rows (round to nearest even, as to_bf16).
+__global__ void to_bf16_relaid_kernel(const float* __restrict__ x, int64_t m, int64_t k, int64_t pitch,
+                                      uint16_t* __restrict__ out) {
+  pdl_enter();
+  const int64_t units_per_row = pitch / 4, total = m * units_per_row;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t row = i / units_per_row, unit = i % units_per_row;
+    const int64_t col = (unit / 8) * 32 + natural_unit(static_cast<int>(unit % 8)) * 4;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (col < k) v = *reinterpret_cast<const float4*>(x + row * k + col);
+    __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+    uint2 o;
+    o.x = *reinterpret_cast<uint32_t*>(&a);
+    o.y = *reinterpret_cast<uint32_t*>(&b);
+    *reinterpret_cast<uint2*>(out + row * pitch + unit * 4) = o;
+  }
+}
+
 }  // namespace
+
+Status to_bf16_relaid(const Stream& stream, const float* x, int64_t m, int64_t k, uint16_t* out) {
+  if (m < 0 || k <= 0 || k % 8 != 0)
+    return invalid_argument("to_bf16_relaid: need m >= 0, k > 0 and k % 8 == 0");
+  if (m == 0) return Status::Ok();
+  const int64_t total = m * (relaid_row_pitch(k) / 4);
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65535 * 8));
+  return launch_kernel("to_bf16_relaid", to_bf16_relaid_kernel, dim3(blocks), dim3(256), 0, stream.handle(),
+                       x, m, k, relaid_row_pitch(k), out);
+}
 
 int64_t relaid_row_pitch(int64_t k) { return (k + 31) / 32 * 32; }
 

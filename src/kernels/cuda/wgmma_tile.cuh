@@ -49,19 +49,23 @@ template <class T>
 __device__ __forceinline__ void load_w(uint4 (&r)[T::kUnits][4], int tid, int kt,
                                        const uint16_t* __restrict__ w, int64_t n0, int64_t n, int64_t k,
                                        int64_t k_begin, int64_t k_end, int base = 0) {
-  const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK;
+  const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK, pitch = relaid_pitch(k);
 #pragma unroll
   for (int u = 0; u < T::kUnits; ++u) {
     int row, chunk;
     piece<T>(base + tid + u * T::kLoaders, row, chunk);
-    const int64_t grow = n0 + row;
+    const int64_t grow = n0 + row, col = k0 + chunk * 32;
+    uint4 rel[4];  // the relaid chunk: 8-byte unit v = step v / 4, k 8(v % 4) + 4(v / 4) ..
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      rel[q] = grow < n && col < k_end ? __ldg(reinterpret_cast<const uint4*>(w + grow * pitch + col + q * 8))
+                                       : make_uint4(0, 0, 0, 0);
+      // r[u][q]: the natural 16 bytes k 8q .. 8q+7 = 8-byte units q and 4 + q.
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const int64_t col = k0 + chunk * 32 + q * 8;
-      if (grow < n && col < k_end)
-        r[u][q] = __ldg(reinterpret_cast<const uint4*>(w + grow * k + col));
-      else
-        r[u][q] = make_uint4(0, 0, 0, 0);
+      const uint4& s0 = rel[q >> 1];
+      const uint4& s1 = rel[2 + (q >> 1)];
+      r[u][q] = (q & 1) ? make_uint4(s0.z, s0.w, s1.z, s1.w) : make_uint4(s0.x, s0.y, s1.x, s1.y);
     }
   }
 }

@@ -32,6 +32,15 @@ DeviceBuffer to_device(const std::vector<T>& host, const Stream& stream) {
   return std::move(buffer).value();
 }
 
+// A GEMM weight on the device: natural bf16 rows w [n][k] relaid (the
+// layout gemm_bf16w reads, ADR 0057) through relay_weights_bf16_host.
+inline DeviceBuffer to_device_weights(const std::vector<uint16_t>& w, int64_t n, int64_t k,
+                                      const Stream& stream) {
+  std::vector<uint16_t> relaid(static_cast<size_t>(n * relaid_row_pitch(k)));
+  relay_weights_bf16_host(w.data(), n, k, relaid.data());
+  return to_device(relaid, stream);
+}
+
 template <typename T>
 std::vector<T> to_host(const DeviceBuffer& buffer, size_t count, const Stream& stream) {
   std::vector<T> host(count);

@@ -26,7 +26,7 @@ struct Projection {
 Projection make_projection(int64_t m, int64_t n, int64_t k, uint32_t seed, const Stream& stream) {
   Projection p{m, n, k, {}, {}, {}, {}, {}, 0};
   p.x = testing::to_device(random_floats(m * k, seed), stream);
-  p.w = testing::to_device(testing::to_bf16(random_floats(n * k, seed + 1)), stream);
+  p.w = testing::to_device_weights(testing::to_bf16(random_floats(n * k, seed + 1)), n, k, stream);
   p.bias = testing::to_device(random_floats(n, seed + 2), stream);
   p.slab_floats = static_cast<size_t>(gemm_slicing(n, k).slices) * m * n;
   p.slabs = testing::to_device(std::vector<float>(p.slab_floats, 0.0f), stream);

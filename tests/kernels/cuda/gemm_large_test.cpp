@@ -1,5 +1,6 @@
-// The large-tile variants of the CUDA GEMM (ADRs 0044 and 0053, TANDEM_CUDA_LARGE_TILE;
-// 5-8 run wgmma where the build and the device have sm_90a):
+// The large-tile variants of the CUDA GEMM (ADRs 0044, 0053, 0055, 0057,
+// TANDEM_CUDA_LARGE_TILE; 5-17 run wgmma where the build and the device have
+// sm_90a; 15-17 by TMA over the relaid weights every variant reads):
 // each gives the small tile's bits (memcmp) at M = 1..64 and at large M, plain
 // and K-sliced, with rows and columns past a block edge and a partial last k
 // tile; and a row of a large product equals the row computed alone.
@@ -27,7 +28,7 @@ struct Operands {
 Operands make_operands(int64_t n, int64_t k, int64_t max_m, DType x_dtype, uint32_t seed,
                        const Stream& stream) {
   Operands o{n, k, max_m, x_dtype, {}, {}};
-  o.w = testing::to_device(testing::to_bf16(random_floats(n * k, seed)), stream);
+  o.w = testing::to_device_weights(testing::to_bf16(random_floats(n * k, seed)), n, k, stream);
   const std::vector<float> x = random_floats(max_m * k, seed + 1);
   o.x = x_dtype == DType::bf16 ? testing::to_device(testing::to_bf16(x), stream)
                                : testing::to_device(x, stream);

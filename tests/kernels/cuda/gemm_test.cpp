@@ -29,7 +29,8 @@ struct Problem {
   int64_t n = 0, k = 0, max_m = 0;
   DType x_dtype = DType::bf16;
   std::vector<float> w_values, x_values;
-  DeviceBuffer w, x;
+  DeviceBuffer w, x;       // w relaid (the GEMM's layout)
+  DeviceBuffer w_natural;  // natural rows (the cuBLAS reference)
 };
 
 Problem make_problem(int64_t n, int64_t k, int64_t max_m, DType x_dtype, uint32_t seed,
@@ -38,7 +39,8 @@ Problem make_problem(int64_t n, int64_t k, int64_t max_m, DType x_dtype, uint32_
   p.n = n, p.k = k, p.max_m = max_m, p.x_dtype = x_dtype;
   const std::vector<uint16_t> w_bits = to_bf16(random_floats(n * k, seed));
   p.w_values = from_bf16(w_bits);
-  p.w = testing::to_device(w_bits, stream);
+  p.w = testing::to_device_weights(w_bits, n, k, stream);
+  p.w_natural = testing::to_device(w_bits, stream);
   std::vector<float> x = random_floats(max_m * k, seed + 1);
   if (x_dtype == DType::bf16) {
     const std::vector<uint16_t> x_bits = to_bf16(x);
@@ -329,7 +331,7 @@ TEST(GemmCublas, AgreesWithCublasWithinTheBound) {
   for (int64_t m : {1, 16, 100}) {
     const std::vector<float> ours = run(p, 0, m, *stream);
     DeviceBuffer yb = testing::poisoned(static_cast<size_t>(m * n) * sizeof(float), *stream);
-    ASSERT_TRUE(cublas.gemm_bf16(stream->handle(), p.x.data(), m, p.w.data(), n, k, yb.as<float>()));
+    ASSERT_TRUE(cublas.gemm_bf16(stream->handle(), p.x.data(), m, p.w_natural.data(), n, k, yb.as<float>()));
     const std::vector<float> theirs = testing::to_host<float>(yb, m * n, *stream);
     double err2 = 0, ref2 = 0;
     for (int64_t r = 0; r < m; ++r) {

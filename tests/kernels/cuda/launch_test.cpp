@@ -50,8 +50,10 @@ struct Chain {
     x = testing::to_device(x0, s);
     h = testing::to_device(x0, s);
     act = testing::poisoned(m * inter * 4, s);
-    w1 = testing::to_device(testing::to_bf16(random_floats(2 * inter * d, 5, -0.05f, 0.05f)), s);
-    w2 = testing::to_device(testing::to_bf16(random_floats(d * inter, 7, -0.05f, 0.05f)), s);
+    w1 = testing::to_device_weights(testing::to_bf16(random_floats(2 * inter * d, 5, -0.05f, 0.05f)),
+                                    2 * inter, d, s);
+    w2 =
+        testing::to_device_weights(testing::to_bf16(random_floats(d * inter, 7, -0.05f, 0.05f)), d, inter, s);
     norm = testing::to_device(random_floats(d, 11, 0.5f, 1.5f), s);
     slab_floats =
         static_cast<size_t>(std::max(gemm_slicing(2 * inter, d).slices, gemm_slicing(d, inter).slices)) * m *

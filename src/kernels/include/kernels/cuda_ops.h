@@ -158,13 +158,13 @@ const char* gemm_tile_name(GemmTile tile);
 GemmTile gemm_tile_for(int64_t m, int64_t n, int multiprocessors);
 
 // y[r][j] = sum_k x[r][k] * w[j][k]  (y = x·Wᵀ), r < m, j < n; y is f32 [m][n].
-// w: bf16 [n][k]. x: [m][k] of x_dtype — DType::bf16 (one mma per k-step) or
-// DType::f32 (split x = hi + lo into two bf16 terms, two mmas per k-step,
-// ≈ 2^-17 relative representation error; ADR 0006). f32 accumulation.
-// Each output's reduction is the fixed mma chain described at the top; the
-// result does not depend on m, on the other rows of x, or on `tile`.
-// Requires k % 8 == 0, n > 0, m >= 0 (m == 0 is a no-op), x/w/y 16-byte
-// aligned; else InvalidArgument. Asynchronous on `stream`; no allocation.
+// w: bf16 [n][k] in the RELAID layout (relay_weights_bf16 below, ADR 0057:
+// rows relaid_row_pitch(k) apart, each 32-k chunk in k16-step order); the
+// device weights of the invariant path are stored so. x: [m][k] of x_dtype — DType::bf16 (one mma per k-step)
+// or DType::f32 (split x = hi + lo into two bf16 terms, two mmas per k-step, ≈ 2^-17 relative representation
+// error; ADR 0006). f32 accumulation. Each output's reduction is the fixed mma chain described at the top;
+// the result does not depend on m, on the other rows of x, or on `tile`. Requires k % 8 == 0, n > 0, m >= 0
+// (m == 0 is a no-op), x/w/y 16-byte aligned; else InvalidArgument. Asynchronous on `stream`; no allocation.
 Status gemm_bf16w(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w, int64_t n,
                   int64_t k, float* y, GemmTile tile = GemmTile::automatic);
 
@@ -232,19 +232,13 @@ Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, 
 // writes it on the device from natural rows w [n][k] (k % 8 == 0) into
 // `relaid` (n · relaid_row_pitch(k) bf16, not overlapping w); the _host
 // version is the same permutation on the host (tests, uploads).
+// to_bf16_relaid: f32 rows x [m][k] → bf16 [m][relaid_row_pitch(k)] in the
+// same permutation, so that a plain GEMM over relaid x and relaid w (the
+// cuBLAS option, k' = relaid_row_pitch(k)) is the product x·Wᵀ.
 int64_t relaid_row_pitch(int64_t k);
 Status relay_weights_bf16(const Stream& stream, const uint16_t* w, int64_t n, int64_t k, uint16_t* relaid);
 void relay_weights_bf16_host(const uint16_t* w, int64_t n, int64_t k, uint16_t* relaid);
-
-// gemm_bf16w / gemm_bf16w_sliced (same chain per output, same bits, same
-// slicing) over relaid weights, by the TMA wgmma tile (ADR 0057; `config`
-// 0-2 picks its pipeline, never a bit). Any m; Unimplemented without an
-// sm_90a build and a Hopper device.
-Status gemm_bf16w_relaid(const Stream& stream, const void* x, DType x_dtype, int64_t m,
-                         const uint16_t* w_relaid, int64_t n, int64_t k, float* y, int config = 0);
-Status gemm_bf16w_relaid_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m,
-                                const uint16_t* w_relaid, int64_t n, int64_t k, float* y, float* workspace,
-                                size_t workspace_floats, int config = 0);
+Status to_bf16_relaid(const Stream& stream, const float* x, int64_t m, int64_t k, uint16_t* out);
 
 // ---------------------------------------------------------------- row-wise ops
 // One block per row; fixed block size and fixed reduction tree, so each row's

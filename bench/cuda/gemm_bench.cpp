@@ -19,7 +19,9 @@
 //   --large-variants: only the large tile's variants at 4096³ and on the 8B
 //               matrices (bf16 x) at M = 512, 1024, 2048, with the medium tile
 //               at M <= 1024 (TANDEM_BENCH_LARGE_VARIANTS=a,b,.. picks which;
-//               TANDEM_CUDA_LARGE_TILE picks one elsewhere)
+//               TANDEM_CUDA_LARGE_TILE picks one elsewhere; the numbers after
+//               the large variants are gemm_bf16w_relaid's configurations over
+//               weights relaid by relay_weights_bf16, ADR 0057)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -330,6 +332,8 @@ void run_forward_shapes(const gpu::Stream& stream, const Ceilings& ceil) {
 // forward's matrices at M = 512, 1024, 2048 (gemm_bf16w_sliced, bf16 x:
 // prefill chunks; against cuBLAS's unsliced product); bits checked against
 // the first variant timed.
+constexpr int kRelaidConfigs = 3;  // gemm_bf16w_relaid's configurations, numbered after the large variants
+
 void run_large_variants(const gpu::Stream& stream, kernels::gpu::testing::CublasReference& cublas) {
   struct Point {
     const char* name;
@@ -361,14 +365,16 @@ void run_large_variants(const gpu::Stream& stream, kernels::gpu::testing::Cublas
       char* end = nullptr;
       const long v = std::strtol(p, &end, 10);
       if (end == p) break;
-      if (v >= 0 && v < gpu::large_tile_variants()) list.push_back(static_cast<int>(v));
+      if (v >= 0 && v < gpu::large_tile_variants() + kRelaidConfigs) list.push_back(static_cast<int>(v));
       p = *end == ',' ? end + 1 : end;
     }
   }
   if (list.empty())
-    for (int v = 0; v < gpu::large_tile_variants(); ++v) list.push_back(v);
-  std::printf("large tile variants (of 0..%d; TFLOP/s counts 2·M·N·K; bits vs variant %d)\n",
-              gpu::large_tile_variants() - 1, list[0]);
+    for (int v = 0; v < gpu::large_tile_variants() + kRelaidConfigs; ++v) list.push_back(v);
+  const int relaid0 = gpu::large_tile_variants();  // v relaid0 + c: gemm_bf16w_relaid config c (ADR 0057)
+  std::printf(
+      "large tile variants (of 0..%d; %d.. on relaid weights; TFLOP/s counts 2·M·N·K; bits vs variant %d)\n",
+      relaid0 + kRelaidConfigs - 1, relaid0, list[0]);
   for (const Point& pt : points) {
     const Shape& s = pt.s;
     const size_t w_bytes = static_cast<size_t>(s.n * s.k) * 2;
@@ -394,9 +400,18 @@ void run_large_variants(const gpu::Stream& stream, kernels::gpu::testing::Cublas
     const gpu::GemmSlicing plan = gpu::gemm_slicing(s.n, s.k);
     const size_t ws_floats = pt.sliced ? static_cast<size_t>(plan.slices) * out : 1;
     gpu::DeviceBuffer ws = allocate(ws_floats * 4);
+    gpu::DeviceBuffer wr = allocate(static_cast<size_t>(s.n * gpu::relaid_row_pitch(s.k)) * 2);
+    check(gpu::relay_weights_bf16(stream, w.as<uint16_t>(), s.n, s.k, wr.as<uint16_t>()));
     gpu::GemmTile tile = gpu::GemmTile::large;
+    int relaid_config = -1;  // >= 0: the TMA tile over wr
     auto call = [&] {
-      if (pt.sliced) {
+      if (relaid_config >= 0 && pt.sliced) {
+        check(gpu::gemm_bf16w_relaid_sliced(stream, x.data(), pt.xt, pt.m, wr.as<uint16_t>(), s.n, s.k,
+                                            y.as<float>(), ws.as<float>(), ws_floats, relaid_config));
+      } else if (relaid_config >= 0) {
+        check(gpu::gemm_bf16w_relaid(stream, x.data(), pt.xt, pt.m, wr.as<uint16_t>(), s.n, s.k,
+                                     y.as<float>(), relaid_config));
+      } else if (pt.sliced) {
         check(gpu::gemm_bf16w_sliced(stream, x.data(), pt.xt, pt.m, w.as<uint16_t>(), s.n, s.k, y.as<float>(),
                                      ws.as<float>(), ws_floats, tile));
       } else {
@@ -421,7 +436,8 @@ void run_large_variants(const gpu::Stream& stream, kernels::gpu::testing::Cublas
     for (size_t i = 0; i <= list.size(); ++i) {
       const int v = i < list.size() ? list[i] : -1;  // -1: the medium tile (M <= 1024 only)
       if (v < 0 && pt.m > 1024) break;
-      if (v >= 0) gpu::set_large_tile_variant(v);
+      relaid_config = v >= relaid0 ? v - relaid0 : -1;
+      if (v >= 0 && v < relaid0) gpu::set_large_tile_variant(v);
       tile = v >= 0 ? gpu::GemmTile::large : gpu::GemmTile::medium;
       check(y.fill_bytes(0xFF, stream));
       call();

@@ -406,4 +406,30 @@ Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int
                        stream.handle(), p->slabs, p->slices, count, y);
 }
 
+Status gemm_bf16w_relaid(const Stream& stream, const void* x, DType x_dtype, int64_t m,
+                         const uint16_t* w_relaid, int64_t n, int64_t k, float* y, int config) {
+  TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w_relaid, n, k, y));
+  if (m == 0) return Status::Ok();
+  return gemm_wgmma_tma(stream.handle(), x, x_dtype == DType::f32, m, w_relaid, n, k, y, 0, config);
+}
+
+Status gemm_bf16w_relaid_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m,
+                                const uint16_t* w_relaid, int64_t n, int64_t k, float* y, float* workspace,
+                                size_t workspace_floats, int config) {
+  TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w_relaid, n, k, y));
+  const GemmSlicing plan = gemm_slicing(n, k);
+  if (m == 0) return Status::Ok();
+  if (plan.slices == 1) return gemm_bf16w_relaid(stream, x, x_dtype, m, w_relaid, n, k, y, config);
+  const size_t need = static_cast<size_t>(plan.slices) * static_cast<size_t>(m * n);
+  if (workspace == nullptr || workspace_floats < need || (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0)
+    return invalid_argument("gemm_bf16w_relaid_sliced: need a 16-byte aligned workspace of " +
+                            std::to_string(need) + " floats (got " + std::to_string(workspace_floats) + ")");
+  TANDEM_RETURN_IF_ERROR(gemm_wgmma_tma(stream.handle(), x, x_dtype == DType::f32, m, w_relaid, n, k,
+                                        workspace, plan.slice, config));
+  const int64_t count = m * n;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 65535 * 8));
+  return launch_kernel("gemm_bf16w_relaid_sliced (sum of slices)", sum_slices_kernel, dim3(blocks), dim3(256),
+                       0, stream.handle(), static_cast<const float*>(workspace), plan.slices, count, y);
+}
+
 }  // namespace tandem::kernels::gpu

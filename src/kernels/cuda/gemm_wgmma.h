@@ -29,6 +29,14 @@ Status gemm_wgmma(CUstream_st* stream, const void* x, bool f32x, int64_t m, cons
 Status gemm_wgmma_ws(CUstream_st* stream, const void* x, bool f32x, int64_t m, const uint16_t* w, int64_t n,
                      int64_t k, float* y, int64_t slice, int config);
 
+// The same product over relaid weights (relay_weights_bf16, ADR 0057) by the
+// TMA kernel (gemm_wgmma_tma.cu): weights and x by TMA with the 128-byte
+// swizzle, a producer thread and two consumer warpgroups over an mbarrier
+// ring; config 0: 128 x rows × 256 weight rows, 1: the same with one tile's
+// wgmmas in flight, 2: 256 × 128. slice: a multiple of 64 (or 0 / k).
+Status gemm_wgmma_tma(CUstream_st* stream, const void* x, bool f32x, int64_t m, const uint16_t* w_relaid,
+                      int64_t n, int64_t k, float* y, int64_t slice, int config);
+
 // The probe (tests/kernels/cuda/wgmma_probe_test.cpp): `trials` independent
 // problems of `steps` k16 steps each. Trial t: x [steps][64][16] bf16 and
 // w [steps][256][16] bf16 (slot order: element s of a row is the step's

@@ -225,6 +225,28 @@ Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, 
                                            float* workspace, size_t workspace_floats,
                                            GemmTile tile = GemmTile::automatic);
 
+// The relaid weight layout (ADR 0057). Row j of a relaid matrix holds, for
+// each 32-k chunk, the chain's k16 step 0 (k 8q .. 8q+3 for q = 0..3) then
+// step 1 (k 8q+4 .. 8q+7), so that each step is 32 contiguous bytes (what a
+// TMA box with the 128-byte swizzle lands as wgmma's B operand); rows are
+// relaid_row_pitch(k) elements apart, k past the end zero. relay_weights_bf16
+// writes it on the device from natural rows w [n][k] (k % 8 == 0) into
+// `relaid` (n · relaid_row_pitch(k) bf16, not overlapping w); the _host
+// version is the same permutation on the host (tests, uploads).
+int64_t relaid_row_pitch(int64_t k);
+Status relay_weights_bf16(const Stream& stream, const uint16_t* w, int64_t n, int64_t k, uint16_t* relaid);
+void relay_weights_bf16_host(const uint16_t* w, int64_t n, int64_t k, uint16_t* relaid);
+
+// gemm_bf16w / gemm_bf16w_sliced (same chain per output, same bits, same
+// slicing) over relaid weights, by the TMA wgmma tile (ADR 0057; `config`
+// 0-2 picks its pipeline, never a bit). Any m; Unimplemented without an
+// sm_90a build and a Hopper device.
+Status gemm_bf16w_relaid(const Stream& stream, const void* x, DType x_dtype, int64_t m,
+                         const uint16_t* w_relaid, int64_t n, int64_t k, float* y, int config = 0);
+Status gemm_bf16w_relaid_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m,
+                                const uint16_t* w_relaid, int64_t n, int64_t k, float* y, float* workspace,
+                                size_t workspace_floats, int config = 0);
+
 // ---------------------------------------------------------------- row-wise ops
 // One block per row; fixed block size and fixed reduction tree, so each row's
 // bits are independent of `rows`. f32 throughout.

@@ -106,9 +106,38 @@ int by_size_variant(int64_t n, int64_t k) {
   return gemm_slicing(n, k).slices == 1 && n * k >= b.whole_min ? b.whole : b.sliced;
 }
 
+// 17..64 x rows (ADR 0060): the small tile's chain with 32 or 64 x rows per
+// block, so the weights stream once per block row as at M <= 16, instead of
+// the medium / large tiles (a 64 x 64 or a mostly empty 128-row wgmma block).
+// TANDEM_CUDA_WIDE_TILE (read once) or set_wide_small_tile: 0 off (17+ rows
+// take the medium / large tile, as before), 1 on, 2 on with 4 more warps that
+// only queue copies (variant 8's idea). Every mode gives the same bits.
+constexpr int kWideModes = 3;
+constexpr int kDefaultWide = 0;
+constexpr int64_t kWideMaxRows = 64;
+std::atomic<int> wide_choice{-1};
+
+int wide_mode() { return tile_variant(wide_choice, "TANDEM_CUDA_WIDE_TILE", kWideModes, kDefaultWide); }
+
+// The largest M the small tile takes under `automatic`.
+int64_t small_tile_max_rows() { return wide_mode() != 0 ? kWideMaxRows : 16; }
+
+template <bool F32X>
+Status launch_wide(int mode, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
+                   int64_t k, float* y, int64_t slice) {
+  // 64 weight rows, 4 compute warps, 3 stages of 128 k: 72 / 96 KB (bf16 x), 96 / 144 KB (f32 x).
+  if (m <= 32)
+    return mode == 2 ? launch<Tile<64, 32, 4, 1, 128, 3, F32X, 256>>(stream, x, m, w, n, k, y, slice)
+                     : launch<Tile<64, 32, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
+  return mode == 2 ? launch<Tile<64, 64, 4, 1, 128, 3, F32X, 256>>(stream, x, m, w, n, k, y, slice)
+                   : launch<Tile<64, 64, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
+}
+
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                     int64_t k, float* y, int64_t slice) {
+  if (m > 16 && m <= kWideMaxRows && wide_mode() != 0)
+    return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice);
   if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
   const bool eight =
       variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
@@ -263,7 +292,7 @@ GemmTile sliced_tile_for(int64_t m, int64_t n, int slices) {
     return e == nullptr || std::atoi(e) != 0;
   }();
   const int sms = current_multiprocessors();
-  if (!count_slices || m <= 16) return gemm_tile_for(m, n, sms);
+  if (!count_slices || m <= small_tile_max_rows()) return gemm_tile_for(m, n, sms);
   const int64_t large_blocks = ((n + 127) / 128) * ((m + 127) / 128) * slices;
   return large_blocks >= sms ? GemmTile::large : GemmTile::medium;
 }
@@ -277,6 +306,11 @@ void set_small_tile_variant(int variant) {
                               ? variant
                               : kBySize,
                           std::memory_order_relaxed);
+}
+
+int wide_small_tile() { return wide_mode(); }
+void set_wide_small_tile(int mode) {
+  wide_choice.store(mode >= 0 && mode < kWideModes ? mode : kDefaultWide, std::memory_order_relaxed);
 }
 
 int large_tile_variants() { return kLargeTileVariants; }
@@ -300,7 +334,7 @@ const char* gemm_tile_name(GemmTile tile) {
 }
 
 GemmTile gemm_tile_for(int64_t m, int64_t n, int multiprocessors) {
-  if (m <= 16) return GemmTile::small;
+  if (m <= small_tile_max_rows()) return GemmTile::small;
   const int64_t large_blocks = ((n + 127) / 128) * ((m + 127) / 128);
   return large_blocks >= multiprocessors ? GemmTile::large : GemmTile::medium;
 }

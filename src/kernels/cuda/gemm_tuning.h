@@ -22,6 +22,10 @@ int small_tile_variants();
 // Retired numbers (9, 12-14: ADR 0056) pick the default; tests and benchmarks skip them.
 bool small_tile_variant_retired(int variant);
 void set_small_tile_variant(int variant);
+// The small tile at 17..64 x rows (TANDEM_CUDA_WIDE_TILE; ADR 0060): 0 off
+// (medium / large tiles there), 1 on, 2 on with copy-only warps; same bits.
+int wide_small_tile();
+void set_wide_small_tile(int mode);
 // The same for the large tile (TANDEM_CUDA_LARGE_TILE; ADR 0044).
 int large_tile_variants();
 void set_large_tile_variant(int variant);

@@ -320,6 +320,48 @@ TEST_P(GemmSliced, EverySmallTileVariantGivesTheSameBitsOnLargeMatrices) {
   }
 }
 
+// The small tile at 17..64 x rows (ADR 0060, TANDEM_CUDA_WIDE_TILE): modes 1
+// and 2 (32 or 64 x rows per block; 2 adds copy-only warps) give mode 0's
+// bits (17+ rows on the medium tile, as before), plain and K-sliced, through
+// `automatic` and the explicit small tile, on a K-sliced 4100 x 4104 matrix, an
+// unsliced 16400 x 1032 one (the LM-head class) and a small 200 x 904 one;
+// and each row equals itself computed alone.
+TEST_P(GemmSliced, WideSmallTileGivesTheSameBits) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  const int64_t shapes[][2] = {{4100, 4104}, {16400, 1032}, {200, 904}};
+  const int64_t ms[] = {17, 24, 31, 32, 33, 48, 63, 64};
+  for (const auto& nk : shapes) {
+    const Problem p = make_problem(nk[0], nk[1], 64, GetParam(), 31, *stream);
+    set_wide_small_tile(0);
+    std::vector<std::vector<float>> plain, sliced;
+    for (const int64_t m : ms) {
+      plain.push_back(run(p, 0, m, *stream));
+      sliced.push_back(run_sliced(p, 0, m, *stream));
+      ASSERT_TRUE(all_finite(plain.back()) && all_finite(sliced.back())) << "m=" << m;
+    }
+    const std::vector<float> alone = run(p, 63, 1, *stream), alone_sliced = run_sliced(p, 63, 1, *stream);
+    for (const int mode : {1, 2}) {
+      set_wide_small_tile(mode);
+      for (size_t i = 0; i < std::size(ms); ++i) {
+        for (const GemmTile tile : {GemmTile::automatic, GemmTile::small}) {
+          ASSERT_TRUE(same_bits(run(p, 0, ms[i], *stream, tile).data(), plain[i].data(), plain[i].size()))
+              << "mode " << mode << " n=" << p.n << " m=" << ms[i];
+          ASSERT_TRUE(
+              same_bits(run_sliced(p, 0, ms[i], *stream, tile).data(), sliced[i].data(), sliced[i].size()))
+              << "mode " << mode << " n=" << p.n << " m=" << ms[i] << " (sliced)";
+        }
+      }
+      const std::vector<float> all = run(p, 0, 64, *stream), all_sliced = run_sliced(p, 0, 64, *stream);
+      ASSERT_TRUE(same_bits(all.data() + 63 * p.n, alone.data(), alone.size())) << "mode " << mode;
+      ASSERT_TRUE(same_bits(all_sliced.data() + 63 * p.n, alone_sliced.data(), alone_sliced.size()))
+          << "mode " << mode << " (sliced)";
+    }
+    set_wide_small_tile(-1);
+  }
+}
+
 TEST(GemmCublas, AgreesWithCublasWithinTheBound) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   testing::CublasReference cublas;

@@ -148,7 +148,8 @@ Expected<double> measure_read_bandwidth(const Stream& stream, size_t bytes, int 
 
 // ---------------------------------------------------------------- GEMM
 // Tile shapes of the one GEMM kernel. All give identical bits (tested).
-//   small:  32 weight rows × 16 rows of x per block, deep pipeline — M ≤ 16.
+//   small:  32–64 weight rows × 8–16 rows of x per block, deep pipeline — M ≤ 16
+//           (with TANDEM_CUDA_WIDE_TILE, 32 or 64 x rows up to M = 64: ADR 0060).
 //   medium: 64 × 64 — mid-sized M.
 //   large:  128 × 128 — prefill-sized M.
 enum class GemmTile : uint8_t { automatic, small, medium, large };

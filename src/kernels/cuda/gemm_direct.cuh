@@ -6,12 +6,13 @@
 // instruction: lane (g, c) of a warp holds, for 32-wide chunk q of the slice,
 // the 16 bytes at k = k_begin + 32q + 8c of weight rows g and g + 8 of each
 // 16-row fragment (a_top, a_bot in gemm_kernel.cuh; from the relaid rows: 8
-// bytes at element 4c and 8 at 16 + 4c of the chunk) and the same 8 k of its x
+// bytes at element 4c and 8 at 16 + 4c of the chunk, gathered from 16-byte
+// loads by lane_fragment) and the same 8 k of its x
 // row, split hi/lo for f32 x; chunk after chunk from the slice's start, step 0
 // (hi, lo) then step 1 (hi, lo) into one accumulator per output starting at
 // +0. Only the path of the bytes differs: no shared memory and no barrier —
 // each warp owns FN fragments (16·FN weight rows) of the block and keeps U
-// chunks of loads (ld.global.nc, 2 × 8 bytes each, 2·FN·U per lane) in flight;
+// chunks of loads (ld.global.nc, 16 bytes each, 2·FN·U per lane) in flight;
 // PIPE issues the next U chunks before computing the current ones. x goes
 // through L1 (every warp of the grid reads the same few rows). Units past
 // k_end or rows past n / m read as zeros, as the shared-memory tiles'
@@ -37,19 +38,29 @@ struct Direct {
   static constexpr int BN = BNW * WARPS, BM = 8 * FM;
 };
 
-// Lane c's 16 bytes of a relaid chunk (gemm_kernel.cuh): the 8 at element 4c
-// (`p`) and the 8 at 16 + 4c.
+// The 16 bytes lane c loads of a relaid chunk: element 8(c / 2) + 16(c % 2)
+// — step 0's pieces of lanes c and c ^ 1 for even c, step 1's for odd c —
+// so that the four lanes of a row read its 64 bytes in 16-byte loads;
+// lane_fragment then swaps 8 bytes within the pair.
+__device__ __forceinline__ int lane_load_offset(int c) { return 8 * (c >> 1) + 16 * (c & 1); }
+
 __device__ __forceinline__ uint4 ld_weights(const uint16_t* p, bool valid) {
   uint4 v = make_uint4(0, 0, 0, 0);
-  if (valid) {
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];\n"
-                 : "=r"(v.x), "=r"(v.y)
+  if (valid)
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];\n"
-                 : "=r"(v.z), "=r"(v.w)
-                 : "l"(p + 16));
-  }
   return v;
+}
+
+// Lane c's fragment (gemm_kernel.cuh: step 0's 8 bytes at element 4c, then
+// step 1's at 16 + 4c) from the loads of lanes c and c ^ 1: the even lane
+// keeps its first 8 bytes and takes the odd lane's first 8; the odd lane
+// takes the even lane's last 8 and keeps its own last 8. All 32 lanes call it.
+__device__ __forceinline__ uint4 lane_fragment(const uint4& v, bool odd) {
+  const uint32_t s0 = odd ? v.x : v.z, s1 = odd ? v.y : v.w;
+  const uint32_t r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+  return odd ? make_uint4(r0, r1, v.z, v.w) : make_uint4(v.x, v.y, r0, r1);
 }
 
 template <class D>
@@ -157,7 +168,7 @@ __global__ void __launch_bounds__(D::kThreads)
     for (int h = 0; h < 2; ++h) {
       const int64_t r = n0 + fn * 16 + h * 8 + g;
       row_ok[fn][h] = r < n;
-      row[fn][h] = w + (r < n ? r : 0) * relaid_pitch(k) + k_begin + 4 * c;  // relaid: element 4c
+      row[fn][h] = w + (r < n ? r : 0) * relaid_pitch(k) + k_begin + lane_load_offset(c);
     }
   int64_t xrow[D::FM];
   bool xrow_ok[D::FM];
@@ -184,9 +195,14 @@ __global__ void __launch_bounds__(D::kThreads)
     if constexpr (D::PIPE) load_batch<D>(nxt, row, row_ok, kcol, k_end, q0 + D::U);
 #pragma unroll
     for (int u = 0; u < D::U; ++u) {
-      if (q0 + u < chunks) {
+      if (q0 + u < chunks) {  // warp-uniform (lane_fragment's shuffles)
+        uint4 a[D::FN][2];
+#pragma unroll
+        for (int fn = 0; fn < D::FN; ++fn)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) a[fn][h] = lane_fragment(cur[u][fn][h], (c & 1) != 0);
         const int64_t col = kcol + 32 * static_cast<int64_t>(q0 + u);
-        direct_chunk<D>(cur[u], x, xrow, xrow_ok, col, col < k_end, acc);
+        direct_chunk<D>(a, x, xrow, xrow_ok, col, col < k_end, acc);
       }
     }
     if constexpr (D::PIPE) {

@@ -13,6 +13,12 @@
 #                                       machine limits what travels (64 MiB with the checkout): there,
 #                                       carry DIR as one `tar -cJ` archive (13 MB) and unpack it first.
 #   scripts/gpu-test.sh --bin DIR       run prebuilt binaries from DIR (no build)
+#   --stub-icu (with --pack)            put a 15 kB stand-in for libicudata.so (31 MB, 8 MB of the
+#                                       archive) in DIR/lib: enough for the bundled and random
+#                                       models, whose tokenizers use only ICU's compiled-in tables;
+#                                       NOT for a tokenizer with an NFKC/NFKD normalizer (ICU then
+#                                       finds no data). With it two tandem builds, the three GPU
+#                                       test programs and lib/ pack into 14.5 MB of tar -cJ.
 # Options: --quick (benchmark on 4096x4096 only), --out DIR (logs: tests.log, bench.txt),
 #          --e2e (also scripts/gpu-e2e.sh: probe, speculative == classic, model benchmarks;
 #                 --no-8b skips the 8B-shape model),
@@ -31,7 +37,7 @@
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$(dirname "$0")/.."
-bin="" pack="" out="" quick="" sanitize="" tune="" ncu="" e2e="" e2e_args=""
+bin="" pack="" out="" quick="" sanitize="" tune="" ncu="" e2e="" e2e_args="" stub_icu=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) bin="$2"; shift 2 ;;
@@ -43,7 +49,8 @@ while [[ $# -gt 0 ]]; do
     --ncu) ncu=1; shift ;;
     --e2e) e2e=1; shift ;;
     --no-8b) e2e_args="--no-8b"; shift ;;
-    *) echo "usage: $0 [--bin DIR | --pack DIR] [--out DIR] [--quick] [--sanitize] [--tune] [--ncu]" >&2; exit 2 ;;
+    --stub-icu) stub_icu=1; shift ;;
+    *) echo "usage: $0 [--bin DIR | --pack DIR [--stub-icu]] [--out DIR] [--quick] [--sanitize] [--tune] [--ncu]" >&2; exit 2 ;;
   esac
 done
 
@@ -63,6 +70,15 @@ if [[ -z "$bin" ]]; then
     ldd build-gpu/src/app/tandem | awk '/=> \// {print $3}' |
       grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libpthread|libdl|librt)\.so' |
       xargs -r -I{} cp -L {} "$pack/lib/"
+    if [[ -n "$stub_icu" ]]; then
+      icudata=$(basename "$(ls "$pack"/lib/libicudata.so.* 2>/dev/null | head -1)")
+      if [[ -n "$icudata" ]]; then
+        sym="icudt${icudata#libicudata.so.}_dat"
+        echo "const double ${sym}[16] = {0};" >"$pack/icustub.c"
+        gcc -shared -fPIC -O2 -Wl,-soname,"$icudata" -o "$pack/lib/$icudata" "$pack/icustub.c" || exit 1
+        rm -f "$pack/icustub.c"
+      fi
+    fi
     echo "packed into $pack"
     exit 0
   fi

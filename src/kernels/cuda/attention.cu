@@ -5,7 +5,9 @@
 // positions (flash-decoding with a fixed combine, ADR 0028). Each chunk gives
 // a partial (m_c, l_c, a_c[d]) computed by one 128-thread block:
 //   staging: the chunk's K and V rows are copied to shared memory by all
-//     threads at once (independent loads, so decode is not latency-chained);
+//     threads at once (the keys' table lookups, then 16-byte cp.async
+//     copies: two rounds of independent loads, so decode is not
+//     latency-chained; ADR 0061);
 //   scores: warp w takes keys w, w + 4, …; lane l sums q[d]·k[d] over
 //     d = l, l + 32, … by fma in order, then a fixed xor tree; s = scale · dot;
 //   m_c = max of the scores; w_j = exp(s_j − m_c); l_c = Σ w_j in key order;
@@ -33,6 +35,7 @@
 
 #include "cuda/attention_tile.h"
 #include "cuda/bf16_bits.cuh"
+#include "cuda/cp_async.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launch.cuh"
 #include "kernels/cuda_ops.h"
@@ -74,49 +77,96 @@ struct RowHead {
   int32_t lo, p;
 };
 
-__device__ __forceinline__ RowHead load_row_head(const float* __restrict__ q, int n_heads,
-                                                 const DeviceKvPool& pool,
-                                                 const int32_t* __restrict__ positions,
-                                                 const int32_t* __restrict__ block_tables,
-                                                 int64_t table_stride, int window, int64_t r, int head,
-                                                 float* q_s) {
+// The row's range and table: positions and block tables only, no kernel's
+// output, so the split shape reads them before pdl_wait() (launch.cuh).
+__device__ __forceinline__ RowHead row_head(int n_heads, const DeviceKvPool& pool,
+                                            const int32_t* __restrict__ positions,
+                                            const int32_t* __restrict__ block_tables, int64_t table_stride,
+                                            int window, int64_t r, int head) {
   RowHead rh;
   rh.kv_head = head / (n_heads / pool.n_kv_heads);
   rh.p = positions[r];
   rh.lo = window > 0 ? max(0, rh.p - window + 1) : 0;
   rh.table = block_tables + r * table_stride;
+  return rh;
+}
+
+__device__ __forceinline__ void load_query(const float* __restrict__ q, int n_heads, const DeviceKvPool& pool,
+                                           int64_t r, int head, float* q_s) {
   const float* qr = q + (r * n_heads + head) * pool.head_dim;
   for (int d = threadIdx.x; d < pool.head_dim; d += kThreads) q_s[d] = qr[d];
-  return rh;
 }
 
 // Shared memory of one block: the query, the chunk's scores and weights, and
 // (dynamic, after these) the chunk's K and V rows [key][head_dim] each.
 struct ChunkSmem {
+  int64_t offset[kAttentionChunk];  // the chunk's keys' offsets in the pool (staging)
   float q[kMaxHeadDim];
   float score[kAttentionChunk];
   float weight[kAttentionChunk];
 };
 
+// Whether the staging may copy 16 bytes at a time (uniform: a property of the pool).
+__device__ __forceinline__ bool stage_vectors(const DeviceKvPool& pool) {
+  return (pool.head_dim & 3) == 0 &&
+         ((reinterpret_cast<uintptr_t>(pool.k) | reinterpret_cast<uintptr_t>(pool.v)) & 15u) == 0;
+}
+
+// Staging of keys first .. first + count - 1 of the row's range (K and V) to
+// k_s / v_s [key][head_dim], in two dependent steps of independent loads
+// (ADR 0061): stage_offsets (threads 0..count-1 look up their key's block in
+// the table: sm.offset), then, after a barrier, stage_rows (every thread
+// queues its 16-byte pieces of the K and V rows with cp.async; scalar loads
+// where head_dim % 4 != 0). Only moves bytes.
+__device__ __forceinline__ void stage_offsets(const DeviceKvPool& pool, const RowHead& rh, int32_t first,
+                                              int count, ChunkSmem& sm) {
+  if (threadIdx.x < count)
+    sm.offset[threadIdx.x] = kv_offset(pool, rh.table, first + threadIdx.x, rh.kv_head);
+}
+
+__device__ __forceinline__ void stage_rows(const DeviceKvPool& pool, int count, const ChunkSmem& sm,
+                                           float* k_s, float* v_s) {
+  const int hd = pool.head_dim;
+  if (stage_vectors(pool)) {
+    const int parts = hd / 4;  // 16-byte pieces per row
+    const uint32_t ks = static_cast<uint32_t>(__cvta_generic_to_shared(k_s));
+    const uint32_t vs = static_cast<uint32_t>(__cvta_generic_to_shared(v_s));
+    for (int piece = threadIdx.x; piece < count * parts; piece += kThreads) {
+      const int j = piece / parts, u = piece - j * parts;
+      const int64_t off = sm.offset[j] + 4 * u;
+      const uint32_t at = static_cast<uint32_t>((j * hd + 4 * u) * sizeof(float));
+      cp_async16(ks + at, pool.k + off, true);
+      cp_async16(vs + at, pool.v + off, true);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+  } else {
+    for (int e = threadIdx.x; e < count * hd; e += kThreads) {
+      const int j = e / hd, d = e - j * hd;
+      k_s[e] = pool.k[sm.offset[j] + d];
+      v_s[e] = pool.v[sm.offset[j] + d];
+    }
+  }
+}
+
 // The partial of chunk [c0, c0 + 32) ∩ [lo, p]: returns m_c and l_c (the same
 // in every thread), acc[i] = a_c[threadIdx.x + i·kThreads]. Starts and ends
-// with a barrier, so it can be called in a loop. q_s must be filled.
+// with a barrier, so it can be called in a loop. q_s must be filled; with
+// `offsets_ready`, sm.offset already holds the chunk's stage_offsets.
 __device__ __forceinline__ void chunk_partial(const DeviceKvPool& pool, const RowHead& rh, int32_t c0,
                                               float scale, float softcap, ChunkSmem& sm, float* k_s,
                                               float* v_s, float& m_c, float& l_c,
-                                              float (&acc)[kDimsPerThread]) {
+                                              float (&acc)[kDimsPerThread], bool offsets_ready = false) {
   const int hd = pool.head_dim;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t first = max(rh.lo, c0), last = min(rh.p, c0 + kAttentionChunk - 1);
   const int count = last - first + 1;
   __syncthreads();  // the previous chunk's readers are done with the shared arrays
-  for (int j = warp; j < count; j += kThreads / 32) {
-    const int64_t off = kv_offset(pool, rh.table, first + j, rh.kv_head);
-    for (int d = lane; d < hd; d += 32) {
-      k_s[j * hd + d] = pool.k[off + d];
-      v_s[j * hd + d] = pool.v[off + d];
-    }
+  if (!offsets_ready) {
+    stage_offsets(pool, rh, first, count, sm);
+    __syncthreads();
   }
+  stage_rows(pool, count, sm, k_s, v_s);
   __syncthreads();
   for (int j = warp; j < count; j += kThreads / 32) {
     const float* kr = k_s + j * hd;
@@ -189,11 +239,11 @@ __global__ void __launch_bounds__(kThreads)
                             float* __restrict__ out, uint16_t* __restrict__ out_bf16) {
   pdl_enter();
   __shared__ ChunkSmem sm;
-  extern __shared__ float kv_s[];
+  extern __shared__ __align__(16) float kv_s[];
   const int64_t r = blockIdx.x;
   const int head = blockIdx.y;
-  const RowHead rh =
-      load_row_head(q, n_heads, pool, positions, block_tables, table_stride, window, r, head, sm.q);
+  const RowHead rh = row_head(n_heads, pool, positions, block_tables, table_stride, window, r, head);
+  load_query(q, n_heads, pool, r, head, sm.q);
   Merge merge;
   for (int32_t c0 = first_chunk(rh); c0 <= rh.p; c0 += kAttentionChunk) {
     float m_c, l_c, acc[kDimsPerThread];
@@ -218,26 +268,42 @@ __global__ void __launch_bounds__(kThreads)
                            int64_t table_stride, float scale, int window, float softcap,
                            uint32_t* __restrict__ counters, float* __restrict__ partials, int slots,
                            float* __restrict__ out, uint16_t* __restrict__ out_bf16) {
-  pdl_enter();
   __shared__ ChunkSmem sm;
   __shared__ bool merges;
-  extern __shared__ float kv_s[];
+  extern __shared__ __align__(16) float kv_s[];
   const int64_t r = blockIdx.x;
   const int head = blockIdx.y;
   const int z = blockIdx.z;
   const int hd = pool.head_dim;
-  const RowHead rh =
-      load_row_head(q, n_heads, pool, positions, block_tables, table_stride, window, r, head, sm.q);
+  // Before the wait (launch.cuh): the row's range and this chunk's key
+  // offsets, from the positions and block tables alone, so the table lookups
+  // overlap the previous kernel (ADR 0061). q and the K/V rows come after it.
+  pdl_launch_dependents();
+  const RowHead rh = row_head(n_heads, pool, positions, block_tables, table_stride, window, r, head);
   const int32_t c_first = first_chunk(rh);
   const int chunks = (rh.p - c_first) / kAttentionChunk + 1;
-  if (z >= chunks) return;  // the whole block (rh is uniform)
+  if (z >= chunks) {  // the whole block (rh is uniform); the launch contract: wait before exiting
+    pdl_wait();
+    return;
+  }
+  const int32_t c0 = c_first + z * kAttentionChunk;
+  const int32_t first = max(rh.lo, c0), last = min(rh.p, c0 + kAttentionChunk - 1);
+  stage_offsets(pool, rh, first, last - first + 1, sm);
+  pdl_wait();
+  load_query(q, n_heads, pool, r, head, sm.q);
   const int64_t rh_index = r * n_heads + head;
   const int stride = 2 + hd;
   float* mine = partials + (rh_index * slots + z) * stride;
   {
     float m_c, l_c, acc[kDimsPerThread];
-    chunk_partial(pool, rh, c_first + z * kAttentionChunk, scale, softcap, sm, kv_s,
-                  kv_s + kAttentionChunk * hd, m_c, l_c, acc);
+    chunk_partial(pool, rh, c0, scale, softcap, sm, kv_s, kv_s + kAttentionChunk * hd, m_c, l_c, acc,
+                  /*offsets_ready=*/true);
+    if (chunks == 1) {  // the whole range in one chunk: the same merge, from the registers
+      Merge merge;
+      merge.add(m_c, l_c, acc);
+      merge.store(out + rh_index * hd, out_bf16 != nullptr ? out_bf16 + rh_index * hd : nullptr, hd);
+      return;
+    }
     if (threadIdx.x == 0) {
       mine[0] = m_c;
       mine[1] = l_c;

@@ -40,6 +40,7 @@
 #include <atomic>
 #include <string>
 
+#include "cuda/cp_async.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launch.cuh"
 #include "kernels/cuda_ops.h"
@@ -66,17 +67,6 @@ struct Tile {
   static_assert(BN % (WN * 16) == 0 && BM % (WM * 8) == 0, "tile must split into whole fragments");
   static_assert(BK % 32 == 0, "stages hold whole chunks");
 };
-
-__device__ __forceinline__ void cp_async16(uint32_t smem, const void* gmem, bool valid) {
-  const int src_bytes = valid ? 16 : 0;  // 0: zero-fill, nothing is read
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 // Not volatile: a pure function of its operands, so the compiler may
 // interleave independent mmas (the order along one accumulator is data flow).

@@ -19,7 +19,12 @@
 //   - pdl_launch_dependents() (any time; here: first thing) lets the next
 //     kernel be scheduled once every block of this one has called it or
 //     exited. It never releases the next kernel's pdl_wait().
-// Only reads of data no kernel writes (weights) may come before pdl_wait().
+// Only reads of data no kernel writes may come before pdl_wait(): the weights,
+// and the step's row inputs (positions, rope positions, block tables), which
+// only a host-to-device copy writes. That copy is stream-ordered before the
+// step's first kernel, and a kernel starts no earlier than its predecessor
+// started, so every kernel of the step starts after the copy completed; the
+// next step's copy waits for this step's last kernel (ADR 0061).
 #pragma once
 
 #include <cuda_runtime.h>

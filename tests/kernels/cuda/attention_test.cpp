@@ -136,12 +136,11 @@ struct Fixture {
 
 // Chunk boundaries every 32 positions: 140 and 600 keys cross several (600:
 // 19 chunks, the length of a decode step at a 600-token context); windows of
-// 40 and 100 start mid-chunk.
-const AttentionCase kCases[] = {{4, 2, 64, 16, 140, 0},
-                                {8, 8, 128, 32, 100, 40},
-                                {2, 1, 256, 16, 70, 0},
-                                {14, 2, 64, 16, 600, 0},
-                                {8, 2, 128, 16, 300, 100}};
+// 40 and 100 start mid-chunk. head_dim 36 and 30 take the split and serial
+// shapes only (no tile): 36 stages with 16-byte copies, 30 with scalar loads.
+const AttentionCase kCases[] = {{4, 2, 64, 16, 140, 0},  {8, 8, 128, 32, 100, 40},  {2, 1, 256, 16, 70, 0},
+                                {14, 2, 64, 16, 600, 0}, {8, 2, 128, 16, 300, 100}, {3, 1, 36, 16, 90, 0},
+                                {2, 2, 30, 8, 75, 20}};
 
 TEST(CudaKvWrite, PlacesRowsExactlyWhereTheCpuDoes) {
   TANDEM_REQUIRE_CUDA_DEVICE();

@@ -9,3 +9,5 @@ add_executable(bench_kernels
   ${CMAKE_CURRENT_LIST_DIR}/kernels/interleaved.cpp)
 target_compile_options(bench_kernels PRIVATE ${TANDEM_WARNINGS})
 target_link_libraries(bench_kernels PRIVATE tandem_kernels benchmark::benchmark)
+# White-box: BM_QuantizeActivations calls each ISA's KernelTable entry.
+target_include_directories(bench_kernels PRIVATE ${PROJECT_SOURCE_DIR}/src/kernels)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common.h"
+#include "kernel_table.h"
 #include "kernels/ops.h"
 
 namespace tandem::bench {
@@ -76,9 +77,41 @@ void BM_MatmulQuant(benchmark::State& state) {
   state.counters["us/call"] = seconds / calls * 1e6;
 }
 
+// The activation quantizer every quantized matmul runs first, on the calling
+// thread (ADR 0062): each ISA's table entry over one row of k values.
+void BM_QuantizeActivations(benchmark::State& state) {
+  const kernels::Isa isa = state.range(0) == 0 ? kernels::Isa::scalar : kernels::Isa::avx2;
+  const int64_t k = state.range(1);
+  if (!kernels::isa_supported(isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  std::vector<float> x(static_cast<size_t>(k));
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  std::vector<kernels::quant::ActBlock> q(static_cast<size_t>(k / 32));
+  const auto quantize = kernels::kernels_for(isa).quantize_act;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    quantize(x.data(), k, q.data());
+    benchmark::DoNotOptimize(q.data());
+    benchmark::ClobberMemory();
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  state.SetLabel(kernels::isa_name(isa));
+  state.counters["ns/value"] = s * 1e9 / (static_cast<double>(k) * static_cast<double>(state.iterations()));
+}
+
 }  // namespace
 
 void register_quant_matmuls() {
+  for (int64_t k : {896, 4864})
+    for (int isa : {0, 1})
+      benchmark::RegisterBenchmark("BM_QuantizeActivations", BM_QuantizeActivations)
+          ->Args({isa, k})
+          ->ArgNames({"isa", "k"})
+          ->Unit(benchmark::kMicrosecond);
   const int64_t shapes[][2] = {{896, 4864}, {4864, 896}, {896, 151936}, {2048, 8192}, {8192, 2048}};
   for (int t = 0; t < 3; ++t) {
     for (const auto& s : shapes) {

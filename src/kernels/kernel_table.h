@@ -97,6 +97,9 @@ struct KernelTable {
   // Quantized weights (quant/layout.h): the canonical chain of ADR 0013 —
   // bitwise the same in every variant.
   void (*matmul_quant)(const quant::QuantMatmulArgs& args);
+  // f32 rows -> ActBlocks: quant::quantize_activations' bytes in every variant
+  // (ADR 0062).
+  void (*quantize_act)(const float* x, int64_t k, quant::ActBlock* out);
 };
 
 const KernelTable& reference_kernels();

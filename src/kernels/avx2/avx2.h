@@ -21,5 +21,7 @@ void matmul_quant(const quant::QuantMatmulArgs& args);  // AVX-VNNI when the CPU
 // The path without AVX-VNNI (what matmul_quant runs on such CPUs); exposed
 // so tests can run it on a CPU that has AVX-VNNI.
 void matmul_quant_no_vnni(const quant::QuantMatmulArgs& args);
+// quant::quantize_activations' bytes (ADR 0062); the AVX-512 table uses it too.
+void quantize_activations(const float* x, int64_t k, quant::ActBlock* out);
 
 }  // namespace tandem::kernels::avx2

@@ -1,6 +1,7 @@
 // quant/activations.cpp — f32 activation rows -> ActBlocks (the q8_0 rule
-// with an f32 scale). Scalar on purpose: it is O(m·k) against the matmul's
-// O(m·k·n), and one implementation keeps every ISA's bits identical.
+// with an f32 scale): the reference rule. avx2/quantize_act.cpp gives the
+// same bytes with AVX2 (ADR 0062: at B = 1 this serial step sat between the
+// threaded matmuls); the test QuantActivations.* compares them byte for byte.
 #include <algorithm>
 #include <cmath>
 

@@ -34,7 +34,7 @@ void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMat
   thread_local std::vector<ActBlock> xq;
   thread_local std::vector<float> partial;
   if (xq.size() < static_cast<size_t>(m * blocks)) xq.resize(static_cast<size_t>(m * blocks));
-  for (int64_t r = 0; r < m; ++r) quantize_activations(x + r * k, k, xq.data() + r * blocks);
+  for (int64_t r = 0; r < m; ++r) kt.quantize_act(x + r * k, k, xq.data() + r * blocks);
   QuantMatmulArgs a;
   a.x = xq.data();
   a.m = m;

@@ -5,9 +5,9 @@ namespace tandem::kernels {
 
 const KernelTable& reference_kernels() {
   static const KernelTable table = {
-      reference::matmul_panels,  reference::rmsnorm_row,  reference::softmax_row, reference::swiglu,
-      reference::gelu_tanh_gate, reference::add_inplace,  reference::to_f32,      reference::rope_row,
-      reference::attend,         reference::matmul_quant,
+      reference::matmul_panels,  reference::rmsnorm_row,  reference::softmax_row,      reference::swiglu,
+      reference::gelu_tanh_gate, reference::add_inplace,  reference::to_f32,           reference::rope_row,
+      reference::attend,         reference::matmul_quant, quant::quantize_activations,
   };
   return table;
 }

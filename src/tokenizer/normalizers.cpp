@@ -196,24 +196,41 @@ std::string change_case(const std::string& text, bool upper) {
 std::string unicode_lower(const std::string& text) { return change_case(text, false); }
 std::string unicode_upper(const std::string& text) { return change_case(text, true); }
 
+namespace {
+
+const UNormalizer2* icu_normalizer(UnicodeForm form, UErrorCode* err) {
+  switch (form) {
+    case UnicodeForm::kNfc:
+      return unorm2_getNFCInstance(err);
+    case UnicodeForm::kNfd:
+      return unorm2_getNFDInstance(err);
+    case UnicodeForm::kNfkc:
+      return unorm2_getNFKCInstance(err);
+    case UnicodeForm::kNfkd:
+      return unorm2_getNFKDInstance(err);
+  }
+  *err = U_ILLEGAL_ARGUMENT_ERROR;
+  return nullptr;
+}
+
+// At load: a form ICU cannot provide (its data library missing, or a
+// stand-in: scripts/gpu-test.sh --stub-icu) is an error naming it, never text
+// silently left unnormalized.
+Expected<std::unique_ptr<Normalizer>> unicode_normalizer(UnicodeForm form, const std::string& type,
+                                                         const std::string& where) {
+  UErrorCode err = U_ZERO_ERROR;
+  if (icu_normalizer(form, &err) == nullptr || U_FAILURE(err))
+    return invalid_argument(where + ": the " + type + " normalizer needs ICU's normalization data, which " +
+                            "this ICU build cannot load (" + u_errorName(err) + ")");
+  return std::unique_ptr<Normalizer>(new UnicodeNormalizer(form));
+}
+
+}  // namespace
+
 void unicode_normalize(std::string& text, UnicodeForm form) {
   if (is_ascii(text)) return;
   UErrorCode err = U_ZERO_ERROR;
-  const UNormalizer2* n = nullptr;
-  switch (form) {
-    case UnicodeForm::kNfc:
-      n = unorm2_getNFCInstance(&err);
-      break;
-    case UnicodeForm::kNfd:
-      n = unorm2_getNFDInstance(&err);
-      break;
-    case UnicodeForm::kNfkc:
-      n = unorm2_getNFKCInstance(&err);
-      break;
-    case UnicodeForm::kNfkd:
-      n = unorm2_getNFKDInstance(&err);
-      break;
-  }
+  const UNormalizer2* n = icu_normalizer(form, &err);
   if (U_FAILURE(err)) return;
   std::u16string in = to_utf16(text);
   if (unorm2_isNormalized(n, reinterpret_cast<const UChar*>(in.data()), static_cast<int32_t>(in.size()),
@@ -236,10 +253,10 @@ Expected<std::unique_ptr<Normalizer>> make_normalizer(const nlohmann::json& j, c
     return invalid_argument(where + ": expected an object with a string \"type\"");
   const std::string type = j["type"].get<std::string>();
   auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; };
-  if (type == "NFC") return std::unique_ptr<Normalizer>(new UnicodeNormalizer(UnicodeForm::kNfc));
-  if (type == "NFD") return std::unique_ptr<Normalizer>(new UnicodeNormalizer(UnicodeForm::kNfd));
-  if (type == "NFKC") return std::unique_ptr<Normalizer>(new UnicodeNormalizer(UnicodeForm::kNfkc));
-  if (type == "NFKD") return std::unique_ptr<Normalizer>(new UnicodeNormalizer(UnicodeForm::kNfkd));
+  if (type == "NFC") return unicode_normalizer(UnicodeForm::kNfc, type, where);
+  if (type == "NFD") return unicode_normalizer(UnicodeForm::kNfd, type, where);
+  if (type == "NFKC") return unicode_normalizer(UnicodeForm::kNfkc, type, where);
+  if (type == "NFKD") return unicode_normalizer(UnicodeForm::kNfkd, type, where);
   if (type == "Lowercase") return std::unique_ptr<Normalizer>(new Lowercase());
   if (type == "StripAccents") return std::unique_ptr<Normalizer>(new StripAccents());
   if (type == "Prepend") return std::unique_ptr<Normalizer>(new Prepend(str("prepend")));

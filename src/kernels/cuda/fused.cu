@@ -27,38 +27,45 @@ constexpr int kThreads = 256;
 constexpr int kMaxHeadDim = 512;
 
 // The K-sliced GEMM's slabs (up to 16 at M = 1: the 0.5B down projection has
-// 10) are summed in slab order; their loads are queued kSlabBatch at a time
-// before the adds, so a decode row waits for about two memory round trips
-// instead of one per slab (the adds, and so the bits, are unchanged; ADR 0061).
+// 10) are summed in slab order; in calls of few rows (decode, verify: up to
+// kBatchedMaxRows) their loads are queued kSlabBatch at a time before the
+// adds, so a row waits for about two memory round trips instead of one per
+// slab. Larger calls (prefill) add them one at a time: the batched loads cost
+// those throughput-bound kernels 2.3% of an 8B 512-token prefill. The adds,
+// and so the bits, are the same either way (ADR 0061).
 constexpr int kSlabBatch = 8;
+constexpr int64_t kBatchedMaxRows = 64;
 
-// s + slab z0 + slab z0+1 + … for z0 <= z < min(z0 + kSlabBatch, slices), in order.
+// s + slab z0 + slab z0+1 + … for z0 <= z < min(z0 + Batch, slices), in order.
+template <int Batch>
 __device__ __forceinline__ float add_slab_batch(float s, const float* __restrict__ slabs, int slices,
                                                 int64_t count, int64_t i, int z0) {
-  float v[kSlabBatch];
+  float v[Batch];
 #pragma unroll
-  for (int b = 0; b < kSlabBatch; ++b) v[b] = z0 + b < slices ? slabs[(z0 + b) * count + i] : 0.0f;
+  for (int b = 0; b < Batch; ++b) v[b] = z0 + b < slices ? slabs[(z0 + b) * count + i] : 0.0f;
 #pragma unroll
-  for (int b = 0; b < kSlabBatch; ++b)
+  for (int b = 0; b < Batch; ++b)
     if (z0 + b < slices) s = s + v[b];  // guarded, not + 0.0f: that would turn -0 into +0
   return s;
 }
 
 // slab 0 + slab 1 + … in slab order (gemm_bf16w_sliced's sum), then + bias.
+template <int Batch>
 __device__ __forceinline__ float partial_value(const float* __restrict__ slabs, int slices, int64_t count,
                                                int64_t i, const float* __restrict__ bias, int64_t j) {
   float s = slabs[i];
-  for (int z0 = 1; z0 < slices; z0 += kSlabBatch) s = add_slab_batch(s, slabs, slices, count, i, z0);
+  for (int z0 = 1; z0 < slices; z0 += Batch) s = add_slab_batch<Batch>(s, slabs, slices, count, i, z0);
   if (bias != nullptr) s = s + bias[j];
   return s;
 }
 
+template <int Batch>
 __global__ void residual_add_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t n,
                                     const float* __restrict__ bias, float* x) {
   pdl_enter();
   const int64_t count = rows * n, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
-    x[i] = x[i] + partial_value(slabs, slices, count, i, bias, i % n);
+    x[i] = x[i] + partial_value<Batch>(slabs, slices, count, i, bias, i % n);
 }
 
 // One block of kResidualNormThreads per row, three phases (row r only by
@@ -185,7 +192,7 @@ __global__ void __launch_bounds__(kResidualNormThreads)
 #pragma unroll
     for (int j = 0; j < kResidualNormBatch; ++j) {
       const int64_t i = threadIdx.x + j * kStep;
-      if (i < n) s[j] = add_slab_batch(s[j], sr, slices, count, i, z0);
+      if (i < n) s[j] = add_slab_batch<kSlabBatch>(s[j], sr, slices, count, i, z0);
     }
   }
 #pragma unroll
@@ -226,6 +233,7 @@ bool row_norm_enabled() {
   return on;
 }
 
+template <int Batch>
 __global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t inter,
                               const float* __restrict__ bias, float* __restrict__ out,
                               uint16_t* __restrict__ out_bf16) {
@@ -234,8 +242,8 @@ __global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64
   for (int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; i < inter;
        i += static_cast<int64_t>(gridDim.y) * blockDim.x) {
     const int64_t base = r * 2 * inter;
-    const double g = partial_value(slabs, slices, count, base + i, bias, i);
-    const float up = partial_value(slabs, slices, count, base + inter + i, bias, inter + i);
+    const double g = partial_value<Batch>(slabs, slices, count, base + i, bias, i);
+    const float up = partial_value<Batch>(slabs, slices, count, base + inter + i, bias, inter + i);
     const float v = static_cast<float>(g / (1.0 + exp(-g)) * static_cast<double>(up));
     out[r * inter + i] = v;
     if (out_bf16 != nullptr) out_bf16[r * inter + i] = bf16_bits(v);
@@ -244,6 +252,7 @@ __global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64
 
 // One block per (row, head slot): slots [0, n_heads) are q heads, then the
 // n_kv k heads, then the n_kv v heads.
+template <int Batch>
 __global__ void qkv_rope_kv_kernel(const float* __restrict__ slabs, int slices, int64_t rows,
                                    const float* __restrict__ bias, int n_heads, DeviceKvPool pool,
                                    const int32_t* __restrict__ rope_positions,
@@ -291,7 +300,7 @@ __global__ void qkv_rope_kv_kernel(const float* __restrict__ slabs, int slices, 
   }
   pdl_wait();
   for (int d = threadIdx.x; d < hd; d += blockDim.x)
-    vals[d] = partial_value(slabs, slices, count, r * width + col0 + d, bias, col0 + d);
+    vals[d] = partial_value<Batch>(slabs, slices, count, r * width + col0 + d, bias, col0 + d);
   if (!is_v) {
     __syncthreads();
     float rotated[2 * ((kMaxHeadDim / 2 + kThreads - 1) / kThreads)];
@@ -337,8 +346,10 @@ Status residual_add_partials(const Stream& stream, const GemmPartials& p, const 
   TANDEM_RETURN_IF_ERROR(check_partials(p, "residual_add_partials"));
   if (p.m == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((p.m * p.n + kThreads - 1) / kThreads, 65535 * 16);
-  return launch_kernel("residual_add_partials", residual_add_kernel, dim3(static_cast<unsigned>(blocks)),
-                       dim3(kThreads), 0, stream.handle(), p.slabs, p.slices, p.m, p.n, bias, x);
+  return launch_kernel("residual_add_partials",
+                       p.m <= kBatchedMaxRows ? residual_add_kernel<kSlabBatch> : residual_add_kernel<1>,
+                       dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream.handle(), p.slabs,
+                       p.slices, p.m, p.n, bias, x);
 }
 
 Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x,
@@ -364,8 +375,9 @@ Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float*
   const int64_t inter = p.n / 2;
   const dim3 grid(static_cast<unsigned>(p.m),
                   static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
-  return launch_kernel("swiglu_partials", swiglu_kernel, grid, dim3(kThreads), 0, stream.handle(), p.slabs,
-                       p.slices, p.m, inter, bias, out, out_bf16);
+  return launch_kernel(
+      "swiglu_partials", p.m <= kBatchedMaxRows ? swiglu_kernel<kSlabBatch> : swiglu_kernel<1>, grid,
+      dim3(kThreads), 0, stream.handle(), p.slabs, p.slices, p.m, inter, bias, out, out_bf16);
 }
 
 Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const float* bias, int n_heads,
@@ -385,9 +397,10 @@ Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const floa
   if (p.m == 0) return Status::Ok();
   const dim3 grid(static_cast<unsigned>(p.m), static_cast<unsigned>(n_heads + 2 * pool.n_kv_heads));
   const int threads = pool.head_dim >= 256 ? 256 : 128;
-  return launch_kernel("qkv_rope_kv_write", qkv_rope_kv_kernel, grid, dim3(threads), 0, stream.handle(),
-                       p.slabs, p.slices, p.m, bias, n_heads, pool, rope_positions, inv_freq, rotary_dim,
-                       layout == RopeLayout::neox, positions, block_tables, table_stride, q_out);
+  return launch_kernel(
+      "qkv_rope_kv_write", p.m <= kBatchedMaxRows ? qkv_rope_kv_kernel<kSlabBatch> : qkv_rope_kv_kernel<1>,
+      grid, dim3(threads), 0, stream.handle(), p.slabs, p.slices, p.m, bias, n_heads, pool, rope_positions,
+      inv_freq, rotary_dim, layout == RopeLayout::neox, positions, block_tables, table_stride, q_out);
 }
 
 }  // namespace tandem::kernels::gpu

@@ -106,6 +106,12 @@ struct ChunkSmem {
   float weight[kAttentionChunk];
 };
 
+// The keys of chunk [c0, c0 + 32) in the row's range [lo, p]: first .. first + count - 1.
+__device__ __forceinline__ int32_t chunk_first(const RowHead& rh, int32_t c0) { return max(rh.lo, c0); }
+__device__ __forceinline__ int chunk_count(const RowHead& rh, int32_t c0) {
+  return min(rh.p, c0 + kAttentionChunk - 1) - chunk_first(rh, c0) + 1;
+}
+
 // Whether the staging may copy 16 bytes at a time (uniform: a property of the pool).
 __device__ __forceinline__ bool stage_vectors(const DeviceKvPool& pool) {
   return (pool.head_dim & 3) == 0 &&
@@ -159,8 +165,8 @@ __device__ __forceinline__ void chunk_partial(const DeviceKvPool& pool, const Ro
                                               float (&acc)[kDimsPerThread], bool offsets_ready = false) {
   const int hd = pool.head_dim;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int32_t first = max(rh.lo, c0), last = min(rh.p, c0 + kAttentionChunk - 1);
-  const int count = last - first + 1;
+  const int32_t first = chunk_first(rh, c0);
+  const int count = chunk_count(rh, c0);
   __syncthreads();  // the previous chunk's readers are done with the shared arrays
   if (!offsets_ready) {
     stage_offsets(pool, rh, first, count, sm);
@@ -287,8 +293,7 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   const int32_t c0 = c_first + z * kAttentionChunk;
-  const int32_t first = max(rh.lo, c0), last = min(rh.p, c0 + kAttentionChunk - 1);
-  stage_offsets(pool, rh, first, last - first + 1, sm);
+  stage_offsets(pool, rh, chunk_first(rh, c0), chunk_count(rh, c0), sm);
   pdl_wait();
   load_query(q, n_heads, pool, r, head, sm.q);
   const int64_t rh_index = r * n_heads + head;

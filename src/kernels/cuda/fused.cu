@@ -28,13 +28,16 @@ constexpr int kMaxHeadDim = 512;
 
 // The K-sliced GEMM's slabs (up to 16 at M = 1: the 0.5B down projection has
 // 10) are summed in slab order; in calls of few rows (decode, verify: up to
-// kBatchedMaxRows) their loads are queued kSlabBatch at a time before the
+// kFewRows) their loads are queued kSlabBatch at a time before the
 // adds, so a row waits for about two memory round trips instead of one per
 // slab. Larger calls (prefill) add them one at a time: the batched loads cost
 // those throughput-bound kernels 2.3% of an 8B 512-token prefill. The adds,
 // and so the bits, are the same either way (ADR 0061).
 constexpr int kSlabBatch = 8;
-constexpr int64_t kBatchedMaxRows = 64;
+// Calls of up to this many rows (decode, verify and batched decode steps) take
+// the latency-minded variants here: the batched slab loads and the staged
+// residual norm. Larger calls (prefill chunks) keep the throughput-minded ones.
+constexpr int64_t kFewRows = 64;
 
 // s + slab z0 + slab z0+1 + … for z0 <= z < min(z0 + Batch, slices), in order.
 template <int Batch>
@@ -121,10 +124,7 @@ __global__ void __launch_bounds__(kResidualNormThreads)
     }
   }
   __syncthreads();
-  float sum = 0.0f;
-  if (threadIdx.x < kRmsThreads)
-    for (int64_t i = threadIdx.x; i < n; i += kRmsThreads) sum += xr[i] * xr[i];
-  const float inv = rms_inverse(sum, n, eps);
+  const float inv = rms_inverse_of_row(xr, n, eps);
   float* hr = h + row0;
   uint16_t* hb = h_bf16 != nullptr ? h_bf16 + row0 : nullptr;
   for (int64_t i0 = threadIdx.x; i0 < n; i0 += kResidualNormBatch * kStep) {
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kResidualNormThreads)
   }
 }
 
-// Calls of up to kStagedMaxRows rows (decode, verify and batched decode steps)
+// Calls of up to kFewRows rows (decode, verify and batched decode steps)
 // of up to kStagedMax values each (4096: the hidden size of every shape
 // measured, 0.5B to 8B) take residual_rmsnorm_staged_kernel instead
 // (TANDEM_CUDA_ROW_NORM=0 keeps the kernel above): the same block, the same
@@ -161,7 +161,6 @@ __global__ void __launch_bounds__(kResidualNormThreads)
 // Calls of more rows (prefill chunks) keep the kernel above: the staged one
 // measured 2.4% slower there (8B, 512-token prefill), 3.6% faster at B = 1.
 constexpr int64_t kStagedMax = int64_t{kResidualNormBatch} * kResidualNormThreads;
-constexpr int64_t kStagedMaxRows = 64;
 
 __global__ void __launch_bounds__(kResidualNormThreads)
     residual_rmsnorm_staged_kernel(const float* slabs, int slices, int64_t rows, int64_t n,
@@ -207,10 +206,7 @@ __global__ void __launch_bounds__(kResidualNormThreads)
     }
   }
   __syncthreads();
-  float sum = 0.0f;
-  if (threadIdx.x < kRmsThreads)
-    for (int64_t i = threadIdx.x; i < n; i += kRmsThreads) sum += xs[i] * xs[i];
-  const float inv = rms_inverse(sum, n, eps);
+  const float inv = rms_inverse_of_row(xs, n, eps);
   float* hr = h + row0;
   uint16_t* hb = h_bf16 != nullptr ? h_bf16 + row0 : nullptr;
 #pragma unroll
@@ -347,7 +343,7 @@ Status residual_add_partials(const Stream& stream, const GemmPartials& p, const 
   if (p.m == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((p.m * p.n + kThreads - 1) / kThreads, 65535 * 16);
   return launch_kernel("residual_add_partials",
-                       p.m <= kBatchedMaxRows ? residual_add_kernel<kSlabBatch> : residual_add_kernel<1>,
+                       p.m <= kFewRows ? residual_add_kernel<kSlabBatch> : residual_add_kernel<1>,
                        dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream.handle(), p.slabs,
                        p.slices, p.m, p.n, bias, x);
 }
@@ -358,7 +354,7 @@ Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p
   if (p.m == 0) return Status::Ok();
   if (norm_weight == nullptr || h == nullptr)
     return invalid_argument("residual_add_rmsnorm_partials: need the norm's weight and an output");
-  if (p.n <= kStagedMax && p.m <= kStagedMaxRows && row_norm_enabled())
+  if (p.n <= kStagedMax && p.m <= kFewRows && row_norm_enabled())
     return launch_kernel("residual_add_rmsnorm_partials (staged)", residual_rmsnorm_staged_kernel,
                          dim3(static_cast<unsigned>(p.m)), dim3(kResidualNormThreads), 0, stream.handle(),
                          p.slabs, p.slices, p.m, p.n, bias, x, norm_weight, h, h_bf16, eps);
@@ -375,9 +371,9 @@ Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float*
   const int64_t inter = p.n / 2;
   const dim3 grid(static_cast<unsigned>(p.m),
                   static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
-  return launch_kernel(
-      "swiglu_partials", p.m <= kBatchedMaxRows ? swiglu_kernel<kSlabBatch> : swiglu_kernel<1>, grid,
-      dim3(kThreads), 0, stream.handle(), p.slabs, p.slices, p.m, inter, bias, out, out_bf16);
+  return launch_kernel("swiglu_partials", p.m <= kFewRows ? swiglu_kernel<kSlabBatch> : swiglu_kernel<1>,
+                       grid, dim3(kThreads), 0, stream.handle(), p.slabs, p.slices, p.m, inter, bias, out,
+                       out_bf16);
 }
 
 Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const float* bias, int n_heads,
@@ -398,8 +394,8 @@ Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const floa
   const dim3 grid(static_cast<unsigned>(p.m), static_cast<unsigned>(n_heads + 2 * pool.n_kv_heads));
   const int threads = pool.head_dim >= 256 ? 256 : 128;
   return launch_kernel(
-      "qkv_rope_kv_write", p.m <= kBatchedMaxRows ? qkv_rope_kv_kernel<kSlabBatch> : qkv_rope_kv_kernel<1>,
-      grid, dim3(threads), 0, stream.handle(), p.slabs, p.slices, p.m, bias, n_heads, pool, rope_positions,
+      "qkv_rope_kv_write", p.m <= kFewRows ? qkv_rope_kv_kernel<kSlabBatch> : qkv_rope_kv_kernel<1>, grid,
+      dim3(threads), 0, stream.handle(), p.slabs, p.slices, p.m, bias, n_heads, pool, rope_positions,
       inv_freq, rotary_dim, layout == RopeLayout::neox, positions, block_tables, table_stride, q_out);
 }
 

@@ -39,4 +39,14 @@ __device__ __forceinline__ float rms_inverse(float sum, int64_t dim, float eps) 
   return 1.0f / sqrtf(mean + eps);
 }
 
+// rms_inverse of the row x[0..dim): threads 0..kRmsThreads-1 sum x[i]·x[i]
+// over i = threadIdx.x, threadIdx.x + kRmsThreads, … (x in global or shared
+// memory, visible to the whole block). Every caller's sum is this one.
+__device__ __forceinline__ float rms_inverse_of_row(const float* x, int64_t dim, float eps) {
+  float sum = 0.0f;
+  if (threadIdx.x < kRmsThreads)
+    for (int64_t i = threadIdx.x; i < dim; i += kRmsThreads) sum += x[i] * x[i];
+  return rms_inverse(sum, dim, eps);
+}
+
 }  // namespace tandem::kernels::gpu

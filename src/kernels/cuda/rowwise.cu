@@ -24,9 +24,7 @@ __global__ void __launch_bounds__(kRowThreads)
   pdl_enter();
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   float* yr = y + static_cast<int64_t>(blockIdx.x) * dim;
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += kRowThreads) sum += xr[i] * xr[i];
-  const float inv = rms_inverse(sum, dim, eps);
+  const float inv = rms_inverse_of_row(xr, dim, eps);
   // Every thread has read the row's sum before any thread could write y (in place is safe:
   // each thread rewrites only the elements it read).
   for (int64_t i = threadIdx.x; i < dim; i += kRowThreads) yr[i] = (xr[i] * inv) * weight[i];

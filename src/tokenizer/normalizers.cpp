@@ -237,11 +237,18 @@ void unicode_normalize(std::string& text, UnicodeForm form) {
                           &err) &&
       U_SUCCESS(err))
     return;
-  err = U_ZERO_ERROR;
+  // A guess at the size first; ICU reports the length it needs when the guess
+  // is short (NFKC expands one code unit into up to 18, e.g. U+FDFA), and the
+  // second call gets exactly that, so no text is ever left half normalized.
   std::u16string out(in.size() * 4 + 8, u'\0');
-  int32_t len =
-      unorm2_normalize(n, reinterpret_cast<const UChar*>(in.data()), static_cast<int32_t>(in.size()),
-                       reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()), &err);
+  int32_t len = 0;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    err = U_ZERO_ERROR;
+    len = unorm2_normalize(n, reinterpret_cast<const UChar*>(in.data()), static_cast<int32_t>(in.size()),
+                           reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()), &err);
+    if (err != U_BUFFER_OVERFLOW_ERROR) break;
+    out.assign(static_cast<size_t>(len), u'\0');
+  }
   if (U_FAILURE(err)) return;
   out.resize(len);
   text = to_utf8(out);

@@ -142,6 +142,21 @@ TEST(ByteLevel, EncodesMergesAndAddedTokens) {
   EXPECT_EQ(t.vocab_size(), 262);
 }
 
+// NFKC may expand one UTF-16 unit into many (U+FDFA into 18): the result must be
+// the whole normalized text even past the first size guess (4x + 8 units; 5 units
+// in, 39 out here). Expected text: Python's unicodedata.normalize("NFKC", ...).
+TEST(Normalizers, NfkcExpandsPastTheFirstBufferGuess) {
+  nlohmann::json j = byte_level_json();
+  j["normalizer"] = {{"type", "NFKC"}};
+  Tokenizer t = load(j);
+  const std::string in = "a\xEF\xB7\xBA\xEF\xB7\xBA b";  // a U+FDFA U+FDFA b
+  const std::string want =
+      "\x61\xD8\xB5\xD9\x84\xD9\x89\x20\xD8\xA7\xD9\x84\xD9\x84\xD9\x87\x20\xD8\xB9\xD9\x84\xD9\x8A\xD9\x87"
+      "\x20\xD9\x88\xD8\xB3\xD9\x84\xD9\x85\xD8\xB5\xD9\x84\xD9\x89\x20\xD8\xA7\xD9\x84\xD9\x84\xD9\x87\x20"
+      "\xD8\xB9\xD9\x84\xD9\x8A\xD9\x87\x20\xD9\x88\xD8\xB3\xD9\x84\xD9\x85\x20\x62";
+  EXPECT_EQ(t.decode(t.encode(in)), want);
+}
+
 TEST(ByteLevel, InvalidUtf8InputIsRepairedAndDecodedLossily) {
   Tokenizer t = load(byte_level_json());
   auto ids = t.encode(

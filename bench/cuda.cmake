@@ -11,3 +11,11 @@ if(TANDEM_HAVE_CUDA)
     ${PROJECT_SOURCE_DIR}/src/kernels)
   target_link_libraries(bench_cuda_gemm PRIVATE tandem_kernels_cuda ${CMAKE_DL_LIBS})
 endif()
+
+# bench_stream_patterns: how fast the GPU streams a weight matrix under the
+# access patterns of an M <= 8 GEMM (contiguous, the register-direct tile's
+# rows, a fragment-major layout), with and without the mma chain; no tandem
+# library. docs/benchmarks.md ("Where decode's GEMM time goes").
+if(TANDEM_HAVE_CUDA)
+  add_executable(bench_stream_patterns ${CMAKE_CURRENT_LIST_DIR}/cuda/stream_patterns.cu)
+endif()

@@ -275,8 +275,9 @@ void run_forward_shapes(const gpu::Stream& stream, const Ceilings& ceil) {
                           {"0.5B lm_head", {151936, 896}}, {"8B qkv", {6144, 4096}},
                           {"8B o", {4096, 4096}},          {"8B gate_up", {28672, 4096}},
                           {"8B down", {4096, 14336}},      {"8B lm_head", {128256, 4096}}};
-  std::printf("forward shapes: gemm_bf16w_sliced, f32 x; small tile variants 0..%d (bits vs variant 0)\n",
-              gpu::small_tile_variants() - 1);
+  std::printf(
+      "forward shapes: gemm_bf16w_sliced, f32 and bf16 x; small tile variants 0..%d (bits vs variant 0)\n",
+      gpu::small_tile_variants() - 1);
   const std::vector<uint16_t> pattern = random_bf16(size_t{1} << 24, 1);
   for (const Named& nm : shapes) {
     const Shape& s = nm.s;
@@ -294,36 +295,43 @@ void run_forward_shapes(const gpu::Stream& stream, const Ceilings& ceil) {
     const int64_t max_m = 5;
     std::vector<float> xh(static_cast<size_t>(max_m * s.k));
     for (size_t i = 0; i < xh.size(); ++i) xh[i] = kernels::bf16_to_f32(pattern[i]) * 1.37f;
-    gpu::DeviceBuffer x = allocate(xh.size() * 4);
+    std::vector<uint16_t> xb(xh.size());
+    for (size_t i = 0; i < xh.size(); ++i) xb[i] = kernels::f32_to_bf16(xh[i]);
+    gpu::DeviceBuffer x = allocate(xh.size() * 4), x16 = allocate(xb.size() * 2);
     check(x.upload(xh.data(), xh.size() * 4, stream));
+    check(x16.upload(xb.data(), xb.size() * 2, stream));
     gpu::DeviceBuffer y = allocate(static_cast<size_t>(max_m * s.n) * 4);
     const gpu::GemmSlicing plan = gpu::gemm_slicing(s.n, s.k);
     const size_t ws_floats = static_cast<size_t>(plan.slices) * max_m * s.n;
     gpu::DeviceBuffer ws = allocate(ws_floats * 4);
-    for (const int64_t m : {int64_t{1}, max_m}) {
-      std::vector<float> ref(static_cast<size_t>(m * s.n)), got(ref.size());
-      std::printf("  %-13s %6ld x %5ld  m=%ld  slices %2d:", nm.name, static_cast<long>(s.n),
-                  static_cast<long>(s.k), static_cast<long>(m), plan.slices);
-      for (int v = 0; v < gpu::small_tile_variants(); ++v) {
-        if (gpu::small_tile_variant_retired(v)) continue;
-        gpu::set_small_tile_variant(v);
-        check(gpu::gemm_bf16w_sliced(stream, x.data(), DType::f32, m, w[0].as<uint16_t>(), s.n, s.k,
-                                     y.as<float>(), ws.as<float>(), ws_floats));
-        check(y.download(v == 0 ? ref.data() : got.data(), ref.size() * 4, stream));
-        const bool same = v == 0 || std::memcmp(ref.data(), got.data(), ref.size() * 4) == 0;
-        const double us = time_us(
-            [&](int i) {
-              check(gpu::gemm_bf16w_sliced(stream, x.data(), DType::f32, m, w[i % sets].as<uint16_t>(), s.n,
-                                           s.k, y.as<float>(), ws.as<float>(), ws_floats));
-            },
-            stream.handle());
-        const double bytes = static_cast<double>(w_bytes) + m * s.k * 4.0 + m * s.n * 4.0;
-        std::printf("  v%d %7.1f us %.2f%s", v, us, bytes / us / 1e3 / ceil.read_gbs,
-                    same ? "" : " BITS DIFFER");
+    for (const int64_t m : {int64_t{1}, max_m})
+      for (const DType xt : {DType::f32, DType::bf16}) {
+        const void* xp = xt == DType::f32 ? x.data() : x16.data();
+        std::vector<float> ref(static_cast<size_t>(m * s.n)), got(ref.size());
+        std::printf("  %-13s %6ld x %5ld  m=%ld %s slices %2d:", nm.name, static_cast<long>(s.n),
+                    static_cast<long>(s.k), static_cast<long>(m), xt == DType::f32 ? "f32 " : "bf16",
+                    plan.slices);
+        for (int v = 0; v < gpu::small_tile_variants(); ++v) {
+          if (gpu::small_tile_variant_retired(v)) continue;
+          gpu::set_small_tile_variant(v);
+          check(gpu::gemm_bf16w_sliced(stream, xp, xt, m, w[0].as<uint16_t>(), s.n, s.k, y.as<float>(),
+                                       ws.as<float>(), ws_floats));
+          check(y.download(v == 0 ? ref.data() : got.data(), ref.size() * 4, stream));
+          const bool same = v == 0 || std::memcmp(ref.data(), got.data(), ref.size() * 4) == 0;
+          const double us = time_us(
+              [&](int i) {
+                check(gpu::gemm_bf16w_sliced(stream, xp, xt, m, w[i % sets].as<uint16_t>(), s.n, s.k,
+                                             y.as<float>(), ws.as<float>(), ws_floats));
+              },
+              stream.handle());
+          const double bytes =
+              static_cast<double>(w_bytes) + m * s.k * (xt == DType::f32 ? 4.0 : 2.0) + m * s.n * 4.0;
+          std::printf("  v%d %7.1f us %.2f%s", v, us, bytes / us / 1e3 / ceil.read_gbs,
+                      same ? "" : " BITS DIFFER");
+        }
+        std::printf("\n");
+        std::fflush(stdout);
       }
-      std::printf("\n");
-      std::fflush(stdout);
-    }
   }
   gpu::set_small_tile_variant(-1);
 }

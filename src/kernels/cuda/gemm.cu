@@ -45,7 +45,7 @@ namespace {
 // Variants 9 and 12-14 were never the fastest on any forward matrix (that run's
 // table in docs/benchmarks.md) and are retired (ADR 0056): their numbers stay
 // reserved and pick the by-shape default, so 10, 11 and 15 keep theirs.
-constexpr int kSmallTileVariants = 16;
+constexpr int kSmallTileVariants = 21;
 constexpr int kBySize = -2;  // the default: by the matrix's shape (by_size_variant)
 constexpr int64_t kLargeMatrix = int64_t{1} << 24;
 
@@ -141,8 +141,8 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
   if (m > 16 && m <= kWideMaxRows && wide_mode() != 0)
     return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice);
   if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
-  const bool eight =
-      variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
+  const bool eight = variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 ||
+                     variant == 8 || variant == 16 || variant == 17;
   if (eight && m > 8) variant = 5;
   switch (variant) {
     case 0:  // 32 weight rows, 16 x rows, 2 warps, 4 stages of 256 k (128 KB with f32 x)
@@ -167,6 +167,16 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
       return launch_direct<2, 4, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
     case 15:
       return launch_direct<1, 4, 2, true, F32X>(stream, x, m, w, n, k, y, slice);
+    case 16:  // one-warp blocks (a warp-private ring, no block barrier): 16 weight rows, 4 stages of 256 k
+      return launch<Tile<16, 8, 1, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 17:  // one-warp blocks, 6 stages of 128 k
+      return launch<Tile<16, 8, 1, 1, 128, 6, F32X>>(stream, x, m, w, n, k, y, slice);
+    case 18:  // 15 with x loaded with the weights (XPRE)
+      return launch_direct<1, 4, 2, true, F32X, true>(stream, x, m, w, n, k, y, slice);
+    case 19:  // 15 with XPRE, 4 warps
+      return launch_direct<1, 4, 4, true, F32X, true>(stream, x, m, w, n, k, y, slice);
+    case 20:  // 10 with XPRE, U = 8 unpiped
+      return launch_direct<1, 8, 4, false, F32X, true>(stream, x, m, w, n, k, y, slice);
     default:  // 4: 16 x rows, 4 stages of 128 k (64 KB: 3 blocks per SM)
       return launch<Tile<32, 16, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
   }
@@ -382,6 +392,22 @@ GemmSlicing gemm_slicing(int64_t n, int64_t k) {
   const int64_t slices = (k + slice - 1) / slice;
   if (slices <= 1) return {1, k};
   return {static_cast<int>(slices), slice};
+}
+
+L2Prefetch l2_prefetch_plan(const uint16_t* relaid, int64_t n, int64_t k, int64_t budget) {
+  L2Prefetch pf;
+  if (relaid == nullptr || n <= 0 || k <= 0 || budget <= 0) return pf;
+  const GemmSlicing plan = gemm_slicing(n, k);
+  const int64_t pitch = relaid_pitch(k) * 2, slice_bytes = plan.slice * 2;
+  const int64_t per_piece = budget / (n * plan.slices) / 64 * 64;  // whole 32-k chunks
+  if (per_piece < 64) return pf;
+  pf.base = relaid;
+  pf.rows = n;
+  pf.pitch = pitch;
+  pf.slices = plan.slices;
+  pf.slice_bytes = slice_bytes;
+  pf.take = std::min(per_piece, plan.slices == 1 ? pitch : slice_bytes);
+  return pf;
 }
 
 Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, DType x_dtype, int64_t m,

@@ -29,10 +29,12 @@
 namespace tandem::kernels::gpu {
 namespace {
 
-template <int FN_, int FM_, int U_, int WARPS_, bool PIPE_, bool F32X_>
+// XPRE: the x fragments of a batch are loaded with its weights (one round trip
+// for both), not chunk by chunk before the mmas.
+template <int FN_, int FM_, int U_, int WARPS_, bool PIPE_, bool F32X_, bool XPRE_ = false>
 struct Direct {
   static constexpr int FN = FN_, FM = FM_, U = U_, WARPS = WARPS_;
-  static constexpr bool PIPE = PIPE_, F32X = F32X_;
+  static constexpr bool PIPE = PIPE_, F32X = F32X_, XPRE = XPRE_;
   static constexpr int kThreads = WARPS * 32;
   static constexpr int BNW = 16 * FN;  // weight rows per warp
   static constexpr int BN = BNW * WARPS, BM = 8 * FM;
@@ -63,6 +65,25 @@ __device__ __forceinline__ uint4 lane_fragment(const uint4& v, bool odd) {
   return odd ? make_uint4(r0, r1, v.z, v.w) : make_uint4(v.x, v.y, r0, r1);
 }
 
+// One lane's x for one chunk and fragment row: 8 k as two float4 (f32) or one uint4 (bf16).
+struct XFrag {
+  uint4 a, b;
+};
+
+template <class D>
+__device__ __forceinline__ XFrag load_x(const void* __restrict__ x, int64_t xrow, bool ok, int64_t col) {
+  XFrag f{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+  if (!ok) return f;
+  if constexpr (D::F32X) {
+    const uint4* p = reinterpret_cast<const uint4*>(static_cast<const float*>(x) + xrow + col);
+    f.a = __ldg(p);
+    f.b = __ldg(p + 1);
+  } else {
+    f.a = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + xrow + col));
+  }
+  return f;
+}
+
 template <class D>
 __device__ __forceinline__ void load_batch(uint4 (&b)[D::U][D::FN][2], const uint16_t* const (&row)[D::FN][2],
                                            const bool (&row_ok)[D::FN][2], int64_t kcol, int64_t k_end,
@@ -81,20 +102,14 @@ __device__ __forceinline__ void load_batch(uint4 (&b)[D::U][D::FN][2], const uin
 // One chunk: the x fragments of this lane, then the mmas in gemm_kernel.cuh's
 // compute_chunk order.
 template <class D>
-__device__ __forceinline__ void direct_chunk(const uint4 (&a)[D::FN][2], const void* __restrict__ x,
-                                             const int64_t (&xrow)[D::FM], const bool (&xrow_ok)[D::FM],
-                                             int64_t col, bool in_k, float (&acc)[D::FN][D::FM][4]) {
+__device__ __forceinline__ void direct_chunk(const uint4 (&a)[D::FN][2], const XFrag (&xf)[D::FM],
+                                             float (&acc)[D::FN][D::FM][4]) {
   if constexpr (D::F32X) {
-    const float* xf = static_cast<const float*>(x);
     uint32_t hi[D::FM][4], lo[D::FM][4];
 #pragma unroll
     for (int fm = 0; fm < D::FM; ++fm) {
-      float4 u0 = make_float4(0.f, 0.f, 0.f, 0.f), u1 = u0;
-      if (xrow_ok[fm] && in_k) {
-        const float4* p = reinterpret_cast<const float4*>(xf + xrow[fm] + col);
-        u0 = __ldg(p);
-        u1 = __ldg(p + 1);
-      }
+      const float4 u0 = *reinterpret_cast<const float4*>(&xf[fm].a);
+      const float4 u1 = *reinterpret_cast<const float4*>(&xf[fm].b);
       split2(u0.x, u0.y, hi[fm][0], lo[fm][0]);
       split2(u0.z, u0.w, hi[fm][1], lo[fm][1]);
       split2(u1.x, u1.y, hi[fm][2], lo[fm][2]);
@@ -121,13 +136,9 @@ __device__ __forceinline__ void direct_chunk(const uint4 (&a)[D::FN][2], const v
       for (int fm = 0; fm < D::FM; ++fm)
         mma_bf16(acc[fn][fm], a[fn][0].z, a[fn][1].z, a[fn][0].w, a[fn][1].w, lo[fm][2], lo[fm][3]);
   } else {
-    const uint16_t* xb = static_cast<const uint16_t*>(x);
     uint4 b[D::FM];
 #pragma unroll
-    for (int fm = 0; fm < D::FM; ++fm) {
-      b[fm] = make_uint4(0, 0, 0, 0);
-      if (xrow_ok[fm] && in_k) b[fm] = __ldg(reinterpret_cast<const uint4*>(xb + xrow[fm] + col));
-    }
+    for (int fm = 0; fm < D::FM; ++fm) b[fm] = xf[fm].a;
 #pragma unroll
     for (int fn = 0; fn < D::FN; ++fn)
 #pragma unroll
@@ -187,12 +198,27 @@ __global__ void __launch_bounds__(D::kThreads)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[fn][fm][i] = 0.0f;
 
+  // x of chunks [q0, q0 + U) when XPRE (else loaded chunk by chunk below).
+  auto load_xs = [&](XFrag(&xs)[D::U][D::FM], int q0) {
+#pragma unroll
+    for (int u = 0; u < D::U; ++u) {
+      const int64_t col = kcol + 32 * static_cast<int64_t>(q0 + u);
+#pragma unroll
+      for (int fm = 0; fm < D::FM; ++fm) xs[u][fm] = load_x<D>(x, xrow[fm], xrow_ok[fm] && col < k_end, col);
+    }
+  };
   uint4 cur[D::U][D::FN][2];
+  XFrag xcur[D::XPRE ? D::U : 1][D::FM];
   load_batch<D>(cur, row, row_ok, kcol, k_end, 0);  // weights: before the wait (launch.cuh)
   pdl_wait();
+  if constexpr (D::XPRE) load_xs(xcur, 0);
   for (int q0 = 0; q0 < chunks; q0 += D::U) {
     uint4 nxt[D::U][D::FN][2];
-    if constexpr (D::PIPE) load_batch<D>(nxt, row, row_ok, kcol, k_end, q0 + D::U);
+    XFrag xnxt[D::XPRE ? D::U : 1][D::FM];
+    if constexpr (D::PIPE) {
+      load_batch<D>(nxt, row, row_ok, kcol, k_end, q0 + D::U);
+      if constexpr (D::XPRE) load_xs(xnxt, q0 + D::U);
+    }
 #pragma unroll
     for (int u = 0; u < D::U; ++u) {
       if (q0 + u < chunks) {  // warp-uniform (lane_fragment's shuffles)
@@ -202,18 +228,28 @@ __global__ void __launch_bounds__(D::kThreads)
 #pragma unroll
           for (int h = 0; h < 2; ++h) a[fn][h] = lane_fragment(cur[u][fn][h], (c & 1) != 0);
         const int64_t col = kcol + 32 * static_cast<int64_t>(q0 + u);
-        direct_chunk<D>(a, x, xrow, xrow_ok, col, col < k_end, acc);
+        XFrag xf[D::FM];
+#pragma unroll
+        for (int fm = 0; fm < D::FM; ++fm)
+          xf[fm] =
+              D::XPRE ? xcur[D::XPRE ? u : 0][fm] : load_x<D>(x, xrow[fm], xrow_ok[fm] && col < k_end, col);
+        direct_chunk<D>(a, xf, acc);
       }
     }
     if constexpr (D::PIPE) {
 #pragma unroll
-      for (int u = 0; u < D::U; ++u)
+      for (int u = 0; u < D::U; ++u) {
 #pragma unroll
         for (int fn = 0; fn < D::FN; ++fn)
 #pragma unroll
           for (int h = 0; h < 2; ++h) cur[u][fn][h] = nxt[u][fn][h];
+        if constexpr (D::XPRE)
+#pragma unroll
+          for (int fm = 0; fm < D::FM; ++fm) xcur[u][fm] = xnxt[u][fm];
+      }
     } else if (q0 + D::U < chunks) {
       load_batch<D>(cur, row, row_ok, kcol, k_end, q0 + D::U);
+      if constexpr (D::XPRE) load_xs(xcur, q0 + D::U);
     }
   }
 
@@ -239,18 +275,18 @@ __global__ void __launch_bounds__(D::kThreads)
 // As launch() in gemm_kernel.cuh (slice == 0: all of k into y); no dynamic
 // shared memory. FM = 1 up to 8 x rows per block, else 2 (the chain per output
 // does not depend on FM).
-template <int FN, int U, int WARPS, bool PIPE, bool F32X>
+template <int FN, int U, int WARPS, bool PIPE, bool F32X, bool XPRE = false>
 Status launch_direct(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
                      float* y, int64_t slice) {
   if (slice <= 0) slice = k;
   const unsigned slices = static_cast<unsigned>((k + slice - 1) / slice);
   if (m <= 8) {
-    using D = Direct<FN, 1, U, WARPS, PIPE, F32X>;
+    using D = Direct<FN, 1, U, WARPS, PIPE, F32X, XPRE>;
     const dim3 grid(static_cast<unsigned>((n + D::BN - 1) / D::BN), 1, slices);
     return launch_kernel("gemm_bf16w (direct)", gemm_direct_kernel<D>, grid, dim3(D::kThreads), 0, stream, x,
                          w, y, m, n, k, slice);
   }
-  using D = Direct<FN, 2, U, WARPS, PIPE, F32X>;
+  using D = Direct<FN, 2, U, WARPS, PIPE, F32X, XPRE>;
   const dim3 grid(static_cast<unsigned>((n + D::BN - 1) / D::BN),
                   static_cast<unsigned>((m + D::BM - 1) / D::BM), slices);
   return launch_kernel("gemm_bf16w (direct)", gemm_direct_kernel<D>, grid, dim3(D::kThreads), 0, stream, x, w,

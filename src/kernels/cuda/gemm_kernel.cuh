@@ -22,9 +22,10 @@
 // the 8 bytes at element 4c and the 8 at 16 + 4c — the same registers, so
 // the same bits, as 16 natural bytes at 8c; rows relaid_pitch(k) apart. f32 x
 // is split into hi = bf16(x) and lo = bf16(x - hi); each k-step issues the hi
-// mma then the lo mma into the same accumulator. Partial k tiles and rows
-// past M or N are zero-filled in shared memory. Blocks split N (grid x) and M
-// (grid y); K is never split.
+// mma then the lo mma into the same accumulator. Partial k tiles and weight
+// rows past N are zero-filled in shared memory; x rows past M are not copied
+// (their slots are never stored). Blocks split N (grid x) and M (grid y); K
+// only by the caller's slices.
 //
 // Pipeline: a STAGES-deep cp.async ring of BK-wide k tiles (BK/32 chunks) in
 // shared memory, laid out [chunk][row][32 k] (64-byte rows for bf16, so a
@@ -137,11 +138,15 @@ __device__ __forceinline__ void load_stage_x(uint32_t smem, int slot, int kt, co
   constexpr int kUnitsBf16 = T::BK / 8;
   const uint32_t xs = smem + slot * (T::kWStage + T::kXStage) + T::kWStage;
   const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK;
+  // Only the x rows that exist are copied: a row past m is never written, and
+  // its garbage reaches only its own accumulator slots (an mma's column j is
+  // x row j's dot products alone), which are never stored.
+  const int rows = m - m0 < T::BM ? static_cast<int>(m - m0) : T::BM;
   if constexpr (T::F32X) {
     // x: units of 4 f32; unit u of a chunk row at u ^ (row & 1).
     constexpr int kUnits = T::BK / 4;
     const float* xf = static_cast<const float*>(x);
-    for (int q = threadIdx.x; q < T::BM * kUnits; q += T::kThreads) {
+    for (int q = threadIdx.x; q < rows * kUnits; q += T::kThreads) {
       const int r = q / kUnits, uu = q % kUnits, j = uu >> 3, u = uu & 7;
       const int64_t row = m0 + r, col = k0 + uu * 4;
       const bool valid = row < m && col < k_end;
@@ -150,7 +155,7 @@ __device__ __forceinline__ void load_stage_x(uint32_t smem, int slot, int kt, co
     }
   } else {
     const uint16_t* xb = static_cast<const uint16_t*>(x);
-    for (int q = threadIdx.x; q < T::BM * kUnitsBf16; q += T::kThreads) {
+    for (int q = threadIdx.x; q < rows * kUnitsBf16; q += T::kThreads) {
       const int r = q / kUnitsBf16, uu = q % kUnitsBf16, j = uu >> 2, u = uu & 3;
       const int64_t row = m0 + r, col = k0 + uu * 8;
       const bool valid = row < m && col < k_end;

@@ -18,4 +18,6 @@ endif()
 # library. docs/benchmarks.md ("Where decode's GEMM time goes").
 if(TANDEM_HAVE_CUDA)
   add_executable(bench_stream_patterns ${CMAKE_CURRENT_LIST_DIR}/cuda/stream_patterns.cu)
+  target_include_directories(bench_stream_patterns PRIVATE ${PROJECT_SOURCE_DIR}/src/kernels
+    ${PROJECT_SOURCE_DIR}/src/kernels/include ${PROJECT_SOURCE_DIR}/src/core/include)
 endif()

@@ -13,14 +13,18 @@
 //               unit's 16 rows × slice stored contiguously, chunk after chunk
 //               (1 KB per chunk), so each warp streams one contiguous run.
 //
-// Standalone (no tandem library): nvcc -O3 -arch=sm_90 -o stream_patterns
-// bench/cuda/stream_patterns.cu; run on the GPU machine; prints one line per
+// No tandem library (only gemm_kernel.cuh's inline mma wrapper): the target
+// bench_stream_patterns (bench/cuda.cmake); run on the GPU machine; prints one line per
 // (shape, pattern, U, warps per block) with GB/s, best of 20 launches.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <vector>
+
+#include "cuda/gemm_kernel.cuh"  // mma_bf16: the small tile's instruction
+
+using tandem::kernels::gpu::mma_bf16;
 
 #define CHECK(x)                                                                      \
   do {                                                                                \
@@ -59,13 +63,6 @@ __global__ void contiguous_kernel(const uint4* __restrict__ w, int64_t units, ui
 
 // One unit = (16-row group, K slice); units ordered group-fastest (as the
 // small tile's grid: x = groups, z = slices). FRAG: fragment-major layout.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 // MMA: the small tile's chain instead of the XOR (one accumulator, 2 mma per chunk; x = 1.0s).
 template <int U, bool PIPE, bool FRAG, bool MMA = false>

@@ -7,7 +7,9 @@
 // more blocks along x; each of those calls l2_prefetch_block first, which
 // issues its share of the bulk L2 prefetches after the grid dependency wait
 // (the GEMM before has finished streaming, so nothing it reads evicts them)
-// and returns true: the block then exits. A prefetch moves no value, so no
+// and returns true: the block then exits. The first kL2PrefetchSkip bytes of
+// each slice are left out: the next GEMM's blocks, resident early under PDL,
+// request those themselves before their wait. A prefetch moves no value, so no
 // result can change (the bitwise tests run with it on and off).
 #pragma once
 
@@ -43,18 +45,12 @@ __device__ __forceinline__ bool l2_prefetch_block(const L2Prefetch& pf, unsigned
   const int64_t me =
       (static_cast<int64_t>(blockIdx.x - real_x) * gridDim.y + blockIdx.y) * blockDim.x + threadIdx.x;
   const unsigned char* base = static_cast<const unsigned char*>(pf.base);
-  if (pf.take >= pf.pitch) {  // whole rows: one contiguous range, 64 KiB at a time
-    constexpr int64_t kPiece = 64 * 1024;
-    const int64_t total = pf.rows * pf.pitch;
-    for (int64_t off = me * kPiece; off < total; off += threads * kPiece)
-      l2_prefetch_bytes(base + off, static_cast<uint32_t>(total - off < kPiece ? total - off : kPiece));
-    return true;
-  }
   const int64_t pieces = pf.rows * pf.slices;
   for (int64_t i = me; i < pieces; i += threads) {
-    const int64_t r = i / pf.slices, z = i % pf.slices, left = pf.pitch - z * pf.slice_bytes;
-    l2_prefetch_bytes(base + r * pf.pitch + z * pf.slice_bytes,
-                      static_cast<uint32_t>(pf.take < left ? pf.take : left));  // never past the row
+    const int64_t r = i / pf.slices, z = i % pf.slices;
+    const int64_t start = z * pf.slice_bytes + pf.skip;  // within row r
+    const int64_t end = min(min(start + pf.take, (z + 1) * pf.slice_bytes), pf.pitch);
+    if (end > start) l2_prefetch_bytes(base + r * pf.pitch + start, static_cast<uint32_t>(end - start));
   }
   return true;
 }

@@ -51,12 +51,12 @@ GemmPartials partials(Projection& p, const Stream& stream) {
   return g.ok() ? *g : GemmPartials{};
 }
 
-// An L2 prefetch of the projection's own weights (ADR 0063), rides along in the
-// fused calls below: the extra blocks must change no output bit. `whole`: the
-// contiguous mode (every byte), else pieces of 64 bytes per row and slice.
-L2Prefetch prefetch_of(const Projection& p, bool whole) {
+// An L2 prefetch of the projection's own weights (ADR 0063) rides along in the
+// fused calls below: the extra blocks must change no output bit. `all`: every
+// byte (no skip), else 64 bytes per row and slice past a 64-byte skip.
+L2Prefetch prefetch_of(const Projection& p, bool all) {
   const L2Prefetch pf =
-      l2_prefetch_plan(p.w.as<uint16_t>(), p.n, p.k, whole ? (int64_t{1} << 40) : 64 * p.n * 16);
+      l2_prefetch_plan(p.w.as<uint16_t>(), p.n, p.k, all ? (int64_t{1} << 40) : 64 * p.n * 16, all ? 0 : 64);
   EXPECT_NE(pf.base, nullptr);
   return pf;
 }
@@ -232,7 +232,7 @@ TEST(CudaFused, QkvRopeKvWriteEqualsSplitRopeAndKvWrite) {
 }
 
 // The prefetch plan (ADR 0063) is host arithmetic: whole 32-k chunks from each
-// K slice's start, within the budget, never more than a slice (or a row).
+// K slice past the skip, within the budget, never more than the slice holds.
 TEST(CudaL2Prefetch, PlanTakesWholeChunksFromEachSliceWithinTheBudget) {
   const uint16_t* w = reinterpret_cast<const uint16_t*>(uintptr_t{4096});
   const GemmSlicing down = gemm_slicing(4096, 14336);  // 4 slices of 3584 k
@@ -241,17 +241,22 @@ TEST(CudaL2Prefetch, PlanTakesWholeChunksFromEachSliceWithinTheBudget) {
   EXPECT_EQ(pf.slices, down.slices);
   EXPECT_EQ(pf.slice_bytes, down.slice * 2);
   EXPECT_EQ(pf.pitch, relaid_row_pitch(14336) * 2);
+  EXPECT_EQ(pf.skip, kL2PrefetchSkip);
   EXPECT_EQ(pf.take % 64, 0);
   EXPECT_LE(pf.take * pf.rows * pf.slices, int64_t{16} << 20);
   EXPECT_GT(pf.take * pf.rows * pf.slices, (int64_t{16} << 20) - 64 * pf.rows * pf.slices);
-  pf = l2_prefetch_plan(w, 4096, 4096, int64_t{1} << 40);  // more than the matrix: whole slices
-  EXPECT_EQ(pf.take, pf.slice_bytes);
-  pf = l2_prefetch_plan(w, 28672, 4096, int64_t{1} << 40);  // one slice: whole rows
+  pf = l2_prefetch_plan(w, 4096, 4096, int64_t{1} << 40);  // more than the matrix: the rest of each slice
+  EXPECT_EQ(pf.take, pf.slice_bytes - kL2PrefetchSkip);
+  pf = l2_prefetch_plan(w, 28672, 4096, int64_t{1} << 40);  // one slice: the rest of each row
   EXPECT_EQ(pf.slices, 1);
-  EXPECT_EQ(pf.take, pf.pitch);
-  EXPECT_EQ(l2_prefetch_plan(w, 28672, 4096, 28672 * 63).base, nullptr);  // under 64 bytes a piece
+  EXPECT_EQ(pf.slice_bytes, pf.pitch);
+  EXPECT_EQ(pf.take, pf.pitch - kL2PrefetchSkip);
+  EXPECT_EQ(l2_prefetch_plan(w, 28672, 4096, 28672 * 63).base, nullptr);     // under 64 bytes a piece
+  EXPECT_EQ(l2_prefetch_plan(w, 896, 384, int64_t{1} << 30).base, nullptr);  // rows within the skip
   EXPECT_EQ(l2_prefetch_plan(nullptr, 28672, 4096, int64_t{1} << 30).base, nullptr);
   EXPECT_EQ(l2_prefetch_plan(w, 28672, 4096, 0).base, nullptr);
+  EXPECT_EQ(l2_prefetch_plan(w, 28672, 4096, int64_t{1} << 30, 32).base, nullptr);  // a skip of half a chunk
+  EXPECT_EQ(l2_prefetch_plan(w, 28672, 4096, int64_t{1} << 40, 0).take, pf.pitch);  // no skip: whole rows
 }
 
 TEST(CudaFusedArguments, BadShapesAreInvalidArgument) {

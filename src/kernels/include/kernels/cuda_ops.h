@@ -228,17 +228,23 @@ Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, 
 // A weight matrix's bytes to pull into the L2 cache while a latency-bound
 // kernel runs (ADR 0063): for each of `rows` rows (`pitch` bytes apart) and
 // each of its `slices` K slices (`slice_bytes` apart from the row's start),
-// the first `take` bytes — what the next GEMM's blocks read first. `take` and
-// the offsets are multiples of 16. Only a hint: which lines arrive, and when,
-// changes no result. l2_prefetch_plan builds one for a relaid bf16 matrix of
-// n × k under gemm_slicing(n, k) within `budget` bytes (empty when the budget
-// is under 64 bytes a piece). An empty one (base null) prefetches nothing.
+// the bytes [skip, skip + take) of the slice — what the next GEMM's blocks
+// read right after the stages they request before their dependency wait.
+// Offsets and sizes are multiples of 16; a piece never runs past its slice.
+// Only a hint: which lines arrive, and when, changes no result.
+// l2_prefetch_plan builds one for a relaid bf16 matrix of n × k under
+// gemm_slicing(n, k): skip (default kL2PrefetchSkip: the first three 128-k
+// stages of the small tile; a multiple of 64), take within `budget` bytes in whole 32-k chunks (empty when
+// that is under 64 bytes a piece, or no slice is longer than skip). An empty
+// one (base null) prefetches nothing.
 struct L2Prefetch {
   const void* base = nullptr;
-  int64_t rows = 0, pitch = 0, slice_bytes = 0, take = 0;
+  int64_t rows = 0, pitch = 0, slice_bytes = 0, skip = 0, take = 0;
   int slices = 1;
 };
-L2Prefetch l2_prefetch_plan(const uint16_t* relaid, int64_t n, int64_t k, int64_t budget);
+constexpr int64_t kL2PrefetchSkip = 768;
+L2Prefetch l2_prefetch_plan(const uint16_t* relaid, int64_t n, int64_t k, int64_t budget,
+                            int64_t skip = kL2PrefetchSkip);
 
 // The relaid weight layout (ADR 0057). Row j of a relaid matrix holds, for
 // each 32-k chunk, the chain's k16 step 0 (k 8q .. 8q+3 for q = 0..3) then

@@ -29,7 +29,7 @@ using cuda_forward_detail::f32;
 }  // namespace
 
 // ADR 0063's default L2 prefetch budget (TANDEM_CUDA_L2_PREFETCH, MiB).
-constexpr int kDefaultL2PrefetchMiB = 16;
+constexpr int kDefaultL2PrefetchMiB = 0;
 
 Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, const DeviceWeights& weights,
                                                            const KvCache& kv, int64_t max_rows) {

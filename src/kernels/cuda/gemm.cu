@@ -45,7 +45,12 @@ namespace {
 // Variants 9 and 12-14 were never the fastest on any forward matrix (that run's
 // table in docs/benchmarks.md) and are retired (ADR 0056): their numbers stay
 // reserved and pick the by-shape default, so 10, 11 and 15 keep theirs.
-constexpr int kSmallTileVariants = 21;
+// Measured 2026-12-05 (docs/benchmarks.md, "Where decode's GEMM time goes"):
+// one-warp blocks with a warp-private ring (16, 17) lost on every matrix and
+// in the model (8B decode 140-145 against 178 tok/s) and are retired; 18 (15
+// with x loaded with the weights) streams the 8B LM head at 0.89 of read
+// against 0.83 and loses elsewhere.
+constexpr int kSmallTileVariants = 19;
 constexpr int kBySize = -2;  // the default: by the matrix's shape (by_size_variant)
 constexpr int64_t kLargeMatrix = int64_t{1} << 24;
 
@@ -141,8 +146,8 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
   if (m > 16 && m <= kWideMaxRows && wide_mode() != 0)
     return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice);
   if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
-  const bool eight = variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 ||
-                     variant == 8 || variant == 16 || variant == 17;
+  const bool eight =
+      variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
   if (eight && m > 8) variant = 5;
   switch (variant) {
     case 0:  // 32 weight rows, 16 x rows, 2 warps, 4 stages of 256 k (128 KB with f32 x)
@@ -167,16 +172,8 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
       return launch_direct<2, 4, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
     case 15:
       return launch_direct<1, 4, 2, true, F32X>(stream, x, m, w, n, k, y, slice);
-    case 16:  // one-warp blocks (a warp-private ring, no block barrier): 16 weight rows, 4 stages of 256 k
-      return launch<Tile<16, 8, 1, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
-    case 17:  // one-warp blocks, 6 stages of 128 k
-      return launch<Tile<16, 8, 1, 1, 128, 6, F32X>>(stream, x, m, w, n, k, y, slice);
     case 18:  // 15 with x loaded with the weights (XPRE)
       return launch_direct<1, 4, 2, true, F32X, true>(stream, x, m, w, n, k, y, slice);
-    case 19:  // 15 with XPRE, 4 warps
-      return launch_direct<1, 4, 4, true, F32X, true>(stream, x, m, w, n, k, y, slice);
-    case 20:  // 10 with XPRE, U = 8 unpiped
-      return launch_direct<1, 8, 4, false, F32X, true>(stream, x, m, w, n, k, y, slice);
     default:  // 4: 16 x rows, 4 stages of 128 k (64 KB: 3 blocks per SM)
       return launch<Tile<32, 16, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
   }
@@ -312,7 +309,9 @@ GemmTile sliced_tile_for(int64_t m, int64_t n, int slices) {
 }  // namespace
 
 int small_tile_variants() { return kSmallTileVariants; }
-bool small_tile_variant_retired(int variant) { return variant == 9 || (variant >= 12 && variant <= 14); }
+bool small_tile_variant_retired(int variant) {
+  return variant == 9 || (variant >= 12 && variant <= 14) || variant == 16 || variant == 17;
+}
 void set_small_tile_variant(int variant) {
   small_tile_choice.store(variant >= 0 && variant < kSmallTileVariants && !small_tile_variant_retired(variant)
                               ? variant

@@ -28,9 +28,6 @@ using cuda_forward_detail::f32;
 
 }  // namespace
 
-// ADR 0063's default L2 prefetch budget (TANDEM_CUDA_L2_PREFETCH, MiB).
-constexpr int kDefaultL2PrefetchMiB = 0;
-
 Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, const DeviceWeights& weights,
                                                            const KvCache& kv, int64_t max_rows) {
   TANDEM_RETURN_IF_ERROR(gpu::set_device(weights.device));
@@ -45,9 +42,6 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   // 0: attention's output and the final norm take their own passes again (same bits; ADR 0056).
   const char* fuse_launches = std::getenv("TANDEM_CUDA_FUSE_LAUNCHES");
   f->fuse_launches_ = fuse_launches == nullptr || std::string(fuse_launches) != "0";
-  const char* prefetch = std::getenv("TANDEM_CUDA_L2_PREFETCH");  // MiB (ADR 0063)
-  f->l2_prefetch_ =
-      (prefetch != nullptr ? std::max(0, std::atoi(prefetch)) : kDefaultL2PrefetchMiB) * (int64_t{1} << 20);
   // GEMM inputs: bf16 (rounded once, one mma per k-step; the default, ADR 0054) or f32
   // (hi + lo split, ADR 0006). Both are batch invariant; an unknown value is an error.
   auto activations = cuda_activations();
@@ -416,12 +410,6 @@ Expected<float*> CudaForward::host_logits(size_t floats) {
 // attention norm), 2 more; attention writes the o projection's bf16 input
 // (ADR 0056), one more. Models with a q/k norm keep the unfused attention
 // input (the norm sits between the split and RoPE).
-gpu::L2Prefetch CudaForward::l2_plan(const uint16_t* relaid, int64_t n, int64_t k, int64_t m,
-                                     double share) const {
-  if (m > kL2PrefetchMaxRows || l2_prefetch_ <= 0 || mode_ != kernels::GemmMode::invariant) return {};
-  return gpu::l2_prefetch_plan(relaid, n, k, static_cast<int64_t>(share * static_cast<double>(l2_prefetch_)));
-}
-
 Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool input_normed,
                                 const float* norm_after) {
   const ModelConfig& c = model_.config();
@@ -446,8 +434,7 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
     if (!p.ok()) return p.status();
     TANDEM_RETURN_IF_ERROR(gpu::qkv_rope_kv_write(s, *p, bias(w.qkv_bias), c.num_heads, pool, d_rope_,
                                                   f32(w_.inv_freq), c.head_dim, kernels::RopeLayout::neox,
-                                                  d_positions_, d_tables_, table_stride, q,
-                                                  l2_plan(bf16(w.o), hs, qd, m, 2.0)));
+                                                  d_positions_, d_tables_, table_stride, q));
   }
   // Attention writes the o projection's bf16 input itself (ADR 0056).
   uint16_t* attn_b = fuse_launches_ ? xb : nullptr;
@@ -457,8 +444,7 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
     if (!p.ok()) return p.status();
     if (fuse_norm_) {
       TANDEM_RETURN_IF_ERROR(
-          gpu::residual_add_rmsnorm_partials(s, *p, bias(w.o_bias), x, f32(w.mlp_norm), eps, h, xb,
-                                             l2_plan(bf16(w.gate_up), 2 * inter, hs, m, 1.0)));
+          gpu::residual_add_rmsnorm_partials(s, *p, bias(w.o_bias), x, f32(w.mlp_norm), eps, h, xb));
     } else {
       TANDEM_RETURN_IF_ERROR(gpu::residual_add_partials(s, *p, bias(w.o_bias), x));
       TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
@@ -468,17 +454,12 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
   {
     auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr);
     if (!p.ok()) return p.status();
-    TANDEM_RETURN_IF_ERROR(
-        gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act, xb, l2_plan(bf16(w.down), hs, inter, m, 0.5)));
+    TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act, xb));
   }
   auto p = gemm_partials(act, m, bf16(w.down), hs, inter, h, xb != nullptr);
   if (!p.ok()) return p.status();
   if (norm_after == nullptr) return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
-  // The next GEMM: the next layer's q/k/v projection, or the LM head after the last layer.
-  const bool last = l + 1 == c.num_layers;
-  const gpu::L2Prefetch next = last ? l2_plan(w_.lm_head, c.vocab_size, hs, m, 1.0)
-                                    : l2_plan(bf16(w_.layers[l + 1].qkv), qkv_n, hs, m, 1.0);
-  return gpu::residual_add_rmsnorm_partials(s, *p, bias(w.down_bias), x, norm_after, eps, h, xb, next);
+  return gpu::residual_add_rmsnorm_partials(s, *p, bias(w.down_bias), x, norm_after, eps, h, xb);
 }
 
 Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {

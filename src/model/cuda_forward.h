@@ -168,14 +168,6 @@ class CudaForward {
   // Attention writes the o projection's bf16 input; a graphed step whose every row wants logits
   // takes the final norm from the last residual add (ADR 0056; TANDEM_CUDA_FUSE_LAUNCHES=0: not).
   bool fuse_launches_ = true;
-  // Bytes of the next GEMM's weights the glue kernels of a fused layer pull into
-  // L2 in calls of up to kL2PrefetchMaxRows rows (ADR 0063; TANDEM_CUDA_L2_PREFETCH
-  // in MiB, 0: off). The o projection gets twice (attention is the longest glue),
-  // the down projection half.
-  static constexpr int64_t kL2PrefetchMaxRows = 64;
-  int64_t l2_prefetch_ = 0;
-  kernels::gpu::L2Prefetch l2_plan(const uint16_t* relaid, int64_t n, int64_t k, int64_t m,
-                                   double share) const;
   bool general_ = false;  // a Gemma / MoE feature: layer_general for every layer
   bool sparse_ = false;   // MoE layers: the host reads each layer's routing (no graphs)
   // MoE scratch: router logits [rows][experts], the routing [rows][top_k]

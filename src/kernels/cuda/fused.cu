@@ -16,7 +16,6 @@
 
 #include "cuda/bf16_bits.cuh"
 #include "cuda/cuda_check.h"
-#include "cuda/l2_prefetch.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/rms_row.cuh"
 #include "kernels/cuda_ops.h"
@@ -89,8 +88,7 @@ constexpr int kResidualNormBatch = 4;  // elements per thread whose loads are qu
 __global__ void __launch_bounds__(kResidualNormThreads)
     residual_rmsnorm_kernel(const float* slabs, int slices, int64_t rows, int64_t n,
                             const float* __restrict__ bias, float* x, const float* __restrict__ weight,
-                            float* h, uint16_t* __restrict__ h_bf16, float eps, L2Prefetch next) {
-  if (l2_prefetch_block(next, static_cast<unsigned>(rows))) return;
+                            float* h, uint16_t* __restrict__ h_bf16, float eps) {
   pdl_enter();
   const int64_t count = rows * n, row0 = static_cast<int64_t>(blockIdx.x) * n;
   const float* sr = slabs + row0;
@@ -167,10 +165,9 @@ constexpr int64_t kStagedMax = int64_t{kResidualNormBatch} * kResidualNormThread
 __global__ void __launch_bounds__(kResidualNormThreads)
     residual_rmsnorm_staged_kernel(const float* slabs, int slices, int64_t rows, int64_t n,
                                    const float* __restrict__ bias, float* x, const float* __restrict__ weight,
-                                   float* h, uint16_t* __restrict__ h_bf16, float eps, L2Prefetch next) {
+                                   float* h, uint16_t* __restrict__ h_bf16, float eps) {
   __shared__ float xs[kStagedMax];
   constexpr int64_t kStep = kResidualNormThreads;
-  if (l2_prefetch_block(next, static_cast<unsigned>(rows))) return;
   pdl_launch_dependents();
   float wv[kResidualNormBatch], bv[kResidualNormBatch];
 #pragma unroll
@@ -235,8 +232,7 @@ bool row_norm_enabled() {
 template <int Batch>
 __global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t inter,
                               const float* __restrict__ bias, float* __restrict__ out,
-                              uint16_t* __restrict__ out_bf16, L2Prefetch next) {
-  if (l2_prefetch_block(next, static_cast<unsigned>(rows))) return;
+                              uint16_t* __restrict__ out_bf16) {
   pdl_enter();
   const int64_t r = blockIdx.x, count = rows * 2 * inter;
   for (int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; i < inter;
@@ -259,10 +255,9 @@ __global__ void qkv_rope_kv_kernel(const float* __restrict__ slabs, int slices, 
                                    const float* __restrict__ inv_freq, int rotary_dim, bool neox,
                                    const int32_t* __restrict__ positions,
                                    const int32_t* __restrict__ block_tables, int64_t table_stride,
-                                   float* __restrict__ q_out, L2Prefetch next) {
+                                   float* __restrict__ q_out) {
   __shared__ float vals[kMaxHeadDim];
   __shared__ float cos_s[kMaxHeadDim / 2], sin_s[kMaxHeadDim / 2];
-  if (l2_prefetch_block(next, static_cast<unsigned>(rows))) return;
   const int64_t r = blockIdx.x;
   const int slot = blockIdx.y;
   const int hd = pool.head_dim, n_kv = pool.n_kv_heads;
@@ -354,40 +349,37 @@ Status residual_add_partials(const Stream& stream, const GemmPartials& p, const 
 }
 
 Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x,
-                                     const float* norm_weight, float eps, float* h, uint16_t* h_bf16,
-                                     const L2Prefetch& next) {
+                                     const float* norm_weight, float eps, float* h, uint16_t* h_bf16) {
   TANDEM_RETURN_IF_ERROR(check_partials(p, "residual_add_rmsnorm_partials"));
   if (p.m == 0) return Status::Ok();
   if (norm_weight == nullptr || h == nullptr)
     return invalid_argument("residual_add_rmsnorm_partials: need the norm's weight and an output");
-  const dim3 grid(static_cast<unsigned>(p.m) + l2_prefetch_blocks(next, 1));
   if (p.n <= kStagedMax && p.m <= kFewRows && row_norm_enabled())
-    return launch_kernel("residual_add_rmsnorm_partials (staged)", residual_rmsnorm_staged_kernel, grid,
-                         dim3(kResidualNormThreads), 0, stream.handle(), p.slabs, p.slices, p.m, p.n, bias, x,
-                         norm_weight, h, h_bf16, eps, next);
-  return launch_kernel("residual_add_rmsnorm_partials", residual_rmsnorm_kernel, grid,
-                       dim3(kResidualNormThreads), 0, stream.handle(), p.slabs, p.slices, p.m, p.n, bias, x,
-                       norm_weight, h, h_bf16, eps, next);
+    return launch_kernel("residual_add_rmsnorm_partials (staged)", residual_rmsnorm_staged_kernel,
+                         dim3(static_cast<unsigned>(p.m)), dim3(kResidualNormThreads), 0, stream.handle(),
+                         p.slabs, p.slices, p.m, p.n, bias, x, norm_weight, h, h_bf16, eps);
+  return launch_kernel("residual_add_rmsnorm_partials", residual_rmsnorm_kernel,
+                       dim3(static_cast<unsigned>(p.m)), dim3(kResidualNormThreads), 0, stream.handle(),
+                       p.slabs, p.slices, p.m, p.n, bias, x, norm_weight, h, h_bf16, eps);
 }
 
 Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out,
-                       uint16_t* out_bf16, const L2Prefetch& next) {
+                       uint16_t* out_bf16) {
   TANDEM_RETURN_IF_ERROR(check_partials(p, "swiglu_partials"));
   if (p.n % 2 != 0) return invalid_argument("swiglu_partials: n must be 2 * intermediate size (got odd n)");
   if (p.m == 0) return Status::Ok();
   const int64_t inter = p.n / 2;
-  const unsigned per_row = static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535));
-  const dim3 grid(static_cast<unsigned>(p.m) + l2_prefetch_blocks(next, per_row), per_row);
+  const dim3 grid(static_cast<unsigned>(p.m),
+                  static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
   return launch_kernel("swiglu_partials", p.m <= kFewRows ? swiglu_kernel<kSlabBatch> : swiglu_kernel<1>,
                        grid, dim3(kThreads), 0, stream.handle(), p.slabs, p.slices, p.m, inter, bias, out,
-                       out_bf16, next);
+                       out_bf16);
 }
 
 Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const float* bias, int n_heads,
                          const DeviceKvPool& pool, const int32_t* rope_positions, const float* inv_freq,
                          int rotary_dim, RopeLayout layout, const int32_t* positions,
-                         const int32_t* block_tables, int64_t table_stride, float* q_out,
-                         const L2Prefetch& next) {
+                         const int32_t* block_tables, int64_t table_stride, float* q_out) {
   TANDEM_RETURN_IF_ERROR(check_partials(p, "qkv_rope_kv_write"));
   if (n_heads <= 0 || pool.n_kv_heads <= 0 || pool.head_dim <= 0 || pool.head_dim > kMaxHeadDim ||
       pool.tokens_per_block <= 0 || rotary_dim <= 0 || rotary_dim % 2 != 0 || rotary_dim > pool.head_dim ||
@@ -399,13 +391,12 @@ Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const floa
         ", head_dim=" + std::to_string(pool.head_dim) + ", rotary_dim=" + std::to_string(rotary_dim) + ")");
   }
   if (p.m == 0) return Status::Ok();
-  const unsigned slots = static_cast<unsigned>(n_heads + 2 * pool.n_kv_heads);
-  const dim3 grid(static_cast<unsigned>(p.m) + l2_prefetch_blocks(next, slots), slots);
+  const dim3 grid(static_cast<unsigned>(p.m), static_cast<unsigned>(n_heads + 2 * pool.n_kv_heads));
   const int threads = pool.head_dim >= 256 ? 256 : 128;
   return launch_kernel(
       "qkv_rope_kv_write", p.m <= kFewRows ? qkv_rope_kv_kernel<kSlabBatch> : qkv_rope_kv_kernel<1>, grid,
       dim3(threads), 0, stream.handle(), p.slabs, p.slices, p.m, bias, n_heads, pool, rope_positions,
-      inv_freq, rotary_dim, layout == RopeLayout::neox, positions, block_tables, table_stride, q_out, next);
+      inv_freq, rotary_dim, layout == RopeLayout::neox, positions, block_tables, table_stride, q_out);
 }
 
 }  // namespace tandem::kernels::gpu

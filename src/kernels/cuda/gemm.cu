@@ -393,24 +393,6 @@ GemmSlicing gemm_slicing(int64_t n, int64_t k) {
   return {static_cast<int>(slices), slice};
 }
 
-L2Prefetch l2_prefetch_plan(const uint16_t* relaid, int64_t n, int64_t k, int64_t budget, int64_t skip) {
-  L2Prefetch pf;
-  if (relaid == nullptr || n <= 0 || k <= 0 || budget <= 0 || skip < 0 || skip % 64 != 0) return pf;
-  const GemmSlicing plan = gemm_slicing(n, k);
-  const int64_t pitch = relaid_pitch(k) * 2, slice_bytes = plan.slices == 1 ? pitch : plan.slice * 2;
-  const int64_t after = slice_bytes - skip;  // what the longest slice holds past the skip
-  const int64_t per_piece = std::min(after, budget / (n * plan.slices)) / 64 * 64;  // whole 32-k chunks
-  if (per_piece < 64) return pf;
-  pf.base = relaid;
-  pf.rows = n;
-  pf.pitch = pitch;
-  pf.slices = plan.slices;
-  pf.slice_bytes = slice_bytes;
-  pf.skip = skip;
-  pf.take = per_piece;
-  return pf;
-}
-
 Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, DType x_dtype, int64_t m,
                                            const uint16_t* w, int64_t n, int64_t k, float* y,
                                            float* workspace, size_t workspace_floats, GemmTile tile) {

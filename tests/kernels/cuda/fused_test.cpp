@@ -51,16 +51,6 @@ GemmPartials partials(Projection& p, const Stream& stream) {
   return g.ok() ? *g : GemmPartials{};
 }
 
-// An L2 prefetch of the projection's own weights (ADR 0063) rides along in the
-// fused calls below: the extra blocks must change no output bit. `all`: every
-// byte (no skip), else 64 bytes per row and slice past a 64-byte skip.
-L2Prefetch prefetch_of(const Projection& p, bool all) {
-  const L2Prefetch pf =
-      l2_prefetch_plan(p.w.as<uint16_t>(), p.n, p.k, all ? (int64_t{1} << 40) : 64 * p.n * 16, all ? 0 : 64);
-  EXPECT_NE(pf.base, nullptr);
-  return pf;
-}
-
 // The epilogues' bf16 copy (ADR 0054) == to_bf16 of their f32 output, bit for bit.
 void expect_bf16_of(const DeviceBuffer& f32, const DeviceBuffer& bf16, int64_t count, const Stream& stream,
                     const char* what) {
@@ -95,9 +85,9 @@ TEST(CudaFused, ResidualAddAndSwigluEqualTheUnfusedOps) {
     ASSERT_TRUE(swiglu_rows(*stream, dy.as<float>(), p.m, inter, out_ref.as<float>()).ok());
     const GemmPartials g2 = partials(p, *stream);
     DeviceBuffer out_bf16 = testing::poisoned(p.m * inter * 2, *stream);
-    ASSERT_TRUE(swiglu_partials(*stream, g2, p.bias.as<float>(), out_fused.as<float>(),
-                                out_bf16.as<uint16_t>(), prefetch_of(p, k == 896))
-                    .ok());
+    ASSERT_TRUE(
+        swiglu_partials(*stream, g2, p.bias.as<float>(), out_fused.as<float>(), out_bf16.as<uint16_t>())
+            .ok());
     const std::vector<float> c = testing::to_host<float>(out_ref, p.m * inter, *stream);
     const std::vector<float> d = testing::to_host<float>(out_fused, p.m * inter, *stream);
     EXPECT_TRUE(same_bits(c.data(), d.data(), c.size())) << "swiglu, k=" << k;
@@ -143,9 +133,8 @@ TEST(CudaFused, ResidualAddRmsnormEqualsTheAddThenTheNorm) {
       ++single;
     }
     DeviceBuffer h_bf16 = testing::poisoned(c.m * c.n * 2, *stream);
-    const Status st =
-        residual_add_rmsnorm_partials(*stream, g2, bias, x_fused.as<float>(), d_norm.as<float>(), eps, h,
-                                      h_bf16.as<uint16_t>(), prefetch_of(p, c.bias));
+    const Status st = residual_add_rmsnorm_partials(*stream, g2, bias, x_fused.as<float>(),
+                                                    d_norm.as<float>(), eps, h, h_bf16.as<uint16_t>());
     ASSERT_TRUE(st.ok()) << st.to_string();
     const auto a = testing::to_host<float>(x_ref, x0.size(), *stream);
     const auto b = testing::to_host<float>(x_fused, x0.size(), *stream);
@@ -213,10 +202,9 @@ TEST(CudaFused, QkvRopeKvWriteEqualsSplitRopeAndKvWrite) {
     DeviceBuffer q_fused = testing::poisoned(rows * qd * 4, *stream);
     const GemmPartials g = partials(p, *stream);
     ASSERT_GT(g.slices, 1);
-    const Status st =
-        qkv_rope_kv_write(*stream, g, p.bias.as<float>(), n_heads, pool_fused, d_rope.as<int32_t>(),
-                          d_inv.as<float>(), hd, RopeLayout::neox, d_pos.as<int32_t>(),
-                          d_tables.as<int32_t>(), blocks, q_fused.as<float>(), prefetch_of(p, hd == 64));
+    const Status st = qkv_rope_kv_write(
+        *stream, g, p.bias.as<float>(), n_heads, pool_fused, d_rope.as<int32_t>(), d_inv.as<float>(), hd,
+        RopeLayout::neox, d_pos.as<int32_t>(), d_tables.as<int32_t>(), blocks, q_fused.as<float>());
     ASSERT_TRUE(st.ok()) << st.to_string();
     const auto a = testing::to_host<float>(q, rows * qd, *stream),
                b = testing::to_host<float>(q_fused, rows * qd, *stream);
@@ -229,34 +217,6 @@ TEST(CudaFused, QkvRopeKvWriteEqualsSplitRopeAndKvWrite) {
           << (pair == &k_ref ? "k" : "v") << " pool, head_dim " << hd;
     }
   }
-}
-
-// The prefetch plan (ADR 0063) is host arithmetic: whole 32-k chunks from each
-// K slice past the skip, within the budget, never more than the slice holds.
-TEST(CudaL2Prefetch, PlanTakesWholeChunksFromEachSliceWithinTheBudget) {
-  const uint16_t* w = reinterpret_cast<const uint16_t*>(uintptr_t{4096});
-  const GemmSlicing down = gemm_slicing(4096, 14336);  // 4 slices of 3584 k
-  L2Prefetch pf = l2_prefetch_plan(w, 4096, 14336, int64_t{16} << 20);
-  EXPECT_EQ(pf.base, w);
-  EXPECT_EQ(pf.slices, down.slices);
-  EXPECT_EQ(pf.slice_bytes, down.slice * 2);
-  EXPECT_EQ(pf.pitch, relaid_row_pitch(14336) * 2);
-  EXPECT_EQ(pf.skip, kL2PrefetchSkip);
-  EXPECT_EQ(pf.take % 64, 0);
-  EXPECT_LE(pf.take * pf.rows * pf.slices, int64_t{16} << 20);
-  EXPECT_GT(pf.take * pf.rows * pf.slices, (int64_t{16} << 20) - 64 * pf.rows * pf.slices);
-  pf = l2_prefetch_plan(w, 4096, 4096, int64_t{1} << 40);  // more than the matrix: the rest of each slice
-  EXPECT_EQ(pf.take, pf.slice_bytes - kL2PrefetchSkip);
-  pf = l2_prefetch_plan(w, 28672, 4096, int64_t{1} << 40);  // one slice: the rest of each row
-  EXPECT_EQ(pf.slices, 1);
-  EXPECT_EQ(pf.slice_bytes, pf.pitch);
-  EXPECT_EQ(pf.take, pf.pitch - kL2PrefetchSkip);
-  EXPECT_EQ(l2_prefetch_plan(w, 28672, 4096, 28672 * 63).base, nullptr);     // under 64 bytes a piece
-  EXPECT_EQ(l2_prefetch_plan(w, 896, 384, int64_t{1} << 30).base, nullptr);  // rows within the skip
-  EXPECT_EQ(l2_prefetch_plan(nullptr, 28672, 4096, int64_t{1} << 30).base, nullptr);
-  EXPECT_EQ(l2_prefetch_plan(w, 28672, 4096, 0).base, nullptr);
-  EXPECT_EQ(l2_prefetch_plan(w, 28672, 4096, int64_t{1} << 30, 32).base, nullptr);  // a skip of half a chunk
-  EXPECT_EQ(l2_prefetch_plan(w, 28672, 4096, int64_t{1} << 40, 0).take, pf.pitch);  // no skip: whole rows
 }
 
 TEST(CudaFusedArguments, BadShapesAreInvalidArgument) {

@@ -225,27 +225,6 @@ Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, 
                                            float* workspace, size_t workspace_floats,
                                            GemmTile tile = GemmTile::automatic);
 
-// A weight matrix's bytes to pull into the L2 cache while a latency-bound
-// kernel runs (ADR 0063): for each of `rows` rows (`pitch` bytes apart) and
-// each of its `slices` K slices (`slice_bytes` apart from the row's start),
-// the bytes [skip, skip + take) of the slice — what the next GEMM's blocks
-// read right after the stages they request before their dependency wait.
-// Offsets and sizes are multiples of 16; a piece never runs past its slice.
-// Only a hint: which lines arrive, and when, changes no result.
-// l2_prefetch_plan builds one for a relaid bf16 matrix of n × k under
-// gemm_slicing(n, k): skip (default kL2PrefetchSkip: the first three 128-k
-// stages of the small tile; a multiple of 64), take within `budget` bytes in whole 32-k chunks (empty when
-// that is under 64 bytes a piece, or no slice is longer than skip). An empty
-// one (base null) prefetches nothing.
-struct L2Prefetch {
-  const void* base = nullptr;
-  int64_t rows = 0, pitch = 0, slice_bytes = 0, skip = 0, take = 0;
-  int slices = 1;
-};
-constexpr int64_t kL2PrefetchSkip = 768;
-L2Prefetch l2_prefetch_plan(const uint16_t* relaid, int64_t n, int64_t k, int64_t budget,
-                            int64_t skip = kL2PrefetchSkip);
-
 // The relaid weight layout (ADR 0057). Row j of a relaid matrix holds, for
 // each 32-k chunk, the chain's k16 step 0 (k 8q .. 8q+3 for q = 0..3) then
 // step 1 (k 8q+4 .. 8q+7), so that each step is 32 contiguous bytes (what a
@@ -372,15 +351,13 @@ Status residual_add_partials(const Stream& stream, const GemmPartials& p, const 
 // the next projection rides on the add. h may be the buffer p.slabs point into
 // (one slice), not x. h_bf16, when not null, also gets h rounded to bf16 (to_bf16's
 // bits): the next GEMM's input without a to_bf16 pass (ADR 0054).
-// `next` (this and the two below, ADR 0063): weights to pull into L2 from
-// extra blocks of the same launch, once the GEMM before it is done.
 Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x,
                                      const float* norm_weight, float eps, float* h,
-                                     uint16_t* h_bf16 = nullptr, const L2Prefetch& next = {});
+                                     uint16_t* h_bf16 = nullptr);
 // out[r][i] = swiglu_rows' formula on value(r, i) and value(r, inter + i); p.n = 2 · inter;
 // out_bf16 as h_bf16 above.
 Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out,
-                       uint16_t* out_bf16 = nullptr, const L2Prefetch& next = {});
+                       uint16_t* out_bf16 = nullptr);
 // The fused q/k/v projection (p.n = (n_heads + 2 n_kv_heads) · head_dim):
 // split_qkv, rope() on q and k (rope_positions, inv_freq, rotary_dim, layout),
 // q to q_out [rows][n_heads][head_dim], k and v into the pool where kv_write
@@ -388,7 +365,6 @@ Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float*
 Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const float* bias, int n_heads,
                          const DeviceKvPool& pool, const int32_t* rope_positions, const float* inv_freq,
                          int rotary_dim, RopeLayout layout, const int32_t* positions,
-                         const int32_t* block_tables, int64_t table_stride, float* q_out,
-                         const L2Prefetch& next = {});
+                         const int32_t* block_tables, int64_t table_stride, float* q_out);
 
 }  // namespace tandem::kernels::gpu

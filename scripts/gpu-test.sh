@@ -4,7 +4,8 @@
 # TANDEM_CUDA_PDL=0; test_cuda_forward and test_gpu_serve once more with
 # TANDEM_CUDA_ACTIVATIONS=f32) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
 # with a CUDA GPU; with --e2e DIR also the tandem binary's GPU checks
-# (scripts/gpu-e2e.sh: probe, generate classic == speculative, bench).
+# (scripts/gpu-e2e.sh: probe, generate classic == speculative, bench); and the
+# memory-pattern benchmark (bench_stream_patterns) unless --quick.
 #
 #   scripts/gpu-test.sh                 configure + build build-gpu/ (TANDEM_CUDA=ON), then run
 #   scripts/gpu-test.sh --pack DIR      build, then copy the binaries, the shared libraries tandem
@@ -58,12 +59,12 @@ if [[ -z "$bin" ]]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON \
     -DTANDEM_CUDA_TUNING=$([[ -n "$tune" ]] && echo ON || echo OFF) >/dev/null || exit 1
   cmake --build build-gpu --target test_cuda_kernels test_cuda_devices test_cuda_forward test_gpu_serve \
-    bench_cuda_gemm tandem tandem-random-model || exit 1
+    bench_cuda_gemm bench_stream_patterns tandem tandem-random-model || exit 1
   if [[ -n "$pack" ]]; then
     mkdir -p "$pack"
     cp build-gpu/tests/kernels/test_cuda_kernels build-gpu/tests/kernels/test_cuda_devices \
       build-gpu/tests/model/test_cuda_forward build-gpu/tests/runtime/test_gpu_serve \
-      build-gpu/bench/bench_cuda_gemm build-gpu/src/app/tandem \
+      build-gpu/bench/bench_cuda_gemm build-gpu/bench/bench_stream_patterns build-gpu/src/app/tandem \
       build-gpu/tools/random_model/tandem-random-model scripts/gpu-test.sh scripts/gpu-e2e.sh "$pack"/
     # The shared libraries tandem needs beyond glibc/libstdc++ (the GPU machine has no -dev packages).
     mkdir -p "$pack/lib"
@@ -148,6 +149,13 @@ done
 echo "== tests: $([[ $status -eq 0 ]] && echo passed || echo FAILED)"
 
 "$bench" $quick ${tune:+--variants} 2>&1 | tee "$out/bench.txt" || status=1
+# How fast the GPU streams a weight matrix under the small tile's access patterns
+# (docs/benchmarks.md, "Where decode's GEMM time goes"); skipped with --quick.
+patterns="$(dirname "$bench")/bench_stream_patterns"
+if [[ -z "$quick" && -x "$patterns" ]]; then
+  "$patterns" >"$out/stream_patterns.txt" 2>&1 || status=1
+  grep -E "^ceiling|gate_up +(contiguous|rows +U=4)" "$out/stream_patterns.txt"
+fi
 
 if [[ -n "$ncu" ]] && command -v ncu >/dev/null; then
   # The shipping small (M <= 16) and large tiles, bf16 x, one launch each; clocks left alone.

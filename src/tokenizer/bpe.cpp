@@ -89,6 +89,12 @@ Expected<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& mo
     m->vocab_.emplace(it.key(), id);
     max_id = std::max(max_id, id);
   }
+  // Ids index a dense table: a vocab whose ids run far past its size (one entry with
+  // id 10^9, say) is malformed, not a reason to allocate gigabytes.
+  const int64_t entries = static_cast<int64_t>(m->vocab_.size());
+  if (max_id >= std::max<int64_t>(2 * entries, entries + 65536))
+    return invalid_argument("model.vocab: ids run to " + std::to_string(max_id) + " for " +
+                            std::to_string(entries) + " entries (ids must be about dense)");
   m->id_to_token_.resize(max_id + 1);
   m->has_token_.assign(max_id + 1, 0);
   for (const auto& [tok, id] : m->vocab_) {

@@ -127,6 +127,16 @@ TEST(TokenizerErrors, NameTheFileAndField) {
   EXPECT_NE(missing.status().message().find("/nonexistent/tokenizer.json"), std::string::npos);
 }
 
+// A vocab whose ids run far past its size is an error naming the field, not a
+// multi-gigabyte table (found by fuzz_tokenizer: one id of ~70 million).
+TEST(TokenizerErrors, SparseVocabIdsAreAnError) {
+  nlohmann::json j = byte_level_json();
+  j["model"]["vocab"]["far"] = 70000000;
+  const std::string e = load_error(j.dump());
+  EXPECT_NE(e.find("model.vocab"), std::string::npos) << e;
+  EXPECT_NE(e.find("70000000"), std::string::npos) << e;
+}
+
 TEST(ByteLevel, EncodesMergesAndAddedTokens) {
   Tokenizer t = load(byte_level_json());
   // "hello" -> one merged token (259 = "hello"), " w" merged, "orld" bytes.

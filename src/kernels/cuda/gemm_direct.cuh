@@ -230,9 +230,12 @@ __global__ void __launch_bounds__(D::kThreads)
         const int64_t col = kcol + 32 * static_cast<int64_t>(q0 + u);
         XFrag xf[D::FM];
 #pragma unroll
-        for (int fm = 0; fm < D::FM; ++fm)
-          xf[fm] =
-              D::XPRE ? xcur[D::XPRE ? u : 0][fm] : load_x<D>(x, xrow[fm], xrow_ok[fm] && col < k_end, col);
+        for (int fm = 0; fm < D::FM; ++fm) {
+          if constexpr (D::XPRE)
+            xf[fm] = xcur[u][fm];
+          else
+            xf[fm] = load_x<D>(x, xrow[fm], xrow_ok[fm] && col < k_end, col);
+        }
         direct_chunk<D>(a, xf, acc);
       }
     }

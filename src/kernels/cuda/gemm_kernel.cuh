@@ -149,7 +149,7 @@ __device__ __forceinline__ void load_stage_x(uint32_t smem, int slot, int kt, co
     for (int q = threadIdx.x; q < rows * kUnits; q += T::kThreads) {
       const int r = q / kUnits, uu = q % kUnits, j = uu >> 3, u = uu & 7;
       const int64_t row = m0 + r, col = k0 + uu * 4;
-      const bool valid = row < m && col < k_end;
+      const bool valid = col < k_end;  // row < m by the loop's bound
       const float* src = valid ? xf + row * k + col : xf;
       cp_async16(xs + ((j * T::BM + r) * 128 + ((u ^ (r & 1)) * 16)), src, valid);
     }
@@ -158,7 +158,7 @@ __device__ __forceinline__ void load_stage_x(uint32_t smem, int slot, int kt, co
     for (int q = threadIdx.x; q < rows * kUnitsBf16; q += T::kThreads) {
       const int r = q / kUnitsBf16, uu = q % kUnitsBf16, j = uu >> 2, u = uu & 3;
       const int64_t row = m0 + r, col = k0 + uu * 8;
-      const bool valid = row < m && col < k_end;
+      const bool valid = col < k_end;  // row < m by the loop's bound
       const uint16_t* src = valid ? xb + row * k + col : xb;
       cp_async16(xs + ((j * T::BM + r) * 64 + u * 16), src, valid);
     }

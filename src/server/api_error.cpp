@@ -56,7 +56,9 @@ std::string error_body(const ApiError& e) {
                            {"type", e.type},
                            {"param", e.param ? nlohmann::json(*e.param) : nlohmann::json(nullptr)},
                            {"code", e.code}}}};
-  return body.dump();
+  // A message may quote what the client sent (a request path, a model name): bytes that are not
+  // UTF-8 become U+FFFD instead of throwing out of the one function every error reply goes through.
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace tandem::server

@@ -29,5 +29,16 @@ TEST(ApiError, StatusesMapToHttpCodes) {
   EXPECT_EQ(from_status(internal_error("bug")).http_status, 500);
 }
 
+// A message may quote client bytes that are not UTF-8 (a percent-decoded path): the body is still
+// JSON, each such byte replaced by U+FFFD (EF BF BD), instead of an exception from the serializer.
+TEST(ApiError, BodyOfAMessageThatIsNotUtf8IsStillJson) {
+  std::string body;
+  ASSERT_NO_THROW(body = error_body(route_not_found("GET", "/\xff\xc3")));
+  auto parsed = nlohmann::json::parse(body);
+  EXPECT_EQ(parsed["error"]["message"], "No route for GET /\xEF\xBF\xBD\xEF\xBF\xBD");
+  ASSERT_NO_THROW(body = error_body(model_not_found("a\x80")));
+  EXPECT_EQ(nlohmann::json::parse(body)["error"]["code"], "model_not_found");
+}
+
 }  // namespace
 }  // namespace tandem::server

@@ -1,0 +1,97 @@
+// HttpServer over 127.0.0.1 before a model is attached: what a hostile client
+// can send to the routes and error handlers that need no model, sent as raw
+// bytes. Each case must get an answer in the OpenAI error shape and leave the
+// server answering /health; none may take the process down.
+#include "server/http_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace tandem::server {
+namespace {
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    HttpOptions options;
+    options.port = 0;
+    options.worker_threads = 4;
+    options.webui = false;
+    server_ = std::make_unique<HttpServer>(service_, options);
+    ASSERT_TRUE(server_->bind().ok());
+    thread_ = std::thread([this] { server_->run(); });
+  }
+  void TearDown() override {
+    server_->stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Sends `request` on a fresh connection and reads until the server closes it.
+  std::string exchange(const std::string& request) const {
+    const int s = socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_GE(s, 0);
+    timeval timeout{10, 0};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      close(s);
+      return "";
+    }
+    EXPECT_EQ(send(s, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+    std::string reply;
+    char buffer[4096];
+    for (ssize_t n; (n = recv(s, buffer, sizeof(buffer), 0)) > 0;)
+      reply.append(buffer, static_cast<size_t>(n));
+    close(s);
+    return reply;
+  }
+  static int status_of(const std::string& reply) {
+    return reply.size() > 12 && reply.compare(0, 5, "HTTP/") == 0 ? std::atoi(reply.c_str() + 9) : -1;
+  }
+  static nlohmann::json body_of(const std::string& reply) {
+    const size_t end = reply.find("\r\n\r\n");
+    return nlohmann::json::parse(end == std::string::npos ? "" : reply.substr(end + 4), nullptr, false);
+  }
+  void expect_still_answering() const {
+    const std::string health = exchange("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(status_of(health), 503) << "the server stopped answering: " << health;  // 503: loading
+  }
+
+  Service service_{"served-model", ApiKeys{}, 1 << 20};
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+};
+
+// A percent-escape decodes to a byte that is not UTF-8 ("/%ff" is the byte 0xFF): the 404 and
+// model_not_found messages quote it. It used to throw out of error_body (nlohmann::json's dump
+// refuses invalid UTF-8) inside httplib's error handler, terminating the server.
+TEST_F(HttpServerTest, PathsThatAreNotUtf8GetTheirErrorAndTheServerStaysUp) {
+  const std::pair<const char*, int> cases[] = {
+      {"GET /%ff HTTP/1.1", 404},           {"POST /%c3 HTTP/1.1", 404},
+      {"GET /v1/models/%ff HTTP/1.1", 404}, {"GET /v1/models/a%e2%82 HTTP/1.1", 404},
+      {"DELETE /%80%80 HTTP/1.1", 404},
+  };
+  for (const auto& [line, expected] : cases) {
+    const std::string reply =
+        exchange(std::string(line) + "\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+    EXPECT_EQ(status_of(reply), expected) << line << ": " << reply;
+    const nlohmann::json body = body_of(reply);
+    ASSERT_TRUE(body.is_object() && body.contains("error")) << line << ": " << reply;
+    // U+FFFD (EF BF BD) stands for each byte that is not UTF-8 (Unicode 15, section 3.9, U+FFFD
+    // substitution).
+    EXPECT_NE(body["error"]["message"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos) << line;
+    expect_still_answering();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::server

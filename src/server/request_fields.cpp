@@ -68,7 +68,35 @@ std::optional<std::string> string(const json& body, const char* name) {
   return v->get<std::string>();
 }
 
+bool nested_deeper_than(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 std::variant<json, ApiError> parse_json_object(const std::string& body) {
+  // Before parsing: the parse itself copes, but every later copy or dump of the value recurses.
+  if (nested_deeper_than(body, kMaxJsonDepth))
+    return bad_request("body",
+                       "The request body nests arrays and objects more than " +
+                           std::to_string(kMaxJsonDepth) + " levels deep",
+                       "invalid_json");
   json parsed;
   try {
     parsed = json::parse(body);

@@ -1,6 +1,7 @@
 #include "server/structured_request.h"
 
 #include "grammar/json_schema.h"
+#include "server/request_fields.h"
 
 namespace tandem::server {
 namespace {
@@ -232,6 +233,9 @@ void prepare_messages_for_template(ordered_json& messages) {
       if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
       auto& fn = call["function"];
       if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
+      // Too deep to copy and render safely (request_fields.h): the string as sent, like non-JSON.
+      if (fields::nested_deeper_than(fn["arguments"].get_ref<const std::string&>(), fields::kMaxJsonDepth))
+        continue;
       try {
         fn["arguments"] = ordered_json::parse(fn["arguments"].get<std::string>());
       } catch (const std::exception&) {

@@ -97,6 +97,21 @@ TEST(LlamaCompletion, WrongTypesNameTheField) {
   EXPECT_EQ(err(parse_llama_completion("[1]")).code, "invalid_json");
 }
 
+// Nesting a million deep overflowed an HTTP worker's stack when the parsed body was copied
+// (openai_request_test.cpp: NestingPastTheDepthLimitIsInvalidJson); every parser refuses it.
+TEST(CompatRequests, NestingPastTheDepthLimitIsInvalidJson) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  EXPECT_EQ(err(parse_llama_completion(R"({"prompt": "x", "junk": )" + deep + "}")).code, "invalid_json");
+  for (OllamaEndpoint e : {OllamaEndpoint::generate, OllamaEndpoint::chat}) {
+    EXPECT_EQ(err(parse_ollama_request(e, R"({"prompt": "x", "format": )" + deep + "}")).code,
+              "invalid_json");
+    EXPECT_EQ(
+        err(parse_ollama_request(e, R"({"messages": [{"role": "user", "content": "x", "a": )" + deep + "}]}"))
+            .code,
+        "invalid_json");
+  }
+}
+
 TEST(OllamaRequest, GenerateTemplatesThePromptUnlessRaw) {
   OllamaRequest o = ok(parse_ollama_request(OllamaEndpoint::generate, R"({"model": "m", "prompt": "hi",
       "system": "be brief", "options": {"num_predict": 5, "temperature": 0.2, "top_k": 3, "seed": 9,

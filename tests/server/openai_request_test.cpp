@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "server/request_fields.h"
+
 namespace tandem::server {
 namespace {
 
@@ -34,6 +36,39 @@ TEST(OpenAIRequest, NumberOverflowingADoubleIsInvalidJson) {
       EXPECT_NE(err.message.find("number overflow"), std::string::npos) << err.message;
     }
   }
+}
+
+// Arrays or objects nested a million deep (2 MB, well inside the body limit) parse, but
+// nlohmann::json's copy and dump recurse once per level: the copy of "messages" (or a dump of
+// the body) overflowed the HTTP worker's stack and the server died of SIGSEGV. Nesting past
+// kMaxJsonDepth is now refused before parsing; nesting at the limit still parses.
+TEST(OpenAIRequest, NestingPastTheDepthLimitIsInvalidJson) {
+  auto nested = [](int depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  // The body, "messages" and its message are 3 levels; {"junk": ...} is 1.
+  auto bodies = [&](int depth) {
+    return std::vector<std::string>{
+        R"({"messages": [{"role": "user", "content": "hi", "extra": )" + nested(depth - 3) + "}]}",
+        R"({"prompt": "x", "junk": )" + nested(depth - 1) + "}"};
+  };
+  for (Endpoint e : {Endpoint::completions, Endpoint::chat_completions}) {
+    for (const std::string& body : bodies(1000000)) {
+      ApiError err = parse_err(e, body);
+      EXPECT_EQ(err.http_status, 400);
+      EXPECT_EQ(err.param, "body");
+      EXPECT_EQ(err.code, "invalid_json");
+      EXPECT_NE(err.message.find("128 levels"), std::string::npos) << err.message;
+    }
+    for (const std::string& body : bodies(fields::kMaxJsonDepth)) {
+      auto parsed = parse_generation_request(e, body, {});
+      if (const ApiError* err = std::get_if<ApiError>(&parsed))
+        EXPECT_NE(err->code, "invalid_json") << "nesting at the limit is accepted: " << err->message;
+    }
+    EXPECT_EQ(parse_err(e, bodies(fields::kMaxJsonDepth + 1)[1]).code, "invalid_json");
+  }
+  // Brackets inside strings are text, not nesting (escaped quotes do not end the string).
+  EXPECT_FALSE(fields::nested_deeper_than(R"({"a": ")" + std::string(1000, '[') + R"("["})", 2));
+  EXPECT_TRUE(fields::nested_deeper_than(R"({"a": [[1]]})", 2));
+  EXPECT_FALSE(fields::nested_deeper_than(R"({"a": [1, [2]]})", 3));
 }
 
 TEST(OpenAIRequest, ChatWithEveryField) {

@@ -164,5 +164,15 @@ TEST(StructuredRequest, ToolCallArgumentsBecomeObjectsForTheTemplate) {
   EXPECT_EQ(m[0]["tool_calls"][1]["function"]["arguments"], "not json");
 }
 
+// Arguments nested a million deep would be copied and rendered recursively (a stack overflow on
+// the HTTP worker): past the request depth limit they reach the template as the string sent.
+TEST(StructuredRequest, ToolCallArgumentsNestedTooDeepStayAString) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  nlohmann::ordered_json m = nlohmann::ordered_json::array(
+      {{{"role", "assistant"}, {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", deep}}}}}}}});
+  prepare_messages_for_template(m);
+  EXPECT_EQ(m[0]["tool_calls"][0]["function"]["arguments"], deep);
+}
+
 }  // namespace
 }  // namespace tandem::server

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "server/api_error.h"
@@ -38,7 +39,18 @@ std::optional<std::string> string(const nlohmann::json& body, const char* name);
 // the sampling range checks reject with the field's range.
 float to_float(double d);
 
-// Parses a body that must be a JSON object: the object, or a 400 naming "body".
+// The deepest nesting of arrays and objects a request body may have. nlohmann::json's
+// copy, dump and comparison recurse once per level, so a few megabytes of '[' would
+// overflow an HTTP worker's stack; real requests (JSON Schemas, tool arguments) stay
+// far below this (serde_json's default limit is the same 128).
+inline constexpr int kMaxJsonDepth = 128;
+
+// Whether `text` opens more than `limit` arrays/objects inside one another (brackets
+// inside strings do not count). Linear, no allocation; `text` need not be valid JSON.
+bool nested_deeper_than(std::string_view text, int limit);
+
+// Parses a body that must be a JSON object: the object, or a 400 naming "body"
+// (also for nesting deeper than kMaxJsonDepth).
 std::variant<nlohmann::json, ApiError> parse_json_object(const std::string& body);
 
 // Runs `parse` on a parsed object, turning a FieldError (or a json exception)

@@ -45,7 +45,10 @@ std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, i
   if (!v->is_number_integer() && !(v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()))
     fail(name, std::string("'") + name + "' must be an integer, got " + type_name(*v));
   const double d = v->get<double>();
-  if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
+  // INT64_MAX as a double rounds up to 2^63, which no int64_t holds: an integral float of 2^63
+  // passed the bounds and its conversion below was undefined behaviour.
+  constexpr double kTwoTo63 = 9223372036854775808.0;
+  if (d < static_cast<double>(lo) || d > static_cast<double>(hi) || (v->is_number_float() && d >= kTwoTo63))
     fail(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
                    std::to_string(hi) + ", got " + v->dump());
   // An unsigned 64-bit seed beyond int64's range arrives as such; keep its bits.

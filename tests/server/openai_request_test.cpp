@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "server/request_fields.h"
 
 namespace tandem::server {
@@ -69,6 +71,20 @@ TEST(OpenAIRequest, NestingPastTheDepthLimitIsInvalidJson) {
   EXPECT_FALSE(fields::nested_deeper_than(R"({"a": ")" + std::string(1000, '[') + R"("["})", 2));
   EXPECT_TRUE(fields::nested_deeper_than(R"({"a": [[1]]})", 2));
   EXPECT_FALSE(fields::nested_deeper_than(R"({"a": [1, [2]]})", 3));
+}
+
+// An integral float of 2^63 (9223372036854775808.0) is outside int64_t, whose largest value is
+// 2^63 - 1; it used to pass the range check (INT64_MAX rounds up to 2^63 as a double) and be
+// converted to int64_t, which is undefined behaviour. -2^63 is int64_t's smallest value.
+TEST(OpenAIRequest, SeedAsAFloatOutsideInt64IsRejected) {
+  for (const char* seed : {"9223372036854775808.0", "9.3e18", "-9.3e18", "1e19"}) {
+    ApiError err = parse_err(Endpoint::completions, std::string(R"({"prompt": "x", "seed": )") + seed + "}");
+    EXPECT_EQ(err.http_status, 400) << seed;
+    EXPECT_EQ(err.param, "seed") << seed;
+  }
+  EXPECT_EQ(parse_ok(Endpoint::completions, R"({"prompt": "x", "seed": -9223372036854775808.0})").seed,
+            static_cast<uint64_t>(std::numeric_limits<int64_t>::min()));
+  EXPECT_EQ(parse_ok(Endpoint::completions, R"({"prompt": "x", "seed": 4096.0})").seed, 4096u);
 }
 
 TEST(OpenAIRequest, ChatWithEveryField) {

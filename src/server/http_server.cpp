@@ -42,6 +42,8 @@ HttpServer::HttpServer(Service& service, HttpOptions options)
   // stop() ends idle connections at once (prompt_stop_server.h).
   http_->set_keep_alive_max_count(100000);
   http_->set_keep_alive_timeout(5);
+  static_cast<PromptStopServer&>(*http_).set_request_deadline(options_.request_grace_ms,
+                                                              options_.request_min_bytes_per_s);
   if (options_.timeout_s > 0) {
     http_->set_read_timeout(options_.timeout_s, 0);
     http_->set_write_timeout(options_.timeout_s, 0);

@@ -36,16 +36,37 @@ void address_of(const sockaddr_storage& a, std::string& ip, int& port) {
   if (a.ss_family == AF_INET6) port = ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
 }
 
+// When a request that began at `start` and has sent `received` bytes must have sent more:
+// `grace_ms` after its start, plus a second for every `min_rate` bytes.
+std::chrono::steady_clock::time_point request_deadline(std::chrono::steady_clock::time_point start,
+                                                       int64_t received, int grace_ms, int min_rate) {
+  return start + std::chrono::milliseconds(grace_ms + received * 1000 / std::max(min_rate, 1));
+}
+
 // One request's view of a connection's socket as cpp-httplib's Stream, with
 // a read buffer. Timeouts as httplib's SocketStream: each read waits up to
-// the read timeout, each write up to the write timeout.
+// the read timeout, each write up to the write timeout; reads also end at the
+// request's deadline (request_deadline), which the bytes received push back.
 class ConnectionStream : public httplib::Stream {
  public:
-  ConnectionStream(socket_t sock, int read_ms, int write_ms)
-      : sock_(sock), read_ms_(read_ms), write_ms_(write_ms) {}
+  ConnectionStream(socket_t sock, int read_ms, int write_ms, int grace_ms, int min_rate)
+      : sock_(sock),
+        read_ms_(read_ms),
+        write_ms_(write_ms),
+        grace_ms_(grace_ms),
+        min_rate_(min_rate),
+        start_(std::chrono::steady_clock::now()) {}
 
   bool buffered() const { return pos_ < end_; }
-  bool is_readable() const override { return buffered() || wait_for(sock_, POLLIN, read_ms_) > 0; }
+  bool is_readable() const override {
+    if (buffered()) return true;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            request_deadline(start_, received_, grace_ms_, min_rate_) - std::chrono::steady_clock::now())
+            .count();
+    if (left <= 0) return false;  // too slow: the read fails and httplib drops the request
+    return wait_for(sock_, POLLIN, static_cast<int>(std::min<int64_t>(read_ms_, left))) > 0;
+  }
   bool is_writable() const override { return wait_for(sock_, POLLOUT, write_ms_) > 0 && peer_alive(); }
 
   ssize_t read(char* ptr, size_t size) override {
@@ -53,6 +74,7 @@ class ConnectionStream : public httplib::Stream {
       if (!is_readable()) return -1;
       const ssize_t n = recv_retrying(buffer_, sizeof(buffer_), 0);
       if (n <= 0) return n;
+      received_ += n;
       pos_ = 0;
       end_ = static_cast<size_t>(n);
     }
@@ -100,6 +122,9 @@ class ConnectionStream : public httplib::Stream {
 
   socket_t sock_;
   int read_ms_, write_ms_;
+  int grace_ms_, min_rate_;
+  std::chrono::steady_clock::time_point start_;
+  int64_t received_ = 0;
   char buffer_[4096];
   size_t pos_ = 0, end_ = 0;
 };
@@ -145,7 +170,8 @@ bool PromptStopServer::process_and_close_socket(socket_t sock) {
     // A stream per request, as httplib's loop: bytes a request left unread (a body that a
     // 401 never read) go with its buffer instead of being parsed as the next request.
     ConnectionStream stream(sock, to_ms(read_timeout_sec_, read_timeout_usec_),
-                            to_ms(write_timeout_sec_, write_timeout_usec_));
+                            to_ms(write_timeout_sec_, write_timeout_usec_), request_grace_ms_,
+                            request_min_rate_);
     bool connection_closed = false;
     // The last request allowed, or a stop under way: the response says Connection: close.
     ok = process_request(stream, left == 1 || stopping_.load(), connection_closed, nullptr);

@@ -5,6 +5,7 @@
 // process's exit — for the whole timeout. Here the wait between two requests
 // of a connection also watches a wake-up pipe; a request that is being read
 // or answered is not touched (it ends as before, then the connection closes).
+// A request must also arrive at a minimum rate (set_request_deadline).
 // Internal to server/ (it needs httplib.h). stop_waiting() is thread-safe.
 #pragma once
 
@@ -22,6 +23,15 @@ class PromptStopServer : public httplib::Server {
   // Idle connections close now, and every connection closes after its current request.
   void stop_waiting();
 
+  // A request (its head and body) must arrive within `grace_ms` plus one second for every
+  // `min_bytes_per_s` bytes received; a slower one is dropped. cpp-httplib's read timeout
+  // bounds each read, not the request: a client sending one byte every few seconds held a
+  // worker for ever, and 128 of them (one per worker) left the server answering nothing.
+  void set_request_deadline(int grace_ms, int min_bytes_per_s) {
+    request_grace_ms_ = grace_ms;
+    request_min_rate_ = min_bytes_per_s;
+  }
+
  private:
   bool process_and_close_socket(socket_t sock) override;
   // Waits until `sock` has a request's bytes (true), or the keep-alive timeout
@@ -29,6 +39,8 @@ class PromptStopServer : public httplib::Server {
   bool wait_for_request(socket_t sock) const;
 
   int wake_[2] = {-1, -1};  // a pipe; readable once stop_waiting() has written to it
+  int request_grace_ms_ = 10000;
+  int request_min_rate_ = 1024;
   std::atomic<bool> stopping_{false};
 };
 

@@ -10,8 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 namespace tandem::server {
 namespace {
@@ -23,6 +25,10 @@ class HttpServerTest : public ::testing::Test {
     options.port = 0;
     options.worker_threads = 4;
     options.webui = false;
+    start(options);
+  }
+  void start(const HttpOptions& options) {
+    if (server_) TearDown();
     server_ = std::make_unique<HttpServer>(service_, options);
     ASSERT_TRUE(server_->bind().ok());
     thread_ = std::thread([this] { server_->run(); });
@@ -32,11 +38,11 @@ class HttpServerTest : public ::testing::Test {
     if (thread_.joinable()) thread_.join();
   }
 
-  // Sends `request` on a fresh connection and reads until the server closes it.
-  std::string exchange(const std::string& request) const {
+  // A connection to the server whose reads wait up to `timeout_s`; -1 if it cannot connect.
+  int connect_to_server(int timeout_s = 10) const {
     const int s = socket(AF_INET, SOCK_STREAM, 0);
     EXPECT_GE(s, 0);
-    timeval timeout{10, 0};
+    timeval timeout{timeout_s, 0};
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -44,8 +50,15 @@ class HttpServerTest : public ::testing::Test {
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
       close(s);
-      return "";
+      return -1;
     }
+    return s;
+  }
+
+  // Sends `request` on a fresh connection and reads until the server closes it.
+  std::string exchange(const std::string& request) const {
+    const int s = connect_to_server();
+    if (s < 0) return "";
     EXPECT_EQ(send(s, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
     std::string reply;
     char buffer[4096];
@@ -91,6 +104,52 @@ TEST_F(HttpServerTest, PathsThatAreNotUtf8GetTheirErrorAndTheServerStaysUp) {
     EXPECT_NE(body["error"]["message"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos) << line;
     expect_still_answering();
   }
+}
+
+// Slowloris: clients that send a request's head one byte at a time, each byte well inside the
+// read timeout. Each used to hold its worker for as long as it kept sending; with one such
+// client per worker the server answered nothing, /health included. A request must now arrive
+// within the grace plus a second per request_min_bytes_per_s bytes: these are dropped.
+TEST_F(HttpServerTest, ClientsTricklingARequestAreDroppedAndTheServerAnswers) {
+  HttpOptions options;
+  options.port = 0;
+  options.worker_threads = 2;
+  options.webui = false;
+  options.request_grace_ms = 1000;
+  options.request_min_bytes_per_s = 1024;
+  start(options);
+  std::vector<int> slow;
+  for (int i = 0; i < options.worker_threads; ++i) {
+    slow.push_back(connect_to_server(1));
+    ASSERT_GE(slow.back(), 0);
+  }
+  std::vector<bool> dropped(slow.size(), false);
+  const std::string head = "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+  const auto started = std::chrono::steady_clock::now();
+  // One byte per connection every 100 ms (the read timeout is 5 s) for up to 8 s.
+  for (size_t sent = 0; std::chrono::steady_clock::now() - started < std::chrono::seconds(8); ++sent) {
+    bool all_dropped = true;
+    for (size_t i = 0; i < slow.size(); ++i) {
+      if (dropped[i]) continue;
+      const char byte = sent < head.size() ? head[sent] : 'x';
+      char reply[256];
+      if (send(slow[i], &byte, 1, MSG_NOSIGNAL) != 1 ||
+          recv(slow[i], reply, sizeof(reply), MSG_DONTWAIT) == 0)
+        dropped[i] = true;
+      all_dropped = all_dropped && dropped[i];
+    }
+    if (all_dropped) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  for (size_t i = 0; i < slow.size(); ++i) {
+    EXPECT_TRUE(dropped[i]) << "connection " << i << " still held its worker after " << seconds << " s";
+    close(slow[i]);
+  }
+  EXPECT_LT(seconds, 5.0);
+  expect_still_answering();
+  // A request sent at once is unaffected.
+  EXPECT_EQ(status_of(exchange("GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")), 200);
 }
 
 }  // namespace

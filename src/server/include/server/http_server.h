@@ -26,7 +26,11 @@ struct HttpOptions {
   int port = 8080;          // 0: pick a free port
   int worker_threads = 16;  // concurrent connections served
   int timeout_s = 0;        // socket read/write timeout (-to/--timeout); 0: cpp-httplib's defaults
-  bool webui = true;        // --webui / --no-webui: serve the web page at / (docs/webui.md)
+  // A request must arrive within request_grace_ms plus a second per request_min_bytes_per_s bytes
+  // sent, whatever the read timeout: one trickling a byte every few seconds would hold a worker.
+  int request_grace_ms = 10000;
+  int request_min_bytes_per_s = 1024;
+  bool webui = true;  // --webui / --no-webui: serve the web page at / (docs/webui.md)
   // --cors-origin values (each may be a comma list; "*": any). Empty: CORS off.
   std::vector<std::string> cors_origins;
   bool embeddings = false;  // --embeddings: serve /v1/embeddings

@@ -103,9 +103,41 @@ void BM_QuantizeActivations(benchmark::State& state) {
   state.counters["ns/value"] = s * 1e9 / (static_cast<double>(k) * static_cast<double>(state.iterations()));
 }
 
+// `--weights q4_k` at load (ADR 0064): each ISA's q4_k quantizer (the
+// reference's search, its fit in 4 / 8 / 16 lanes) over 64 super-blocks.
+void BM_QuantizeQ4K(benchmark::State& state) {
+  const auto isa = static_cast<kernels::Isa>(state.range(0));
+  if (!kernels::isa_supported(isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  constexpr int64_t kBlocks = 64;
+  std::vector<float> x(static_cast<size_t>(kBlocks * 256));
+  std::mt19937 rng(13);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  for (float& v : x) v = dist(rng);
+  std::vector<uint8_t> out(static_cast<size_t>(kBlocks * 144));
+  const auto quantize = kernels::kernels_for(isa).quantize_q4_k;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    quantize(x.data(), kBlocks, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  state.SetLabel(kernels::isa_name(isa));
+  state.counters["us/block"] =
+      s * 1e6 / (static_cast<double>(kBlocks) * static_cast<double>(state.iterations()));
+}
+
 }  // namespace
 
 void register_quant_matmuls() {
+  for (int isa : {0, 1, 2})
+    benchmark::RegisterBenchmark("BM_QuantizeQ4K", BM_QuantizeQ4K)
+        ->Arg(isa)
+        ->ArgName("isa")
+        ->Unit(benchmark::kMicrosecond);
   for (int64_t k : {896, 4864})
     for (int isa : {0, 1})
       benchmark::RegisterBenchmark("BM_QuantizeActivations", BM_QuantizeActivations)

@@ -46,5 +46,28 @@ TEST(AlignedBuffer, IsAlignedAndZeroed) {
   EXPECT_TRUE(b.empty());
 }
 
+// A large buffer is its own mapping (page-aligned, prefaulted):
+// still zeroed, including after a reallocation that reuses nothing, and it
+// moves and is replaced like a small one.
+TEST(AlignedBuffer, LargeBuffersAreZeroedMappings) {
+  const size_t count = kLargeBufferBytes / sizeof(uint32_t) * 3 + 17;  // past a 2 MiB multiple
+  AlignedBuffer<uint32_t> b(count);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % kBufferAlignment, 0u);
+  for (uint32_t v : b) ASSERT_EQ(v, 0u);
+  for (size_t i = 0; i < count; ++i) b[i] = static_cast<uint32_t>(i) | 1u;
+  b.allocate(count);  // a fresh mapping: the old contents are gone
+  for (uint32_t v : b) ASSERT_EQ(v, 0u);
+  b[count - 1] = 7;
+  AlignedBuffer<uint32_t> c = std::move(b);
+  EXPECT_EQ(c.size(), count);
+  EXPECT_EQ(c[count - 1], 7u);
+  EXPECT_TRUE(b.empty());
+  AlignedBuffer<uint32_t> small(8);
+  c = std::move(small);  // a mapping replaced by a heap block
+  EXPECT_EQ(c.size(), 8u);
+  c.allocate(0);
+  EXPECT_TRUE(c.empty());
+}
+
 }  // namespace
 }  // namespace tandem

@@ -5,11 +5,13 @@
 // widens a checkpoint, quantized, and compared byte for byte (ADR 0046).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "kernel_table.h"
 #include "kernels/ops.h"
 #include "llama_quant_goldens.h"
 
@@ -55,6 +57,38 @@ TEST(QuantLlamaCpp, EveryTypeIsBitIdenticalToLlamaCppsQuantizer) {
     }
   }
   EXPECT_EQ(compared, 55);
+}
+
+// Every ISA's q4_k quantizer (the fit in 4, 8 or 16 lanes: 1, 2 or 4
+// super-blocks at a time) gives llama.cpp's bytes, on every block count:
+// the whole tensor, and each prefix length 1..9 (a partial last group padded
+// with zero blocks must not change the blocks before it).
+TEST(QuantLlamaCpp, EveryIsaQuantizesQ4KAsLlamaCpp) {
+  std::vector<Isa> isas;  // (test_util.h's supported_isas: its namespace hides the goldens')
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (isa_supported(isa)) isas.push_back(isa);
+  int compared = 0;
+  for (const LlamaGolden& g : load_llama_goldens()) {
+    std::vector<float> x(static_cast<size_t>(g.n * g.k));
+    to_f32(g.values.data(), g.source, g.n * g.k, x.data());
+    for (const LlamaGoldenTarget& t : g.targets) {
+      if (t.dtype != DType::q4_k) continue;
+      const int64_t blocks = g.n * g.k / 256;
+      for (Isa isa : isas) {
+        std::vector<uint8_t> got(t.blocks.size(), 0xee);
+        kernels_for(isa).quantize_q4_k(x.data(), blocks, got.data());
+        EXPECT_EQ(first_difference(got, t.blocks), -1) << g.name << " on " << isa_name(isa);
+        for (int64_t count = 1; count <= std::min<int64_t>(9, blocks); ++count) {
+          std::vector<uint8_t> part(static_cast<size_t>(count) * 144, 0xee);
+          kernels_for(isa).quantize_q4_k(x.data(), count, part.data());
+          EXPECT_EQ(std::memcmp(part.data(), t.blocks.data(), part.size()), 0)
+              << g.name << " on " << isa_name(isa) << ", " << count << " blocks";
+        }
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 11 * static_cast<int>(isas.size()));
 }
 
 // The golden set's edge tensor reaches the branches that matter: an

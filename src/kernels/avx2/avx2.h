@@ -23,5 +23,7 @@ void matmul_quant(const quant::QuantMatmulArgs& args);  // AVX-VNNI when the CPU
 void matmul_quant_no_vnni(const quant::QuantMatmulArgs& args);
 // quant::quantize_activations' bytes (ADR 0062); the AVX-512 table uses it too.
 void quantize_activations(const float* x, int64_t k, quant::ActBlock* out);
+// The q4_k fit in 8 lanes (quant/q4_k_fit.h): 2 super-blocks per fit.
+void quantize_q4_k(const float* x, int64_t blocks, uint8_t* out);
 
 }  // namespace tandem::kernels::avx2

@@ -22,4 +22,7 @@ void matmul_quant(const quant::QuantMatmulArgs& args);  // VNNI when the CPU has
 // exposed so tests can run it on a CPU that has VNNI.
 void matmul_quant_no_vnni(const quant::QuantMatmulArgs& args);
 
+// The q4_k fit in 16 lanes (quant/q4_k_fit.h): 4 super-blocks per fit.
+void quantize_q4_k(const float* x, int64_t blocks, uint8_t* out);
+
 }  // namespace tandem::kernels::avx512

@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "dtype_convert.h"
+#include "kernel_table.h"
 #include "quant/formats.h"
 #include "quant/quantize_blocks.h"
 
@@ -74,9 +75,9 @@ void quantize(const float* src, DType dtype, int64_t count, void* dst) {
       case DType::q5_0:
         quant::quantize_block_q5_0(src, out);
         break;
-      case DType::q4_k:
-        quant::quantize_block_q4_k(src, out);
-        break;
+      case DType::q4_k:  // every block at once: the fit runs several in SIMD lanes
+        kernels_for(active_isa()).quantize_q4_k(src, count / be, out);
+        return;
       case DType::q6_k:
         quant::quantize_block_q6_k(src, out);
         break;

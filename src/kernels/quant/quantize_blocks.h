@@ -20,7 +20,9 @@ namespace tandem::kernels::quant {
 int round_like_ggml(float v);
 
 void quantize_block_q5_0(const float* x, uint8_t* out);  // 32 values, 22 bytes
-void quantize_block_q4_k(const float* x, uint8_t* out);  // 256 values, 144 bytes
+// `blocks` super-blocks of 256 values, 144 bytes each; the scalar/SSE
+// variant (the AVX2 and AVX-512 tables have wider ones, same bytes).
+void quantize_q4_k_reference(const float* x, int64_t blocks, uint8_t* out);
 void quantize_block_q6_k(const float* x, uint8_t* out);  // 256 values, 210 bytes
 
 }  // namespace tandem::kernels::quant

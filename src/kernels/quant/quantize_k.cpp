@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "dtype_convert.h"
+#include "quant/q4_k_fit.h"
 #include "quant/quantize_blocks.h"
 
 namespace tandem::kernels::quant {
@@ -32,150 +33,6 @@ float load_f16(const uint8_t* p) {
   uint16_t h = 0;
   std::memcpy(&h, p, 2);
   return f16_to_f32(h);
-}
-
-// Four f32 lanes (GCC / Clang vector extension, SSE on any x86-64):
-// lane-wise IEEE operations, so each lane rounds exactly as the scalar
-// expression would.
-using F4 = float __attribute__((vector_size(16)));
-using I4 = int32_t __attribute__((vector_size(16)));
-
-inline F4 splat(float v) { return F4{v, v, v, v}; }
-// m ? a : b per lane (m: all ones or all zeros, as comparisons give).
-inline F4 select(I4 m, F4 a, F4 b) {
-  return reinterpret_cast<F4>((m & reinterpret_cast<I4>(a)) | (~m & reinterpret_cast<I4>(b)));
-}
-// Per lane: round_like_ggml(inv · (x − offset)) clamped to 0..15, as a float
-// (exact: every such integer is below 2^23).
-inline F4 codes_of(F4 x, F4 inv, F4 offset) {
-  const F4 shifted = inv * (x - offset) + splat(12582912.0f);
-  const I4 l = (reinterpret_cast<I4>(shifted) & 0x007fffff) - 0x00400000;
-  const F4 f = __builtin_convertvector(l, F4);
-  return select(f < splat(0.0f), splat(0.0f), select(f > splat(15.0f), splat(15.0f), f));
-}
-
-// The 8 sub-blocks of a q4_k super-block in lock step: sub-block 4h + l in
-// lane l of group h (two groups: two dependency chains in flight).
-struct Q4kLanes {
-  static constexpr int kN = 32, kG = 2;
-  F4 x[kN][kG], w[kN][kG];  // values and weights, [i][group]
-  F4 lo[kG], hi[kG];        // range (lo <= 0)
-  F4 sum_w[kG], sum_x[kG];  // Σw, Σw·x in index order
-  I4 flat[kG];              // max == min: no fit (codes 0, scale 0, min −lo)
-  F4 offset[kG], scale[kG], best[kG];
-  F4 codes[kN][kG], trial[kN][kG];
-};
-
-// One least-squares refit per lane from the codes of 1/step `steps / (hi −
-// offset)`: kept where the weighted squared error falls, and then also the
-// offset the next trials round against (as in the reference).
-void refit_q4_k_lanes(Q4kLanes& f, float steps) {
-  constexpr int kN = Q4kLanes::kN, kG = Q4kLanes::kG;
-  const F4 zero = splat(0.0f), one = splat(1.0f);
-  F4 inv[kG], sum_l[kG], sum_l2[kG], sum_xl[kG], err[kG], s[kG], o[kG];
-  I4 fits[kG];
-  for (int h = 0; h < kG; ++h) {
-    inv[h] = splat(steps) / select(f.flat[h], one, f.hi[h] - f.offset[h]);
-    sum_l[h] = sum_l2[h] = sum_xl[h] = err[h] = zero;
-  }
-  for (int i = 0; i < kN; ++i) {
-    for (int h = 0; h < kG; ++h) {
-      const F4 l = codes_of(f.x[i][h], inv[h], f.offset[h]);
-      f.trial[i][h] = l;
-      const F4 wl = f.w[i][h] * l;
-      sum_l[h] += wl;
-      sum_l2[h] += wl * l;
-      sum_xl[h] += wl * f.x[i][h];
-    }
-  }
-  for (int h = 0; h < kG; ++h) {
-    const F4 det = f.sum_w[h] * sum_l2[h] - sum_l[h] * sum_l[h];
-    fits[h] = (det > zero) & ~f.flat[h];
-    const F4 d = select(fits[h], det, one);
-    s[h] = (f.sum_w[h] * sum_xl[h] - f.sum_x[h] * sum_l[h]) / d;
-    o[h] = (sum_l2[h] * f.sum_x[h] - sum_l[h] * sum_xl[h]) / d;
-    const I4 positive = o[h] > zero;  // the format subtracts a non-negative min
-    o[h] = select(positive, zero, o[h]);
-    s[h] = select(positive, sum_xl[h] / select(fits[h], sum_l2[h], one), s[h]);
-  }
-  for (int i = 0; i < kN; ++i) {
-    for (int h = 0; h < kG; ++h) {
-      const F4 diff = s[h] * f.trial[i][h] + o[h] - f.x[i][h];
-      err[h] += f.w[i][h] * (diff * diff);
-    }
-  }
-  I4 win[kG];
-  for (int h = 0; h < kG; ++h) {
-    win[h] = fits[h] & (err[h] < f.best[h]);
-    f.best[h] = select(win[h], err[h], f.best[h]);
-    f.scale[h] = select(win[h], s[h], f.scale[h]);
-    f.offset[h] = select(win[h], o[h], f.offset[h]);
-  }
-  for (int i = 0; i < kN; ++i) {
-    for (int h = 0; h < kG; ++h) f.codes[i][h] = select(win[h], f.trial[i][h], f.codes[i][h]);
-  }
-}
-
-// The 8 sub-blocks of a q4_k super-block, each 32 values: x ≈ scale·q +
-// offset with offset <= 0 and q in 0..15, the weighted squared error
-// minimised over the range fit and 21 least-squares refits whose codes come
-// from trial steps (15 + (−1 + 0.1·s)) across the range (llama.cpp's
-// make_qkx2_quants with q4_k's arguments). Writes each sub-block's codes,
-// scale and −offset (the format's min, >= 0).
-//
-// The reference's trials depend on each other (through the offset), so one
-// sub-block is a serial chain; the 8 sub-blocks are independent and run in
-// SSE lanes (Q4kLanes). Each lane performs the reference's operations in its
-// order (sums over i stay sequential per lane): the bits are those of one
-// sub-block at a time.
-void fit_q4_k_sub_blocks(const float* x, const float* weights, uint8_t* q, float* scale_out, float* min_out) {
-  constexpr int kN = Q4kLanes::kN, kG = Q4kLanes::kG;
-  Q4kLanes f;
-  for (int i = 0; i < kN; ++i) {
-    for (int j = 0; j < 8; ++j) {
-      f.x[i][j / 4][j % 4] = x[kN * j + i];
-      f.w[i][j / 4][j % 4] = weights[kN * j + i];
-    }
-  }
-  const F4 zero = splat(0.0f), one = splat(1.0f);
-  for (int h = 0; h < kG; ++h) {
-    f.lo[h] = f.hi[h] = f.x[0][h];
-    f.sum_w[h] = f.w[0][h];
-    f.sum_x[h] = f.w[0][h] * f.x[0][h];
-  }
-  for (int i = 1; i < kN; ++i) {
-    for (int h = 0; h < kG; ++h) {
-      f.lo[h] = select(f.x[i][h] < f.lo[h], f.x[i][h], f.lo[h]);
-      f.hi[h] = select(f.x[i][h] > f.hi[h], f.x[i][h], f.hi[h]);
-      f.sum_w[h] += f.w[i][h];
-      f.sum_x[h] += f.w[i][h] * f.x[i][h];
-    }
-  }
-  // A flat lane computes on a unit range and is discarded at the end.
-  F4 inv[kG];
-  for (int h = 0; h < kG; ++h) {
-    f.lo[h] = select(f.lo[h] > zero, zero, f.lo[h]);
-    f.flat[h] = f.hi[h] == f.lo[h];
-    f.offset[h] = f.lo[h];
-    inv[h] = splat(15.0f) / select(f.flat[h], one, f.hi[h] - f.offset[h]);
-    f.scale[h] = one / inv[h];
-    f.best[h] = zero;
-  }
-  for (int i = 0; i < kN; ++i) {
-    for (int h = 0; h < kG; ++h) {
-      f.codes[i][h] = codes_of(f.x[i][h], inv[h], f.offset[h]);
-      const F4 diff = f.scale[h] * f.codes[i][h] + f.offset[h] - f.x[i][h];
-      f.best[h] += f.w[i][h] * (diff * diff);
-    }
-  }
-  for (int step = 0; step <= 20; ++step) refit_q4_k_lanes(f, -1.0f + 0.1f * static_cast<float>(step) + 15.0f);
-  for (int j = 0; j < 8; ++j) {
-    const int h = j / 4, l = j % 4;
-    const bool flat = f.flat[h][l] != 0;
-    scale_out[j] = flat ? 0.0f : f.scale[h][l];
-    min_out[j] = -(flat ? f.lo[h][l] : f.offset[h][l]);
-    for (int i = 0; i < kN; ++i) q[kN * j + i] = flat ? 0 : static_cast<uint8_t>(f.codes[i][h][l]);
-  }
 }
 
 // One 16-value sub-block of q6_k: x ≈ scale·(q − 32), q in 0..63, weights
@@ -256,18 +113,19 @@ void quantize_block_q5_0(const float* x, uint8_t* out) {
   std::memcpy(out + 2, &qh, 4);
 }
 
-void quantize_block_q4_k(const float* x, uint8_t* out) {
-  uint8_t q[256];
-  float scale[8], min[8], w[256];
+// Weights |x| + rms(x) per 32-value sub-block: large values count more,
+// small ones still count.
+void q4_k_weights(const float* x, float* w) {
   for (int j = 0; j < 8; ++j) {
     const float* xs = x + 32 * j;
-    // Weights |x| + rms(x): large values count more, small ones still count.
     float sum_x2 = 0;
     for (int i = 0; i < 32; ++i) sum_x2 += xs[i] * xs[i];
     const float rms = std::sqrt(sum_x2 / 32.0f);
     for (int i = 0; i < 32; ++i) w[32 * j + i] = rms + std::fabs(xs[i]);
   }
-  fit_q4_k_sub_blocks(x, w, q, scale, min);
+}
+
+void q4_k_finish(const float* x, uint8_t* q, const float* scale, const float* min, uint8_t* out) {
   float max_scale = 0, max_min = 0;
   for (int j = 0; j < 8; ++j) {
     if (scale[j] > max_scale) max_scale = scale[j];
@@ -307,6 +165,10 @@ void quantize_block_q4_k(const float* x, uint8_t* out) {
     for (int i = 0; i < 32; ++i)
       qs[32 * c + i] = static_cast<uint8_t>(q[64 * c + i] | (q[64 * c + 32 + i] << 4));
   }
+}
+
+void quantize_q4_k_reference(const float* x, int64_t blocks, uint8_t* out) {
+  quantize_q4_k_blocks<4>(x, blocks, out);
 }
 
 void quantize_block_q6_k(const float* x, uint8_t* out) {

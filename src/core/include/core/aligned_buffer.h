@@ -18,7 +18,13 @@
 namespace tandem {
 
 inline constexpr size_t kBufferAlignment = 64;
+// Under AddressSanitizer every buffer stays a heap block: a mapping has no
+// redzones, and the sanitized tests are where an overrun must show.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr size_t kLargeBufferBytes = ~size_t{0};
+#else
 inline constexpr size_t kLargeBufferBytes = size_t{1} << 21;
+#endif
 
 namespace internal {
 // `bytes` zeroed, committed bytes (page-aligned); nullptr on failure.

@@ -64,6 +64,9 @@ std::vector<std::vector<int32_t>> inputs_of(const json& body, const ServedModel&
   } else if (is_token_array(*v)) {
     inputs.push_back(token_ids(*v, field, vocab));
   } else if (v->is_array() && !v->empty()) {
+    if (v->size() > kMaxEmbeddingInputs)
+      fields::fail(field, "'" + field + "' holds " + std::to_string(v->size()) + " inputs; at most " +
+                              std::to_string(kMaxEmbeddingInputs) + " per request");
     for (size_t i = 0; i < v->size(); ++i) {
       const json& item = (*v)[i];
       const std::string where = field + "[" + std::to_string(i) + "]";

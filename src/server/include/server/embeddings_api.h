@@ -3,8 +3,8 @@
 // encoding_format "float" (default) or "base64" (little-endian float32
 // bytes, as OpenAI sends them); usage counts the input tokens. Text is
 // tokenized with the tokenizer's special tokens (BOS), as llama-server does.
-// 501 when the server was started without --embeddings. The forward runs in
-// the Service's Embedder (server/embedder.h). Thread-safe.
+// At most kMaxEmbeddingInputs inputs. 501 when the server was started without --embeddings. The forward runs
+// in the Service's Embedder (server/embedder.h). Thread-safe.
 #pragma once
 
 #include <string>
@@ -12,6 +12,11 @@
 #include "server/service.h"
 
 namespace tandem::server {
+
+// The most inputs one request may hold (OpenAI's limit for an input array). Each input's vector
+// is hidden_size floats before it is written out as JSON text: 40,000 one-word inputs (a 200 kB
+// body) took the server to 1.6 GB, and an 8 MB body of them would have taken tens of GB.
+inline constexpr size_t kMaxEmbeddingInputs = 2048;
 
 HttpReply openai_embeddings(const Service& svc, const std::string& body);
 

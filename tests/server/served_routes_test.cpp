@@ -1,0 +1,111 @@
+// The routes that need a loaded model, called as the HTTP adapter calls them,
+// on a Service serving the bundled target (models/tandem-target, context 64,
+// --embeddings; the engine is never started: these routes do not generate).
+// What a hostile body can make them hold: limits on inputs, replies whose
+// memory follows their text.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "runtime/opened_model.h"
+#include "server/embeddings_api.h"
+#include "server/llama_api.h"
+#include "server/service.h"
+
+namespace tandem::server {
+namespace {
+
+class ServedRoutesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* root = std::getenv("TANDEM_SOURCE_DIR");
+    ASSERT_NE(root, nullptr) << "TANDEM_SOURCE_DIR is set by CTest";
+    runtime::OpenOptions o;
+    o.model_dir = std::string(root) + "/models/tandem-target";
+    o.threads = 1;
+    auto opened = runtime::open_model(o);
+    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+    scheduler::EngineConfig config;
+    config.context = 64;
+    config.max_running = 1;
+    config.threads = 1;
+    auto served = runtime::make_served_model(std::move(*opened), config);
+    ASSERT_TRUE(served.ok()) << served.status().to_string();
+    service_ = new Service("tandem-target", ApiKeys{}, 1 << 24);
+    service_->set_embeddings(true);
+    service_->attach(std::move(*served));
+  }
+  static void TearDownTestSuite() {
+    delete service_;
+    service_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(service_, nullptr) << "the bundled target did not load"; }
+
+  static Service* service_;
+};
+
+Service* ServedRoutesTest::service_ = nullptr;
+
+nlohmann::json words(size_t n) {
+  nlohmann::json a = nlohmann::json::array();
+  for (size_t i = 0; i < n; ++i) a.push_back("a");
+  return a;
+}
+
+// An embeddings input array longer than OpenAI's 2048 is a 400 naming the field before any forward runs.
+// 40,000 one-word inputs (a 200 kB body) used to be embedded and written out, taking the server to 1.6 GB.
+TEST_F(ServedRoutesTest, MoreEmbeddingInputsThanTheLimitAreRefused) {
+  Service& svc = *service_;
+  ASSERT_NE(svc.embedder(), nullptr);
+  const size_t over = kMaxEmbeddingInputs + 1;
+  HttpReply openai = openai_embeddings(svc, nlohmann::json{{"input", words(over)}}.dump());
+  EXPECT_EQ(openai.status, 400) << openai.body.substr(0, 200);
+  auto error = nlohmann::json::parse(openai.body)["error"];
+  EXPECT_EQ(error["param"], "input");
+  EXPECT_NE(error["message"].get<std::string>().find("2049 inputs"), std::string::npos) << error["message"];
+  HttpReply ollama = ollama_embed(svc, nlohmann::json{{"input", words(40000)}}.dump(), false);
+  EXPECT_EQ(ollama.status, 400) << ollama.body.substr(0, 200);
+  // Token-id arrays count as inputs too; a single flat array of ids is one input.
+  nlohmann::json ids = nlohmann::json::array();
+  for (size_t i = 0; i < over; ++i) ids.push_back({5});
+  EXPECT_EQ(openai_embeddings(svc, nlohmann::json{{"input", ids}}.dump()).status, 400);
+  // At the limit they are embedded, one vector per input.
+  HttpReply ok = openai_embeddings(svc, nlohmann::json{{"input", words(kMaxEmbeddingInputs)}}.dump());
+  ASSERT_EQ(ok.status, 200) << ok.body.substr(0, 200);
+  EXPECT_EQ(nlohmann::json::parse(ok.body)["data"].size(), kMaxEmbeddingInputs);
+}
+
+// /tokenize with "with_pieces" built a json tree of {"id", "piece"} objects, ~300 bytes a token:
+// a 4 MB body of one-letter words held 1.9 GB. The reply is now written as text; it must be the
+// same JSON: every id with its piece, and (byte-level BPE, no normalizer) the pieces of a text
+// concatenate to that text. A piece that is not UTF-8 is an array of its bytes.
+TEST_F(ServedRoutesTest, TokenizeWithPiecesSpellsTheText) {
+  const std::string text = "Call me Ishmael. \xC3\xA9t\xC3\xA9 \xE2\x82\xAC 12345 \xF0\x9F\x90\x8B!";
+  HttpReply plain = llama_tokenize(*service_, nlohmann::json{{"content", text}}.dump());
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  HttpReply pieces =
+      llama_tokenize(*service_, nlohmann::json{{"content", text}, {"with_pieces", true}}.dump());
+  ASSERT_EQ(pieces.status, 200) << pieces.body;
+  const auto ids = nlohmann::json::parse(plain.body)["tokens"];
+  const auto entries = nlohmann::json::parse(pieces.body)["tokens"];
+  ASSERT_EQ(ids.size(), entries.size());
+  ASSERT_GT(ids.size(), 5u);
+  std::string spelled;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(entries[i]["id"], ids[i]) << i;
+    const auto& piece = entries[i]["piece"];
+    if (piece.is_string()) {
+      spelled += piece.get<std::string>();
+    } else {
+      ASSERT_TRUE(piece.is_array()) << piece;
+      for (const auto& byte : piece) spelled += static_cast<char>(byte.get<int>());
+    }
+  }
+  EXPECT_EQ(spelled, text);
+  EXPECT_EQ(nlohmann::json::parse(llama_tokenize(*service_, R"({"content": ""})").body),
+            nlohmann::json::parse(R"({"tokens": []})"));
+}
+
+}  // namespace
+}  // namespace tandem::server

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "kernel_table.h"
 #include "kernels/unpack.h"
+#include "load_split.h"
 #include "quant/layout.h"
 
 namespace tandem::kernels {
@@ -72,23 +73,24 @@ PackedMatrix PackedMatrix::pack(const void* data, DType dtype, int64_t n, int64_
       }
     }
   };
-  // A large matrix (model loading) is split over a few threads by panels: each
-  // panel is written by one thread, so the bytes do not depend on the split.
-  const size_t bytes = static_cast<size_t>(n) * k * esize;
+  // Each panel is written by one thread, so the bytes do not depend on the split.
+  split_for_load(panels, static_cast<size_t>(n) * k * esize, pack_panels);
+  return out;
+}
+
+void split_for_load(int64_t count, size_t bytes, const std::function<void(int64_t, int64_t)>& fn) {
   const int threads =
       bytes < (size_t{16} << 20)
           ? 1
           : static_cast<int>(std::min<unsigned>(8, std::max(1u, std::thread::hardware_concurrency())));
-  if (threads == 1) {
-    pack_panels(0, panels);
-    return out;
+  if (threads == 1 || count < 2) {
+    fn(0, count);
+    return;
   }
   std::vector<std::thread> workers;
-  for (int t = 1; t < threads; ++t)
-    workers.emplace_back(pack_panels, panels * t / threads, panels * (t + 1) / threads);
-  pack_panels(0, panels / threads);
+  for (int t = 1; t < threads; ++t) workers.emplace_back(fn, count * t / threads, count * (t + 1) / threads);
+  fn(0, count / threads);
   for (std::thread& w : workers) w.join();
-  return out;
 }
 
 PackedMatrix PackedMatrix::stack(std::vector<PackedMatrix> parts) {

@@ -5,11 +5,13 @@
 // dequantize-then-f64 product, and splitk detectably not invariant.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -201,6 +203,30 @@ std::vector<float> run(Isa isa, ThreadPool* pool, GemmMode mode, const float* x,
   std::vector<float> y(static_cast<size_t>(m * w.n()), NAN);
   matmul(ctx, x, m, w, y.data());
   return y;
+}
+
+// A matrix of 16 MiB or more is packed by several threads, one group of
+// outputs each (split_for_load): every group's bytes equal those of the same
+// rows packed alone (one thread) — across the split boundaries and in the
+// last, partial group.
+TEST(QuantFormats, ThreadedPackingGivesEachGroupsBytes) {
+  const int64_t k = 4096, n = quant::kGroup * 301 + 5;  // q8_0: 20.9 MB of blocks
+  const size_t row_bytes = dtype_row_bytes(DType::q8_0, k);
+  std::vector<uint8_t> blocks(static_cast<size_t>(n) * row_bytes);  // q8_0 blocks: f16 d, 32 codes
+  std::mt19937 rng(5);
+  for (size_t b = 0; b < blocks.size(); b += 34) {
+    const uint16_t d = static_cast<uint16_t>(0x2000 + rng() % 0x2000);  // finite, positive
+    std::memcpy(&blocks[b], &d, 2);
+    for (int i = 0; i < 32; ++i) blocks[b + 2 + i] = static_cast<uint8_t>(rng());
+  }
+  const PackedMatrix all = PackedMatrix::pack(blocks.data(), DType::q8_0, n, k);
+  const size_t group_bytes = static_cast<size_t>(quant::layout_of(DType::q8_0).group_bytes(k));
+  const int64_t groups = quant::group_count(n);
+  for (int64_t g : {int64_t{0}, groups / 8, groups / 4, groups / 2, groups / 2 + 1, groups - 2, groups - 1}) {
+    const int64_t first = g * quant::kGroup, rows = std::min(quant::kGroup, n - first);
+    const PackedMatrix one = PackedMatrix::pack(blocks.data() + first * row_bytes, DType::q8_0, rows, k);
+    EXPECT_EQ(std::memcmp(one.data(), all.data() + g * group_bytes, group_bytes), 0) << "group " << g;
+  }
 }
 
 TEST(QuantMatmul, WithinBoundOfDequantizedProduct) {

@@ -1,7 +1,9 @@
 // quant/pack.cpp — GGUF block rows -> the group/tile layout of layout.h.
+#include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
+#include "load_split.h"
 #include "quant/formats.h"
 #include "quant/layout.h"
 
@@ -45,26 +47,31 @@ void write_header(DType dtype, const DecodedBlock& b, int64_t o, uint8_t* h) {
 
 }  // namespace
 
-// Fills `dst` (zeroed, group_count(n) * layout.group_bytes(k) bytes).
+// Fills `dst` (zeroed, group_count(n) * layout.group_bytes(k) bytes). A
+// group (kGroup outputs) is written by one thread: a large matrix is split by
+// groups over a few threads (split_for_load), the same bytes.
 void pack_quantized(const uint8_t* src, DType dtype, int64_t n, int64_t k, uint8_t* dst) {
   const Layout L = layout_of(dtype);
   TANDEM_CHECK(L.sb_elems == dtype_block_elems(dtype) && k % L.sb_elems == 0);
   const size_t row_bytes = dtype_row_bytes(dtype, k);
   const size_t bb = dtype_block_bytes(dtype);
   const int64_t sbs = k / L.sb_elems;
-  DecodedBlock b;
-  for (int64_t col = 0; col < n; ++col) {
-    const int64_t g = col / kGroup, o = col % kGroup;
-    uint8_t* group = dst + g * L.group_bytes(k);
-    for (int64_t s = 0; s < sbs; ++s) {
-      b = DecodedBlock{};
-      decode_block(dtype, src + col * row_bytes + s * bb, &b);
-      uint8_t* sb = group + s * L.sb_bytes();
-      write_header(dtype, b, o, sb);
-      for (int64_t t = 0; t < L.sb_elems / 32; ++t)
-        write_tile(dtype, b.q + 32 * t, o, sb + L.header_bytes + t * L.tile_bytes);
+  auto pack_groups = [&](int64_t g_begin, int64_t g_end) {
+    DecodedBlock b;
+    for (int64_t col = g_begin * kGroup; col < std::min(n, g_end * kGroup); ++col) {
+      const int64_t g = col / kGroup, o = col % kGroup;
+      uint8_t* group = dst + g * L.group_bytes(k);
+      for (int64_t s = 0; s < sbs; ++s) {
+        b = DecodedBlock{};
+        decode_block(dtype, src + col * row_bytes + s * bb, &b);
+        uint8_t* sb = group + s * L.sb_bytes();
+        write_header(dtype, b, o, sb);
+        for (int64_t t = 0; t < L.sb_elems / 32; ++t)
+          write_tile(dtype, b.q + 32 * t, o, sb + L.header_bytes + t * L.tile_bytes);
+      }
     }
-  }
+  };
+  split_for_load(group_count(n), static_cast<size_t>(n) * row_bytes, pack_groups);
 }
 
 }  // namespace tandem::kernels::quant

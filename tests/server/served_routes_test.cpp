@@ -4,12 +4,19 @@
 // What a hostile body can make them hold: limits on inputs, replies whose
 // memory follows their text.
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "runtime/opened_model.h"
 #include "server/embeddings_api.h"
+#include "server/http_server.h"
 #include "server/llama_api.h"
 #include "server/service.h"
 
@@ -105,6 +112,54 @@ TEST_F(ServedRoutesTest, TokenizeWithPiecesSpellsTheText) {
   EXPECT_EQ(spelled, text);
   EXPECT_EQ(nlohmann::json::parse(llama_tokenize(*service_, R"({"content": ""})").body),
             nlohmann::json::parse(R"({"tokens": []})"));
+}
+
+// Resident memory in MiB, from /proc/self/statm.
+int64_t resident_mib() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * sysconf(_SC_PAGESIZE) / (1 << 20);
+}
+
+// A 4 MB body of 120,000 empty messages is parsed and copied as JSON trees of small blocks,
+// ~150 MB, all freed when the request ends. glibc kept that memory in each worker's arena: a
+// dozen 8 MB bodies left the server at 3.3 GB resident for good. Requests that move a megabyte
+// or more now hand it back (malloc_trim); what stays is the arenas' working set.
+TEST_F(ServedRoutesTest, MemoryOfLargeBodiesIsReturned) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's allocator holds freed memory in its quarantine";
+#else
+  HttpOptions options;
+  options.port = 0;
+  options.worker_threads = 4;
+  options.webui = false;
+  HttpServer server(*service_, options);
+  ASSERT_TRUE(server.bind().ok());
+  std::thread thread([&server] { server.run(); });
+  nlohmann::json messages = nlohmann::json::array();
+  for (int i = 0; i < 120000; ++i) messages.push_back({{"role", "user"}, {"content", ""}});
+  const std::string body = nlohmann::json{{"messages", messages}}.dump();
+  messages = nullptr;
+  const int64_t before = resident_mib();
+  int64_t peak = before;
+  for (int i = 0; i < 8; ++i) {
+    httplib::Client client("127.0.0.1", server.port());
+    client.set_read_timeout(60, 0);
+    auto reply = client.Post("/apply-template", body, "application/json");
+    ASSERT_TRUE(reply) << "request " << i;
+    EXPECT_EQ(reply->status, 400) << reply->body.substr(0, 200);  // the template's statement limit
+    peak = std::max(peak, resident_mib());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the worker trims after replying
+  const int64_t after = resident_mib();
+  server.stop();
+  thread.join();
+  // Measured on the 2-core build machine: +110 MiB with the trim (four arenas' working sets),
+  // +780 MiB without (each of the four workers' arenas kept a request's peak).
+  EXPECT_LT(after - before, 300) << "MiB resident: " << before << " before, " << peak << " at most, " << after
+                                 << " after 8 requests";
+#endif
 }
 
 }  // namespace

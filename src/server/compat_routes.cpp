@@ -20,6 +20,20 @@ void write_reply(httplib::Response& res, const HttpReply& reply) {
   res.set_content(reply.body, reply.content_type.c_str());
 }
 
+void stream_response(const httplib::Request& req, httplib::Response& res, const char* content_type,
+                     std::function<bool(size_t, httplib::DataSink&)> provider,
+                     std::function<void(bool)> done) {
+  if (req.version == "HTTP/1.0") {
+    // The end of the body is the end of the connection; httplib says so itself unless the
+    // client asked for keep-alive.
+    if (req.has_header("Connection") && req.get_header_value("Connection") != "close")
+      res.set_header("Connection", "close");
+    res.set_content_provider(content_type, std::move(provider), std::move(done));
+  } else {
+    res.set_chunked_content_provider(content_type, std::move(provider), std::move(done));
+  }
+}
+
 namespace {
 
 using RunPtr = std::shared_ptr<GenerationRun>;
@@ -37,12 +51,12 @@ bool failed(const GenerationRun& run) {
 
 // Streams `run` through `sink` as `content_type` events: chunk(text) for each
 // piece of text, then last() (or an error event); `frame` wraps an object.
-void stream_run(httplib::Response& res, RunPtr run, const char* content_type,
+void stream_run(const httplib::Request& req, httplib::Response& res, RunPtr run, const char* content_type,
                 std::function<std::string(const json&)> frame, std::function<json(const std::string&)> chunk,
                 std::function<json()> last, std::function<json()> error) {
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      content_type,
+  stream_response(
+      req, res, content_type,
       [run, frame, chunk, last, error](size_t, httplib::DataSink& sink) {
         auto write = [&](const json& j) {
           const std::string event = frame(j);
@@ -77,7 +91,7 @@ void llama_completion(Service& svc, const httplib::Request& req, httplib::Respon
   }
   GenerationRun* r = run.get();
   stream_run(
-      res, run, "text/event-stream", sse,
+      req, res, run, "text/event-stream", sse,
       [r](const std::string& text) {
         return llama_chunk_json(*r, text, static_cast<int64_t>(r->choices().front().tokens.size()));
       },
@@ -118,7 +132,7 @@ void ollama_generation(Service& svc, OllamaEndpoint endpoint, const httplib::Req
   }
   GenerationRun* r = run.get();
   stream_run(
-      res, run, "application/x-ndjson", ndjson,
+      req, res, run, "application/x-ndjson", ndjson,
       [endpoint, model](const std::string& text) { return ollama_chunk_json(endpoint, model, text); },
       [endpoint, model, r, t0] { return ollama_final_json(endpoint, model, *r, "", t0); },
       [r, error_json] { return error_json(*r); });

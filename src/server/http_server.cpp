@@ -160,8 +160,8 @@ void HttpServer::install_routes() {
         return;
       }
       res.set_header("Cache-Control", "no-cache");
-      res.set_chunked_content_provider(
-          "text/event-stream",
+      stream_response(
+          req, res, "text/event-stream",
           [run](size_t, httplib::DataSink& sink) {
             run->pump(
                 [&sink](const std::string& event) {

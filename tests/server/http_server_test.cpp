@@ -4,16 +4,14 @@
 // server answering /health; none may take the process down.
 #include "server/http_server.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
+
+#include "raw_http.h"
 
 namespace tandem::server {
 namespace {
@@ -38,38 +36,13 @@ class HttpServerTest : public ::testing::Test {
     if (thread_.joinable()) thread_.join();
   }
 
-  // A connection to the server whose reads wait up to `timeout_s`; -1 if it cannot connect.
   int connect_to_server(int timeout_s = 10) const {
-    const int s = socket(AF_INET, SOCK_STREAM, 0);
-    EXPECT_GE(s, 0);
-    timeval timeout{timeout_s, 0};
-    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      close(s);
-      return -1;
-    }
-    return s;
+    return testing::connect_local(server_->port(), timeout_s);
   }
-
-  // Sends `request` on a fresh connection and reads until the server closes it.
   std::string exchange(const std::string& request) const {
-    const int s = connect_to_server();
-    if (s < 0) return "";
-    EXPECT_EQ(send(s, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
-    std::string reply;
-    char buffer[4096];
-    for (ssize_t n; (n = recv(s, buffer, sizeof(buffer), 0)) > 0;)
-      reply.append(buffer, static_cast<size_t>(n));
-    close(s);
-    return reply;
+    return testing::exchange(server_->port(), request);
   }
-  static int status_of(const std::string& reply) {
-    return reply.size() > 12 && reply.compare(0, 5, "HTTP/") == 0 ? std::atoi(reply.c_str() + 9) : -1;
-  }
+  static int status_of(const std::string& reply) { return testing::status_of(reply); }
   static nlohmann::json body_of(const std::string& reply) {
     const size_t end = reply.find("\r\n\r\n");
     return nlohmann::json::parse(end == std::string::npos ? "" : reply.substr(end + 4), nullptr, false);

@@ -1,6 +1,6 @@
 // The routes that need a loaded model, called as the HTTP adapter calls them,
 // on a Service serving the bundled target (models/tandem-target, context 64,
-// --embeddings; the engine is never started: these routes do not generate).
+// --embeddings, one sequence at a time).
 // What a hostile body can make them hold: limits on inputs, replies whose
 // memory follows their text.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "raw_http.h"
 #include "runtime/opened_model.h"
 #include "server/embeddings_api.h"
 #include "server/http_server.h"
@@ -42,6 +43,7 @@ class ServedRoutesTest : public ::testing::Test {
     service_ = new Service("tandem-target", ApiKeys{}, 1 << 24);
     service_->set_embeddings(true);
     service_->attach(std::move(*served));
+    service_->engine()->start();
   }
   static void TearDownTestSuite() {
     delete service_;
@@ -160,6 +162,68 @@ TEST_F(ServedRoutesTest, MemoryOfLargeBodiesIsReturned) {
   EXPECT_LT(after - before, 300) << "MiB resident: " << before << " before, " << peak << " at most, " << after
                                  << " after 8 requests";
 #endif
+}
+
+// An HTTP/1.0 client has no chunked coding: RFC 9112 section 6.1 says a server must not send
+// Transfer-Encoding in reply to one. Streams were chunked whatever the request's version, so such a
+// client read chunk sizes inside its events. They now come as plain bytes that end when the
+// server closes the connection; HTTP/1.1 clients still get chunks.
+TEST_F(ServedRoutesTest, StreamsToAnHttp10ClientAreNotChunked) {
+  HttpOptions options;
+  options.port = 0;
+  options.worker_threads = 4;
+  options.webui = false;
+  HttpServer server(*service_, options);
+  ASSERT_TRUE(server.bind().ok());
+  std::thread thread([&server] { server.run(); });
+  const std::pair<const char*, std::string> routes[] = {
+      {"/v1/completions", R"({"prompt": "Call me", "max_tokens": 3, "stream": true, "temperature": 0})"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": true, "temperature": 0})"},
+      {"/completion", R"({"prompt": "Call me", "n_predict": 3, "stream": true, "temperature": 0})"},
+      {"/api/generate", R"({"prompt": "Call me", "options": {"num_predict": 3, "temperature": 0}})"},
+  };
+  for (const auto& [path, body] : routes) {
+    for (const char* version : {"HTTP/1.0", "HTTP/1.1"}) {
+      const std::string reply = testing::exchange(
+          server.port(), std::string("POST ") + path + " " + version +
+                             "\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                             "Content-Length: " +
+                             std::to_string(body.size()) + "\r\n\r\n" + body);
+      ASSERT_EQ(testing::status_of(reply), 200) << path << " " << version << ": " << reply;
+      const size_t head_end = reply.find("\r\n\r\n");
+      ASSERT_NE(head_end, std::string::npos);
+      const std::string head = reply.substr(0, head_end), payload = reply.substr(head_end + 4);
+      const bool chunked = head.find("Transfer-Encoding: chunked") != std::string::npos;
+      if (std::string(version) == "HTTP/1.1") {
+        EXPECT_TRUE(chunked) << path << ": " << head;
+        continue;
+      }
+      EXPECT_FALSE(chunked) << path << ": " << head;
+      // The payload is the events themselves: SSE "data: {json}\n\n" or NDJSON lines.
+      const bool sse = std::string(path) != "/api/generate";
+      const std::string separator = sse ? "\n\n" : "\n";
+      size_t events = 0;
+      for (size_t at = 0; at < payload.size();) {
+        const size_t end = payload.find(separator, at);
+        ASSERT_NE(end, std::string::npos) << path << ": unterminated event in " << payload;
+        std::string event = payload.substr(at, end - at);
+        at = end + separator.size();
+        ++events;
+        if (sse) {
+          ASSERT_EQ(event.rfind("data: ", 0), 0u) << path << ": " << event;
+          event = event.substr(6);
+          if (event == "[DONE]") continue;
+        }
+        EXPECT_FALSE(nlohmann::json::parse(event, nullptr, false).is_discarded()) << path << ": " << event;
+      }
+      EXPECT_GE(events, 2u) << path << ": " << payload;
+      if (sse && std::string(path) != "/completion")
+        EXPECT_EQ(payload.substr(payload.size() - 14), "data: [DONE]\n\n");
+    }
+  }
+  server.stop();
+  thread.join();
 }
 
 }  // namespace

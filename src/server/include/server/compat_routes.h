@@ -8,6 +8,7 @@
 // Thread-safe as cpp-httplib's handlers are.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 
 namespace httplib {
 class Server;
+class DataSink;
 struct Request;
 struct Response;
 }  // namespace httplib
@@ -22,6 +24,14 @@ struct Response;
 namespace tandem::server {
 
 void write_reply(httplib::Response& res, const HttpReply& reply);
+
+// Streams what `provider` writes as the response body: chunked to an HTTP/1.1 client; to an
+// HTTP/1.0 one, which has no chunked coding (RFC 9112 section 6.1: a server must not send it
+// Transfer-Encoding), as plain bytes ended by closing the connection. `done` runs when the
+// stream ends, however it ends.
+void stream_response(const httplib::Request& req, httplib::Response& res, const char* content_type,
+                     std::function<bool(size_t, httplib::DataSink&)> provider,
+                     std::function<void(bool)> done);
 
 void install_compat_routes(httplib::Server& http, Service& service);
 

@@ -31,6 +31,15 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
+std::string hex8(uint32_t v) {
+  static constexpr char kDigits[] = "0123456789ABCDEF";
+  std::string out(8, '0');
+  for (int k = 7; k >= 0; --k, v >>= 4) out[static_cast<size_t>(k)] = kDigits[v & 0xf];
+  return out;
+}
+
+bool surrogate(uint32_t cp) { return cp >= 0xd800 && cp <= 0xdfff; }
+
 bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; }
 
 class GbnfParser {
@@ -140,7 +149,10 @@ class GbnfParser {
       while (i_ < s_.size() && s_[i_] != '"') {
         if (s_[i_] == '\n') fail("unterminated string literal");
         if (s_[i_] == '\\') {
-          append_utf8(bytes, parse_escape());
+          const uint32_t cp = parse_escape();
+          // UTF-8 has no form for U+D800..U+DFFF: its bytes would force text that is not UTF-8.
+          if (surrogate(cp)) fail("escape \\u" + hex8(cp).substr(4) + " is a surrogate, not a character");
+          append_utf8(bytes, cp);
         } else {
           bytes += s_[i_++];
         }
@@ -201,8 +213,11 @@ class GbnfParser {
         return parse_hex(2);
       case 'u':
         return parse_hex(4);
-      case 'U':
-        return parse_hex(8);
+      case 'U': {
+        const uint32_t cp = parse_hex(8);
+        if (cp > 0x10ffff) fail("escape \\U" + hex8(cp) + " is beyond U+10FFFF, the last code point");
+        return cp;
+      }
       default:
         fail(std::string("unknown escape '\\") + c + "'");
     }
@@ -217,6 +232,7 @@ class GbnfParser {
     uint32_t cp = b0 & (0x3f >> n);
     for (int k = 0; k < n && i_ < s_.size(); ++k)
       cp = (cp << 6) | (static_cast<unsigned char>(s_[i_++]) & 0x3f);
+    if (cp > 0x10ffff) fail("a character class holds bytes that are not UTF-8");
     return cp;
   }
 
@@ -260,7 +276,10 @@ class GbnfParser {
       if (next <= 0x10ffff) inverse.emplace_back(next, 0x10ffff);
       merged = std::move(inverse);
     }
-    if (merged.empty()) fail("empty character class");
+    // Code points UTF-8 can spell: a class of surrogates alone matches no text.
+    const bool any_character = std::any_of(
+        merged.begin(), merged.end(), [](const auto& r) { return r.first < 0xd800 || r.second > 0xdfff; });
+    if (merged.empty() || !any_character) fail("empty character class");
     b_.push_codepoint_class(seq, merged, "class");
   }
 

@@ -125,6 +125,31 @@ std::optional<std::string> GrammarBuilder::left_recursion() const {
   return std::nullopt;
 }
 
+// Whether `rule` derives at least one finite byte string: the least fixpoint of "a rule
+// ends if one of its alternatives holds only non-empty byte classes and rules that end".
+// A grammar whose root does not would let generation stop at once with text it never allowed.
+bool GrammarBuilder::matches_some_text(int32_t rule) const {
+  const size_t n = names_.size();
+  std::vector<bool> ends(n, false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r) {
+      if (ends[r]) continue;
+      for (const auto& alt : alternatives_[r]) {
+        const bool all = std::all_of(alt.symbols.begin(), alt.symbols.end(), [&](int32_t s) {
+          return s >= 0 ? classes_[static_cast<size_t>(s)].any() : ends[Grammar::symbol_rule(s)];
+        });
+        if (all) {
+          ends[r] = true;
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+  return ends[static_cast<size_t>(rule)];
+}
+
 int32_t GrammarBuilder::rule(const std::string& name) {
   for (size_t i = 0; i < names_.size(); ++i)
     if (names_[i] == name) return static_cast<int32_t>(i);
@@ -209,6 +234,10 @@ Expected<Grammar> GrammarBuilder::finish(const std::string& root) {
   if (root_id < 0) return invalid_argument("grammar: no '" + root + "' rule (the start rule)");
   if (auto r = left_recursion())
     return invalid_argument("grammar: rule '" + *r + "' is left-recursive (it can start with itself)");
+  if (!matches_some_text(root_id))
+    return invalid_argument("grammar: rule '" + root +
+                            "' matches no text (each of its alternatives needs a rule that never ends, "
+                            "e.g. x ::= x)");
   g.root = root_id;
   g.classes = classes_;
   g.rule_names = names_;

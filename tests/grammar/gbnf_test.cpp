@@ -132,5 +132,45 @@ TEST(Gbnf, ErrorsNameTheProblem) {
   EXPECT_FALSE(parse_gbnf("").ok());
 }
 
+// A grammar whose root derives no finite text used to parse: generation then stopped at once
+// with "" and finish_reason "stop", text the grammar never allowed. A tail-position cycle with no
+// way out (x ::= x) and classes of no character are such roots; they are now errors.
+TEST(Gbnf, ARootThatMatchesNoTextIsAnError) {
+  for (const char* text :
+       {"root ::= x\nx ::= x", "root ::= \"a\" root", "root ::= x | y\nx ::= \"a\" y\ny ::= x",
+        R"(root ::= [\uD800-\uDFFF])", R"(root ::= "a" [\uDC00])"}) {
+    auto g = parse_gbnf(text);
+    ASSERT_FALSE(g.ok()) << text;
+    const std::string& m = g.status().message();
+    EXPECT_TRUE(m.find("matches no text") != std::string::npos ||
+                m.find("empty character class") != std::string::npos)
+        << text << ": " << m;
+  }
+  // Cycles with a way out, and dead alternatives beside a live one, still parse.
+  auto g = compile("root ::= x\nx ::= \"a\" x | \"b\" | y\ny ::= y");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(verdict(g, "aab"), 'a');
+}
+
+// UTF-8 encodes the Unicode scalar values: U+0000..U+10FFFF without the surrogates U+D800..U+DFFF
+// (RFC 3629, section 3). An escape outside them was lowered to bytes that are not UTF-8 (a
+// literal) or to a class matching nothing; it is now an error naming the escape.
+TEST(Gbnf, EscapesThatAreNotCharactersAreErrors) {
+  for (const char* text : {R"(root ::= "\uD800")", R"(root ::= "\uDFFF")", R"(root ::= "\U00110000")",
+                           R"(root ::= [\U00110000])", R"(root ::= "\UFFFFFFFF")"}) {
+    auto g = parse_gbnf(text);
+    EXPECT_FALSE(g.ok()) << text;
+  }
+  auto beyond = parse_gbnf(R"(root ::= "\U00110000")");
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_NE(beyond.status().message().find("U00110000"), std::string::npos) << beyond.status().message();
+  // The last scalar value and ranges across the surrogates are fine.
+  auto g = compile(R"(root ::= "\U0010FFFF" [\uD7FF-\uE000])");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(verdict(g, "\xF4\x8F\xBF\xBF\xED\x9F\xBF"), 'a');  // U+10FFFF U+D7FF
+  EXPECT_EQ(verdict(g, "\xF4\x8F\xBF\xBF\xEE\x80\x80"), 'a');  // U+10FFFF U+E000
+  EXPECT_EQ(verdict(g, "\xF4\x8F\xBF\xBF\xED\xA0\x80"), 'x');  // U+D800's would-be bytes
+}
+
 }  // namespace
 }  // namespace tandem::grammar

@@ -9,7 +9,8 @@
 // "literals", [classes] with ranges and ^, `.`, ( groups ), rule names,
 // postfix * + ? {m} {m,} {m,n}, # comments, escapes \n \r \t \\ \" \[ \]
 // \xHH \uHHHH \UHHHHHHHH. The start rule is `root`. Errors (syntax, an
-// undefined rule, no root, left recursion, a repetition bound over kMaxRepetition) are an
+// undefined rule, no root, left recursion, a root that matches no text, an escape that is no
+// character (a surrogate, beyond U+10FFFF), a repetition bound over kMaxRepetition) are an
 // InvalidArgument Status naming the line. An immutable Grammar is shareable
 // between threads.
 #pragma once
@@ -70,6 +71,7 @@ class GrammarBuilder {
   Expected<Grammar> finish(const std::string& root = "root");
 
  private:
+  bool matches_some_text(int32_t rule) const;
   std::optional<std::string> left_recursion() const;
 
   std::vector<std::string> names_;

@@ -67,6 +67,12 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 
 MappedFile::~MappedFile() { reset(); }
 
+void MappedFile::drop_resident_pages() const {
+  // Advice about a private read-only file mapping: failure only leaves the
+  // pages resident.
+  if (data_ != nullptr) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
+
 void MappedFile::reset() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;

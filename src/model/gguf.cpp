@@ -438,6 +438,11 @@ Status GgufFile::parse_image(const uint8_t* data, uint64_t size) {
   return Status::Ok();
 }
 
+void GgufFile::drop_resident_pages() const {
+  file_.drop_resident_pages();
+  for (const MappedFile& m : split_maps_) m.drop_resident_pages();
+}
+
 const GgufValue* GgufFile::find(std::string_view key) const {
   auto it = metadata_.find(key);
   return it == metadata_.end() ? nullptr : &it->second;

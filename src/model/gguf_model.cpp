@@ -308,7 +308,9 @@ Expected<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const
     }
     views.push_back(std::move(v));
   }
-  return Checkpoint::from_views(f.path(), std::move(views), std::move(file));
+  const GgufFile* mapped = file.get();
+  return Checkpoint::from_views(f.path(), std::move(views), std::move(file),
+                                [mapped] { mapped->drop_resident_pages(); });
 }
 
 }  // namespace tandem::model

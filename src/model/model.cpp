@@ -148,6 +148,9 @@ Expected<std::unique_ptr<Model>> Model::load(Checkpoint checkpoint, ModelConfig 
   if (c.norm_plus_one)
     for (float& x : m->final_norm_) x = 1.0f + x;
   if (c.scale_embeddings) m->embed_scale_ = internal::gemma_embed_scale(c.hidden_size, m->embedding_->dtype);
+  // Every matrix is a packed copy now: the file's pages need not stay in this
+  // process's resident set (the embedding rows fault back in as tokens use them).
+  m->checkpoint_.drop_resident_pages();
   return m;
 }
 
@@ -293,6 +296,7 @@ Status Model::place_on(const Placement& placement) {
   if (!weights.ok()) return weights.status();
   device_weights_ = std::shared_ptr<const DeviceWeights>(std::move(weights).value());
   placement_ = placement;
+  checkpoint_.drop_resident_pages();  // the upload read the embedding table (a tied head) again
   return Status::Ok();
 #else
   return failed_precondition("this build has no CUDA");

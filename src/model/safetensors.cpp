@@ -214,15 +214,21 @@ Expected<Checkpoint> Checkpoint::open_dir(const std::string& dir) {
 }
 
 Checkpoint Checkpoint::from_views(std::string source, std::vector<TensorView> views,
-                                  std::shared_ptr<const void> owner) {
+                                  std::shared_ptr<const void> owner, std::function<void()> drop_pages) {
   Checkpoint c;
   c.dir_ = std::move(source);
   c.owner_ = std::move(owner);
+  c.drop_pages_ = std::move(drop_pages);
   for (TensorView& v : views) {
     c.views_.push_back(std::make_unique<TensorView>(std::move(v)));
     c.index_[c.views_.back()->name] = c.views_.back().get();
   }
   return c;
+}
+
+void Checkpoint::drop_resident_pages() const {
+  for (const auto& f : files_) f->drop_resident_pages();
+  if (drop_pages_) drop_pages_();
 }
 
 const uint8_t* rows_in_hf_order(const TensorView& v, std::vector<uint8_t>& scratch) {

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "core/aligned_buffer.h"
 
@@ -21,6 +24,38 @@ TEST(MappedFile, MapsContents) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(f->data()), f->size()), "hello tandem");
   MappedFile moved = std::move(*f);
   EXPECT_EQ(moved.size(), 12u);
+  std::remove(path.c_str());
+}
+
+// Kilobytes of file-backed pages this process has mapped (RssFile).
+int64_t resident_file_kb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("RssFile:", 0) == 0) return std::stoll(line.substr(8));
+  return -1;
+}
+
+// Dropping the resident pages leaves the mapping readable with the same
+// bytes, and takes the file's pages out of this process's resident set.
+TEST(MappedFile, DroppedPagesReadTheSameAndLeaveTheResidentSet) {
+  const std::string path = temp_path("tandem_drop.bin");
+  const size_t bytes = size_t{16} << 20;
+  std::vector<uint8_t> pattern(bytes);
+  for (size_t i = 0; i < bytes; ++i) pattern[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(pattern.data()), static_cast<std::streamsize>(bytes));
+  }
+  auto f = MappedFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  ASSERT_EQ(std::memcmp(f->data(), pattern.data(), bytes), 0);  // every page touched
+  const int64_t before = resident_file_kb();
+  f->drop_resident_pages();
+  const int64_t after = resident_file_kb();
+  ASSERT_GE(before, 0) << "no RssFile in /proc/self/status";
+  EXPECT_GE(before - after, 12 * 1024) << "RssFile " << before << " kB -> " << after << " kB";
+  EXPECT_EQ(std::memcmp(f->data(), pattern.data(), bytes), 0);
+  MappedFile().drop_resident_pages();  // an empty map: nothing to do
   std::remove(path.c_str());
 }
 

@@ -26,6 +26,12 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Unmaps the pages this process has touched from its address space
+  // (MADV_DONTNEED) while keeping the mapping: the next read faults them in
+  // again from the page cache, the same bytes (the map is read-only and never
+  // written). A model whose matrices were copied out at load drops the
+  // file's pages from its resident set this way (ADR 0065). No-op when empty.
+  void drop_resident_pages() const;
 
  private:
   void reset();

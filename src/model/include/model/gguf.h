@@ -154,6 +154,8 @@ class GgufFile {
   int64_t split_files() const { return split_files_; }
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
+  // MappedFile::drop_resident_pages on every split's mapping (none for parse()).
+  void drop_resident_pages() const;
 
   // nullptr when absent.
   const GgufValue* find(std::string_view key) const;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -67,6 +68,8 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // nullptr when absent.
   const TensorView* find(const std::string& name) const;
+  // MappedFile::drop_resident_pages on the file's mapping (none for parse()).
+  void drop_resident_pages() const { file_.drop_resident_pages(); }
 
  private:
   Status parse_image(const uint8_t* base, uint64_t size);
@@ -84,8 +87,10 @@ class Checkpoint {
   // A checkpoint over views another validating reader made (model/gguf_model.h):
   // `owner` keeps the memory they point into alive; `source` names it (the
   // GGUF file) in errors. Names must be unique.
+  // `drop_pages` does what drop_resident_pages() should for that memory
+  // (nothing when empty: memory that is not a file mapping).
   static Checkpoint from_views(std::string source, std::vector<TensorView> views,
-                               std::shared_ptr<const void> owner);
+                               std::shared_ptr<const void> owner, std::function<void()> drop_pages = {});
 
   const std::string& dir() const { return dir_; }
   // nullptr when absent.
@@ -98,12 +103,17 @@ class Checkpoint {
   size_t tensor_count() const { return index_.size(); }
   // Total bytes of tensor data across all files.
   size_t total_bytes() const;
+  // Drops the files' pages from the process's resident set (the views stay
+  // valid: a later read faults its pages in again). Model::load calls it once
+  // the matrices are packed (ADR 0065).
+  void drop_resident_pages() const;
 
  private:
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::vector<std::unique_ptr<TensorView>> views_;  // from_views
   std::shared_ptr<const void> owner_;               // from_views
+  std::function<void()> drop_pages_;                // from_views
   std::map<std::string, const TensorView*> index_;
 };
 

@@ -109,7 +109,10 @@ void HttpServer::install_routes() {
   // Replies httplib makes on its own (413, 404, 400 on a broken request line) get the OpenAI shape.
   http_->set_error_handler([&svc](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (res.status == 413) {
+    if (const int64_t sent = PromptStopServer::request_over_limit(); sent > 0) {
+      // A chunked body past the limit (Content-Length ones are refused by httplib, below).
+      write_reply(res, error_reply(payload_too_large(static_cast<size_t>(sent), svc.max_body_bytes())));
+    } else if (res.status == 413) {
       // httplib refuses on Content-Length before reading the body, so the size comes from the header.
       size_t sent = req.body.size();
       if (req.has_header("Content-Length"))

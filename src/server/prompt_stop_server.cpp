@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 namespace tandem::server {
 namespace {
@@ -47,19 +48,25 @@ std::chrono::steady_clock::time_point request_deadline(std::chrono::steady_clock
   return start + std::chrono::milliseconds(grace_ms + received * 1000 / std::max(min_rate, 1));
 }
 
+// The current request's bytes when it passed its read limit (request_over_limit()), per worker.
+thread_local int64_t over_limit_bytes = 0;
+
 // One request's view of a connection's socket as cpp-httplib's Stream, with
 // a read buffer. Timeouts as httplib's SocketStream: each read waits up to
 // the read timeout, each write up to the write timeout; reads also end at the
 // request's deadline (request_deadline), which the bytes received push back.
 class ConnectionStream : public httplib::Stream {
  public:
-  ConnectionStream(socket_t sock, int read_ms, int write_ms, int grace_ms, int min_rate)
+  ConnectionStream(socket_t sock, int read_ms, int write_ms, int grace_ms, int min_rate, int64_t max_bytes)
       : sock_(sock),
         read_ms_(read_ms),
         write_ms_(write_ms),
         grace_ms_(grace_ms),
         min_rate_(min_rate),
-        start_(std::chrono::steady_clock::now()) {}
+        max_bytes_(max_bytes),
+        start_(std::chrono::steady_clock::now()) {
+    over_limit_bytes = 0;
+  }
 
   bool buffered() const { return pos_ < end_; }
   bool is_readable() const override {
@@ -75,6 +82,10 @@ class ConnectionStream : public httplib::Stream {
 
   ssize_t read(char* ptr, size_t size) override {
     if (!buffered()) {
+      if (received_ >= max_bytes_) {
+        over_limit_bytes = received_;
+        return -1;
+      }
       if (!is_readable()) return -1;
       const ssize_t n = recv_retrying(buffer_, sizeof(buffer_), 0);
       if (n <= 0) return n;
@@ -131,6 +142,7 @@ class ConnectionStream : public httplib::Stream {
   socket_t sock_;
   int read_ms_, write_ms_;
   int grace_ms_, min_rate_;
+  int64_t max_bytes_;
   std::chrono::steady_clock::time_point start_;
   int64_t received_ = 0, sent_ = 0;
   char buffer_[4096];
@@ -138,6 +150,16 @@ class ConnectionStream : public httplib::Stream {
 };
 
 }  // namespace
+
+int64_t PromptStopServer::request_over_limit() { return over_limit_bytes; }
+
+int64_t PromptStopServer::max_request_bytes() const {
+  constexpr int64_t kHeadBytes = int64_t{1} << 20;
+  constexpr auto kMax = std::numeric_limits<int64_t>::max();
+  const auto payload =
+      static_cast<int64_t>(std::min<size_t>(payload_max_length_, static_cast<size_t>(kMax / 4)));
+  return payload * 2 + kHeadBytes;
+}
 
 PromptStopServer::PromptStopServer() {
   if (::pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;  // then idle waits run to their timeout
@@ -179,7 +201,7 @@ bool PromptStopServer::process_and_close_socket(socket_t sock) {
     // 401 never read) go with its buffer instead of being parsed as the next request.
     ConnectionStream stream(sock, to_ms(read_timeout_sec_, read_timeout_usec_),
                             to_ms(write_timeout_sec_, write_timeout_usec_), request_grace_ms_,
-                            request_min_rate_);
+                            request_min_rate_, max_request_bytes());
     bool connection_closed = false;
     // The last request allowed, or a stop under way: the response says Connection: close.
     ok = process_request(stream, left == 1 || stopping_.load(), connection_closed, nullptr);

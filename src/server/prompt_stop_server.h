@@ -27,6 +27,13 @@ class PromptStopServer : public httplib::Server {
   // `min_bytes_per_s` bytes received; a slower one is dropped. cpp-httplib's read timeout
   // bounds each read, not the request: a client sending one byte every few seconds held a
   // worker for ever, and 128 of them (one per worker) left the server answering nothing.
+  // On this worker thread, the bytes its current request had sent when it passed the read
+  // limit, or 0. cpp-httplib 0.11 checks its payload limit against Content-Length only: a chunked
+  // body of any size was read into memory. A request may now read the payload limit twice over
+  // (chunk framing) plus 1 MiB (its head); past that the read fails, and the error handler
+  // answers 413 when this is set.
+  static int64_t request_over_limit();
+
   void set_request_deadline(int grace_ms, int min_bytes_per_s) {
     request_grace_ms_ = grace_ms;
     request_min_rate_ = min_bytes_per_s;
@@ -37,6 +44,8 @@ class PromptStopServer : public httplib::Server {
   // Waits until `sock` has a request's bytes (true), or the keep-alive timeout
   // passes, the peer closes or stop_waiting() is called (false).
   bool wait_for_request(socket_t sock) const;
+  // The most bytes one request may send (head, body and chunk framing).
+  int64_t max_request_bytes() const;
 
   int wake_[2] = {-1, -1};  // a pipe; readable once stop_waiting() has written to it
   int request_grace_ms_ = 10000;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -77,6 +78,41 @@ TEST_F(HttpServerTest, PathsThatAreNotUtf8GetTheirErrorAndTheServerStaysUp) {
     EXPECT_NE(body["error"]["message"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos) << line;
     expect_still_answering();
   }
+}
+
+// cpp-httplib 0.11 checks the body limit (--max-body-bytes, 1 MiB here) against Content-Length
+// only: a chunked body of any size was read into memory (200 MiB took the server 280 MB). A
+// request may now send twice the limit (chunk framing) plus 1 MiB; past that it gets a 413.
+TEST_F(HttpServerTest, ChunkedBodiesPastTheLimitGet413) {
+  auto chunked = [](size_t total) {
+    std::string body;
+    const std::string chunk(64 * 1024, 'x');
+    for (size_t sent = 0; sent < total; sent += chunk.size()) body += "10000\r\n" + chunk + "\r\n";
+    return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: "
+           "chunked\r\n\r\n" +
+           body + "0\r\n\r\n";
+  };
+  // Sent in pieces: the server stops reading at the limit, so a send may fail part way.
+  const int s = connect_to_server();
+  ASSERT_GE(s, 0);
+  const std::string request = chunked(size_t{8} << 20);
+  for (size_t at = 0; at < request.size();) {
+    const ssize_t n =
+        send(s, request.data() + at, std::min<size_t>(request.size() - at, 65536), MSG_NOSIGNAL);
+    if (n <= 0) break;
+    at += static_cast<size_t>(n);
+  }
+  std::string over;
+  char buffer[4096];
+  for (ssize_t n; (n = recv(s, buffer, sizeof(buffer), 0)) > 0;) over.append(buffer, static_cast<size_t>(n));
+  close(s);
+  EXPECT_EQ(status_of(over), 413) << over.substr(0, 300);
+  const nlohmann::json body = body_of(over);
+  ASSERT_TRUE(body.is_object()) << over.substr(0, 300);
+  EXPECT_EQ(body["error"]["code"], "request_too_large");
+  expect_still_answering();
+  // Under the limit the body is read and the route answers (503: no model is loaded).
+  EXPECT_EQ(status_of(exchange(chunked(size_t{512} << 10))), 503);
 }
 
 // Slowloris: clients that send a request's head one byte at a time, each byte well inside the

@@ -5,6 +5,7 @@
 // weights streamed, GFLOP/s and bw_frac against this run's read bandwidth.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <vector>
@@ -77,6 +78,28 @@ void BM_MatmulQuant(benchmark::State& state) {
   state.counters["us/call"] = seconds / calls * 1e6;
 }
 
+// Runs `call` once per iteration of `state` (labelled with `isa`); returns
+// the seconds per call.
+template <typename Call>
+double time_calls(benchmark::State& state, kernels::Isa isa, const Call& call) {
+  state.SetLabel(kernels::isa_name(isa));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    call();
+    benchmark::ClobberMemory();
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s / static_cast<double>(std::max<int64_t>(1, state.iterations()));
+}
+
+std::vector<float> normal_values(int64_t count, uint32_t seed, float sigma) {
+  std::vector<float> x(static_cast<size_t>(count));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, sigma);
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
 // The activation quantizer every quantized matmul runs first, on the calling
 // thread (ADR 0062): each ISA's table entry over one row of k values.
 void BM_QuantizeActivations(benchmark::State& state) {
@@ -86,21 +109,14 @@ void BM_QuantizeActivations(benchmark::State& state) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
-  std::vector<float> x(static_cast<size_t>(k));
-  std::mt19937 rng(11);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (float& v : x) v = dist(rng);
+  const std::vector<float> x = normal_values(k, 11, 1.0f);
   std::vector<kernels::quant::ActBlock> q(static_cast<size_t>(k / 32));
   const auto quantize = kernels::kernels_for(isa).quantize_act;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (auto _ : state) {
+  const double s = time_calls(state, isa, [&] {
     quantize(x.data(), k, q.data());
     benchmark::DoNotOptimize(q.data());
-    benchmark::ClobberMemory();
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  state.SetLabel(kernels::isa_name(isa));
-  state.counters["ns/value"] = s * 1e9 / (static_cast<double>(k) * static_cast<double>(state.iterations()));
+  });
+  state.counters["ns/value"] = s * 1e9 / static_cast<double>(k);
 }
 
 // `--weights q4_k` at load (ADR 0064): each ISA's q4_k quantizer (the
@@ -112,22 +128,14 @@ void BM_QuantizeQ4K(benchmark::State& state) {
     return;
   }
   constexpr int64_t kBlocks = 64;
-  std::vector<float> x(static_cast<size_t>(kBlocks * 256));
-  std::mt19937 rng(13);
-  std::normal_distribution<float> dist(0.0f, 0.02f);
-  for (float& v : x) v = dist(rng);
+  const std::vector<float> x = normal_values(kBlocks * 256, 13, 0.02f);
   std::vector<uint8_t> out(static_cast<size_t>(kBlocks * 144));
   const auto quantize = kernels::kernels_for(isa).quantize_q4_k;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (auto _ : state) {
+  const double s = time_calls(state, isa, [&] {
     quantize(x.data(), kBlocks, out.data());
     benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  state.SetLabel(kernels::isa_name(isa));
-  state.counters["us/block"] =
-      s * 1e6 / (static_cast<double>(kBlocks) * static_cast<double>(state.iterations()));
+  });
+  state.counters["us/block"] = s * 1e6 / static_cast<double>(kBlocks);
 }
 
 }  // namespace

@@ -40,7 +40,9 @@ const char* const kAffinity = "CPU affinity and priorities are not supported (us
 const char* const kPolling = "the kernel threads spin briefly, then sleep; the level is fixed";
 const char* const kKvType = "the KV cache is stored in f32; quantized and 16-bit KV caches are not supported";
 const char* const kRope = "RoPE is configured by the model's config.json (rope_theta, rope_scaling)";
-const char* const kMmap = "weights are always memory-mapped and read on demand";
+const char* const kMmap =
+    "the checkpoint is always memory-mapped: its matrices are copied into the kernels' layout at load, and "
+    "only the embedding table is read from the map afterwards";
 const char* const kMoe = "Mixture-of-Experts models are not supported";
 const char* const kAdapters = "LoRA adapters and control vectors are not supported";
 const char* const kLogFormat = "tandem's log lines have a fixed format (time, level, message) on stderr";

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -96,6 +97,7 @@ class ConnectionStream : public httplib::Stream {
     const size_t n = std::min(size, end_ - pos_);
     std::memcpy(ptr, buffer_ + pos_, n);
     pos_ += n;
+    consumed_ += static_cast<int64_t>(n);
     return static_cast<ssize_t>(n);
   }
 
@@ -110,6 +112,32 @@ class ConnectionStream : public httplib::Stream {
 
   // Bytes of this request read and of its response written.
   int64_t bytes_moved() const { return received_ + sent_; }
+
+  // Bytes a previous request's stream read past its end (a pipelined request), read first.
+  void prefill(const std::string& bytes) {
+    const size_t n = std::min(bytes.size(), sizeof(buffer_));
+    std::memcpy(buffer_, bytes.data(), n);
+    pos_ = 0;
+    end_ = n;
+  }
+  // What was read from the socket but not handed to httplib: the start of the next request.
+  std::string unread() const { return std::string(buffer_ + pos_, end_ - pos_); }
+
+  // Called once the request's head is parsed (httplib reads it a byte at a time).
+  void head_read(const httplib::Request& req) {
+    head_bytes_ = consumed_;
+    chunked_ = req.get_header_value("Transfer-Encoding") == "chunked";
+    content_length_ = req.has_header("Content-Length")
+                          ? std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10)
+                          : 0;
+  }
+  // Whether httplib read the request's whole body, so that what follows is the next request.
+  // A body a 401 never read is not: the connection must close rather than parse it as one.
+  bool body_read() const {
+    if (head_bytes_ < 0) return false;
+    if (chunked_) return consumed_ > head_bytes_;
+    return consumed_ == head_bytes_ + content_length_;
+  }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
     sockaddr_storage a{};
@@ -145,6 +173,8 @@ class ConnectionStream : public httplib::Stream {
   int64_t max_bytes_;
   std::chrono::steady_clock::time_point start_;
   int64_t received_ = 0, sent_ = 0;
+  int64_t consumed_ = 0, head_bytes_ = -1, content_length_ = 0;
+  bool chunked_ = false;
   char buffer_[4096];
   size_t pos_ = 0, end_ = 0;
 };
@@ -194,23 +224,27 @@ bool PromptStopServer::wait_for_request(socket_t sock) const {
 
 bool PromptStopServer::process_and_close_socket(socket_t sock) {
   bool ok = false;
+  std::string pipelined;  // the next request's first bytes, read with the previous one
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET && !stopping_.load();
        --left) {
-    if (!wait_for_request(sock)) break;
-    // A stream per request, as httplib's loop: bytes a request left unread (a body that a
-    // 401 never read) go with its buffer instead of being parsed as the next request.
+    if (pipelined.empty() && !wait_for_request(sock)) break;
+    // A stream per request, as httplib's loop; what the previous one read past its request is
+    // this one's start (httplib's own loop dropped it: a pipelined request got no answer).
     ConnectionStream stream(sock, to_ms(read_timeout_sec_, read_timeout_usec_),
                             to_ms(write_timeout_sec_, write_timeout_usec_), request_grace_ms_,
                             request_min_rate_, max_request_bytes());
+    stream.prefill(pipelined);
     bool connection_closed = false;
     // The last request allowed, or a stop under way: the response says Connection: close.
-    ok = process_request(stream, left == 1 || stopping_.load(), connection_closed, nullptr);
+    ok = process_request(stream, left == 1 || stopping_.load(), connection_closed,
+                         [&stream](httplib::Request& req) { stream.head_read(req); });
     // A request or reply of megabytes was parsed or built as JSON: millions of small blocks,
     // freed now. glibc keeps freed memory in the worker's arena (up to 8 per core) rather than
     // returning it, so a dozen 8 MB bodies left the server at 3.3 GB resident for good (2 cores;
     // more arenas on larger machines). malloc_trim hands the free pages back.
     if (stream.bytes_moved() >= kTrimAfterBytes) malloc_trim(0);
-    if (!ok || connection_closed) break;
+    if (!ok || connection_closed || !stream.body_read()) break;
+    pipelined = stream.unread();
   }
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);

@@ -115,6 +115,49 @@ TEST_F(HttpServerTest, ChunkedBodiesPastTheLimitGet413) {
   EXPECT_EQ(status_of(exchange(chunked(size_t{512} << 10))), 503);
 }
 
+// HTTP/1.1 pipelining: a client may send its next requests before the first answer (RFC 9112
+// section 9.3.2), and the server answers them in order. Bytes read past a request went with its
+// stream: the second request got no answer and the client waited until the idle timeout.
+TEST_F(HttpServerTest, PipelinedRequestsAreAllAnswered) {
+  const std::string get = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string post = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+  const std::string last = "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  const auto started = std::chrono::steady_clock::now();
+  const std::string reply = exchange(get + post + get + last);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::vector<int> statuses;
+  for (size_t at = reply.find("HTTP/1.1 "); at != std::string::npos; at = reply.find("HTTP/1.1 ", at + 1))
+    statuses.push_back(std::atoi(reply.c_str() + at + 9));
+  // 503: /health and generation while no model is loaded; 200: /v1/models.
+  EXPECT_EQ(statuses, (std::vector<int>{503, 503, 503, 200})) << reply;
+  EXPECT_LT(seconds, 2.0) << "the answers waited for the idle timeout";
+}
+
+// A request answered before its body was read (a 401 from the key check) leaves that body on
+// the connection; it is not a request, so the connection closes after the answer.
+TEST_F(HttpServerTest, AnUnreadBodyIsNotParsedAsTheNextRequest) {
+  auto keys = ApiKeys::load("k1", "");
+  ASSERT_TRUE(keys.ok());
+  Service keyed("served-model", std::move(*keys), 1 << 20);
+  HttpOptions options;
+  options.port = 0;
+  options.worker_threads = 2;
+  options.webui = false;
+  HttpServer server(keyed, options);
+  ASSERT_TRUE(server.bind().ok());
+  std::thread thread([&server] { server.run(); });
+  const std::string body = R"({"prompt": "GET /health HTTP/1.1"})";
+  const std::string reply = testing::exchange(
+      server.port(),
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+          "\r\n\r\n" + body + "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(testing::status_of(reply), 401) << reply;
+  EXPECT_EQ(reply.find("HTTP/1.1", 1), std::string::npos)
+      << "one answer, then the connection closes: " << reply;
+  server.stop();
+  thread.join();
+}
+
 // Slowloris: clients that send a request's head one byte at a time, each byte well inside the
 // read timeout. Each used to hold its worker for as long as it kept sending; with one such
 // client per worker the server answered nothing, /health included. A request must now arrive

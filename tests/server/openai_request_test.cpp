@@ -62,8 +62,9 @@ TEST(OpenAIRequest, NestingPastTheDepthLimitIsInvalidJson) {
     }
     for (const std::string& body : bodies(fields::kMaxJsonDepth)) {
       auto parsed = parse_generation_request(e, body, {});
-      if (const ApiError* err = std::get_if<ApiError>(&parsed))
+      if (const ApiError* err = std::get_if<ApiError>(&parsed)) {
         EXPECT_NE(err->code, "invalid_json") << "nesting at the limit is accepted: " << err->message;
+      }
     }
     EXPECT_EQ(parse_err(e, bodies(fields::kMaxJsonDepth + 1)[1]).code, "invalid_json");
   }

@@ -17,7 +17,11 @@ std::variant<GenerationRequest, ApiError> parse_llama_completion(const std::stri
     GenerationRequest r;
     r.endpoint = Endpoint::completions;
     // llama-server's spellings, mapped onto OpenAI's before the shared readers run.
-    if (const json* seed = fields::find(b, "seed"); seed && *seed == -1) b.erase("seed");  // -1: random
+    // -1: random. A signed -1 only: nlohmann compares the unsigned 2^64 - 1 equal to -1, and that
+    // seed is out of range (a 400 naming 'seed', as on /v1/completions), not a request for a random one.
+    if (const json* seed = fields::find(b, "seed");
+        seed && seed->is_number_integer() && !seed->is_number_unsigned() && seed->get<int64_t>() == -1)
+      b.erase("seed");
     if (const json* rp = fields::find(b, "repeat_penalty")) {
       if (!rp->is_number()) fields::fail("repeat_penalty", "'repeat_penalty' must be a number");
       b["repetition_penalty"] = *rp;

@@ -51,7 +51,7 @@ std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, i
   if (d < static_cast<double>(lo) || d > static_cast<double>(hi) || (v->is_number_float() && d >= kTwoTo63))
     fail(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
                    std::to_string(hi) + ", got " + v->dump());
-  // An unsigned 64-bit seed beyond int64's range arrives as such; keep its bits.
+  // nlohmann keeps a non-negative integer as unsigned; the bounds above kept it within int64.
   if (v->is_number_unsigned()) return static_cast<int64_t>(v->get<uint64_t>());
   if (v->is_number_integer()) return v->get<int64_t>();
   return static_cast<int64_t>(d);

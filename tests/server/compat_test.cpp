@@ -59,6 +59,11 @@ TEST(LlamaCompletion, MinusOneMeansRandomSeedAndNoLimit) {
   EXPECT_FALSE(r.max_tokens.has_value());
   EXPECT_FALSE(r.seed.has_value());
   EXPECT_FALSE(r.logprobs);
+  // 2^64 - 1 is not -1 (nlohmann's == says it is): out of range, as on /v1/completions.
+  auto big = parse_llama_completion(R"({"prompt": [1], "seed": 18446744073709551615})");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(big));
+  EXPECT_EQ(std::get<ApiError>(big).param, "seed");
+  EXPECT_EQ(ok(parse_llama_completion(R"({"prompt": [1], "seed": 5})")).seed, 5u);
   r = ok(parse_llama_completion(R"({"prompt": "x", "n_probs": 4})"));
   EXPECT_TRUE(r.logprobs);
   EXPECT_EQ(r.sampling.top_logprobs, 4);

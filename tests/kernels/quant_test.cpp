@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "avx2/avx2.h"
@@ -152,6 +153,24 @@ TEST(QuantFormats, Q4KQuantizerRoundTripsWithinItsStep) {
 
 // A NaN or infinite weight or activation gives meaningless numbers, never
 // undefined behaviour (UBSan builds run this) or out-of-range codes.
+// q8_0 rounds x / d half away from zero (gguf-py's np_roundf, llama.cpp's
+// roundf): with amax 127 the scale is exactly 1, so each code is its value
+// rounded by that rule — ties, their float neighbours, and both signs.
+TEST(QuantFormats, Q8_0RoundsHalfAwayFromZero) {
+  const float below_half = std::nextafter(0.5f, 0.0f), above_half = std::nextafter(0.5f, 1.0f);
+  const std::vector<std::pair<float, int>> cases = {
+      {127.0f, 127},     {2.5f, 3},       {-2.5f, -3},      {0.5f, 1}, {-0.5f, -1}, {126.5f, 127},
+      {-126.5f, -127},   {below_half, 0}, {-below_half, 0}, {1.5f, 2}, {3.5f, 4},   {above_half, 1},
+      {-above_half, -1}, {7.25f, 7},      {-7.75f, -8},     {0.0f, 0}, {-0.0f, 0},  {100.49999f, 100}};
+  std::vector<float> x(32, 0.0f);
+  for (size_t i = 0; i < cases.size(); ++i) x[i] = cases[i].first;
+  std::vector<uint8_t> block(dtype_row_bytes(DType::q8_0, 32));
+  quantize(x.data(), DType::q8_0, 32, block.data());
+  EXPECT_EQ(block[0] | (block[1] << 8), 0x3c00);  // d = 1.0 in f16
+  for (size_t i = 0; i < cases.size(); ++i)
+    EXPECT_EQ(static_cast<int8_t>(block[2 + i]), cases[i].second) << "x = " << cases[i].first;
+}
+
 TEST(QuantFormats, NonFiniteInputsStayDefined) {
   std::vector<float> x = random_floats(256, 3);
   x[5] = NAN;

@@ -65,6 +65,36 @@ class ServedRoutesTest : public ::testing::Test {
 
 Service* ServedRoutesTest::service_ = nullptr;
 
+// An HttpServer for `service` on an ephemeral port (4 workers, no web UI), run on its own
+// thread from construction until destruction (also when an ASSERT leaves the test early).
+class LiveServer {
+ public:
+  explicit LiveServer(Service& service) : server_(service, options()), bound_(server_.bind().ok()) {
+    if (bound_) thread_ = std::thread([this] { server_.run(); });
+  }
+  ~LiveServer() {
+    if (!bound_) return;
+    server_.stop();
+    thread_.join();
+  }
+  LiveServer(const LiveServer&) = delete;
+  LiveServer& operator=(const LiveServer&) = delete;
+  bool bound() const { return bound_; }
+  int port() const { return server_.port(); }
+
+ private:
+  static HttpOptions options() {
+    HttpOptions o;
+    o.port = 0;
+    o.worker_threads = 4;
+    o.webui = false;
+    return o;
+  }
+  HttpServer server_;
+  bool bound_;
+  std::thread thread_;
+};
+
 nlohmann::json words(size_t n) {
   nlohmann::json a = nlohmann::json::array();
   for (size_t i = 0; i < n; ++i) a.push_back("a");
@@ -141,13 +171,8 @@ TEST_F(ServedRoutesTest, MemoryOfLargeBodiesIsReturned) {
 #if defined(__SANITIZE_ADDRESS__) || TANDEM_HAS_ADDRESS_SANITIZER
   GTEST_SKIP() << "AddressSanitizer's allocator holds freed memory in its quarantine";
 #else
-  HttpOptions options;
-  options.port = 0;
-  options.worker_threads = 4;
-  options.webui = false;
-  HttpServer server(*service_, options);
-  ASSERT_TRUE(server.bind().ok());
-  std::thread thread([&server] { server.run(); });
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
   nlohmann::json messages = nlohmann::json::array();
   for (int i = 0; i < 120000; ++i) messages.push_back({{"role", "user"}, {"content", ""}});
   const std::string body = nlohmann::json{{"messages", messages}}.dump();
@@ -164,8 +189,6 @@ TEST_F(ServedRoutesTest, MemoryOfLargeBodiesIsReturned) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the worker trims after replying
   const int64_t after = resident_mib();
-  server.stop();
-  thread.join();
   // Measured on the 2-core build machine: +110 MiB with the trim (four arenas' working sets),
   // +780 MiB without (each of the four workers' arenas kept a request's peak).
   EXPECT_LT(after - before, 300) << "MiB resident: " << before << " before, " << peak << " at most, " << after
@@ -178,13 +201,8 @@ TEST_F(ServedRoutesTest, MemoryOfLargeBodiesIsReturned) {
 // client read chunk sizes inside its events. They now come as plain bytes that end when the
 // server closes the connection; HTTP/1.1 clients still get chunks.
 TEST_F(ServedRoutesTest, StreamsToAnHttp10ClientAreNotChunked) {
-  HttpOptions options;
-  options.port = 0;
-  options.worker_threads = 4;
-  options.webui = false;
-  HttpServer server(*service_, options);
-  ASSERT_TRUE(server.bind().ok());
-  std::thread thread([&server] { server.run(); });
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
   const std::pair<const char*, std::string> routes[] = {
       {"/v1/completions", R"({"prompt": "Call me", "max_tokens": 3, "stream": true, "temperature": 0})"},
       {"/v1/chat/completions",
@@ -232,8 +250,6 @@ TEST_F(ServedRoutesTest, StreamsToAnHttp10ClientAreNotChunked) {
       }
     }
   }
-  server.stop();
-  thread.join();
 }
 
 }  // namespace

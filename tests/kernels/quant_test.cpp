@@ -171,6 +171,41 @@ TEST(QuantFormats, Q8_0RoundsHalfAwayFromZero) {
     EXPECT_EQ(static_cast<int8_t>(block[2 + i]), cases[i].second) << "x = " << cases[i].first;
 }
 
+// q8_0 runs through the SIMD activation quantizer where the CPU has one
+// (ADR 0064): every ISA gives the scalar rule's bytes, on random blocks and on
+// the edges — ties, NaN / inf, an all-zero block, and a block whose scale is
+// subnormal so that 1 / d overflows (there the scalar clamp to [-128, 127]
+// gives -128 for a negative value, where the activation rule's is -127).
+TEST(QuantFormats, Q8_0IsTheSameOnEveryIsa) {
+  std::vector<float> x = random_floats(32 * 64, 9);
+  const std::vector<float> edges[] = {
+      {2.5f, -2.5f, 0.5f, -0.5f, 127.0f, -126.5f},
+      {NAN, 1.0f, -3.0f, INFINITY},
+      {-INFINITY, 2.0f},
+      {0.0f},
+      {-1e-40f, 1e-40f, 0.0f, -5e-41f},
+  };
+  for (const auto& e : edges) {
+    std::vector<float> block(32, 0.0f);
+    std::copy(e.begin(), e.end(), block.begin());
+    x.insert(x.end(), block.begin(), block.end());
+  }
+  const int64_t n = static_cast<int64_t>(x.size());
+  auto bytes_on = [&](Isa isa) {
+    select_isa(isa);
+    std::vector<uint8_t> out(dtype_row_bytes(DType::q8_0, n), 0xee);
+    quantize(x.data(), DType::q8_0, n, out.data());
+    return out;
+  };
+  const std::vector<uint8_t> want = bytes_on(Isa::scalar);
+  const uint8_t* sub = want.data() + (want.size() - 34) + 2;  // the subnormal-scale block's codes
+  EXPECT_EQ(static_cast<int8_t>(sub[0]), -128);
+  EXPECT_EQ(static_cast<int8_t>(sub[1]), 127);
+  EXPECT_EQ(static_cast<int8_t>(sub[2]), 0);
+  for (Isa isa : testing::supported_isas()) EXPECT_EQ(bytes_on(isa), want) << isa_name(isa);
+  select_isa(best_supported_isa());
+}
+
 TEST(QuantFormats, NonFiniteInputsStayDefined) {
   std::vector<float> x = random_floats(256, 3);
   x[5] = NAN;

@@ -19,8 +19,17 @@ namespace tandem {
 
 inline constexpr size_t kBufferAlignment = 64;
 // Under AddressSanitizer every buffer stays a heap block: a mapping has no
-// redzones, and the sanitized tests are where an overrun must show.
+// redzones, and the sanitized tests are where an overrun must show. (GCC
+// defines __SANITIZE_ADDRESS__; Clang, as in the fuzz build, only answers
+// __has_feature.)
 #if defined(__SANITIZE_ADDRESS__)
+#define TANDEM_ALIGNED_BUFFER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TANDEM_ALIGNED_BUFFER_ASAN 1
+#endif
+#endif
+#ifdef TANDEM_ALIGNED_BUFFER_ASAN
 inline constexpr size_t kLargeBufferBytes = ~size_t{0};
 #else
 inline constexpr size_t kLargeBufferBytes = size_t{1} << 21;

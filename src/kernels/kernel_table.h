@@ -103,6 +103,9 @@ struct KernelTable {
   // f32 -> `blocks` q4_k super-blocks, llama.cpp's reference quantizer's
   // bytes in every variant (quant/q4_k_fit.h; ADR 0064).
   void (*quantize_q4_k)(const float* x, int64_t blocks, uint8_t* out);
+  // f32 -> `blocks` q4_0 blocks, quant/quantize.cpp's scalar bytes in every
+  // variant (ADR 0064).
+  void (*quantize_q4_0)(const float* x, int64_t blocks, uint8_t* out);
 };
 
 const KernelTable& reference_kernels();

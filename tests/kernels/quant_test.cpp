@@ -206,6 +206,37 @@ TEST(QuantFormats, Q8_0IsTheSameOnEveryIsa) {
   select_isa(best_supported_isa());
 }
 
+// q4_0 has an AVX2 twin (also the AVX-512 table's; ADR 0064): every ISA gives
+// the scalar rule's bytes on random blocks and on the edges — the largest
+// magnitude tied between signs (the first wins), NaN / ±inf, all-zero and
+// all-negative-zero blocks, values landing exactly on x · id + 8.5 integers,
+// and a subnormal scale whose inverse overflows.
+TEST(QuantFormats, Q4_0IsTheSameOnEveryIsa) {
+  std::vector<float> x = random_floats(32 * 64, 11);
+  const std::vector<float> edges[] = {
+      {-3.0f, 3.0f, 1.0f}, {3.0f, -3.0f, -1.5f},
+      {NAN, 2.0f, -1.0f},  {INFINITY, -2.0f},
+      {-INFINITY, 5.0f},   {0.0f},
+      {-0.0f, -0.0f},      {8.0f, 0.5f, -7.5f, 1.0f, -1.0f, 4.5f},
+      {1e-44f, -3e-45f},
+  };
+  for (const auto& e : edges) {
+    std::vector<float> block(32, 0.0f);
+    std::copy(e.begin(), e.end(), block.begin());
+    x.insert(x.end(), block.begin(), block.end());
+  }
+  const int64_t n = static_cast<int64_t>(x.size());
+  auto bytes_on = [&](Isa isa) {
+    select_isa(isa);
+    std::vector<uint8_t> out(dtype_row_bytes(DType::q4_0, n), 0xee);
+    quantize(x.data(), DType::q4_0, n, out.data());
+    return out;
+  };
+  const std::vector<uint8_t> want = bytes_on(Isa::scalar);
+  for (Isa isa : testing::supported_isas()) EXPECT_EQ(bytes_on(isa), want) << isa_name(isa);
+  select_isa(best_supported_isa());
+}
+
 TEST(QuantFormats, NonFiniteInputsStayDefined) {
   std::vector<float> x = random_floats(256, 3);
   x[5] = NAN;

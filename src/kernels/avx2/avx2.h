@@ -25,5 +25,7 @@ void matmul_quant_no_vnni(const quant::QuantMatmulArgs& args);
 void quantize_activations(const float* x, int64_t k, quant::ActBlock* out);
 // The q4_k fit in 8 lanes (quant/q4_k_fit.h): 2 super-blocks per fit.
 void quantize_q4_k(const float* x, int64_t blocks, uint8_t* out);
+// `blocks` q4_0 blocks (quantize_act.cpp): the scalar rule's bytes; the AVX-512 table uses it too.
+void quantize_q4_0(const float* x, int64_t blocks, uint8_t* out);
 
 }  // namespace tandem::kernels::avx2

@@ -10,6 +10,7 @@ const KernelTable& avx512_kernels() {
       avx512::swiglu,        avx512::gelu_tanh_gate,     avx512::add_inplace,
       avx512::to_f32,        avx512::rope_row,           avx512::attend,
       avx512::matmul_quant,  avx2::quantize_activations, avx512::quantize_q4_k,
+      avx2::quantize_q4_0,
   };
   return table;
 }

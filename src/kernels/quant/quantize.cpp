@@ -86,6 +86,10 @@ void quantize_q4_0(const float* x, uint8_t* out) {
 
 }  // namespace
 
+void quant::quantize_q4_0_reference(const float* x, int64_t blocks, uint8_t* out) {
+  for (int64_t b = 0; b < blocks; ++b) quantize_q4_0(x + 32 * b, out + 18 * b);
+}
+
 void quantize(const float* src, DType dtype, int64_t count, void* dst) {
   const int64_t be = dtype_block_elems(dtype);
   const size_t bb = dtype_block_bytes(dtype);
@@ -96,9 +100,9 @@ void quantize(const float* src, DType dtype, int64_t count, void* dst) {
       case DType::q8_0:  // every block at once, in SIMD where the CPU has it
         quantize_q8_0_blocks(src, count / be, out);
         return;
-      case DType::q4_0:
-        quantize_q4_0(src, out);
-        break;
+      case DType::q4_0:  // every block at once, in SIMD where the CPU has it
+        kernels_for(active_isa()).quantize_q4_0(src, count / be, out);
+        return;
       case DType::q5_0:
         quant::quantize_block_q5_0(src, out);
         break;

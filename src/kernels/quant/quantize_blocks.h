@@ -23,6 +23,9 @@ void quantize_block_q5_0(const float* x, uint8_t* out);  // 32 values, 22 bytes
 // `blocks` super-blocks of 256 values, 144 bytes each; the scalar/SSE
 // variant (the AVX2 and AVX-512 tables have wider ones, same bytes).
 void quantize_q4_k_reference(const float* x, int64_t blocks, uint8_t* out);
+// `blocks` q4_0 blocks (32 values, 18 bytes each), one at a time: gguf-py's
+// rule (quant/quantize.cpp); the AVX2 / AVX-512 tables give the same bytes.
+void quantize_q4_0_reference(const float* x, int64_t blocks, uint8_t* out);
 void quantize_block_q6_k(const float* x, uint8_t* out);  // 256 values, 210 bytes
 
 }  // namespace tandem::kernels::quant

@@ -171,39 +171,46 @@ TEST(QuantFormats, Q8_0RoundsHalfAwayFromZero) {
     EXPECT_EQ(static_cast<int8_t>(block[2 + i]), cases[i].second) << "x = " << cases[i].first;
 }
 
+// `seed`'s random 32-value blocks, then one block per edge list (its values
+// first, zeros after).
+std::vector<float> blocks_with_edges(uint32_t seed, const std::vector<std::vector<float>>& edges) {
+  std::vector<float> x = random_floats(32 * 64, seed);
+  for (const auto& e : edges) {
+    std::vector<float> block(32, 0.0f);
+    std::copy(e.begin(), e.end(), block.begin());
+    x.insert(x.end(), block.begin(), block.end());
+  }
+  return x;
+}
+
+// `x` quantized to `dtype` with the kernels limited to `isa`.
+std::vector<uint8_t> quantized_on(Isa isa, DType dtype, const std::vector<float>& x) {
+  select_isa(isa);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> out(dtype_row_bytes(dtype, n), 0xee);
+  quantize(x.data(), dtype, n, out.data());
+  select_isa(best_supported_isa());
+  return out;
+}
+
 // q8_0 runs through the SIMD activation quantizer where the CPU has one
 // (ADR 0064): every ISA gives the scalar rule's bytes, on random blocks and on
 // the edges — ties, NaN / inf, an all-zero block, and a block whose scale is
 // subnormal so that 1 / d overflows (there the scalar clamp to [-128, 127]
 // gives -128 for a negative value, where the activation rule's is -127).
 TEST(QuantFormats, Q8_0IsTheSameOnEveryIsa) {
-  std::vector<float> x = random_floats(32 * 64, 9);
-  const std::vector<float> edges[] = {
-      {2.5f, -2.5f, 0.5f, -0.5f, 127.0f, -126.5f},
-      {NAN, 1.0f, -3.0f, INFINITY},
-      {-INFINITY, 2.0f},
-      {0.0f},
-      {-1e-40f, 1e-40f, 0.0f, -5e-41f},
-  };
-  for (const auto& e : edges) {
-    std::vector<float> block(32, 0.0f);
-    std::copy(e.begin(), e.end(), block.begin());
-    x.insert(x.end(), block.begin(), block.end());
-  }
-  const int64_t n = static_cast<int64_t>(x.size());
-  auto bytes_on = [&](Isa isa) {
-    select_isa(isa);
-    std::vector<uint8_t> out(dtype_row_bytes(DType::q8_0, n), 0xee);
-    quantize(x.data(), DType::q8_0, n, out.data());
-    return out;
-  };
-  const std::vector<uint8_t> want = bytes_on(Isa::scalar);
+  const std::vector<float> x = blocks_with_edges(9, {{2.5f, -2.5f, 0.5f, -0.5f, 127.0f, -126.5f},
+                                                     {NAN, 1.0f, -3.0f, INFINITY},
+                                                     {-INFINITY, 2.0f},
+                                                     {0.0f},
+                                                     {-1e-40f, 1e-40f, 0.0f, -5e-41f}});
+  const std::vector<uint8_t> want = quantized_on(Isa::scalar, DType::q8_0, x);
   const uint8_t* sub = want.data() + (want.size() - 34) + 2;  // the subnormal-scale block's codes
   EXPECT_EQ(static_cast<int8_t>(sub[0]), -128);
   EXPECT_EQ(static_cast<int8_t>(sub[1]), 127);
   EXPECT_EQ(static_cast<int8_t>(sub[2]), 0);
-  for (Isa isa : testing::supported_isas()) EXPECT_EQ(bytes_on(isa), want) << isa_name(isa);
-  select_isa(best_supported_isa());
+  for (Isa isa : testing::supported_isas())
+    EXPECT_EQ(quantized_on(isa, DType::q8_0, x), want) << isa_name(isa);
 }
 
 // q4_0 has an AVX2 twin (also the AVX-512 table's; ADR 0064): every ISA gives
@@ -212,29 +219,18 @@ TEST(QuantFormats, Q8_0IsTheSameOnEveryIsa) {
 // all-negative-zero blocks, values landing exactly on x · id + 8.5 integers,
 // and a subnormal scale whose inverse overflows.
 TEST(QuantFormats, Q4_0IsTheSameOnEveryIsa) {
-  std::vector<float> x = random_floats(32 * 64, 11);
-  const std::vector<float> edges[] = {
-      {-3.0f, 3.0f, 1.0f}, {3.0f, -3.0f, -1.5f},
-      {NAN, 2.0f, -1.0f},  {INFINITY, -2.0f},
-      {-INFINITY, 5.0f},   {0.0f},
-      {-0.0f, -0.0f},      {8.0f, 0.5f, -7.5f, 1.0f, -1.0f, 4.5f},
-      {1e-44f, -3e-45f},
-  };
-  for (const auto& e : edges) {
-    std::vector<float> block(32, 0.0f);
-    std::copy(e.begin(), e.end(), block.begin());
-    x.insert(x.end(), block.begin(), block.end());
-  }
-  const int64_t n = static_cast<int64_t>(x.size());
-  auto bytes_on = [&](Isa isa) {
-    select_isa(isa);
-    std::vector<uint8_t> out(dtype_row_bytes(DType::q4_0, n), 0xee);
-    quantize(x.data(), DType::q4_0, n, out.data());
-    return out;
-  };
-  const std::vector<uint8_t> want = bytes_on(Isa::scalar);
-  for (Isa isa : testing::supported_isas()) EXPECT_EQ(bytes_on(isa), want) << isa_name(isa);
-  select_isa(best_supported_isa());
+  const std::vector<float> x = blocks_with_edges(11, {{-3.0f, 3.0f, 1.0f},
+                                                      {3.0f, -3.0f, -1.5f},
+                                                      {NAN, 2.0f, -1.0f},
+                                                      {INFINITY, -2.0f},
+                                                      {-INFINITY, 5.0f},
+                                                      {0.0f},
+                                                      {-0.0f, -0.0f},
+                                                      {8.0f, 0.5f, -7.5f, 1.0f, -1.0f, 4.5f},
+                                                      {1e-44f, -3e-45f}});
+  const std::vector<uint8_t> want = quantized_on(Isa::scalar, DType::q4_0, x);
+  for (Isa isa : testing::supported_isas())
+    EXPECT_EQ(quantized_on(isa, DType::q4_0, x), want) << isa_name(isa);
 }
 
 TEST(QuantFormats, NonFiniteInputsStayDefined) {

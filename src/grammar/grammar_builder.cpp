@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 #include "grammar/grammar.h"
@@ -72,23 +73,9 @@ void lower_range(uint32_t lo, uint32_t hi, std::vector<ByteRanges>& out) {
 // harmless (the stack does not grow; the automaton dedups them).
 std::optional<std::string> GrammarBuilder::left_recursion() const {
   const size_t n = names_.size();
-  std::vector<bool> nullable(n, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < n; ++r) {
-      if (nullable[r]) continue;
-      for (const auto& alt : alternatives_[r]) {
-        bool all = true;
-        for (int32_t s : alt.symbols)
-          if (s >= 0 || !nullable[Grammar::symbol_rule(s)]) all = false;
-        if (all) {
-          nullable[r] = true;
-          changed = true;
-          break;
-        }
-      }
-    }
-  }
+  // Rules that can match the empty string: every symbol of an alternative is such a rule.
+  const std::vector<bool> nullable = rules_with_an_alternative_of(
+      [](int32_t s, const std::vector<bool>& in) { return s < 0 && in[Grammar::symbol_rule(s)]; });
   struct Edge {
     int32_t to;
     bool tail;
@@ -125,28 +112,32 @@ std::optional<std::string> GrammarBuilder::left_recursion() const {
   return std::nullopt;
 }
 
-// Whether `rule` derives at least one finite byte string: the least fixpoint of "a rule
-// ends if one of its alternatives holds only non-empty byte classes and rules that end".
-// A grammar whose root does not would let generation stop at once with text it never allowed.
-bool GrammarBuilder::matches_some_text(int32_t rule) const {
-  const size_t n = names_.size();
-  std::vector<bool> ends(n, false);
+std::vector<bool> GrammarBuilder::rules_with_an_alternative_of(
+    const std::function<bool(int32_t symbol, const std::vector<bool>& in)>& holds) const {
+  std::vector<bool> in(names_.size(), false);
   for (bool changed = true; changed;) {
     changed = false;
-    for (size_t r = 0; r < n; ++r) {
-      if (ends[r]) continue;
+    for (size_t r = 0; r < names_.size(); ++r) {
+      if (in[r]) continue;
       for (const auto& alt : alternatives_[r]) {
-        const bool all = std::all_of(alt.symbols.begin(), alt.symbols.end(), [&](int32_t s) {
-          return s >= 0 ? classes_[static_cast<size_t>(s)].any() : ends[Grammar::symbol_rule(s)];
-        });
-        if (all) {
-          ends[r] = true;
+        if (std::all_of(alt.symbols.begin(), alt.symbols.end(), [&](int32_t s) { return holds(s, in); })) {
+          in[r] = true;
           changed = true;
           break;
         }
       }
     }
   }
+  return in;
+}
+
+// Whether `rule` derives at least one finite byte string: a rule ends if one of its
+// alternatives holds only non-empty byte classes and rules that end. A grammar whose root
+// does not would let generation stop at once with text it never allowed.
+bool GrammarBuilder::matches_some_text(int32_t rule) const {
+  const std::vector<bool> ends = rules_with_an_alternative_of([this](int32_t s, const std::vector<bool>& in) {
+    return s >= 0 ? classes_[static_cast<size_t>(s)].any() : in[Grammar::symbol_rule(s)];
+  });
   return ends[static_cast<size_t>(rule)];
 }
 

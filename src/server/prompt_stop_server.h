@@ -23,10 +23,6 @@ class PromptStopServer : public httplib::Server {
   // Idle connections close now, and every connection closes after its current request.
   void stop_waiting();
 
-  // A request (its head and body) must arrive within `grace_ms` plus one second for every
-  // `min_bytes_per_s` bytes received; a slower one is dropped. cpp-httplib's read timeout
-  // bounds each read, not the request: a client sending one byte every few seconds held a
-  // worker for ever, and 128 of them (one per worker) left the server answering nothing.
   // On this worker thread, the bytes its current request had sent when it passed the read
   // limit, or 0. cpp-httplib 0.11 checks its payload limit against Content-Length only: a chunked
   // body of any size was read into memory. A request may now read the payload limit twice over
@@ -34,6 +30,10 @@ class PromptStopServer : public httplib::Server {
   // answers 413 when this is set.
   static int64_t request_over_limit();
 
+  // A request (its head and body) must arrive within `grace_ms` plus one second for every
+  // `min_bytes_per_s` bytes received; a slower one is dropped. cpp-httplib's read timeout
+  // bounds each read, not the request: a client sending one byte every few seconds held a
+  // worker for ever, and 128 of them (one per worker) left the server answering nothing.
   void set_request_deadline(int grace_ms, int min_bytes_per_s) {
     request_grace_ms_ = grace_ms;
     request_min_rate_ = min_bytes_per_s;

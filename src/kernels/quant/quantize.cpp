@@ -95,20 +95,23 @@ void quantize(const float* src, DType dtype, int64_t count, void* dst) {
   const size_t bb = dtype_block_bytes(dtype);
   TANDEM_CHECK(count % be == 0);
   auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t b = 0; b < count / be; ++b, src += be, out += bb) {
+  const int64_t blocks = count / be;
+  // Whole runs, in SIMD where the CPU has it (ADR 0064).
+  switch (dtype) {
+    case DType::q8_0:
+      return quantize_q8_0_blocks(src, blocks, out);
+    case DType::q4_0:
+      return kernels_for(active_isa()).quantize_q4_0(src, blocks, out);
+    case DType::q4_k:
+      return kernels_for(active_isa()).quantize_q4_k(src, blocks, out);
+    default:
+      break;
+  }
+  for (int64_t b = 0; b < blocks; ++b, src += be, out += bb) {
     switch (dtype) {
-      case DType::q8_0:  // every block at once, in SIMD where the CPU has it
-        quantize_q8_0_blocks(src, count / be, out);
-        return;
-      case DType::q4_0:  // every block at once, in SIMD where the CPU has it
-        kernels_for(active_isa()).quantize_q4_0(src, count / be, out);
-        return;
       case DType::q5_0:
         quant::quantize_block_q5_0(src, out);
         break;
-      case DType::q4_k:  // every block at once: the fit runs several in SIMD lanes
-        kernels_for(active_isa()).quantize_q4_k(src, count / be, out);
-        return;
       case DType::q6_k:
         quant::quantize_block_q6_k(src, out);
         break;

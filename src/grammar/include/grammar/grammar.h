@@ -17,6 +17,7 @@
 
 #include <bitset>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -71,6 +72,10 @@ class GrammarBuilder {
   Expected<Grammar> finish(const std::string& root = "root");
 
  private:
+  // The least set of rules in which a rule is once one of its alternatives has only symbols
+  // `holds` accepts, given the set so far (a fixpoint over every rule).
+  std::vector<bool> rules_with_an_alternative_of(
+      const std::function<bool(int32_t symbol, const std::vector<bool>& in)>& holds) const;
   bool matches_some_text(int32_t rule) const;
   std::optional<std::string> left_recursion() const;
 

@@ -51,7 +51,12 @@ namespace {
 // with x loaded with the weights) streams the 8B LM head at 0.89 of read
 // against 0.83 alone, loses elsewhere, and on the LM head in the model moved
 // the 8B decode by +1.5% in one call and -1.3% in the next: a knob only.
-constexpr int kSmallTileVariants = 19;
+// 19 and 20 (ADR 0066) are the TMA wgmma kernel's m64 tiles (gemm_wgmma_tma.cu
+// configurations 4 and 3: 64 x rows × 128 / 256 weight rows, the two consumer
+// warpgroups splitting the weight rows); where the build or the device has no
+// sm_90a, or x is not 16-byte aligned, they run 5.
+constexpr int kSmallTileVariants = 21;
+constexpr int kM64Narrow = 19, kM64Wide = 20;
 constexpr int kBySize = -2;  // the default: by the matrix's shape (by_size_variant)
 constexpr int64_t kLargeMatrix = int64_t{1} << 24;
 
@@ -112,15 +117,22 @@ int by_size_variant(int64_t n, int64_t k) {
   return gemm_slicing(n, k).slices == 1 && n * k >= b.whole_min ? b.whole : b.sliced;
 }
 
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// The m64 TMA wgmma tile (variants 19, 20; wide modes 3, 4) where it can run.
+bool m64_tile_runs(const void* x) { return wgmma_available() && aligned16(x); }
+
 // 17..64 x rows (ADR 0060): the small tile's chain with 32 or 64 x rows per
 // block, so the weights stream once per block row as at M <= 16, instead of
 // the medium / large tiles (a 64 x 64 or a mostly empty 128-row wgmma block).
 // TANDEM_CUDA_WIDE_TILE (read once) or set_wide_small_tile: 0 off (17+ rows
 // take the medium / large tile, as before), 1 on, 2 on with 4 more warps that
-// only queue copies (variant 8's idea). Every mode gives the same bits.
+// only queue copies (variant 8's idea), 3 / 4 the m64 TMA wgmma tile with 128 /
+// 256 weight rows per block (variants 19 / 20; mode 1 where it cannot run).
+// Every mode gives the same bits.
 // Default 1 (H200, 2026-12-02 22:00: the 8-layer 8B step at 17 / 32 rows
 // 5.11 / 6.61 -> 3.92 / 5.70 ms, unchanged at 1..16 and 64; ADR 0060).
-constexpr int kWideModes = 3;
+constexpr int kWideModes = 5;
 constexpr int kDefaultWide = 1;
 constexpr int64_t kWideMaxRows = 64;
 std::atomic<int> wide_choice{-1};
@@ -133,6 +145,8 @@ int64_t small_tile_max_rows() { return wide_mode() != 0 ? kWideMaxRows : 16; }
 template <bool F32X>
 Status launch_wide(int mode, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                    int64_t k, float* y, int64_t slice) {
+  if ((mode == 3 || mode == 4) && m64_tile_runs(x))
+    return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, mode == 3 ? 4 : 3);
   // 64 weight rows, 4 compute warps, 3 stages of 128 k: 72 / 96 KB (bf16 x), 96 / 144 KB (f32 x).
   if (m <= 32)
     return mode == 2 ? launch<Tile<64, 32, 4, 1, 128, 3, F32X, 256>>(stream, x, m, w, n, k, y, slice)
@@ -147,6 +161,11 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
   if (m > 16 && m <= kWideMaxRows && wide_mode() != 0)
     return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice);
   if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
+  if (variant == kM64Narrow || variant == kM64Wide) {
+    if (m64_tile_runs(x))
+      return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant == kM64Narrow ? 4 : 3);
+    variant = 5;
+  }
   const bool eight =
       variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
   if (eight && m > 8) variant = 5;
@@ -287,8 +306,6 @@ int current_multiprocessors() {
   if (device >= 0 && device < 64) cached[device].store(count, std::memory_order_relaxed);
   return count;
 }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // The automatic tile of a K-sliced call (ADRs 0055, 0057): counts the K
 // slices as blocks, so that e.g. the 8B o and down projections (4 slices) at

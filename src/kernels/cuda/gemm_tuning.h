@@ -23,7 +23,8 @@ int small_tile_variants();
 bool small_tile_variant_retired(int variant);
 void set_small_tile_variant(int variant);
 // The small tile at 17..64 x rows (TANDEM_CUDA_WIDE_TILE; ADR 0060): 0 off
-// (medium / large tiles there), 1 on, 2 on with copy-only warps; same bits.
+// (medium / large tiles there), 1 on, 2 on with copy-only warps, 3 / 4 the
+// m64 TMA wgmma tile with 128 / 256 weight rows per block (ADR 0066); same bits.
 int wide_small_tile();
 void set_wide_small_tile(int mode);
 // The same for the large tile (TANDEM_CUDA_LARGE_TILE; ADR 0044).

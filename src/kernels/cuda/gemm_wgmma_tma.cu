@@ -40,9 +40,15 @@
 namespace tandem::kernels::gpu {
 namespace {
 
-template <int TN, int WGM_, bool F32X_, int STAGES_, int INFLIGHT_>
+// CN: the weight rows of one consumer warpgroup. CN == TN: the two consumers
+// take 64 · WGM x rows each (BM = 128 · WGM); CN == TN / 2: both take the same
+// 64 · WGM x rows and one half of the weight rows each (BM = 64 · WGM; the m64
+// tile for 1..64 x rows, ADR 0066).
+template <int TN, int WGM_, bool F32X_, int STAGES_, int INFLIGHT_, int CN_ = TN>
 struct TmaTile {
-  static constexpr int BN = TN, WGM = WGM_, BM = 128 * WGM_, BK = 64, STAGES = STAGES_;
+  static constexpr int BN = TN, CN = CN_, WGM = WGM_, BK = 64, STAGES = STAGES_;
+  static constexpr bool kSplitN = CN_ != TN;
+  static constexpr int BM = (kSplitN ? 64 : 128) * WGM_;
   static constexpr int INFLIGHT = INFLIGHT_;
   static constexpr bool F32X = F32X_;
   static constexpr int kChunks = 2;
@@ -55,6 +61,10 @@ struct TmaTile {
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 384 * 168, "setmaxnreg budget");
   static_assert(kSmem <= 227 * 1024, "shared memory");
   static_assert(kWStage % 1024 == 0 && kXStage % 1024 == 0, "128B-swizzle atoms");
+  static_assert(CN == TN || 2 * CN == TN, "one consumer takes all weight rows or half");
+  struct Store {  // store_acc's view of one consumer's accumulators
+    static constexpr int BN = CN_;
+  };
 };
 
 // ---- TMA ------------------------------------------------------------------------
@@ -120,7 +130,7 @@ __device__ __forceinline__ void load_a_tma(const unsigned char* xs, int row, int
 }
 
 template <class T>
-__device__ __forceinline__ void mma_tile_tma(float (&acc)[Acc<T::BN>::kRegs], uint32_t ws,
+__device__ __forceinline__ void mma_tile_tma(float (&acc)[Acc<T::CN>::kRegs], uint32_t ws,
                                              const uint32_t (&ahi)[T::kChunks][2][4],
                                              const uint32_t (&alo)[T::kChunks][2][4]) {
 #pragma unroll
@@ -128,8 +138,8 @@ __device__ __forceinline__ void mma_tile_tma(float (&acc)[Acc<T::BN>::kRegs], ui
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
       const uint64_t desc = wgmma_desc_sw128(ws + (2 * j + t) * 32);
-      Acc<T::BN>::mma(acc, ahi[j][t], desc);
-      if constexpr (T::F32X) Acc<T::BN>::mma(acc, alo[j][t], desc);
+      Acc<T::CN>::mma(acc, ahi[j][t], desc);
+      if constexpr (T::F32X) Acc<T::CN>::mma(acc, alo[j][t], desc);
     }
 }
 
@@ -144,7 +154,8 @@ struct Frags {
 template <class T>
 __device__ __forceinline__ void consume(int kt, int tiles, uint32_t smem, const unsigned char* ring,
                                         uint32_t full0, uint32_t empty0, int row0, int c, int lane,
-                                        float (&acc)[T::WGM][Acc<T::BN>::kRegs], Frags<T>& a) {
+                                        uint32_t w_offset, float (&acc)[T::WGM][Acc<T::CN>::kRegs],
+                                        Frags<T>& a) {
   const int s = kt % T::STAGES;
   mbar_wait(full0 + 8 * s, (kt / T::STAGES) & 1);
   const unsigned char* xs = ring + s * T::kStage + T::kWStage;
@@ -152,7 +163,8 @@ __device__ __forceinline__ void consume(int kt, int tiles, uint32_t smem, const 
   for (int mb = 0; mb < T::WGM; ++mb) load_a_tma<T>(xs, row0 + 64 * mb, c, a.hi[mb], a.lo[mb]);
   wgmma_fence();
 #pragma unroll
-  for (int mb = 0; mb < T::WGM; ++mb) mma_tile_tma<T>(acc[mb], smem + s * T::kStage, a.hi[mb], a.lo[mb]);
+  for (int mb = 0; mb < T::WGM; ++mb)
+    mma_tile_tma<T>(acc[mb], smem + s * T::kStage + w_offset, a.hi[mb], a.lo[mb]);
   wgmma_commit();
   if constexpr (T::INFLIGHT == 0)
     wgmma_wait<0>();
@@ -229,28 +241,34 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // consumers
   setmaxnreg_inc<T::kConsumerRegs>();
   const int g = lane >> 2, c = lane & 3;
-  const int row0 = ((warp - 4) >> 2) * 64 * T::WGM + (warp & 3) * 16 + g;  // first A row, m block 0
-  float acc[T::WGM][Acc<T::BN>::kRegs];
+  // Consumer warpgroup cw: its x rows (all BM with split N) and weight rows.
+  const int cw = (warp - 4) >> 2;
+  const int row0 = (T::kSplitN ? 0 : cw * 64 * T::WGM) + (warp & 3) * 16 + g;  // first A row, m block 0
+  const int n_off = T::kSplitN ? cw * T::CN : 0;
+  const uint32_t w_offset = static_cast<uint32_t>(n_off) * 128;  // whole 8-row swizzle atoms
+  float acc[T::WGM][Acc<T::CN>::kRegs];
 #pragma unroll
   for (int mb = 0; mb < T::WGM; ++mb)
 #pragma unroll
-    for (int i = 0; i < Acc<T::BN>::kRegs; ++i) acc[mb][i] = 0.0f;
+    for (int i = 0; i < Acc<T::CN>::kRegs; ++i) acc[mb][i] = 0.0f;
   if constexpr (T::INFLIGHT == 0) {
     Frags<T> a;
     for (int kt = 0; kt < tiles; ++kt)
-      consume<T>(kt, tiles, smem, ring, full0, empty0, row0, c, lane, acc, a);
+      consume<T>(kt, tiles, smem, ring, full0, empty0, row0, c, lane, w_offset, acc, a);
   } else {  // two fragment sets, alternating: the set of a tile in flight is not rewritten
     Frags<T> a0, a1;
     for (int kt = 0; kt < tiles; kt += 2) {
-      consume<T>(kt, tiles, smem, ring, full0, empty0, row0, c, lane, acc, a0);
-      if (kt + 1 < tiles) consume<T>(kt + 1, tiles, smem, ring, full0, empty0, row0, c, lane, acc, a1);
+      consume<T>(kt, tiles, smem, ring, full0, empty0, row0, c, lane, w_offset, acc, a0);
+      if (kt + 1 < tiles)
+        consume<T>(kt + 1, tiles, smem, ring, full0, empty0, row0, c, lane, w_offset, acc, a1);
     }
   }
   wgmma_wait<0>();
   pdl_wait();  // y may still be read by the previous kernel
   float* y = y_base + static_cast<int64_t>(blockIdx.z) * m * n;
 #pragma unroll
-  for (int mb = 0; mb < T::WGM; ++mb) store_acc<T>(y, acc[mb], m0, n0, row0 + 64 * mb, c, m, n);
+  for (int mb = 0; mb < T::WGM; ++mb)
+    store_acc<typename T::Store>(y, acc[mb], m0, n0 + n_off, row0 + 64 * mb, c, m, n);
 }
 
 // ---- host: tensor maps through the driver entry point (no libcuda link) ----------
@@ -319,6 +337,10 @@ Status launch_tma_config(int config, cudaStream_t s, const void* x, int64_t m, c
       return launch_tma<TmaTile<256, 1, F32X, kStages, 1>>(s, x, m, w, n, k, y, slice);
     case 2:  // 256 x rows × 128 weight rows (two m64 blocks per consumer warpgroup)
       return launch_tma<TmaTile<128, 2, F32X, kStages256Rows, 0>>(s, x, m, w, n, k, y, slice);
+    case 3:  // m64: 64 x rows × 256 weight rows, 128 per consumer warpgroup (ADR 0066)
+      return launch_tma<TmaTile<256, 1, F32X, F32X ? 4 : 5, 0, 128>>(s, x, m, w, n, k, y, slice);
+    case 4:  // m64: 64 x rows × 128 weight rows, 64 per consumer warpgroup, a deeper ring
+      return launch_tma<TmaTile<128, 1, F32X, F32X ? 6 : 8, 0, 64>>(s, x, m, w, n, k, y, slice);
     default:  // 0: 128 x rows × 256 weight rows, wgmmas waited per tile
       return launch_tma<TmaTile<256, 1, F32X, kStages, 0>>(s, x, m, w, n, k, y, slice);
   }

@@ -21,6 +21,13 @@ namespace {
 template <int N>
 struct Acc;
 template <>
+struct Acc<64> {
+  static constexpr int kRegs = 32;
+  __device__ static void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    wgmma_m64n64k16_rs(d, a[0], a[1], a[2], a[3], desc);
+  }
+};
+template <>
 struct Acc<128> {
   static constexpr int kRegs = 64;
   __device__ static void mma(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {

@@ -321,7 +321,8 @@ TEST_P(GemmSliced, EverySmallTileVariantGivesTheSameBitsOnLargeMatrices) {
 }
 
 // The small tile at 17..64 x rows (ADR 0060, TANDEM_CUDA_WIDE_TILE): modes 1
-// and 2 (32 or 64 x rows per block; 2 adds copy-only warps) give mode 0's
+// and 2 (32 or 64 x rows per block; 2 adds copy-only warps) and 3 and 4 (the
+// m64 TMA wgmma tile, ADR 0066) give mode 0's
 // bits (17+ rows on the medium tile, as before), plain and K-sliced, through
 // `automatic` and the explicit small tile, on a K-sliced 4100 x 4104 matrix, an
 // unsliced 16400 x 1032 one (the LM-head class) and a small 200 x 904 one;
@@ -342,7 +343,7 @@ TEST_P(GemmSliced, WideSmallTileGivesTheSameBits) {
       ASSERT_TRUE(all_finite(plain.back()) && all_finite(sliced.back())) << "m=" << m;
     }
     const std::vector<float> alone = run(p, 63, 1, *stream), alone_sliced = run_sliced(p, 63, 1, *stream);
-    for (const int mode : {1, 2}) {
+    for (const int mode : {1, 2, 3, 4}) {
       set_wide_small_tile(mode);
       for (size_t i = 0; i < std::size(ms); ++i) {
         for (const GemmTile tile : {GemmTile::automatic, GemmTile::small}) {

@@ -90,7 +90,8 @@ void matmul_splitk(const Ctx& ctx, const KernelTable& kt, const MatmulArgs& whol
 
 void matmul(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, float* y) {
   if (m <= 0) return;
-  if (!w.parts().empty()) {  // stacked: each part fills its own columns
+  TANDEM_CHECK(!w.released());  // its weights live on a device now (ADR 0067)
+  if (!w.parts().empty()) {     // stacked: each part fills its own columns
     int64_t col = 0;
     for (const PackedMatrix& part : w.parts()) {
       quant::matmul_quantized(ctx, x, m, part, y + col, w.n());

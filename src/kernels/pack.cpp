@@ -128,10 +128,16 @@ void unpack_panel(const T* panel, int64_t k, int64_t j0, int64_t j1, const int64
 
 void PackedMatrix::unpack(void* dst) const { unpack_rows(*this, 0, n_, dst); }
 
+void PackedMatrix::release_data() {
+  data_ = AlignedBuffer<uint8_t>();
+  for (PackedMatrix& p : parts_) p.release_data();
+  released_ = true;
+}
+
 void unpack_rows(const PackedMatrix& w, int64_t row_begin, int64_t rows, void* dst) {
   const DType dtype = w.dtype();
   const int64_t n = w.n(), k = w.k();
-  TANDEM_CHECK(!dtype_is_quantized(dtype) && w.parts().empty());
+  TANDEM_CHECK(!dtype_is_quantized(dtype) && w.parts().empty() && !w.released());
   TANDEM_CHECK(row_begin >= 0 && rows >= 0 && row_begin + rows <= n);
   const size_t esize = dtype_size(dtype);
   int64_t slot[kPanel];

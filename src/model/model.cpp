@@ -273,8 +273,31 @@ size_t Model::weight_bytes_per_token() const {
   return bytes;
 }
 
+void Model::release_host_matrices() {
+  auto expert = [](ExpertWeights& e) {
+    e.gate_up.release_data();
+    e.down.release_data();
+  };
+  for (LayerWeights& w : layers_) {
+    for (kernels::PackedMatrix* m : {&w.qkv, &w.o, &w.gate_up, &w.down, &w.router, &w.shared_expert_gate,
+                                     &w.per_layer_gate, &w.per_layer_projection})
+      m->release_data();
+    for (ExpertWeights& e : w.experts) expert(e);
+    expert(w.shared_expert);
+  }
+  lm_head_.release_data();
+  per_layer_model_projection_.release_data();
+  host_matrices_released_ = true;
+}
+
 Status Model::place_on(const Placement& placement) {
   TANDEM_RETURN_IF_ERROR(check_placement(placement));
+  if (host_matrices_released_) {
+    if (placement == placement_) return Status::Ok();
+    return failed_precondition("the model's host weights were freed when it was placed on " +
+                               device_name(placement_) + " (ADR 0067); load it again to place it on " +
+                               device_name(placement));
+  }
   if (placement.kind == DeviceKind::cpu) {
     device_weights_.reset();
     placement_ = placement;
@@ -297,6 +320,10 @@ Status Model::place_on(const Placement& placement) {
   device_weights_ = std::shared_ptr<const DeviceWeights>(std::move(weights).value());
   placement_ = placement;
   checkpoint_.drop_resident_pages();  // the upload read the embedding table (a tied head) again
+  // The device holds every matrix now; the host's packed copy would only sit
+  // in memory (16 GB for an 8B model). Norms, biases and the embedding's
+  // checkpoint view stay.
+  release_host_matrices();
   return Status::Ok();
 #else
   return failed_precondition("this build has no CUDA");

@@ -60,6 +60,33 @@ TEST(Matmul, UnpackRestoresTheRowMajorBytes) {
   }
 }
 
+// release_data() (ADR 0067: a model placed on a device) frees the weights and
+// keeps what the shape-only callers read; a stacked matrix frees its parts.
+TEST(Matmul, ReleasedMatrixKeepsItsShapeAndFreesItsWeights) {
+  const int64_t n = 4096, k = 520;  // 4 MiB of bf16: a buffer of its own mapping
+  std::vector<uint16_t> src(static_cast<size_t>(n * k), 0x3F80);
+  PackedMatrix packed = PackedMatrix::pack(src.data(), DType::bf16, n, k);
+  const size_t bytes = packed.weight_bytes();
+  ASSERT_NE(packed.data(), nullptr);
+  EXPECT_FALSE(packed.released());
+  packed.release_data();
+  EXPECT_TRUE(packed.released());
+  EXPECT_EQ(packed.data(), nullptr);
+  EXPECT_EQ(packed.n(), n);
+  EXPECT_EQ(packed.k(), k);
+  EXPECT_EQ(packed.dtype(), DType::bf16);
+  EXPECT_EQ(packed.weight_bytes(), bytes);
+
+  std::vector<uint8_t> q(static_cast<size_t>(dtype_row_bytes(DType::q8_0, 64)) * 8, 0);
+  std::vector<PackedMatrix> parts;
+  parts.push_back(PackedMatrix::pack(q.data(), DType::q8_0, 8, 64));
+  parts.push_back(PackedMatrix::pack(q.data(), DType::q8_0, 8, 64));
+  PackedMatrix stacked = PackedMatrix::stack(std::move(parts));
+  stacked.release_data();
+  EXPECT_EQ(stacked.n(), 16);
+  for (const PackedMatrix& p : stacked.parts()) EXPECT_TRUE(p.released() && p.data() == nullptr);
+}
+
 // unpack_rows() (kernels/unpack.h) gives unpack()'s bytes for any row range: ranges inside one
 // panel, across panels and partial groups, the tail, empty; k spans several
 // of its 64-element blocks.

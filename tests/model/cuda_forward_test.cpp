@@ -497,6 +497,32 @@ TEST(CudaForward, RefusesNonBf16WeightsWithAStatus) {
   EXPECT_EQ((*m)->placement().kind, DeviceKind::cpu);
 }
 
+// ADR 0067: once on the device, the host's packed matrices are freed (shapes
+// kept); the same placement again is a no-op, another one a clear error, and
+// the forward runs from the device copy.
+TEST(CudaForward, PlacedModelFreesItsHostMatrices) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  for (const char* name : {"qwen2_moe_shared_bf16", "llama_default_bf16"}) {
+    Rig r = make_rig(name, true);
+    const LayerWeights& w = r.model->layers()[0];
+    const kernels::PackedMatrix& m = r.model->config().sparse(0) ? w.router : w.qkv;
+    EXPECT_TRUE(m.released()) << name;
+    EXPECT_EQ(m.data(), nullptr) << name;
+    EXPECT_GT(m.n(), 0) << name;
+    EXPECT_GT(r.model->weight_bytes_per_token(), size_t{0}) << name;
+    EXPECT_TRUE(r.model->place_on(kCuda).ok()) << name;
+    const Status cpu = r.model->place_on(Placement{});
+    EXPECT_EQ(cpu.code(), StatusCode::kFailedPrecondition) << name;
+    EXPECT_NE(cpu.message().find("load it again"), std::string::npos) << cpu.to_string();
+    EXPECT_EQ(r.model->placement().kind, DeviceKind::cuda) << name;
+    const SequenceId seq = r.kv->create_sequence();
+    const std::vector<float> logits =
+        run_rows(r, {SequenceStep{seq, long_tokens(r.vocab(), 3), 0, LogitRows::last}}, 0);
+    ASSERT_EQ(logits.size(), static_cast<size_t>(r.vocab())) << name;
+    for (const float v : logits) ASSERT_TRUE(std::isfinite(v)) << name;
+  }
+}
+
 TEST(CudaForward, BadDeviceIndexIsAStatus) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   auto m = Model::load(fixture_dir("tandem_target"));

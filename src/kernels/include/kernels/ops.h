@@ -133,6 +133,12 @@ class PackedMatrix {
   // pack; n * k * dtype_size bytes), e.g. to upload it to a device. Float
   // dtypes only (CHECKed).
   void unpack(void* dst) const;
+  // Frees the packed weights (and the parts'), keeping n, k, dtype and
+  // weight_bytes: for a model whose forward runs on a device that holds its
+  // own copy (ADR 0067). Afterwards data() is null and the matrix must not
+  // reach matmul or unpack.
+  void release_data();
+  bool released() const { return released_; }
 
  private:
   int64_t n_ = 0, k_ = 0;
@@ -140,6 +146,7 @@ class PackedMatrix {
   size_t weight_bytes_ = 0;
   AlignedBuffer<uint8_t> data_;
   std::vector<PackedMatrix> parts_;  // stacked: the row blocks; data_ is empty
+  bool released_ = false;
 };
 
 // y[m][n] = sum_k x[m][k] * W[n][k]   (x: [m][k] with row stride k; y: [m][n])

@@ -139,6 +139,9 @@ class Model {
   // naming the tensor; ResourceExhausted when the device is full). Every
   // Forward built on the model afterwards runs there. An MTP block needs its
   // target placed on the same device first. cpu: drops any device copy.
+  // Once on cuda the host's packed matrices are freed (ADR 0067: an 8B model
+  // keeps 16 GB of host memory otherwise): placing it again elsewhere is then
+  // FailedPrecondition (load the model again); the same placement is a no-op.
   Status place_on(const Placement& placement);
   const Placement& placement() const { return placement_; }
   // The device copy (nullptr unless placed on cuda).
@@ -179,8 +182,11 @@ class Model {
   std::vector<float> per_layer_projection_norm_;
   int64_t parameters_ = 0;
   const Model* borrowed_from_ = nullptr;  // an MTP block's target
+  void release_host_matrices();           // after an upload (ADR 0067)
+
   Placement placement_;
   std::shared_ptr<const DeviceWeights> device_weights_;
+  bool host_matrices_released_ = false;
 };
 
 }  // namespace tandem::model

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string_view>
 
 #include "server/request_fields.h"
 
@@ -39,22 +41,33 @@ void parse_stop_field(const json& body, GenerationRequest& r) {
 
 namespace {
 
+// A logit_bias key as OpenAI's API takes it: a token id written in canonical decimal ("0", "42"),
+// at most int32's maximum. Anything else (" 1", "+1", "01", "1 ", "1e3") is not a token id:
+// std::stoll read " 1" and "+1" as 1, so two spellings could bias one token twice.
+std::optional<int32_t> token_id_key(std::string_view key) {
+  if (key.empty() || key.size() > 10 || (key.size() > 1 && key[0] == '0')) return std::nullopt;
+  int64_t id = 0;
+  for (char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    id = id * 10 + (c - '0');
+  }
+  if (id > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  return static_cast<int32_t>(id);
+}
+
 void parse_logit_bias(const json& body, GenerationRequest& r) {
   const json* v = field(body, "logit_bias");
   if (!v) return;
   if (!v->is_object()) fail("logit_bias", "'logit_bias' must be an object mapping token ids to numbers");
   for (const auto& [key, value] : v->items()) {
-    size_t used = 0;
-    long long id = -1;
-    try {
-      id = std::stoll(key, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (used != key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
-      fail("logit_bias", "'logit_bias' key '" + key + "' is not a token id");
+    constexpr size_t kQuoted = 40;  // of a long key, the message quotes the start
+    const std::string shown = key.size() > kQuoted ? key.substr(0, kQuoted) + "..." : key;
+    const auto id = token_id_key(key);
+    if (!id)
+      fail("logit_bias", "'logit_bias' key '" + shown +
+                             "' is not a token id (a non-negative integer in decimal, such as \"42\")");
     if (!value.is_number()) fail("logit_bias", "'logit_bias' value for token " + key + " must be a number");
-    r.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), to_float(value.get<double>()));
+    r.sampling.logit_bias.emplace_back(*id, to_float(value.get<double>()));
   }
 }
 

@@ -196,6 +196,72 @@ TEST_F(ServedRoutesTest, MemoryOfLargeBodiesIsReturned) {
 #endif
 }
 
+// logit_bias keys are token ids written in decimal (OpenAI's API). std::stoll read " 1", "+1", "01"
+// and "1 " as token 1, so a typo biased a token silently (and two spellings biased it twice). Each is
+// now a 400 naming logit_bias and the key, on all three routes that take it, as is a token outside
+// the vocabulary (8192 here); canonical keys and llama-server's [[id, bias]] form still bias.
+TEST_F(ServedRoutesTest, LogitBiasKeysMustBeDecimalTokenIds) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(60, 0);
+  auto post = [&client](const char* path, const nlohmann::json& body) {
+    auto reply = client.Post(path, body.dump(), "application/json");
+    return reply ? std::make_pair(reply->status, nlohmann::json::parse(reply->body, nullptr, false))
+                 : std::make_pair(-1, nlohmann::json());
+  };
+  const std::pair<const char*, nlohmann::json> routes[] = {
+      {"/v1/chat/completions",
+       {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 1}, {"temperature", 0}}},
+      {"/v1/completions", {{"prompt", "Call me"}, {"max_tokens", 1}, {"temperature", 0}}},
+      {"/completion", {{"prompt", "Call me"}, {"n_predict", 1}, {"temperature", 0}}},
+  };
+  const std::string bad_keys[] = {" 1", "+1",  "01",       "1 ",   "-1",         "1.0",        "1e3",
+                                  "",   "0x1", "\xD9\xA1", "8192", "2147483648", "99999999999"};
+  const int32_t forced = 300;
+  const std::string forced_text = nlohmann::json::parse(
+      llama_detokenize(*service_, nlohmann::json{{"tokens", {forced}}}.dump()).body)["content"];
+  for (const auto& [path, base] : routes) {
+    for (const std::string& key : bad_keys) {
+      nlohmann::json body = base;
+      body["logit_bias"] = {{key, 5}};
+      const auto [status, reply] = post(path, body);
+      EXPECT_EQ(status, 400) << path << " key '" << key << "': " << reply;
+      ASSERT_TRUE(reply.contains("error")) << path << ": " << reply;
+      EXPECT_EQ(reply["error"]["type"], "invalid_request_error") << path;
+      EXPECT_EQ(reply["error"]["param"], "logit_bias") << path << " key '" << key << "'";
+      EXPECT_NE(reply["error"]["message"].get<std::string>().find(key.empty() ? "''" : key),
+                std::string::npos)
+          << path << ": " << reply["error"]["message"];
+    }
+    // A canonical key biases its token: +100 makes it the greedy choice.
+    nlohmann::json body = base;
+    body["logit_bias"] = {{"0", -1}, {std::to_string(forced), 100}};
+    const auto [status, reply] = post(path, body);
+    ASSERT_EQ(status, 200) << path << ": " << reply;
+    const nlohmann::json text = std::string(path) == "/v1/chat/completions"
+                                    ? reply["choices"][0]["message"]["content"]
+                                : std::string(path) == "/completion" ? reply["content"]
+                                                                     : reply["choices"][0]["text"];
+    EXPECT_EQ(text, forced_text) << path << ": " << reply;
+  }
+  // llama-server's array form: biases as the object does; its ids are checked the same way.
+  const auto [status, reply] =
+      post("/completion",
+           {{"prompt", "Call me"}, {"n_predict", 1}, {"temperature", 0}, {"logit_bias", {{forced, 100}}}});
+  ASSERT_EQ(status, 200) << reply;
+  EXPECT_EQ(reply["content"], forced_text);
+  for (const nlohmann::json& id :
+       {nlohmann::json(-1), nlohmann::json(8192), nlohmann::json(18446744073709551615ull)}) {
+    const auto [bad_status, bad_reply] =
+        post("/completion", {{"prompt", "Call me"}, {"n_predict", 1}, {"logit_bias", {{id, 1}}}});
+    EXPECT_EQ(bad_status, 400) << id;
+    EXPECT_EQ(bad_reply["error"]["param"], "logit_bias") << bad_reply;
+    EXPECT_NE(bad_reply["error"]["message"].get<std::string>().find(id.dump()), std::string::npos)
+        << bad_reply;
+  }
+}
+
 // An HTTP/1.0 client has no chunked coding: RFC 9112 section 6.1 says a server must not send
 // Transfer-Encoding in reply to one. Streams were chunked whatever the request's version, so such a
 // client read chunk sizes inside its events. They now come as plain bytes that end when the

@@ -210,7 +210,8 @@ void HttpServer::install_routes() {
       http_->Delete(path, wrong_method("GET"));
     }
   }
-  install_compat_routes(*http_, svc);
+  auto* server = static_cast<PromptStopServer*>(http_.get());
+  install_compat_routes(*http_, svc, {options_.timeout_s, [server] { return server->stopping(); }});
   install_cors(*http_, cors);
 }
 

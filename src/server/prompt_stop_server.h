@@ -22,6 +22,7 @@ class PromptStopServer : public httplib::Server {
 
   // Idle connections close now, and every connection closes after its current request.
   void stop_waiting();
+  bool stopping() const { return stopping_.load(); }
 
   // On this worker thread, the bytes its current request had sent when it passed the read
   // limit, or 0. cpp-httplib 0.11 checks its payload limit against Content-Length only: a chunked

@@ -69,7 +69,8 @@ Service* ServedRoutesTest::service_ = nullptr;
 // thread from construction until destruction (also when an ASSERT leaves the test early).
 class LiveServer {
  public:
-  explicit LiveServer(Service& service) : server_(service, options()), bound_(server_.bind().ok()) {
+  explicit LiveServer(Service& service, int timeout_s = 0)
+      : server_(service, options(timeout_s)), bound_(server_.bind().ok()) {
     if (bound_) thread_ = std::thread([this] { server_.run(); });
   }
   ~LiveServer() {
@@ -83,9 +84,10 @@ class LiveServer {
   int port() const { return server_.port(); }
 
  private:
-  static HttpOptions options() {
+  static HttpOptions options(int timeout_s) {
     HttpOptions o;
     o.port = 0;
+    o.timeout_s = timeout_s;
     o.worker_threads = 4;
     o.webui = false;
     return o;
@@ -122,6 +124,103 @@ TEST_F(ServedRoutesTest, MoreEmbeddingInputsThanTheLimitAreRefused) {
   HttpReply ok = openai_embeddings(svc, nlohmann::json{{"input", words(kMaxEmbeddingInputs)}}.dump());
   ASSERT_EQ(ok.status, 200) << ok.body.substr(0, 200);
   EXPECT_EQ(nlohmann::json::parse(ok.body)["data"].size(), kMaxEmbeddingInputs);
+}
+
+// `n` inputs of 60 token ids each (the context is 64): each is a forward of its own.
+std::string long_embeddings_body(size_t n) {
+  nlohmann::json inputs = nlohmann::json::array();
+  for (size_t i = 0; i < n; ++i) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (int t = 0; t < 60; ++t) ids.push_back(static_cast<int>((i * 131 + t * 17) % 8000 + 10));
+    inputs.push_back(std::move(ids));
+  }
+  return nlohmann::json{{"input", inputs}}.dump();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Embeddings run on the HTTP worker under the embedder's one mutex. A client that sent 2048 long
+// inputs and left kept that batch running to its end, and every other embeddings request waiting
+// behind it. Now the batch stops at its next forward once the client is gone.
+TEST_F(ServedRoutesTest, EmbeddingsStopWhenTheClientLeaves) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  // What the whole batch would cost, from a sixteenth of it.
+  auto started = std::chrono::steady_clock::now();
+  ASSERT_EQ(openai_embeddings(*service_, long_embeddings_body(kMaxEmbeddingInputs / 16)).status, 200);
+  const double full_batch_s = seconds_since(started) * 16;
+  ASSERT_GT(full_batch_s, 4.0) << "the batch is too short to tell a stopped one from a finished one";
+  const std::string body = long_embeddings_body(kMaxEmbeddingInputs);
+  const int s = testing::connect_local(server.port());
+  ASSERT_GE(s, 0);
+  const std::string request =
+      "POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(send(s, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the batch is running
+  close(s);
+  // The embedder is free again within a forward or two: a short request gets its vector.
+  started = std::chrono::steady_clock::now();
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(120, 0);
+  auto reply = client.Post("/v1/embeddings", R"({"input": "Call me Ishmael."})", "application/json");
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200) << reply->body.substr(0, 200);
+  EXPECT_LT(seconds_since(started), full_batch_s / 4)
+      << "the abandoned batch ran on (whole batch: ~" << full_batch_s << " s)";
+}
+
+// With -to/--timeout, an embeddings request stops at its next forward once it has run that long:
+// a 503 "timeout", and the embedder is free for the next request.
+TEST_F(ServedRoutesTest, EmbeddingsStopAtTheTimeout) {
+  LiveServer server(*service_, 1);
+  ASSERT_TRUE(server.bound());
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(120, 0);
+  const auto started = std::chrono::steady_clock::now();
+  auto reply = client.Post("/v1/embeddings", long_embeddings_body(kMaxEmbeddingInputs), "application/json");
+  const double took = seconds_since(started);
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 503) << reply->body.substr(0, 200);
+  const auto error = nlohmann::json::parse(reply->body, nullptr, false)["error"];
+  EXPECT_EQ(error["code"], "timeout") << reply->body.substr(0, 300);
+  EXPECT_NE(error["message"].get<std::string>().find("of 2048 inputs"), std::string::npos) << error;
+  EXPECT_LT(took, 3.0);
+  auto ollama = client.Post("/api/embed", long_embeddings_body(kMaxEmbeddingInputs), "application/json");
+  ASSERT_TRUE(ollama);
+  EXPECT_EQ(ollama->status, 503) << ollama->body.substr(0, 200);
+  EXPECT_EQ(client.Post("/v1/embeddings", R"({"input": "Call me Ishmael."})", "application/json")->status,
+            200);
+}
+
+// The server stopping (SIGTERM, after the drain) ends an embeddings batch at its next forward
+// with a 503, as it cuts a generation request: a long batch held the stop (and the process's
+// exit) until its last input.
+TEST_F(ServedRoutesTest, EmbeddingsStopWhenTheServerStops) {
+  auto server = std::make_unique<LiveServer>(*service_);
+  ASSERT_TRUE(server->bound());
+  const int port = server->port();
+  int status = -1;
+  std::string body;
+  std::thread client([&status, &body, port] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120, 0);
+    if (auto r = c.Post("/v1/embeddings", long_embeddings_body(kMaxEmbeddingInputs), "application/json")) {
+      status = r->status;
+      body = r->body;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the batch is running
+  const auto started = std::chrono::steady_clock::now();
+  server.reset();  // stops, and waits for its workers
+  const double stop_s = seconds_since(started);
+  client.join();
+  EXPECT_LT(stop_s, 3.0) << "the stop waited for the batch";
+  EXPECT_EQ(status, 503) << body.substr(0, 200);
+  EXPECT_NE(body.find("shutting down"), std::string::npos) << body.substr(0, 300);
 }
 
 // /tokenize with "with_pieces" built a json tree of {"id", "piece"} objects, ~300 bytes a token:

@@ -97,7 +97,7 @@ void parse_prompt_field(const json& body, GenerationRequest& r) {
   fail("prompt", std::string("'prompt' must be a string or an array of token ids, got ") + type_name(*v));
 }
 
-void parse_messages_field(const json& body, GenerationRequest& r) {
+void check_messages_field(const json& body) {
   const json* v = field(body, "messages");
   if (!v) fail("messages", "'messages' is required");
   if (!v->is_array() || v->empty()) fail("messages", "'messages' must be a non-empty array");
@@ -119,11 +119,14 @@ void parse_messages_field(const json& body, GenerationRequest& r) {
       }
     }
   }
-  r.messages = *v;
-  if (const json* tools = field(body, "tools")) {
-    if (!tools->is_array()) fail("tools", "'tools' must be an array");
-    r.tools = *tools;
-  }
+  if (const json* tools = field(body, "tools"); tools && !tools->is_array())
+    fail("tools", "'tools' must be an array");
+}
+
+void parse_messages_field(const json& body, GenerationRequest& r) {
+  check_messages_field(body);
+  r.messages = *field(body, "messages");
+  if (const json* tools = field(body, "tools")) r.tools = *tools;
 }
 
 // Types only: the ranges are sampling's (sampling::check_ranges, in parse_fields).
@@ -178,7 +181,7 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body,
   if (endpoint == Endpoint::completions) {
     parse_prompt_field(body, r);
   } else {
-    parse_messages_field(body, r);
+    check_messages_field(body);  // copied from the ordered parse (parse_generation_request)
   }
   auto max_tokens = integer(body, "max_tokens", 1, std::numeric_limits<int32_t>::max());
   auto max_completion = integer(body, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
@@ -203,7 +206,7 @@ ParseResult parse_generation_request(Endpoint endpoint, const std::string& body,
                                      const sampling::SamplingParams& defaults) {
   auto parsed = fields::parse_json_object(body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-  const json& object = std::get<json>(parsed);
+  json& object = std::get<json>(parsed);
   return fields::catch_field_errors<GenerationRequest>([&] {
     GenerationRequest r = parse_fields(endpoint, object, defaults);
     const bool chat = endpoint == Endpoint::chat_completions;
@@ -211,8 +214,10 @@ ParseResult parse_generation_request(Endpoint endpoint, const std::string& body,
     for (const char* key :
          {"response_format", "json_schema", "grammar", "tools", "tool_choice", "parallel_tool_calls"})
       structured = structured || object.contains(key);
+    object = json();  // freed before the second parse: a large body's trees are not held together
     // Again with key order kept: a schema's properties are generated in its
-    // order, and templates print tools and tool-call arguments as sent.
+    // order, and templates print tools and tool-call arguments as sent; a chat
+    // request's messages come from this parse (r.messages stays null).
     if (structured) {
       if (auto e = parse_structured(nlohmann::ordered_json::parse(body), chat, r.structured))
         throw fields::FieldError{*e};

@@ -5,6 +5,7 @@
 // memory follows their text.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "raw_http.h"
 #include "runtime/opened_model.h"
 #include "server/embeddings_api.h"
+#include "server/generation.h"
 #include "server/http_server.h"
 #include "server/llama_api.h"
 #include "server/service.h"
@@ -415,6 +417,48 @@ TEST_F(ServedRoutesTest, StreamsToAnHttp10ClientAreNotChunked) {
       }
     }
   }
+}
+
+// A process's memory in KiB from /proc/self/status: "VmRSS", or "VmHWM" (its peak).
+int64_t status_kib(const char* field) {
+  std::ifstream status("/proc/self/status");
+  const std::string prefix = std::string(field) + ":";
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind(prefix, 0) == 0) return std::atoll(line.c_str() + prefix.size());
+  return -1;
+}
+
+// An 8 MB chat body of 200,000 short messages peaked ~300 MB above the body while parsed: the
+// body was held as four JSON trees at once (the field checks' parse, its copy of the messages, the
+// key-order-keeping parse and its copy of them), and the messages were copied once more for the
+// template. Each tree is now released or moved before the next is made.
+TEST_F(ServedRoutesTest, ALargeChatBodyIsNotHeldAsSeveralTrees) {
+#if defined(__SANITIZE_ADDRESS__) || TANDEM_HAS_ADDRESS_SANITIZER
+  GTEST_SKIP() << "AddressSanitizer's allocator holds freed memory in its quarantine";
+#else
+  nlohmann::json messages = nlohmann::json::array();
+  for (int i = 0; i < 200000; ++i)
+    messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", "hello there"}});
+  const std::string body = nlohmann::json{{"messages", messages}, {"max_tokens", 1}}.dump();
+  messages = nullptr;
+  ASSERT_GT(body.size(), size_t{8} << 20);
+  malloc_trim(0);
+  {
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";  // resets VmHWM to the current RSS (Linux 4.0)
+    if (!clear.flush()) GTEST_SKIP() << "cannot reset VmHWM here";
+  }
+  const int64_t before = status_kib("VmRSS");
+  auto started = service_->start_generation(Endpoint::chat_completions, body);
+  const int64_t peak_mib = (status_kib("VmHWM") - before) >> 10;
+  // The template's statement limit refuses 200,000 messages, after the parses and the render.
+  ASSERT_TRUE(std::holds_alternative<ApiError>(started));
+  EXPECT_NE(std::get<ApiError>(started).message.find("statements"), std::string::npos)
+      << std::get<ApiError>(started).message;
+  // Measured on the 2-core build machine: 296 MiB before, 177 MiB now (one tree of ~118 MiB at a
+  // time, and the template's work on it).
+  EXPECT_LT(peak_mib, 230) << "MiB above the RSS before the request";
+#endif
 }
 
 }  // namespace

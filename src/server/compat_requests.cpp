@@ -31,7 +31,10 @@ std::variant<GenerationRequest, ApiError> parse_llama_completion(const std::stri
       for (const auto& pair : *lb) {
         if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number())
           fields::fail("logit_bias", "'logit_bias' must be [[token_id, bias], ...] or an object");
-        as_object[std::to_string(pair[0].get<int64_t>())] = pair[1];
+        // The id as written (2^64 - 1 stays that, not -1), checked as an object's key is.
+        const json& id = pair[0];
+        as_object[id.is_number_unsigned() ? std::to_string(id.get<uint64_t>())
+                                          : std::to_string(id.get<int64_t>())] = pair[1];
       }
       b["logit_bias"] = as_object;
     }

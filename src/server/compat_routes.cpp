@@ -140,7 +140,7 @@ void ollama_generation(Service& svc, OllamaEndpoint endpoint, const httplib::Req
 
 }  // namespace
 
-void install_compat_routes(httplib::Server& http, Service& service) {
+void install_compat_routes(httplib::Server& http, Service& service, EmbedLimits embed_limits) {
   Service& svc = service;
   auto body_route = [&svc](HttpReply (*fn)(const Service&, const std::string&)) {
     return [&svc, fn](const httplib::Request& req, httplib::Response& res) {
@@ -163,8 +163,21 @@ void install_compat_routes(httplib::Server& http, Service& service) {
   http.Get(R"(/v1/models/(.+))", [&svc](const httplib::Request& req, httplib::Response& res) {
     write_reply(res, svc.model(req.matches[1].str()));
   });
-  http.Post("/v1/embeddings", body_route(openai_embeddings));
-  http.Post("/embeddings", body_route(openai_embeddings));
+  // Embeddings run on this worker (embedder.h); a client that leaves, --timeout or a stop ends them.
+  auto embed_route = [&svc, embed_limits](auto answer) {
+    return [&svc, embed_limits, answer](const httplib::Request& req, httplib::Response& res) {
+      EmbedWatch watch{client_connected(req), std::nullopt, embed_limits.server_stopping};
+      if (embed_limits.timeout_s > 0)
+        watch.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(embed_limits.timeout_s);
+      write_reply(res, answer(svc, req.body, watch));
+      if (res.status == 499) res.set_header("Connection", "close");
+    };
+  };
+  auto openai_embed = [](const Service& s, const std::string& body, const EmbedWatch& w) {
+    return openai_embeddings(s, body, w);
+  };
+  http.Post("/v1/embeddings", embed_route(openai_embed));
+  http.Post("/embeddings", embed_route(openai_embed));
   // Ollama.
   http.Get("/api/version",
            [](const httplib::Request&, httplib::Response& res) { write_reply(res, ollama_version()); });
@@ -173,12 +186,13 @@ void install_compat_routes(httplib::Server& http, Service& service) {
   http.Get("/api/ps",
            [&svc](const httplib::Request&, httplib::Response& res) { write_reply(res, ollama_ps(svc)); });
   http.Post("/api/show", body_route(ollama_show));
-  http.Post("/api/embed", [&svc](const httplib::Request& req, httplib::Response& res) {
-    write_reply(res, ollama_embed(svc, req.body, false));
-  });
-  http.Post("/api/embeddings", [&svc](const httplib::Request& req, httplib::Response& res) {
-    write_reply(res, ollama_embed(svc, req.body, true));
-  });
+  http.Post("/api/embed", embed_route([](const Service& s, const std::string& body, const EmbedWatch& w) {
+              return ollama_embed(s, body, false, w);
+            }));
+  http.Post("/api/embeddings",
+            embed_route([](const Service& s, const std::string& body, const EmbedWatch& w) {
+              return ollama_embed(s, body, true, w);
+            }));
   http.Post("/api/generate", [&svc](const httplib::Request& req, httplib::Response& res) {
     ollama_generation(svc, OllamaEndpoint::generate, req, res);
   });

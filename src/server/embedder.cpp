@@ -1,5 +1,6 @@
 #include "server/embedder.h"
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -37,12 +38,19 @@ Embedder::Embedder(const model::Model& model, model::KvCache kv, int64_t max_tok
   forward_ = std::make_unique<model::Forward>(model, kv_, nullptr);
 }
 
-Expected<std::vector<std::vector<float>>> Embedder::embed(const std::vector<std::vector<int32_t>>& inputs) {
+Expected<std::vector<std::vector<float>>> Embedder::embed(const std::vector<std::vector<int32_t>>& inputs,
+                                                          const std::function<bool()>& keep_going) {
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].empty() || static_cast<int64_t>(inputs[i].size()) > max_tokens_)
       return invalid_argument("input[" + std::to_string(i) + "] has " + std::to_string(inputs[i].size()) +
                               " tokens; an input must have 1 to " + std::to_string(max_tokens_));
-  std::lock_guard<std::mutex> lock(mu_);
+  auto stopped = [&](size_t done) {
+    return failed_precondition("stopped after " + std::to_string(done) + " of " +
+                               std::to_string(inputs.size()) + " inputs");
+  };
+  std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
+  while (!lock.try_lock_for(std::chrono::milliseconds(kPollMs)))
+    if (keep_going && !keep_going()) return stopped(0);
   std::vector<std::vector<float>> out(inputs.size());
   // Inputs are packed into forwards while their blocks fit the cache; the
   // grouping changes no bit of any result (batch invariance).
@@ -56,6 +64,7 @@ Expected<std::vector<std::vector<float>>> Embedder::embed(const std::vector<std:
       blocks += need;
       ++last;
     }
+    if (keep_going && !keep_going()) return stopped(first);
     TANDEM_RETURN_IF_ERROR(embed_group(inputs, first, last, out));
     first = last;
   }

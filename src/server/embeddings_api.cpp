@@ -93,7 +93,8 @@ struct Embedded {
 
 // The checks every embeddings route shares, then the forward: `field` holds the inputs.
 // FieldErrors propagate to the caller's catch_field_errors.
-std::variant<Embedded, ApiError> embed_body(const Service& svc, const json& b, const std::string& field) {
+std::variant<Embedded, ApiError> embed_body(const Service& svc, const json& b, const std::string& field,
+                                            const EmbedWatch& watch) {
   if (!svc.ready()) return unavailable("the model is still loading; GET /health says when it is ready");
   Embedder* embedder = svc.embedder();
   if (!embedder)
@@ -116,7 +117,28 @@ std::variant<Embedded, ApiError> embed_body(const Service& svc, const json& b, c
                           " tokens; the context holds " + std::to_string(embedder->max_tokens()),
                       field, "context_length_exceeded"};
   }
-  auto vectors = embedder->embed(inputs);
+  enum class Stop { none, client_left, deadline, server_stopping } stop = Stop::none;
+  auto keep_going = [&] {
+    if (watch.client_connected && !watch.client_connected())
+      stop = Stop::client_left;
+    else if (watch.deadline && std::chrono::steady_clock::now() >= *watch.deadline)
+      stop = Stop::deadline;
+    else if (watch.server_stopping && watch.server_stopping())
+      stop = Stop::server_stopping;
+    return stop == Stop::none;
+  };
+  auto vectors = embedder->embed(inputs, keep_going);
+  if (!vectors.ok() && stop != Stop::none) {
+    const std::string progress = vectors.status().message();
+    if (stop == Stop::client_left)
+      return ApiError{499, "invalid_request_error", "the client closed the connection; " + progress,
+                      std::nullopt, "client_closed"};
+    if (stop == Stop::deadline)
+      return ApiError{503, "server_error",
+                      "the embeddings request ran past the server's timeout (-to/--timeout); " + progress,
+                      std::nullopt, "timeout"};
+    return unavailable("the server is shutting down; " + progress);
+  }
   if (!vectors.ok()) return from_status(vectors.status(), field);
   out.vectors = std::move(*vectors);
   return out;
@@ -134,7 +156,7 @@ HttpReply with_json(const std::string& body, Reply&& reply, ErrorReply&& error) 
 
 }  // namespace
 
-HttpReply openai_embeddings(const Service& svc, const std::string& body) {
+HttpReply openai_embeddings(const Service& svc, const std::string& body, const EmbedWatch& watch) {
   return with_json(
       body,
       [&](const json& b) {
@@ -142,7 +164,7 @@ HttpReply openai_embeddings(const Service& svc, const std::string& body) {
         if (format != "float" && format != "base64")
           fields::fail("encoding_format",
                        "'encoding_format' must be \"float\" or \"base64\", got \"" + format + "\"");
-        auto embedded = embed_body(svc, b, "input");
+        auto embedded = embed_body(svc, b, "input", watch);
         if (auto* e = std::get_if<ApiError>(&embedded)) return error_reply(*e);
         const Embedded& r = std::get<Embedded>(embedded);
         json data = json::array();
@@ -167,7 +189,7 @@ HttpReply openai_embeddings(const Service& svc, const std::string& body) {
       [](const ApiError& e) { return error_reply(e); });
 }
 
-HttpReply ollama_embed(const Service& svc, const std::string& body, bool legacy) {
+HttpReply ollama_embed(const Service& svc, const std::string& body, bool legacy, const EmbedWatch& watch) {
   const auto t0 = std::chrono::steady_clock::now();
   auto ollama_error = [](const ApiError& e) {
     return HttpReply{e.http_status, "application/json", dump_json({{"error", e.message}})};
@@ -175,7 +197,7 @@ HttpReply ollama_embed(const Service& svc, const std::string& body, bool legacy)
   return with_json(
       body,
       [&](const json& b) {
-        auto embedded = embed_body(svc, b, legacy ? "prompt" : "input");
+        auto embedded = embed_body(svc, b, legacy ? "prompt" : "input", watch);
         if (auto* e = std::get_if<ApiError>(&embedded)) return ollama_error(*e);
         const Embedded& r = std::get<Embedded>(embedded);
         if (legacy) return HttpReply{200, "application/json", dump_json({{"embedding", r.vectors.front()}})};

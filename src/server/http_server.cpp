@@ -109,15 +109,16 @@ void HttpServer::install_routes() {
   // Replies httplib makes on its own (413, 404, 400 on a broken request line) get the OpenAI shape.
   http_->set_error_handler([&svc](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (const int64_t sent = PromptStopServer::request_over_limit(); sent > 0) {
-      // A chunked body past the limit (Content-Length ones are refused by httplib, below).
-      write_reply(res, error_reply(payload_too_large(static_cast<size_t>(sent), svc.max_body_bytes())));
-    } else if (res.status == 413) {
-      // httplib refuses on Content-Length before reading the body, so the size comes from the header.
-      size_t sent = req.body.size();
-      if (req.has_header("Content-Length"))
+    const int64_t chunked_sent = PromptStopServer::request_over_limit();
+    if (res.status == 413 || chunked_sent > 0) {
+      // httplib refuses a Content-Length past the limit (413; the size comes from the header), and a
+      // chunked body fails its read at PromptStopServer's cap (the size is what had arrived).
+      size_t sent = static_cast<size_t>(chunked_sent);
+      if (res.status == 413 && req.has_header("Content-Length"))
         sent = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
       write_reply(res, error_reply(payload_too_large(sent, svc.max_body_bytes())));
+      res.set_header("Connection",
+                     "close");  // what is left of the body is discarded, then the connection ends
     } else if (res.status == 404) {
       write_reply(res, error_reply(route_not_found(req.method, req.path)));
     } else {
@@ -209,7 +210,8 @@ void HttpServer::install_routes() {
       http_->Delete(path, wrong_method("GET"));
     }
   }
-  install_compat_routes(*http_, svc);
+  auto* server = static_cast<PromptStopServer*>(http_.get());
+  install_compat_routes(*http_, svc, {options_.timeout_s, [server] { return server->stopping(); }});
   install_cors(*http_, cors);
 }
 

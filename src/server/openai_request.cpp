@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string_view>
 
 #include "server/request_fields.h"
 
@@ -39,22 +41,33 @@ void parse_stop_field(const json& body, GenerationRequest& r) {
 
 namespace {
 
+// A logit_bias key as OpenAI's API takes it: a token id written in canonical decimal ("0", "42"),
+// at most int32's maximum. Anything else (" 1", "+1", "01", "1 ", "1e3") is not a token id:
+// std::stoll read " 1" and "+1" as 1, so two spellings could bias one token twice.
+std::optional<int32_t> token_id_key(std::string_view key) {
+  if (key.empty() || key.size() > 10 || (key.size() > 1 && key[0] == '0')) return std::nullopt;
+  int64_t id = 0;
+  for (char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    id = id * 10 + (c - '0');
+  }
+  if (id > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  return static_cast<int32_t>(id);
+}
+
 void parse_logit_bias(const json& body, GenerationRequest& r) {
   const json* v = field(body, "logit_bias");
   if (!v) return;
   if (!v->is_object()) fail("logit_bias", "'logit_bias' must be an object mapping token ids to numbers");
   for (const auto& [key, value] : v->items()) {
-    size_t used = 0;
-    long long id = -1;
-    try {
-      id = std::stoll(key, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (used != key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
-      fail("logit_bias", "'logit_bias' key '" + key + "' is not a token id");
+    constexpr size_t kQuoted = 40;  // of a long key, the message quotes the start
+    const std::string shown = key.size() > kQuoted ? key.substr(0, kQuoted) + "..." : key;
+    const auto id = token_id_key(key);
+    if (!id)
+      fail("logit_bias", "'logit_bias' key '" + shown +
+                             "' is not a token id (a non-negative integer in decimal, such as \"42\")");
     if (!value.is_number()) fail("logit_bias", "'logit_bias' value for token " + key + " must be a number");
-    r.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), to_float(value.get<double>()));
+    r.sampling.logit_bias.emplace_back(*id, to_float(value.get<double>()));
   }
 }
 
@@ -84,7 +97,7 @@ void parse_prompt_field(const json& body, GenerationRequest& r) {
   fail("prompt", std::string("'prompt' must be a string or an array of token ids, got ") + type_name(*v));
 }
 
-void parse_messages_field(const json& body, GenerationRequest& r) {
+void check_messages_field(const json& body) {
   const json* v = field(body, "messages");
   if (!v) fail("messages", "'messages' is required");
   if (!v->is_array() || v->empty()) fail("messages", "'messages' must be a non-empty array");
@@ -106,11 +119,14 @@ void parse_messages_field(const json& body, GenerationRequest& r) {
       }
     }
   }
-  r.messages = *v;
-  if (const json* tools = field(body, "tools")) {
-    if (!tools->is_array()) fail("tools", "'tools' must be an array");
-    r.tools = *tools;
-  }
+  if (const json* tools = field(body, "tools"); tools && !tools->is_array())
+    fail("tools", "'tools' must be an array");
+}
+
+void parse_messages_field(const json& body, GenerationRequest& r) {
+  check_messages_field(body);
+  r.messages = *field(body, "messages");
+  if (const json* tools = field(body, "tools")) r.tools = *tools;
 }
 
 // Types only: the ranges are sampling's (sampling::check_ranges, in parse_fields).
@@ -165,7 +181,7 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body,
   if (endpoint == Endpoint::completions) {
     parse_prompt_field(body, r);
   } else {
-    parse_messages_field(body, r);
+    check_messages_field(body);  // copied from the ordered parse (parse_generation_request)
   }
   auto max_tokens = integer(body, "max_tokens", 1, std::numeric_limits<int32_t>::max());
   auto max_completion = integer(body, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
@@ -190,7 +206,7 @@ ParseResult parse_generation_request(Endpoint endpoint, const std::string& body,
                                      const sampling::SamplingParams& defaults) {
   auto parsed = fields::parse_json_object(body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
-  const json& object = std::get<json>(parsed);
+  json& object = std::get<json>(parsed);
   return fields::catch_field_errors<GenerationRequest>([&] {
     GenerationRequest r = parse_fields(endpoint, object, defaults);
     const bool chat = endpoint == Endpoint::chat_completions;
@@ -198,8 +214,10 @@ ParseResult parse_generation_request(Endpoint endpoint, const std::string& body,
     for (const char* key :
          {"response_format", "json_schema", "grammar", "tools", "tool_choice", "parallel_tool_calls"})
       structured = structured || object.contains(key);
+    object = json();  // freed before the second parse: a large body's trees are not held together
     // Again with key order kept: a schema's properties are generated in its
-    // order, and templates print tools and tool-call arguments as sent.
+    // order, and templates print tools and tool-call arguments as sent; a chat
+    // request's messages come from this parse (r.messages stays null).
     if (structured) {
       if (auto e = parse_structured(nlohmann::ordered_json::parse(body), chat, r.structured))
         throw fields::FieldError{*e};

@@ -76,7 +76,10 @@ class ConnectionStream : public httplib::Stream {
         std::chrono::duration_cast<std::chrono::milliseconds>(
             request_deadline(start_, received_, grace_ms_, min_rate_) - std::chrono::steady_clock::now())
             .count();
-    if (left <= 0) return false;  // too slow: the read fails and httplib drops the request
+    if (left <= 0) {  // too slow: the read fails and httplib drops the request
+      too_slow_ = true;
+      return false;
+    }
     return wait_for(sock_, POLLIN, static_cast<int>(std::min<int64_t>(read_ms_, left))) > 0;
   }
   bool is_writable() const override { return wait_for(sock_, POLLOUT, write_ms_) > 0 && peer_alive(); }
@@ -134,10 +137,14 @@ class ConnectionStream : public httplib::Stream {
   // Whether httplib read the request's whole body, so that what follows is the next request.
   // A body a 401 never read is not: the connection must close rather than parse it as one.
   bool body_read() const {
-    if (head_bytes_ < 0) return false;
+    if (head_bytes_ < 0 || over_limit_bytes > 0) return false;
     if (chunked_) return consumed_ > head_bytes_;
     return consumed_ == head_bytes_ + content_length_;
   }
+
+  // Whether the request's head was read and its body was not (refused unread, or past the limit):
+  // the client may still be sending it. Not for a client dropped as too slow.
+  bool body_left_unread() const { return head_bytes_ >= 0 && !body_read() && !too_slow_; }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
     sockaddr_storage a{};
@@ -175,6 +182,7 @@ class ConnectionStream : public httplib::Stream {
   int64_t received_ = 0, sent_ = 0;
   int64_t consumed_ = 0, head_bytes_ = -1, content_length_ = 0;
   bool chunked_ = false;
+  mutable bool too_slow_ = false;
   char buffer_[4096];
   size_t pos_ = 0, end_ = 0;
 };
@@ -225,6 +233,7 @@ bool PromptStopServer::wait_for_request(socket_t sock) const {
 bool PromptStopServer::process_and_close_socket(socket_t sock) {
   bool ok = false;
   std::string pipelined;  // the next request's first bytes, read with the previous one
+  bool linger = false;    // the last request's body was not all read: the client may still be sending it
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET && !stopping_.load();
        --left) {
     if (pipelined.empty() && !wait_for_request(sock)) break;
@@ -243,12 +252,35 @@ bool PromptStopServer::process_and_close_socket(socket_t sock) {
     // returning it, so a dozen 8 MB bodies left the server at 3.3 GB resident for good (2 cores;
     // more arenas on larger machines). malloc_trim hands the free pages back.
     if (stream.bytes_moved() >= kTrimAfterBytes) malloc_trim(0);
-    if (!ok || connection_closed || !stream.body_read()) break;
+    if (!ok || connection_closed || !stream.body_read()) {
+      linger = stream.body_left_unread();
+      break;
+    }
     pipelined = stream.unread();
   }
+  if (linger) linger_until_peer_closes(sock);
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return ok;
+}
+
+void PromptStopServer::linger_until_peer_closes(socket_t sock) const {
+  using clock = std::chrono::steady_clock;
+  ::shutdown(sock, SHUT_WR);  // the reply is complete: FIN after it
+  const auto deadline = clock::now() + std::chrono::milliseconds(kLingerMs);
+  pollfd fds[2] = {{sock, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+  char discard[16384];
+  for (;;) {
+    if (stopping_.load()) return;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+    if (left <= 0) return;
+    const int r =
+        ::poll(fds, wake_[0] >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(left, kLingerIdleMs)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0 || fds[1].revents != 0) return;  // silent for kLingerIdleMs, an error, or a stop
+    const ssize_t n = ::recv(sock, discard, sizeof(discard), 0);
+    if (n == 0 || (n < 0 && errno != EINTR)) return;  // the peer closed (or reset): nothing left to lose
+  }
 }
 
 }  // namespace tandem::server

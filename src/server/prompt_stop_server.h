@@ -22,6 +22,7 @@ class PromptStopServer : public httplib::Server {
 
   // Idle connections close now, and every connection closes after its current request.
   void stop_waiting();
+  bool stopping() const { return stopping_.load(); }
 
   // On this worker thread, the bytes its current request had sent when it passed the read
   // limit, or 0. cpp-httplib 0.11 checks its payload limit against Content-Length only: a chunked
@@ -44,6 +45,14 @@ class PromptStopServer : public httplib::Server {
   // Waits until `sock` has a request's bytes (true), or the keep-alive timeout
   // passes, the peer closes or stop_waiting() is called (false).
   bool wait_for_request(socket_t sock) const;
+  // Closes the sending side, then reads and discards what the client still sends until it closes
+  // (or kLingerMs pass, or it is silent for kLingerIdleMs, or stop_waiting()). Needed when a reply
+  // (413, 401) went out before the request's body was read: close() with unread bytes sends a TCP
+  // reset, and the client's kernel then drops the reply it has not yet read; a client that sends
+  // its whole body before reading saw "connection reset" instead of the 413. nginx's lingering close.
+  void linger_until_peer_closes(socket_t sock) const;
+  static constexpr int kLingerMs = 5000;
+  static constexpr int kLingerIdleMs = 1000;
   // The most bytes one request may send (head, body and chunk framing).
   int64_t max_request_bytes() const;
 

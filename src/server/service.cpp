@@ -211,12 +211,13 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_request(Ge
   std::vector<int32_t> prompt;
   std::vector<int32_t> kept_markers;  // special tokens whose text the tool-call parser reads
   if (endpoint == Endpoint::chat_completions) {
+    // Moved, not copied: the request's trees are not used again, and a large body's are large.
     nlohmann::ordered_json messages = !req.structured.messages.is_null()
-                                          ? req.structured.messages
+                                          ? std::move(req.structured.messages)
                                           : nlohmann::ordered_json::parse(req.messages.dump());
     nlohmann::ordered_json tools;
     if (!req.structured.tools.is_null()) {
-      tools = req.structured.tools;
+      tools = std::move(req.structured.tools);
     } else if (!req.tools.is_null()) {
       tools = nlohmann::ordered_json::parse(req.tools.dump());
     }

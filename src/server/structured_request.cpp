@@ -150,9 +150,9 @@ void parse_tools(const ordered_json& body, bool chat, StructuredRequest& out) {
 
 }  // namespace
 
-std::optional<ApiError> parse_structured(const ordered_json& body, bool chat, StructuredRequest& out) {
+std::optional<ApiError> parse_structured(ordered_json body, bool chat, StructuredRequest& out) {
   try {
-    if (chat && body.contains("messages")) out.messages = body["messages"];
+    if (chat && body.contains("messages")) out.messages = std::move(body["messages"]);
     parse_response_format(body, out);
     if (const ordered_json* schema = field(body, "json_schema"))
       set_grammar(out, compile_schema(*schema, "json_schema"), "json_schema");

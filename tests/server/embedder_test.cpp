@@ -7,9 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "model/forward.h"
 #include "model/model.h"
@@ -116,6 +119,64 @@ TEST(Embedder, RefusesInputsItCannotHold) {
   ASSERT_FALSE(too_long.ok());
   EXPECT_NE(too_long.status().message().find("input[1]"), std::string::npos) << too_long.status().message();
   EXPECT_FALSE((*embedder)->embed({{}}).ok());
+}
+
+// A batch stops between its forwards once keep_going says so (the client left, the deadline
+// passed): a batch of 2048 inputs used to run to its end whatever happened to its request.
+// With 40-token inputs and a two-block cache, each input is a forward of its own.
+TEST(Embedder, StopsBetweenForwardsWhenAskedTo) {
+  auto model = load_target();
+  ASSERT_TRUE(model);
+  auto embedder = Embedder::create(*model, 40, Pooling::mean);
+  ASSERT_TRUE(embedder.ok());
+  const std::vector<std::vector<int32_t>> inputs = {tokens(40, 1), tokens(40, 2), tokens(40, 3),
+                                                    tokens(40, 4)};
+  int asked = 0;
+  auto stopped = (*embedder)->embed(inputs, [&asked] { return ++asked <= 2; });
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(stopped.status().message().find("stopped after 2 of 4 inputs"), std::string::npos)
+      << stopped.status().message();
+  EXPECT_EQ(asked, 3) << "asked before each forward, not after the last one it refused";
+  // The embedder is left as it was: the same inputs give the same vectors as a fresh one's.
+  auto again = (*embedder)->embed(inputs, [] { return true; });
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  auto fresh = Embedder::create(*model, 40, Pooling::mean);
+  auto want = (*fresh)->embed(inputs);
+  ASSERT_TRUE(want.ok());
+  for (size_t i = 0; i < inputs.size(); ++i) EXPECT_TRUE(same_bits((*again)[i], (*want)[i])) << i;
+}
+
+// A caller waiting for the embedder (another request's batch holds it) gives up once keep_going
+// says so, instead of waiting out that batch.
+TEST(Embedder, AWaitingCallerStopsWhenAskedTo) {
+  auto model = load_target();
+  ASSERT_TRUE(model);
+  auto embedder = Embedder::create(*model, 40, Pooling::mean);
+  ASSERT_TRUE(embedder.ok());
+  std::atomic<bool> release{false}, holding{false};
+  std::thread holder([&] {
+    // Holds the embedder from inside its own keep_going until released.
+    (void)(*embedder)->embed({tokens(4, 1)}, [&] {
+      holding = true;
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return true;
+    });
+  });
+  while (!holding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto started = std::chrono::steady_clock::now();
+  auto waited = (*embedder)->embed({tokens(4, 2)}, [&] {
+    return std::chrono::steady_clock::now() - started < std::chrono::milliseconds(100);
+  });
+  const auto waited_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+          .count();
+  release = true;
+  holder.join();
+  ASSERT_FALSE(waited.ok());
+  EXPECT_NE(waited.status().message().find("stopped after 0 of 1"), std::string::npos)
+      << waited.status().message();
+  EXPECT_LT(waited_ms, 1000);
 }
 
 }  // namespace

@@ -96,7 +96,8 @@ TEST(OpenAIRequest, ChatWithEveryField) {
     "logprobs": true, "top_logprobs": 3, "n": 2, "stream": true, "stream_options": {"include_usage": true},
     "stop": ["\n\n", "END"]})");
   EXPECT_EQ(r.model, "tandem");
-  EXPECT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.structured.messages.size(), 2u);  // key order kept; r.messages is not filled (one tree less)
+  EXPECT_TRUE(r.messages.is_null());
   EXPECT_EQ(r.max_tokens, 12);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 0.8f);
   EXPECT_EQ(r.sampling.top_k, 40);

@@ -33,7 +33,13 @@ void stream_response(const httplib::Request& req, httplib::Response& res, const 
                      std::function<bool(size_t, httplib::DataSink&)> provider,
                      std::function<void(bool)> done);
 
-void install_compat_routes(httplib::Server& http, Service& service);
+// What stops an embeddings request part way, besides its client leaving (embeddings_api.h).
+struct EmbedLimits {
+  int timeout_s = 0;                      // -to/--timeout: how long one request may run; 0: no limit
+  std::function<bool()> server_stopping;  // true once the server stops (after the shutdown drain)
+};
+
+void install_compat_routes(httplib::Server& http, Service& service, EmbedLimits embed_limits);
 
 // CORS (docs/adr/0017-compat-endpoints.md): `origins` from --cors-origin
 // (each entry may be a comma list; "*" allows any origin). Empty: CORS off —

@@ -6,7 +6,9 @@
 // One mutex serialises callers: a request's inputs run on the calling HTTP
 // thread with no kernel pool (one thread), so embeddings never take the
 // engine's cores away from decoding for more than one request at a time
-// (docs/adr/0018-embeddings.md).
+// (docs/adr/0018-embeddings.md). A caller's `keep_going` is asked while it
+// waits for the mutex and before each forward, so a request whose client left
+// (or whose deadline passed) neither waits its turn nor runs the rest of its batch.
 //
 // An embedding is the final hidden state (after the final RMSNorm) pooled
 // over the input's tokens — the mean (default) or the last token's row —
@@ -17,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -50,8 +53,13 @@ class Embedder {
   int64_t dimensions() const { return dimensions_; }
   // One normalised vector per input, in order. Inputs must be non-empty,
   // in-vocabulary and at most max_tokens() long (the caller checks; a
-  // violation is InvalidArgument naming the input's index).
-  Expected<std::vector<std::vector<float>>> embed(const std::vector<std::vector<int32_t>>& inputs);
+  // violation is InvalidArgument naming the input's index). `keep_going`
+  // (optional) is polled every kPollMs while waiting for the embedder and
+  // before each forward (a group of inputs that fit the cache together); once
+  // it returns false, embed returns FailedPrecondition ("stopped after K of N inputs").
+  Expected<std::vector<std::vector<float>>> embed(const std::vector<std::vector<int32_t>>& inputs,
+                                                  const std::function<bool()>& keep_going = {});
+  static constexpr int kPollMs = 20;
 
  private:
   Embedder(const model::Model& model, model::KvCache kv, int64_t max_tokens, Pooling pooling);
@@ -59,7 +67,7 @@ class Embedder {
   Status embed_group(const std::vector<std::vector<int32_t>>& inputs, size_t first, size_t last,
                      std::vector<std::vector<float>>& out);
 
-  std::mutex mu_;
+  std::timed_mutex mu_;
   model::KvCache kv_;
   std::unique_ptr<model::Forward> forward_;
   int64_t max_tokens_;

@@ -7,6 +7,9 @@
 // in the Service's Embedder (server/embedder.h). Thread-safe.
 #pragma once
 
+#include <chrono>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "server/service.h"
@@ -18,14 +21,26 @@ namespace tandem::server {
 // body) took the server to 1.6 GB, and an 8 MB body of them would have taken tens of GB.
 inline constexpr size_t kMaxEmbeddingInputs = 2048;
 
-HttpReply openai_embeddings(const Service& svc, const std::string& body);
+// What may stop a request's embeddings part way, checked while it waits for the embedder and
+// between its forwards (Embedder::embed's keep_going): its client leaving (the reply would go
+// nowhere: 499, the connection closes), its deadline passing (-to/--timeout: 503 "timeout") or
+// the server stopping (after the shutdown drain: 503, as a generation request is cut then).
+// Default: none of them; a batch of 2048 long inputs then runs to its end.
+struct EmbedWatch {
+  std::function<bool()> client_connected;  // empty: assumed connected
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::function<bool()> server_stopping;  // empty: never
+};
+
+HttpReply openai_embeddings(const Service& svc, const std::string& body, const EmbedWatch& watch = {});
 
 // Ollama's POST /api/embed ({model, input: a string or strings} ->
 // {model, embeddings: [[...]], total_duration, load_duration, prompt_eval_count})
 // and, with `legacy`, the older POST /api/embeddings ({model, prompt} ->
 // {embedding: [...]}); the same vectors, errors in Ollama's {"error": "..."}.
 // Inputs longer than the context are refused, not truncated.
-HttpReply ollama_embed(const Service& svc, const std::string& body, bool legacy);
+HttpReply ollama_embed(const Service& svc, const std::string& body, bool legacy,
+                       const EmbedWatch& watch = {});
 
 // Base64 (RFC 4648, padded) of `bytes`.
 std::string base64_encode(const unsigned char* bytes, size_t size);

@@ -27,6 +27,8 @@ struct GenerationRequest {
   std::optional<std::string> prompt_text;
   std::vector<int32_t> prompt_tokens;
   // chat: the messages (and tools), validated for shape, rendered later by the chat template.
+  // parse_generation_request leaves these null and fills structured.messages / .tools (key
+  // order kept) instead; the llama-server and Ollama parsers fill these.
   nlohmann::json messages;
   nlohmann::json tools;
   std::optional<int32_t> max_tokens;  // max_tokens / max_completion_tokens
@@ -61,6 +63,9 @@ ParseResult parse_generation_request(Endpoint endpoint, const std::string& body,
 void parse_prompt_field(const nlohmann::json& body, GenerationRequest& r);
 // messages (required) and tools.
 void parse_messages_field(const nlohmann::json& body, GenerationRequest& r);
+// The checks of parse_messages_field without the copy (the chat parser takes its messages from
+// the key-order-keeping parse: a copy here would be one more tree of a large body).
+void check_messages_field(const nlohmann::json& body);
 // stop: a string or an array of at most kMaxStopSequences strings.
 void parse_stop_field(const nlohmann::json& body, GenerationRequest& r);
 // temperature, top_p, top_k, min_p, presence/frequency/repetition_penalty, seed, logit_bias.

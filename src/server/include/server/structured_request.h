@@ -40,9 +40,9 @@ struct StructuredRequest {
 };
 
 // Reads the fields above from `body` (parsed with key order kept: properties
-// are generated in the schema's order). `chat`: tools are accepted.
-std::optional<ApiError> parse_structured(const nlohmann::ordered_json& body, bool chat,
-                                         StructuredRequest& out);
+// are generated in the schema's order). `chat`: tools are accepted, and the
+// messages are moved out of `body` (taken by value: a large body is not copied).
+std::optional<ApiError> parse_structured(nlohmann::ordered_json body, bool chat, StructuredRequest& out);
 
 // Ollama's `format` (/api/generate, /api/chat): "json" constrains the output
 // to a JSON object (as response_format json_object), an object is a JSON

@@ -34,7 +34,7 @@ std::optional<ParamError> check_ranges(const SamplingParams& p) {
   if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f))
     return bad("frequency_penalty", "must be between -2 and 2, got " + num(p.frequency_penalty));
   for (const auto& [token, bias] : p.logit_bias) {
-    if (!(bias >= -100.0f && bias <= 100.0f))
+    if (!(bias >= -100.0f && bias <= 100.0f) && bias != kNeverProduced)
       return bad("logit_bias", "value for token " + std::to_string(token) +
                                    " must be between -100 and 100, got " + num(bias));
   }
@@ -45,11 +45,21 @@ std::optional<ParamError> check_ranges(const SamplingParams& p) {
 
 std::optional<ParamError> check(const SamplingParams& p, int32_t vocab_size) {
   if (auto e = check_ranges(p)) return e;
+  std::vector<char> banned;  // sized only when a token is banned
+  int32_t n_banned = 0;
   for (const auto& [token, bias] : p.logit_bias) {
     if (token < 0 || token >= vocab_size)
       return bad("logit_bias", "token id " + std::to_string(token) + " is outside the vocabulary [0, " +
                                    std::to_string(vocab_size) + ")");
+    if (bias != kNeverProduced) continue;
+    banned.resize(static_cast<size_t>(vocab_size), 0);
+    if (!banned[token]) ++n_banned;
+    banned[token] = 1;
   }
+  // Nothing left to pick: the sampler would have to produce a banned token.
+  if (n_banned > 0 && n_banned == vocab_size)
+    return bad("logit_bias", "bans every token of the vocabulary (" + std::to_string(vocab_size) +
+                                 "): at least one must stay possible");
   return std::nullopt;
 }
 

@@ -9,6 +9,36 @@ namespace tandem::server {
 
 using nlohmann::json;
 
+namespace {
+
+// llama-server's array form: [[token_id or "text", bias or false], ...]. Each entry adds its bias
+// (a repeated token gets the sum, as in llama-server); a text's tokens are found later
+// (GenerationRequest::text_logit_bias).
+void parse_logit_bias_pairs(const json& pairs, GenerationRequest& r) {
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const std::string entry = "'logit_bias[" + std::to_string(i) + "]'";
+    const json& pair = pairs[i];
+    if (!pair.is_array() || pair.size() != 2)
+      fields::fail("logit_bias", entry + " must be a pair [token_id or \"text\", bias or false]");
+    const float bias = parse_logit_bias_value(pair[1], entry + " bias");
+    const json& token = pair[0];
+    if (token.is_string()) {
+      if (token.get<std::string>().empty())
+        fields::fail("logit_bias", entry + " text is empty: it names no token");
+      r.text_logit_bias.push_back({token.get<std::string>(), bias, entry});
+      continue;
+    }
+    // The id as written (2^64 - 1 stays that, not -1); the vocabulary's bound is checked with the model.
+    if (!token.is_number_integer() || (!token.is_number_unsigned() && token.get<int64_t>() < 0) ||
+        (token.is_number_unsigned() && token.get<uint64_t>() > std::numeric_limits<int32_t>::max()))
+      fields::fail("logit_bias", entry + " token " + token.dump() +
+                                     " is not a token id (a non-negative integer) or a text");
+    r.sampling.logit_bias.emplace_back(static_cast<int32_t>(token.get<int64_t>()), bias);
+  }
+}
+
+}  // namespace
+
 std::variant<GenerationRequest, ApiError> parse_llama_completion(const std::string& body) {
   auto parsed = fields::parse_json_object(body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
@@ -27,16 +57,8 @@ std::variant<GenerationRequest, ApiError> parse_llama_completion(const std::stri
       b["repetition_penalty"] = *rp;
     }
     if (const json* lb = fields::find(b, "logit_bias"); lb && lb->is_array()) {
-      json as_object = json::object();
-      for (const auto& pair : *lb) {
-        if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number())
-          fields::fail("logit_bias", "'logit_bias' must be [[token_id, bias], ...] or an object");
-        // The id as written (2^64 - 1 stays that, not -1), checked as an object's key is.
-        const json& id = pair[0];
-        as_object[id.is_number_unsigned() ? std::to_string(id.get<uint64_t>())
-                                          : std::to_string(id.get<int64_t>())] = pair[1];
-      }
-      b["logit_bias"] = as_object;
+      parse_logit_bias_pairs(*lb, r);
+      b.erase("logit_bias");  // read; the object form is parse_sampling_fields'
     }
     parse_prompt_field(b, r);
     if (auto n = fields::integer(b, "n_predict", -1, std::numeric_limits<int32_t>::max())) {

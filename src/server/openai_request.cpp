@@ -58,7 +58,8 @@ std::optional<int32_t> token_id_key(std::string_view key) {
 void parse_logit_bias(const json& body, GenerationRequest& r) {
   const json* v = field(body, "logit_bias");
   if (!v) return;
-  if (!v->is_object()) fail("logit_bias", "'logit_bias' must be an object mapping token ids to numbers");
+  if (!v->is_object())
+    fail("logit_bias", "'logit_bias' must be an object mapping token ids to numbers (or false)");
   for (const auto& [key, value] : v->items()) {
     constexpr size_t kQuoted = 40;  // of a long key, the message quotes the start
     const std::string shown = key.size() > kQuoted ? key.substr(0, kQuoted) + "..." : key;
@@ -66,12 +67,24 @@ void parse_logit_bias(const json& body, GenerationRequest& r) {
     if (!id)
       fail("logit_bias", "'logit_bias' key '" + shown +
                              "' is not a token id (a non-negative integer in decimal, such as \"42\")");
-    if (!value.is_number()) fail("logit_bias", "'logit_bias' value for token " + key + " must be a number");
-    r.sampling.logit_bias.emplace_back(*id, to_float(value.get<double>()));
+    r.sampling.logit_bias.emplace_back(*id,
+                                       parse_logit_bias_value(value, "'logit_bias' value for token " + key));
   }
 }
 
 }  // namespace
+
+float parse_logit_bias_value(const json& value, const std::string& entry) {
+  if (value.is_boolean() && !value.get<bool>()) return sampling::kNeverProduced;
+  // Finite as a float too: 1e39 would become infinity, and -1e39 a ban nobody asked for.
+  if (!value.is_number() || !std::isfinite(to_float(value.get<double>()))) {
+    const std::string got = value.is_primitive() ? value.dump() : std::string(type_name(value));
+    fail(
+        "logit_bias",
+        entry + " must be a number between -100 and 100, or false (the token is never produced), got " + got);
+  }
+  return to_float(value.get<double>());
+}
 
 void parse_prompt_field(const json& body, GenerationRequest& r) {
   const json* v = field(body, "prompt");

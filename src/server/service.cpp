@@ -123,6 +123,25 @@ json model_object(const std::string& id, int64_t created, const ServedModel* ser
   return model;
 }
 
+// llama-server's [["text", bias]] logit_bias entries: the bias goes to every token of the text as
+// the tokenizer splits it without special tokens (BOS and the like; a special token's own text in
+// it still maps to that token, as in Hugging Face's encode).
+std::optional<ApiError> resolve_text_logit_bias(const tok::Tokenizer* tokenizer, GenerationRequest& req) {
+  for (const GenerationRequest::TextBias& t : req.text_logit_bias) {
+    if (!tokenizer)
+      return bad_request("logit_bias",
+                         t.entry +
+                             " is a text: this model directory has no tokenizer.json to "
+                             "find its tokens; give token ids",
+                         "no_tokenizer");
+    const std::vector<int32_t> ids = tokenizer->encode(t.text, false);
+    if (ids.empty()) return bad_request("logit_bias", t.entry + " text tokenizes to no token");
+    for (int32_t id : ids) req.sampling.logit_bias.emplace_back(id, t.bias);
+  }
+  req.text_logit_bias.clear();
+  return std::nullopt;
+}
+
 }  // namespace
 
 HttpReply Service::models() const {
@@ -206,6 +225,7 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_request(Ge
         "this model directory has no tokenizer.json: send the prompt as an array of token ids to "
         "/v1/completions",
         "no_tokenizer");
+  if (auto e = resolve_text_logit_bias(tokenizer, req)) return *e;
   scheduler::Engine& engine = *served_.engine;
 
   std::vector<int32_t> prompt;

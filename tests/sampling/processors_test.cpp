@@ -195,6 +195,29 @@ TEST(Params, CheckReturnsTheFieldAsData) {
   EXPECT_FALSE(check(p, 100).has_value());
 }
 
+// kNeverProduced (llama-server's logit_bias false) is the one non-finite bias; +infinity and NaN
+// stay out of range. Banning every token of the vocabulary leaves nothing to sample: check() says so.
+TEST(Params, NeverProducedIsTheOneNonFiniteBias) {
+  SamplingParams p;
+  p.logit_bias = {{3, kNeverProduced}, {3, 5.0f}};
+  EXPECT_FALSE(check(p, 100).has_value());
+  for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    p.logit_bias = {{3, bad}};
+    ASSERT_TRUE(check_ranges(p).has_value());
+    EXPECT_EQ(check_ranges(p)->field, "logit_bias");
+  }
+  p.logit_bias.clear();
+  for (int32_t t = 0; t < 100; ++t) p.logit_bias.emplace_back(t, kNeverProduced);
+  p.logit_bias.emplace_back(7, kNeverProduced);  // twice: still 100 distinct tokens
+  EXPECT_FALSE(check_ranges(p).has_value());
+  auto e = check(p, 100);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->field, "logit_bias");
+  EXPECT_NE(e->message.find("every token"), std::string::npos) << e->message;
+  p.logit_bias.erase(p.logit_bias.begin() + 42);  // token 42 stays possible
+  EXPECT_FALSE(check(p, 100).has_value());
+}
+
 TEST(Params, RandomSeedsDiffer) {
   // 64 random bits twice: equal with probability 2^-64.
   EXPECT_NE(random_seed(), random_seed());

@@ -138,6 +138,32 @@ TEST(Sampler, MaskedTokensAreNeverPicked) {
   }
 }
 
+// A banned token (bias kNeverProduced) is never picked, greedy or sampled, whatever its logit and any
+// other bias on it; every processor keeps it at -infinity (no NaN), and the logprobs stay finite.
+TEST(Sampler, BannedTokensAreNeverPicked) {
+  const std::vector<float> logits = {0.0f, 9.0f, 0.5f, 8.0f};
+  SamplingParams params;
+  params.logit_bias = {{1, kNeverProduced}, {1, 100.0f}, {3, kNeverProduced}};
+  params.repetition_penalty = 1.3f;
+  params.presence_penalty = 1.0f;
+  params.frequency_penalty = -1.0f;
+  params.top_logprobs = 2;
+  const std::vector<int32_t> generated = {1, 3, 1};
+  Sampler s;
+  params.temperature = 0.0f;
+  EXPECT_EQ(s.pick(logits, params, {generated, generated}, 0), 2);
+  params.temperature = 2.0f;
+  params.top_p = 0.99f;
+  params.min_p = 0.01f;
+  for (int pos = 0; pos < 500; ++pos) {
+    params.seed = static_cast<uint64_t>(pos);
+    SampleResult r = s.sample(logits, params, {generated, generated}, pos, true);
+    EXPECT_TRUE(r.token == 0 || r.token == 2) << r.token;
+    EXPECT_TRUE(std::isfinite(r.logprob)) << r.logprob;
+    for (const auto& alt : r.top) EXPECT_TRUE(std::isfinite(alt.logprob)) << alt.token;
+  }
+}
+
 TEST(Sampler, LogprobsComeFromTheProcessedDistribution) {
   std::vector<float> logits = {0.0f, 1.0f, 2.0f, 3.0f};
   SamplingParams params;

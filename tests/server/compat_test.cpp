@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "grammar/automaton.h"
 #include "server/compat_routes.h"
@@ -51,6 +52,36 @@ TEST(LlamaCompletion, ReadsLlamaServerSpellings) {
   ASSERT_EQ(r.sampling.logit_bias.size(), 1u);
   EXPECT_EQ(r.sampling.logit_bias[0].first, 5);
   EXPECT_FLOAT_EQ(r.sampling.logit_bias[0].second, -2.0f);
+}
+
+// llama-server's other logit_bias forms: false bans the token (-infinity), a text entry waits for
+// the tokenizer, repeated entries stay separate (they add up in the sampler, as in llama-server);
+// the OpenAI routes' object form takes false too.
+TEST(LlamaCompletion, LogitBiasFalseAndTextEntries) {
+  constexpr float kBan = -std::numeric_limits<float>::infinity();
+  GenerationRequest r = ok(parse_llama_completion(
+      R"({"prompt": "x", "logit_bias": [[5, false], ["Hello, World!", -0.5], [5, 2], ["hi", false]]})"));
+  ASSERT_EQ(r.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(r.sampling.logit_bias[0], std::make_pair(5, kBan));
+  EXPECT_EQ(r.sampling.logit_bias[1], std::make_pair(5, 2.0f));
+  ASSERT_EQ(r.text_logit_bias.size(), 2u);
+  EXPECT_EQ(r.text_logit_bias[0].text, "Hello, World!");
+  EXPECT_FLOAT_EQ(r.text_logit_bias[0].bias, -0.5f);
+  EXPECT_EQ(r.text_logit_bias[0].entry, "'logit_bias[1]'");
+  EXPECT_EQ(r.text_logit_bias[1].bias, kBan);
+  r = ok(parse_llama_completion(R"({"prompt": "x", "logit_bias": {"7": false}})"));
+  EXPECT_EQ(r.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, kBan}}));
+  auto openai =
+      parse_generation_request(Endpoint::completions, R"({"prompt": "x", "logit_bias": {"7": false}})");
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(openai));
+  EXPECT_EQ(std::get<GenerationRequest>(openai).sampling.logit_bias[0].second, kBan);
+  for (const char* body :
+       {R"({"prompt": "x", "logit_bias": [[5, true]]})", R"({"prompt": "x", "logit_bias": [["", 1]]})",
+        R"({"prompt": "x", "logit_bias": [[5, -1e39]]})", R"({"prompt": "x", "logit_bias": {"5": true}})",
+        R"({"prompt": "x", "logit_bias": {"Hello": 1}})"}) {
+    ApiError e = err(parse_llama_completion(body));
+    EXPECT_EQ(e.param, "logit_bias") << body;
+  }
 }
 
 TEST(LlamaCompletion, MinusOneMeansRandomSeedAndNoLimit) {

@@ -1,6 +1,5 @@
 // The routes that need a loaded model, called as the HTTP adapter calls them,
-// on a Service serving the bundled target (models/tandem-target, context 64,
-// --embeddings, one sequence at a time).
+// on a Service serving the bundled target (served_fixture.h).
 // What a hostile body can make them hold: limits on inputs, replies whose
 // memory follows their text.
 #include <gtest/gtest.h>
@@ -16,7 +15,7 @@
 #include <thread>
 
 #include "raw_http.h"
-#include "runtime/opened_model.h"
+#include "served_fixture.h"
 #include "server/embeddings_api.h"
 #include "server/generation.h"
 #include "server/http_server.h"
@@ -34,70 +33,6 @@
 
 namespace tandem::server {
 namespace {
-
-class ServedRoutesTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const char* root = std::getenv("TANDEM_SOURCE_DIR");
-    ASSERT_NE(root, nullptr) << "TANDEM_SOURCE_DIR is set by CTest";
-    runtime::OpenOptions o;
-    o.model_dir = std::string(root) + "/models/tandem-target";
-    o.threads = 1;
-    auto opened = runtime::open_model(o);
-    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-    scheduler::EngineConfig config;
-    config.context = 64;
-    config.max_running = 1;
-    config.threads = 1;
-    auto served = runtime::make_served_model(std::move(*opened), config);
-    ASSERT_TRUE(served.ok()) << served.status().to_string();
-    service_ = new Service("tandem-target", ApiKeys{}, 1 << 24);
-    service_->set_embeddings(true);
-    service_->attach(std::move(*served));
-    service_->engine()->start();
-  }
-  static void TearDownTestSuite() {
-    delete service_;
-    service_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(service_, nullptr) << "the bundled target did not load"; }
-
-  static Service* service_;
-};
-
-Service* ServedRoutesTest::service_ = nullptr;
-
-// An HttpServer for `service` on an ephemeral port (4 workers, no web UI), run on its own
-// thread from construction until destruction (also when an ASSERT leaves the test early).
-class LiveServer {
- public:
-  explicit LiveServer(Service& service, int timeout_s = 0)
-      : server_(service, options(timeout_s)), bound_(server_.bind().ok()) {
-    if (bound_) thread_ = std::thread([this] { server_.run(); });
-  }
-  ~LiveServer() {
-    if (!bound_) return;
-    server_.stop();
-    thread_.join();
-  }
-  LiveServer(const LiveServer&) = delete;
-  LiveServer& operator=(const LiveServer&) = delete;
-  bool bound() const { return bound_; }
-  int port() const { return server_.port(); }
-
- private:
-  static HttpOptions options(int timeout_s) {
-    HttpOptions o;
-    o.port = 0;
-    o.timeout_s = timeout_s;
-    o.worker_threads = 4;
-    o.webui = false;
-    return o;
-  }
-  HttpServer server_;
-  bool bound_;
-  std::thread thread_;
-};
 
 nlohmann::json words(size_t n) {
   nlohmann::json a = nlohmann::json::array();
@@ -295,72 +230,6 @@ TEST_F(ServedRoutesTest, MemoryOfLargeBodiesIsReturned) {
   EXPECT_LT(after - before, 300) << "MiB resident: " << before << " before, " << peak << " at most, " << after
                                  << " after 8 requests";
 #endif
-}
-
-// logit_bias keys are token ids written in decimal (OpenAI's API). std::stoll read " 1", "+1", "01"
-// and "1 " as token 1, so a typo biased a token silently (and two spellings biased it twice). Each is
-// now a 400 naming logit_bias and the key, on all three routes that take it, as is a token outside
-// the vocabulary (8192 here); canonical keys and llama-server's [[id, bias]] form still bias.
-TEST_F(ServedRoutesTest, LogitBiasKeysMustBeDecimalTokenIds) {
-  LiveServer server(*service_);
-  ASSERT_TRUE(server.bound());
-  httplib::Client client("127.0.0.1", server.port());
-  client.set_read_timeout(60, 0);
-  auto post = [&client](const char* path, const nlohmann::json& body) {
-    auto reply = client.Post(path, body.dump(), "application/json");
-    return reply ? std::make_pair(reply->status, nlohmann::json::parse(reply->body, nullptr, false))
-                 : std::make_pair(-1, nlohmann::json());
-  };
-  const std::pair<const char*, nlohmann::json> routes[] = {
-      {"/v1/chat/completions",
-       {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 1}, {"temperature", 0}}},
-      {"/v1/completions", {{"prompt", "Call me"}, {"max_tokens", 1}, {"temperature", 0}}},
-      {"/completion", {{"prompt", "Call me"}, {"n_predict", 1}, {"temperature", 0}}},
-  };
-  const std::string bad_keys[] = {" 1", "+1",  "01",       "1 ",   "-1",         "1.0",        "1e3",
-                                  "",   "0x1", "\xD9\xA1", "8192", "2147483648", "99999999999"};
-  const int32_t forced = 300;
-  const std::string forced_text = nlohmann::json::parse(
-      llama_detokenize(*service_, nlohmann::json{{"tokens", {forced}}}.dump()).body)["content"];
-  for (const auto& [path, base] : routes) {
-    for (const std::string& key : bad_keys) {
-      nlohmann::json body = base;
-      body["logit_bias"] = {{key, 5}};
-      const auto [status, reply] = post(path, body);
-      EXPECT_EQ(status, 400) << path << " key '" << key << "': " << reply;
-      ASSERT_TRUE(reply.contains("error")) << path << ": " << reply;
-      EXPECT_EQ(reply["error"]["type"], "invalid_request_error") << path;
-      EXPECT_EQ(reply["error"]["param"], "logit_bias") << path << " key '" << key << "'";
-      EXPECT_NE(reply["error"]["message"].get<std::string>().find(key.empty() ? "''" : key),
-                std::string::npos)
-          << path << ": " << reply["error"]["message"];
-    }
-    // A canonical key biases its token: +100 makes it the greedy choice.
-    nlohmann::json body = base;
-    body["logit_bias"] = {{"0", -1}, {std::to_string(forced), 100}};
-    const auto [status, reply] = post(path, body);
-    ASSERT_EQ(status, 200) << path << ": " << reply;
-    const nlohmann::json text = std::string(path) == "/v1/chat/completions"
-                                    ? reply["choices"][0]["message"]["content"]
-                                : std::string(path) == "/completion" ? reply["content"]
-                                                                     : reply["choices"][0]["text"];
-    EXPECT_EQ(text, forced_text) << path << ": " << reply;
-  }
-  // llama-server's array form: biases as the object does; its ids are checked the same way.
-  const auto [status, reply] =
-      post("/completion",
-           {{"prompt", "Call me"}, {"n_predict", 1}, {"temperature", 0}, {"logit_bias", {{forced, 100}}}});
-  ASSERT_EQ(status, 200) << reply;
-  EXPECT_EQ(reply["content"], forced_text);
-  for (const nlohmann::json& id :
-       {nlohmann::json(-1), nlohmann::json(8192), nlohmann::json(18446744073709551615ull)}) {
-    const auto [bad_status, bad_reply] =
-        post("/completion", {{"prompt", "Call me"}, {"n_predict", 1}, {"logit_bias", {{id, 1}}}});
-    EXPECT_EQ(bad_status, 400) << id;
-    EXPECT_EQ(bad_reply["error"]["param"], "logit_bias") << bad_reply;
-    EXPECT_NE(bad_reply["error"]["message"].get<std::string>().find(id.dump()), std::string::npos)
-        << bad_reply;
-  }
 }
 
 // An HTTP/1.0 client has no chunked coding: RFC 9112 section 6.1 says a server must not send

@@ -183,6 +183,32 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SpecEqualsClassic,
                                            Pairing{"gemma4_mm_textonly_f32", "gemma4_text_bf16", false}),
                          [](const auto& info) { return std::string(info.param.target); });
 
+// logit_bias false (kNeverProduced) under speculation: with every token the classic greedy stream
+// produced banned, speculative decoding with a copy of the target and with an unrelated drafter
+// still gives exactly the classic stream, greedy and sampled, and it holds none of the banned tokens.
+TEST(SpecEqualsClassic, WithBannedTokens) {
+  auto target = load_target("llama_default_bf16");
+  ASSERT_NE(target, nullptr);
+  auto self = DraftModelDrafter::load(fixture_dir("llama_default_bf16"), nullptr, 512);
+  auto other = DraftModelDrafter::load(fixture_dir("qwen2_bias_f16"), nullptr, 512);
+  ASSERT_TRUE(self.ok()) << self.status().to_string();
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  sampling::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const std::vector<int32_t> free_run = classic(*target, greedy);
+  for (auto params : sampling_cases()) {
+    for (int32_t t : free_run) params.logit_bias.emplace_back(t, sampling::kNeverProduced);
+    const std::vector<int32_t> expected = classic(*target, params);
+    for (int32_t t : expected)
+      EXPECT_EQ(std::count(free_run.begin(), free_run.end(), t), 0) << "banned token " << t;
+    for (int k : {2, 5}) {
+      SCOPED_TRACE("K=" + std::to_string(k) + " temperature=" + std::to_string(params.temperature));
+      EXPECT_EQ(speculative(*target, **self, params, k).tokens, expected);
+      EXPECT_EQ(speculative(*target, **other, params, k).tokens, expected);
+    }
+  }
+}
+
 // MTP layers stored inside the target's checkpoint (MiMo's model.mtp_layers.0,
 // ADR 0027): the in-checkpoint drafter gives exactly the classic stream too.
 TEST(SpecEqualsClassic, WithTheTargetsOwnMtpLayers) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,10 @@
 
 namespace tandem::sampling {
 
+// The logit_bias of a token that must never be produced (llama-server's `false`): its logit
+// becomes -infinity, which every sampler stage treats as masked.
+inline constexpr float kNeverProduced = -std::numeric_limits<float>::infinity();
+
 struct SamplingParams {
   float temperature = 1.0f;         // 0 = greedy (argmax after bias and penalties)
   int32_t top_k = 0;                // 0 = disabled
@@ -26,7 +31,8 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // HF/CTRL style, over prompt + generated tokens; 1 = disabled
   float presence_penalty = 0.0f;    // OpenAI style, over generated tokens
   float frequency_penalty = 0.0f;   // OpenAI style, over generated tokens
-  std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to the logit
+  // token id -> added to the logit; kNeverProduced (-infinity) bans the token. Entries add up.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   // The seed the sampler uses. "No seed" exists only at the API edges, as an
   // empty std::optional<uint64_t>, resolved there (random_seed() or a fixed default).
   uint64_t seed = 0;
@@ -52,11 +58,11 @@ struct ParamError {
 // The ranges (OpenAI's where it defines them): temperature in [0, 2],
 // top_p in (0, 1], min_p in [0, 1], top_k >= 0, repetition_penalty > 0 and
 // finite, presence/frequency penalties in [-2, 2], logit_bias values in
-// [-100, 100], top_logprobs in [0, 20]. Non-finite values are out of range.
+// [-100, 100] or kNeverProduced, top_logprobs in [0, 20]. Other non-finite values are out of range.
 // Needs no model: the first offending field in that order, or nullopt.
 std::optional<ParamError> check_ranges(const SamplingParams& params);
 
-// check_ranges, then every logit_bias token id in [0, vocab_size).
+// check_ranges, then every logit_bias token id in [0, vocab_size), and not every token banned.
 std::optional<ParamError> check(const SamplingParams& params, int32_t vocab_size);
 
 // A fresh random seed, for a request or a run that gave none. Thread-safe.

@@ -40,6 +40,15 @@ struct GenerationRequest {
   bool echo = false;             // completions only
   std::optional<uint64_t> seed;  // empty: the service picks a random one
   sampling::SamplingParams sampling;
+  // llama-server's [["text", bias], ...] logit_bias entries: the bias goes to every token of the
+  // text tokenized without special tokens, added to sampling.logit_bias by Service::start_request
+  // once the tokenizer is known. `entry` names it in errors: "'logit_bias[2]'".
+  struct TextBias {
+    std::string text;
+    float bias = 0.0f;
+    std::string entry;
+  };
+  std::vector<TextBias> text_logit_bias;
   // response_format / json_schema / grammar / tools / tool_choice (structured_request.h).
   StructuredRequest structured;
 };
@@ -70,5 +79,9 @@ void check_messages_field(const nlohmann::json& body);
 void parse_stop_field(const nlohmann::json& body, GenerationRequest& r);
 // temperature, top_p, top_k, min_p, presence/frequency/repetition_penalty, seed, logit_bias.
 void parse_sampling_fields(const nlohmann::json& body, GenerationRequest& r);
+// A logit_bias value: a finite number, or false (llama-server's spelling of "never produce this
+// token": a bias of -infinity). Anything else (true, a string, a number beyond float's range)
+// throws a 400 naming logit_bias, its message opening with `entry` ("'logit_bias[2]' bias").
+float parse_logit_bias_value(const nlohmann::json& value, const std::string& entry);
 
 }  // namespace tandem::server

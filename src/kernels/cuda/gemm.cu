@@ -130,10 +130,13 @@ bool m64_tile_runs(const void* x) { return wgmma_available() && aligned16(x); }
 // only queue copies (variant 8's idea), 3 / 4 the m64 TMA wgmma tile with 128 /
 // 256 weight rows per block (variants 19 / 20; mode 1 where it cannot run).
 // Every mode gives the same bits.
-// Default 1 (H200, 2026-12-02 22:00: the 8-layer 8B step at 17 / 32 rows
-// 5.11 / 6.61 -> 3.92 / 5.70 ms, unchanged at 1..16 and 64; ADR 0060).
+// Mode 1 was the default from ADR 0060 (H200, 2026-12-02: the 8-layer 8B
+// step at 17 / 32 rows 5.11 / 6.61 -> 3.92 / 5.70 ms). Default 3 since ADR
+// 0066 (H200, 2026-12-05 11:16: 8-layer 8B step at 17 / 32 / 48 / 64 rows
+// 4.34 / 6.74 / 9.41 / 11.77 -> 3.64 / 5.42 / 8.23 / 10.84 ms; serving 64
+// streams 4,420 -> 5,784 tok/s steady, cuBLAS 5,841).
 constexpr int kWideModes = 5;
-constexpr int kDefaultWide = 1;
+constexpr int kDefaultWide = 3;
 constexpr int64_t kWideMaxRows = 64;
 std::atomic<int> wide_choice{-1};
 

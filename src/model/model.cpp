@@ -287,19 +287,17 @@ void Model::release_host_matrices() {
   }
   lm_head_.release_data();
   per_layer_model_projection_.release_data();
-  host_matrices_released_ = true;
 }
 
 Status Model::place_on(const Placement& placement) {
   TANDEM_RETURN_IF_ERROR(check_placement(placement));
-  if (host_matrices_released_) {
+  if (device_weights_ != nullptr) {  // placed on cuda: the host's matrices are gone (ADR 0067)
     if (placement == placement_) return Status::Ok();
     return failed_precondition("the model's host weights were freed when it was placed on " +
                                device_name(placement_) + " (ADR 0067); load it again to place it on " +
                                device_name(placement));
   }
   if (placement.kind == DeviceKind::cpu) {
-    device_weights_.reset();
     placement_ = placement;
     return Status::Ok();
   }

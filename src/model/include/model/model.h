@@ -138,9 +138,9 @@ class Model {
   // to that device once (bf16 weights only; FailedPrecondition otherwise,
   // naming the tensor; ResourceExhausted when the device is full). Every
   // Forward built on the model afterwards runs there. An MTP block needs its
-  // target placed on the same device first. cpu: drops any device copy.
-  // Once on cuda the host's packed matrices are freed (ADR 0067: an 8B model
-  // keeps 16 GB of host memory otherwise): placing it again elsewhere is then
+  // target placed on the same device first. Once on cuda the host's packed
+  // matrices are freed (ADR 0067: an 8B model keeps 16 GB of host memory
+  // otherwise): placing it again elsewhere (cpu included) is then
   // FailedPrecondition (load the model again); the same placement is a no-op.
   Status place_on(const Placement& placement);
   const Placement& placement() const { return placement_; }
@@ -164,7 +164,8 @@ class Model {
   Status load_gemma4_layer(int index, const std::string& prefix);
   Status load_gemma4_moe(int index, const std::string& prefix);
   Status load_per_layer_inputs();
-  void set_gemma4_rope();  // inv_freq_ (full attention, proportional) and local_inv_freq_ (sliding)
+  void set_gemma4_rope();        // inv_freq_ (full attention, proportional) and local_inv_freq_ (sliding)
+  void release_host_matrices();  // after an upload (ADR 0067)
 
   std::string dir_;
   ModelConfig config_;
@@ -182,11 +183,9 @@ class Model {
   std::vector<float> per_layer_projection_norm_;
   int64_t parameters_ = 0;
   const Model* borrowed_from_ = nullptr;  // an MTP block's target
-  void release_host_matrices();           // after an upload (ADR 0067)
-
   Placement placement_;
+  // Set once placed on cuda, and the host's matrices are freed then: never reset.
   std::shared_ptr<const DeviceWeights> device_weights_;
-  bool host_matrices_released_ = false;
 };
 
 }  // namespace tandem::model

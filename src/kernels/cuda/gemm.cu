@@ -158,9 +158,12 @@ Status launch_wide(int mode, cudaStream_t stream, const void* x, int64_t m, cons
                    : launch<Tile<64, 64, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
 }
 
+// tail (GemmNormTail, ADR 0068): carried by variants 3, 5 and 8 (the by-shape
+// defaults of the sliced and small matrices) where it fits; *tail_done says.
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                    int64_t k, float* y, int64_t slice) {
+                    int64_t k, float* y, int64_t slice, const GemmNormTail* tail = nullptr,
+                    bool* tail_done = nullptr) {
   if (m > 16 && m <= kWideMaxRows && wide_mode() != 0)
     return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice);
   if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
@@ -180,15 +183,18 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
     case 2:  // 8 x rows, 6 stages of 64 k (36 KB)
       return launch<Tile<32, 8, 2, 1, 64, 6, F32X>>(stream, x, m, w, n, k, y, slice);
     case 3:  // 64 weight rows, 4 warps, 8 x rows, 4 stages of 128 k (80 KB)
-      return launch<Tile<64, 8, 4, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch_with_tail<Tile<64, 8, 4, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice, tail,
+                                                               tail_done);
     case 5:  // 64 weight rows, 4 warps, 16 x rows, 3 stages of 128 k (72 KB with f32 x)
-      return launch<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch_with_tail<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice, tail,
+                                                                tail_done);
     case 6:  // 8 x rows, 8 stages of 128 k (96 KB)
       return launch<Tile<32, 8, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y, slice);
     case 7:  // 32 weight rows, 8 x rows, 4 stages of 256 k (96 KB with f32 x)
       return launch<Tile<32, 8, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 8:  // variant 3 with 4 more warps that only queue copies
-      return launch<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice);
+      return launch_with_tail<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice, tail,
+                                                                    tail_done);
     case 10:  // direct: launch_direct<FN, U, warps, PIPE>
       return launch_direct<1, 4, 4, true, F32X>(stream, x, m, w, n, k, y, slice);
     case 11:
@@ -273,10 +279,11 @@ Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, 
 // Tile shapes: Tile<BN, BM, warps along N, warps along M, BK, stages, f32 x>.
 template <bool F32X>
 Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                   int64_t k, float* y, int64_t slice = 0) {
+                   int64_t k, float* y, int64_t slice = 0, const GemmNormTail* tail = nullptr,
+                   bool* tail_done = nullptr) {
   switch (tile) {
     case GemmTile::small:
-      return launch_small<F32X>(small_tile_variant(), stream, x, m, w, n, k, y, slice);
+      return launch_small<F32X>(small_tile_variant(), stream, x, m, w, n, k, y, slice, tail, tail_done);
     case GemmTile::medium:
       return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case GemmTile::large:
@@ -416,24 +423,38 @@ GemmSlicing gemm_slicing(int64_t n, int64_t k) {
 
 Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, DType x_dtype, int64_t m,
                                            const uint16_t* w, int64_t n, int64_t k, float* y,
-                                           float* workspace, size_t workspace_floats, GemmTile tile) {
+                                           float* workspace, size_t workspace_floats, GemmTile tile,
+                                           const GemmNormTail* tail) {
   TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w, n, k, y));
   const GemmSlicing plan = gemm_slicing(n, k);
   if (m == 0) return GemmPartials{y, 1, m, n};
-  if (plan.slices == 1) {
-    TANDEM_RETURN_IF_ERROR(gemm_bf16w(stream, x, x_dtype, m, w, n, k, y, tile));
-    return GemmPartials{y, 1, m, n};
+  if (tail != nullptr &&
+      (tail->x == nullptr || tail->weight == nullptr || tail->h == nullptr || tail->counter == nullptr))
+    return invalid_argument(
+        "gemm_bf16w_partials: a norm tail needs the residual, the norm's weight, an output "
+        "and a counter");
+  float* out = y;  // one slice: the product itself
+  if (plan.slices > 1) {
+    const size_t need = static_cast<size_t>(plan.slices) * static_cast<size_t>(m * n);
+    if (workspace == nullptr || workspace_floats < need ||
+        (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0)
+      return invalid_argument("gemm_bf16w_sliced: need a 16-byte aligned workspace of " +
+                              std::to_string(need) + " floats (got " + std::to_string(workspace_floats) +
+                              ")");
+    out = workspace;
   }
-  const size_t need = static_cast<size_t>(plan.slices) * static_cast<size_t>(m * n);
-  if (workspace == nullptr || workspace_floats < need || (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0)
-    return invalid_argument("gemm_bf16w_sliced: need a 16-byte aligned workspace of " + std::to_string(need) +
-                            " floats (got " + std::to_string(workspace_floats) + ")");
-  if (tile == GemmTile::automatic) tile = sliced_tile_for(m, n, plan.slices);
+  if (tile == GemmTile::automatic)
+    tile =
+        plan.slices > 1 ? sliced_tile_for(m, n, plan.slices) : gemm_tile_for(m, n, current_multiprocessors());
+  const int64_t slice = plan.slices > 1 ? plan.slice : 0;
+  bool tail_done = false;
   TANDEM_RETURN_IF_ERROR(
       x_dtype == DType::f32
-          ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, workspace, plan.slice)
-          : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, workspace, plan.slice));
-  return GemmPartials{workspace, plan.slices, m, n};
+          ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, out, slice, tail, &tail_done)
+          : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, out, slice, tail, &tail_done));
+  GemmPartials p{out, plan.slices, m, n};
+  p.tail_done = tail_done;
+  return p;
 }
 
 Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,

@@ -43,6 +43,7 @@
 
 #include "cuda/cp_async.cuh"
 #include "cuda/cuda_check.h"
+#include "cuda/gemm_tail.cuh"
 #include "cuda/launch.cuh"
 #include "kernels/cuda_ops.h"
 
@@ -242,10 +243,13 @@ __device__ __forceinline__ void compute_chunk(const unsigned char* ws, const uns
   }
 }
 
-template <class T>
+// TAIL: after its stores, the grid's last block runs `tail` over the
+// partials (gemm_tail.cuh); the kernel needs n floats of its shared memory.
+// y_base is not __restrict__: the tail's h may be the product itself.
+template <class T, bool TAIL = false>
 __global__ void __launch_bounds__(T::kThreads)
-    gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y_base,
-                int64_t m, int64_t n, int64_t k, int64_t slice) {
+    gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* y_base, int64_t m,
+                int64_t n, int64_t k, int64_t slice, GemmNormTail tail) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN;
@@ -297,24 +301,33 @@ __global__ void __launch_bounds__(T::kThreads)
     }
   }
   cp_async_wait<0>();
-  if (T::kCopyOnlyWarps && warp >= T::kComputeWarps) return;
+  // Copy-only warps have nothing to store; with a tail they stay for its barriers.
+  if (!TAIL && T::kCopyOnlyWarps && warp >= T::kComputeWarps) return;
+  const bool stores = !T::kCopyOnlyWarps || warp < T::kComputeWarps;
 
-    // Accumulator slots: d0/d1 = (weight row g, x rows 2c, 2c+1), d2/d3 = row g + 8.
+  // Accumulator slots: d0/d1 = (weight row g, x rows 2c, 2c+1), d2/d3 = row g + 8.
+  if (!TAIL || stores) {
 #pragma unroll
-  for (int fn = 0; fn < T::FN; ++fn) {
-    const int64_t col = n0 + warp_n + fn * 16 + g;
+    for (int fn = 0; fn < T::FN; ++fn) {
+      const int64_t col = n0 + warp_n + fn * 16 + g;
 #pragma unroll
-    for (int fm = 0; fm < T::FM; ++fm) {
-      const int64_t row = m0 + warp_m + fm * 8 + 2 * c;
-      if (row < m) {
-        if (col < n) y[row * n + col] = acc[fn][fm][0];
-        if (col + 8 < n) y[row * n + col + 8] = acc[fn][fm][2];
-      }
-      if (row + 1 < m) {
-        if (col < n) y[(row + 1) * n + col] = acc[fn][fm][1];
-        if (col + 8 < n) y[(row + 1) * n + col + 8] = acc[fn][fm][3];
+      for (int fm = 0; fm < T::FM; ++fm) {
+        const int64_t row = m0 + warp_m + fm * 8 + 2 * c;
+        if (row < m) {
+          if (col < n) y[row * n + col] = acc[fn][fm][0];
+          if (col + 8 < n) y[row * n + col + 8] = acc[fn][fm][2];
+        }
+        if (row + 1 < m) {
+          if (col < n) y[(row + 1) * n + col] = acc[fn][fm][1];
+          if (col + 8 < n) y[(row + 1) * n + col + 8] = acc[fn][fm][3];
+        }
       }
     }
+  }
+  if constexpr (TAIL) {
+    if (!last_block_of_grid(tail.counter)) return;  // (its barriers also free the ring for the row)
+    gemm_norm_tail<T::kThreads>(tail, y_base, static_cast<int>(gridDim.z), m, n,
+                                reinterpret_cast<float*>(smem_raw));
   }
 }
 
@@ -337,18 +350,37 @@ Status raise_smem_once(std::atomic<uint64_t>& raised, Kernel kernel, int bytes, 
   return Status::Ok();
 }
 
-template <class T>
+template <class T, bool TAIL = false>
 Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
-              float* y, int64_t slice = 0) {
-  const auto kernel = gemm_kernel<T>;
+              float* y, int64_t slice = 0, const GemmNormTail& tail = GemmNormTail{}) {
+  const auto kernel = gemm_kernel<T, TAIL>;
   static std::atomic<uint64_t> raised{0};
   TANDEM_RETURN_IF_ERROR(raise_smem_once(raised, kernel, T::kSmem, "gemm"));
   if (slice <= 0) slice = k;
   const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
                   static_cast<unsigned>((m + T::BM - 1) / T::BM),
                   static_cast<unsigned>((k + slice - 1) / slice));
-  return launch_kernel("gemm_bf16w", kernel, grid, dim3(T::kThreads), T::kSmem, stream, x, w, y, m, n, k,
-                       slice);
+  return launch_kernel(TAIL ? "gemm_bf16w (norm tail)" : "gemm_bf16w", kernel, grid, dim3(T::kThreads),
+                       T::kSmem, stream, x, w, y, m, n, k, slice, tail);
+}
+
+// Whether launch<T, true> can carry a tail over m rows of n values.
+template <class T>
+constexpr bool tail_fits(int64_t m, int64_t n) {
+  return m <= kTailMaxRows && m * n * static_cast<int64_t>(sizeof(float)) <= T::kSmem &&
+         (T::kThreads == 128 || T::kThreads == 256);
+}
+
+// launch<T>, or launch<T, true> carrying `tail` where it fits (*tail_done
+// then true).
+template <class T>
+Status launch_with_tail(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
+                        int64_t k, float* y, int64_t slice, const GemmNormTail* tail, bool* tail_done) {
+  if (tail != nullptr && tail_fits<T>(m, n)) {
+    *tail_done = true;
+    return launch<T, true>(stream, x, m, w, n, k, y, slice, *tail);
+  }
+  return launch<T>(stream, x, m, w, n, k, y, slice);
 }
 
 }  // namespace

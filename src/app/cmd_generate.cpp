@@ -2,11 +2,16 @@
 // speculative (-md), with the same seeded sampler as the server.
 //   tandem generate -m DIR [-md DIR] [--draft-block-size K] -p TEXT [--chat] -n N
 //                   [--temp T --top-k K --top-p P --min-p P --seed S] [--stats] [--device D]
+//                   [-l ID+BIAS ...] [--grammar GBNF | --grammar-file FILE]
 //   tandem generate -m DIR --tokens 1,2,3 -n 32      (token ids in and out)
 // Text goes to stdout as it is generated; --stats adds a summary on stderr.
+// A position where the grammar, -l and the rest leave no token ends the run
+// with that message on stderr and exit 1, after the text generated before it.
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -17,6 +22,8 @@
 #include "core/log.h"
 #include "drafter_setup.h"
 #include "environment.h"
+#include "grammar/grammar.h"
+#include "grammar/token_constraint.h"
 #include "model/forward.h"
 #include "runtime/opened_model.h"
 #include "speculative/exactness.h"
@@ -40,8 +47,56 @@ struct GenerateOptions {
   std::string gemm;
   std::string device;
   sampling::SamplingParams sampling;
-  std::optional<uint64_t> seed;  // empty: random (printed by --stats)
+  std::optional<uint64_t> seed;         // empty: random (printed by --stats)
+  std::vector<std::string> logit_bias;  // llama.cpp's -l TOKEN_ID(+/-)BIAS, e.g. 15043+1, 2-inf
+  std::string grammar, grammar_file;    // GBNF (docs/grammar.md)
 };
+
+// llama.cpp's --logit-bias form: a token id, a sign, a number or "inf" (-inf bans the token).
+Expected<std::pair<int32_t, float>> parse_logit_bias(const std::string& text) {
+  const size_t sign = text.find_first_of("+-", 1);
+  const std::string id = text.substr(0, sign);
+  const bool digits =
+      !id.empty() && id.size() <= 10 && id.find_first_not_of("0123456789") == std::string::npos;
+  if (sign == std::string::npos || !digits || std::stoll(id) > INT32_MAX)
+    return invalid_argument("--logit-bias: \"" + text +
+                            "\" is not TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 2-inf)");
+  try {
+    size_t used = 0;
+    const std::string value = text.substr(sign + 1);
+    const float bias = std::stof(value, &used);
+    if (used != value.size() || bias < 0) throw std::invalid_argument(value);
+    return std::pair{static_cast<int32_t>(std::stoll(id)), text[sign] == '-' ? -bias : bias};
+  } catch (const std::exception&) {
+    return invalid_argument("--logit-bias: \"" + text + "\" has no number (or inf) after the sign");
+  }
+}
+
+// -l and --grammar / --grammar-file into `params` (the grammar's end tokens are the stop ids).
+Status add_constraints(const GenerateOptions& o, const runtime::TextSide& text,
+                       sampling::SamplingParams& params) {
+  for (const std::string& b : o.logit_bias) {
+    TANDEM_ASSIGN_OR_RETURN(auto entry, parse_logit_bias(b));
+    params.logit_bias.push_back(entry);
+  }
+  if (o.grammar.empty() && o.grammar_file.empty()) return Status::Ok();
+  if (!o.grammar.empty() && !o.grammar_file.empty())
+    return invalid_argument("--grammar and --grammar-file: give one of them");
+  std::string gbnf = o.grammar;
+  if (!o.grammar_file.empty()) {
+    std::ifstream in(o.grammar_file, std::ios::binary);
+    if (!in) return io_error("--grammar-file: cannot read " + o.grammar_file);
+    gbnf.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (!text.tokenizer) return invalid_argument("--grammar needs the model's tokenizer.json");
+  auto parsed = grammar::parse_gbnf(gbnf);
+  if (!parsed.ok()) return parsed.status().with_context("--grammar");
+  params.constraint = std::make_shared<grammar::GrammarConstraint>(
+      std::make_shared<const grammar::Grammar>(std::move(*parsed)),
+      std::make_shared<const grammar::TokenTrie>(grammar::TokenTrie::from_tokenizer(*text.tokenizer)),
+      text.stop_tokens);
+  return Status::Ok();
+}
 
 Expected<std::vector<int32_t>> parse_token_list(const std::string& text) {
   std::vector<int32_t> out;
@@ -98,6 +153,7 @@ int run_generate(GenerateOptions o) {
   const model::Model& m = *opened->model;
   auto prompt = build_prompt(o, opened->text);
   if (!prompt.ok()) return fail(prompt.status());
+  if (Status s = add_constraints(o, opened->text, o.sampling); !s.ok()) return usage_error("generate", s);
   if (Status s = sampling::validate(o.sampling, static_cast<int32_t>(m.config().vocab_size)); !s.ok())
     return fail(s);
   const int64_t total = static_cast<int64_t>(prompt->size()) + o.max_tokens + 16;
@@ -147,22 +203,31 @@ int run_generate(GenerateOptions o) {
     }
     std::fflush(stdout);
   };
+  // The text so far stays on stdout, ended by a newline, and the reason goes to stderr.
+  auto fail_after_output = [&](const Status& st) {
+    if (detok) std::fputs(detok->flush().c_str(), stdout);
+    std::printf("\n");
+    std::fflush(stdout);
+    return fail(st);
+  };
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  if (Status st = speculative::prefill(forward, sampler, s); !st.ok()) return fail(st);
+  if (Status st = speculative::prefill(forward, sampler, s); !st.ok()) return fail_after_output(st);
   const auto t1 = Clock::now();
   emit();
   int64_t rounds = 0, drafted = 0, accepted = 0;
   while (!done) {
     if (speculate) {
       auto r = speculative::speculative_round(forward, *drafter->drafter, sampler, s, drafter->block_size);
-      if (!r.ok()) return fail(r.status());
+      if (!r.ok()) return fail_after_output(r.status());
       ++rounds;
       drafted += r->drafted;
       accepted += r->accepted;
-    } else if (Status st = speculative::classic_step(forward, sampler, s); !st.ok()) {
-      return fail(st);
+      emit();  // the tokens before a dead end count, and may end the run first (a stop id)
+      if (!done && !r->dead_end.ok()) return fail_after_output(r->dead_end);
+      continue;
     }
+    if (Status st = speculative::classic_step(forward, sampler, s); !st.ok()) return fail_after_output(st);
     emit();
   }
   if (detok) std::fputs(detok->flush().c_str(), stdout);
@@ -213,6 +278,10 @@ Command add_generate_command(CLI::App& app) {
   add_device_option(sub, o->device);
   add_weights_option(sub, o->weights);
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating after an end-of-sequence token");
+  sub->add_option("-l,--logit-bias", o->logit_bias,
+                  "TOKEN_ID+BIAS or TOKEN_ID-BIAS (-inf bans the token); repeatable");
+  sub->add_option("--grammar", o->grammar, "GBNF grammar the output must follow");
+  sub->add_option("--grammar-file", o->grammar_file, "File holding a GBNF grammar");
   sub->add_flag("--stats", o->stats, "Print speed, acceptance and the exactness verdict on stderr");
   return {sub, [o] { return run_generate(*o); }};
 }

@@ -60,13 +60,15 @@ int32_t Sampler::pick_processed(std::span<const float> processed, const Sampling
   int32_t best = -1;
   if (params.greedy()) {
     float best_logit = kMasked;
+    // Only a logit above -infinity can be picked: a row with none (all masked or NaN) has no
+    // token to give, and any id returned for it would be a token the request forbade.
     for (size_t i = 0; i < processed.size(); ++i) {
-      if (processed[i] > best_logit || (best < 0 && !std::isnan(processed[i]))) {
+      if (processed[i] > best_logit) {
         best_logit = processed[i];
         best = static_cast<int32_t>(i);
       }
     }
-    return best < 0 ? 0 : best;
+    return best < 0 ? kNoToken : best;
   }
   // Exact Gumbel-max: the result is the lowest id with the highest score
   // l_i + G(u_i), exactly as if every score were computed. Start from the
@@ -80,7 +82,7 @@ int32_t Sampler::pick_processed(std::span<const float> processed, const Sampling
   for (size_t i = 0; i < processed.size(); ++i) {
     if (processed[i] > kMasked && (top < 0 || processed[i] > processed[top])) top = static_cast<int32_t>(i);
   }
-  if (top < 0) return 0;
+  if (top < 0) return kNoToken;  // nothing above -infinity: no token is allowed
   best = top;
   double best_score = static_cast<double>(processed[top]) + gumbel_of(uniform_from(key, top));
   for (size_t i = 0; i < processed.size(); ++i) {
@@ -139,6 +141,7 @@ SampleResult Sampler::sample(std::span<const float> logits, const SamplingParams
                              const TokenHistory& history, int64_t position, bool want_logprobs) {
   SampleResult out;
   out.token = pick(logits, params, history, position);
+  if (out.token == kNoToken) return out;
   if (want_logprobs || params.top_logprobs > 0) fill_logprobs(row_, params, out);
   return out;
 }

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "kernels/ops.h"
 #include "model/weights_quant.h"
+#include "sampling/dead_end.h"
 #include "scheduler/metrics.h"
 
 namespace tandem::scheduler {
@@ -18,6 +19,10 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 double ms_between(Clock::time_point a, Clock::time_point b) { return seconds_between(a, b) * 1000.0; }
+
+// A failed forward or round is the server's fault, whatever code the layer below used: the only
+// error a request itself causes mid-generation is a position with no allowed token (InvalidArgument).
+Status step_failure(const Status& status) { return internal_error(status.message()); }
 
 }  // namespace
 
@@ -310,13 +315,32 @@ int64_t Engine::admit(uint64_t id) {
 
 void Engine::sample_into(sampling::Sampler& sampler, Active& a, std::span<const float> row,
                          int64_t position) {
+  int32_t token = sampling::kNoToken;
   if (a.req->want_logprobs) {
     sampling::SampleResult r = sampler.sample(row, a.seq.params, a.seq.history(), position, true);
-    a.details.push_back({r.token, r.logprob, std::move(r.top)});
-    a.seq.generated.push_back(r.token);
+    if (r.token != sampling::kNoToken) a.details.push_back({r.token, r.logprob, std::move(r.top)});
+    token = r.token;
   } else {
-    a.seq.generated.push_back(sampler.pick(row, a.seq.params, a.seq.history(), position));
+    token = sampler.pick(row, a.seq.params, a.seq.history(), position);
   }
+  if (token == sampling::kNoToken) {
+    a.dead_end = sampling::no_allowed_token(row, a.seq.params, a.seq.history());
+    return;
+  }
+  a.seq.generated.push_back(token);
+}
+
+void Engine::deliver_or_end(uint64_t id) {
+  Active& a = active_.at(id);
+  if (a.dead_end.ok()) return deliver(a);
+  // Classic decoding reaches a dead end only after delivering every token before it; a round
+  // may bring some (accepted drafts) with it. Those go out first, as a classic step would have
+  // sent them — a stop token or max_tokens among them ends the request normally.
+  Status why = std::move(a.dead_end);
+  deliver(a);
+  if (active_.count(id) == 0) return;
+  spdlog::info("request {} ends: {}", id, why.message());
+  finish(id, FinishReason::error, std::move(why));
 }
 
 double Engine::run_batched(const TickPlan& plan) {
@@ -346,7 +370,7 @@ double Engine::run_batched(const TickPlan& plan) {
   for (const auto& s : steps) forward_rows += s.tokens.size();
   if (!out.ok()) {
     spdlog::error("forward failed: {}", out.status().to_string());
-    for (uint64_t id : owners) finish(id, FinishReason::error, out.status());
+    for (uint64_t id : owners) finish(id, FinishReason::error, step_failure(out.status()));
     return ms_between(t0, Clock::now());
   }
   // Bookkeeping in step order, then the rows that produce a token are sampled
@@ -385,7 +409,7 @@ double Engine::run_batched(const TickPlan& plan) {
   });
   const auto sampled = Clock::now();
   const double compute_ms = ms_between(t0, sampled);
-  for (size_t i : picks) deliver(active_.at(owners[i]));
+  for (size_t i : picks) deliver_or_end(owners[i]);
   if (tick_timing_.on) record_tick(t0, forwarded, sampled, static_cast<int64_t>(forward_rows));
   return compute_ms;
 }
@@ -422,7 +446,7 @@ void Engine::run_speculative(uint64_t id) {
     spdlog::error("speculative round failed: {}", stats.status().to_string());
     drafter_->reset();
     drafter_following_ = 0;
-    finish(id, FinishReason::error, stats.status());
+    finish(id, FinishReason::error, step_failure(stats.status()));
     return;
   }
   for (auto& r : logprobs) a.details.push_back({r.token, r.logprob, std::move(r.top)});
@@ -438,7 +462,8 @@ void Engine::run_speculative(uint64_t id) {
   metrics_.spec_draft_tokens += stats->drafted;
   metrics_.spec_accepted_tokens += stats->accepted;
   for (int32_t p = 0; p < stats->accepted && p < kMaxSpecPositions; ++p) metrics_.spec_accepted_per_pos[p]++;
-  deliver(a);
+  a.dead_end = std::move(stats->dead_end);
+  deliver_or_end(id);
 }
 
 void Engine::deliver(Active& a) {

@@ -40,9 +40,8 @@ using RunPtr = std::shared_ptr<GenerationRun>;
 
 // The error a run ended with, as {status, OpenAI error body}.
 std::pair<int, std::string> run_error(const GenerationRun& run) {
-  const auto& c = run.choices().front();
-  return {500, error_body({500, "server_error", "generation failed: " + c.error.message(), std::nullopt,
-                           "internal_error"})};
+  const ApiError e = generation_error(run.choices().front().error);
+  return {e.http_status, error_body(e)};
 }
 
 bool failed(const GenerationRun& run) {
@@ -120,12 +119,13 @@ void ollama_generation(Service& svc, OllamaEndpoint endpoint, const httplib::Req
   if (auto* e = std::get_if<ApiError>(&started)) return write_reply(res, ollama_error(*e));
   RunPtr run = std::move(std::get<std::unique_ptr<GenerationRun>>(started));
   auto error_json = [](const GenerationRun& r) {
-    return json{{"error", "generation failed: " + r.choices().front().error.message()}};
+    return json{{"error", generation_error(r.choices().front().error).message}};
   };
   if (!run->stream()) {
     answer_collected(req, res, [&](const std::function<bool()>& alive) -> std::pair<int, std::string> {
       if (!run->wait(alive)) return {499, ""};
-      if (failed(*run)) return {500, dump_json(error_json(*run))};
+      if (failed(*run))
+        return {generation_error(run->choices().front().error).http_status, dump_json(error_json(*run))};
       return {200, dump_json(ollama_final_json(endpoint, model, *run, run->choices().front().text, t0))};
     });
     return;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "server/api_error.h"
 #include "server/tool_call_reply.h"
 
 namespace tandem::server {
@@ -269,12 +270,10 @@ std::string GenerationRun::tool_stream(size_t i, std::string fresh, json& calls_
 std::pair<int, std::string> GenerationRun::collect(const std::function<bool()>& alive) {
   if (!wait(alive)) return {499, ""};
   for (const auto& c : choices_) {
-    if (c.finish == FinishReason::error)
-      return {500, dump_json({{"error",
-                               {{"message", "generation failed: " + c.error.message()},
-                                {"type", "server_error"},
-                                {"param", nullptr},
-                                {"code", "internal_error"}}}})};
+    if (c.finish == FinishReason::error) {
+      const ApiError e = generation_error(c.error);
+      return {e.http_status, error_body(e)};
+    }
   }
   const bool chat = request_.endpoint == Endpoint::chat_completions;
   json choices = json::array();
@@ -360,16 +359,9 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write,
       std::vector<size_t> fresh;
       std::string text = advance(i, std::chrono::milliseconds(choices_.size() > 1 ? 5 : 50), &fresh);
       json calls_delta;
+      // After an error the held-back text is not parsed for calls: it is no complete reply.
       if (chat && request_.structured.parses_tool_calls())
-        text = tool_stream(i, std::move(text), calls_delta);
-      if (c.finish == FinishReason::error) {
-        write("data: " +
-              dump_json(
-                  {{"error",
-                    {{"message", "generation failed: " + c.error.message()}, {"type", "server_error"}}}}) +
-              "\n\n");
-        continue;
-      }
+        text = c.finish == FinishReason::error ? std::string() : tool_stream(i, std::move(text), calls_delta);
       if (!text.empty() || (request_.logprobs && !fresh.empty())) {
         json lp = request_.logprobs && !fresh.empty() ? logprobs_json(c, fresh.front(), fresh.back() + 1)
                                                       : json(nullptr);
@@ -386,6 +378,12 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write,
                           {"logprobs", nullptr},
                           {"finish_reason", nullptr}})))
           return false;
+      }
+      if (c.finish == FinishReason::error) {
+        // The text of the tokens before the error went out above; the error event replaces
+        // the finish chunk (the status line said 200 long ago), then the stream ends as usual.
+        if (!alive(write("data: " + error_body(generation_error(c.error)) + "\n\n"))) return false;
+        continue;
       }
       if (c.finish != FinishReason::none) {
         json choice =

@@ -115,6 +115,7 @@ Expected<std::vector<int32_t>> DraftModelDrafter::propose(const DraftRequest& r)
   for (int32_t i = 0; i < r.count; ++i) {
     std::span<const float> row(out->logits_row(0), static_cast<size_t>(out->vocab));
     const int32_t token = sampler_.pick(row, *r.params, {r.prompt, history}, n + i);
+    if (token == sampling::kNoToken) break;  // nothing allowed here: the verify row will say so
     drafts.push_back(token);
     history.push_back(token);
     if (i + 1 == r.count) break;

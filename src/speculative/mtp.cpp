@@ -133,6 +133,7 @@ Expected<std::vector<int32_t>> MtpDrafter::propose(const DraftRequest& r) {
   for (int32_t i = 0; i < r.count; ++i) {
     std::span<const float> row(out->logits_row(0), static_cast<size_t>(out->vocab));
     const int32_t d = sampler_.pick(row, *r.params, {r.prompt, history_}, L + 1 + i);
+    if (d == sampling::kNoToken) break;  // nothing allowed here: the verify row will say so
     drafts.push_back(d);
     history_.push_back(d);
     if (i + 1 == r.count) break;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "sampling/dead_end.h"
 #include "speculative/accept_walk.h"
 
 namespace tandem::speculative {
@@ -26,6 +27,15 @@ model::ForwardOptions options_for(const SequenceState& s) {
 
 std::span<const float> logits_row(const model::ForwardOutput& out, int64_t row) {
   return {out.logits_row(row), static_cast<size_t>(out.vocab)};
+}
+
+// Samples the token after s's generated tokens from `row` and appends it; at a position that
+// allows none, appends nothing and returns why.
+Status pick_next(sampling::Sampler& sampler, SequenceState& s, std::span<const float> row, int64_t position) {
+  const int32_t token = sampler.pick(row, s.params, s.history(), position);
+  if (token == sampling::kNoToken) return sampling::no_allowed_token(row, s.params, s.history());
+  s.generated.push_back(token);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -51,7 +61,7 @@ Status prefill(model::Forward& target, sampling::Sampler& sampler, SequenceState
     auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s));
     if (!out.ok()) return out.status();
     s.append_hidden(*out, 0, len);
-    if (last) s.generated.push_back(sampler.pick(logits_row(*out, 0), s.params, s.history(), n));
+    if (last) return pick_next(sampler, s, logits_row(*out, 0), n);
   }
   return Status::Ok();
 }
@@ -63,10 +73,8 @@ Status classic_step(model::Forward& target, sampling::Sampler& sampler, Sequence
                            model::LogitRows::last};
   auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s));
   if (!out.ok()) return out.status();
-  const int32_t token = sampler.pick(logits_row(*out, 0), s.params, s.history(), pos + 1);
   s.append_hidden(*out, 0, 1);
-  s.generated.push_back(token);
-  return Status::Ok();
+  return pick_next(sampler, s, logits_row(*out, 0), pos + 1);
 }
 
 int fitting_block_size(int block_size, int64_t pending_position, int64_t position_limit) {
@@ -124,9 +132,17 @@ Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter,
       before.push_back(walk.emitted[j]);
     }
   }
-  s.append_hidden(*out, 0, walk.accepted + 1);  // the positions that stay in the target's cache
-  target.kv().truncate(s.seq, L + 1 + walk.accepted);
+  // The positions that stay in the target's cache: all but the last emitted token, which is
+  // pending (at a dead end that is the last accepted draft, or the bonus when none was).
+  const int32_t kept = walk.accepted + (walk.dead_end ? 0 : 1);
+  s.append_hidden(*out, 0, kept);
+  target.kv().truncate(s.seq, L + kept);
   s.generated.insert(s.generated.end(), walk.emitted.begin(), walk.emitted.end());
+  if (walk.dead_end) {
+    const size_t row = walk.emitted.size();  // the verify row that allows no token
+    stats.dead_end =
+        sampling::no_allowed_token(logits_row(*out, static_cast<int64_t>(row)), s.params, s.history());
+  }
   stats.accepted = walk.accepted;
   stats.emitted = static_cast<int32_t>(walk.emitted.size());
   stats.overhead_ms = ms_since(t_walk);

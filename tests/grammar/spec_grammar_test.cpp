@@ -87,6 +87,37 @@ struct Bundle {
     return s.generated;
   }
 
+  // Generates under `g` (end tokens 0 and 2) until max_tokens or an error: the tokens and the
+  // error (OK when none came).
+  std::pair<std::vector<int32_t>, Status> run_to_error(Drafter* drafter, std::shared_ptr<const Grammar> g,
+                                                       sampling::SamplingParams params, int k,
+                                                       size_t max_tokens) {
+    params.constraint = std::make_shared<GrammarConstraint>(g, trie, std::vector<int32_t>{0, 2});
+    sampling::Sampler sampler;
+    speculative::SequenceState s;
+    s.seq = kv.create_sequence();
+    s.prompt =
+        tokenizer->encode("<|im_start|>user\nWhere is the whale?<|im_end|>\n<|im_start|>assistant\n", false);
+    s.params = params;
+    s.keep_hidden = drafter && drafter->kind() == speculative::DraftKind::mtp;
+    Status error = speculative::prefill(*forward, sampler, s);
+    while (error.ok() && s.generated.size() < max_tokens) {
+      if (!drafter) {
+        error = speculative::classic_step(*forward, sampler, s);
+        continue;
+      }
+      auto st = speculative::speculative_round(*forward, *drafter, sampler, s, k);
+      if (!st.ok()) {
+        ADD_FAILURE() << st.status().to_string();
+        break;
+      }
+      error = st->dead_end;
+    }
+    if (drafter) drafter->reset();
+    kv.release(s.seq);
+    return {s.generated, error};
+  }
+
   int64_t drafted = 0, accepted = 0;
 };
 
@@ -117,6 +148,51 @@ TEST(SpeculativeUnderGrammar, EqualsClassicWithBothDrafters) {
         EXPECT_EQ(b.run(d, params, k), expected);
       }
       EXPECT_GT(b.accepted, 0) << d->describe() << " never had a draft accepted";
+    }
+  }
+}
+
+// A JSON schema whose object ends the reply, with the end tokens banned by logit_bias (what a
+// client does to "ignore EOS"): once the object is complete the grammar allows only the end
+// tokens, so that position has no token. Classic decoding stops there with an error after the
+// object — before the change it emitted token 0 there and went on — and both drafters, at K = 2
+// and 4, produce the same tokens and the same error.
+TEST(SpeculativeUnderGrammar, ADeadEndIsTheSameErrorWithEveryDrafter) {
+  Bundle b;
+  auto mtp = speculative::MtpDrafter::load(models_dir("tandem-mtp"), *b.target, &b.pool, 1024);
+  auto draft = speculative::DraftModelDrafter::load(models_dir("tandem-draft"), &b.pool, 1024);
+  ASSERT_TRUE(mtp.ok()) << mtp.status().to_string();
+  ASSERT_TRUE(draft.ok()) << draft.status().to_string();
+  auto gbnf = json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({
+      "type": "object", "properties": {"kind": {"enum": ["sea", "ship", "whale"]}},
+      "required": ["kind"], "additionalProperties": false})"));
+  ASSERT_TRUE(gbnf.ok());
+  auto parsed = parse_gbnf(*gbnf);
+  ASSERT_TRUE(parsed.ok());
+  auto g = std::make_shared<const Grammar>(std::move(*parsed));
+  for (auto [temperature, seed] : {std::pair{0.0f, 3ull}, std::pair{0.9f, 17ull}}) {
+    SCOPED_TRACE("T=" + std::to_string(temperature));
+    sampling::SamplingParams params;
+    params.temperature = temperature;
+    params.seed = seed;
+    params.logit_bias = {{0, sampling::kNeverProduced}, {2, sampling::kNeverProduced}};
+    const auto [expected, error] = b.run_to_error(nullptr, g, params, 0, 200);
+    ASSERT_FALSE(error.ok()) << "the object never completed: " << b.tokenizer->decode(expected, true);
+    EXPECT_EQ(error.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(error.message(), "no token is allowed after " + std::to_string(expected.size()) +
+                                   " generated tokens: the grammar's next tokens 0, 2 are all banned by "
+                                   "logit_bias");
+    const std::string text = b.tokenizer->decode(expected, true);
+    EXPECT_EQ(text.front(), '{') << text;
+    EXPECT_EQ(text.back(), '}') << text;
+    EXPECT_TRUE(GrammarConstraint(g, b.trie, {0, 2}).accepts(expected)) << text;
+    for (Drafter* d : {static_cast<Drafter*>(mtp->get()), static_cast<Drafter*>(draft->get())}) {
+      for (int k : {2, 4}) {
+        SCOPED_TRACE(d->describe() + " K=" + std::to_string(k));
+        const auto [tokens, spec_error] = b.run_to_error(d, g, params, k, 200);
+        EXPECT_EQ(tokens, expected);
+        EXPECT_EQ(spec_error.to_string(), error.to_string());
+      }
     }
   }
 }

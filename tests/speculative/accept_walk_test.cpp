@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "sampling/sampler.h"
+
 namespace tandem::speculative {
 namespace {
 
@@ -30,6 +32,35 @@ TEST(AcceptWalk, TableOfRounds) {
     EXPECT_EQ(r.emitted, c.emitted);
     EXPECT_EQ(sampled, c.rows_sampled);
   }
+}
+
+// A row that allows no token (sampling::kNoToken) ends the walk: the accepted drafts before it
+// stand, nothing is emitted for it, and the rows after it are never sampled.
+TEST(AcceptWalk, ARowWithNoTokenEndsTheWalkThere) {
+  constexpr int32_t none = sampling::kNoToken;
+  struct Case {
+    std::vector<int32_t> target;
+    std::vector<int32_t> emitted;
+    int32_t rows_sampled;
+  };
+  const std::vector<int32_t> drafts = {5, 6, 7};
+  const Case cases[] = {
+      {{none, 6, 7, 8}, {}, 1},
+      {{5, 6, none, 8}, {5, 6}, 3},
+      {{5, 6, 7, none}, {5, 6, 7}, 4},
+  };
+  for (const auto& c : cases) {
+    int32_t sampled = 0;
+    AcceptResult r = accept_walk(drafts, [&](int32_t row) {
+      ++sampled;
+      return c.target[row];
+    });
+    EXPECT_TRUE(r.dead_end);
+    EXPECT_EQ(r.emitted, c.emitted);
+    EXPECT_EQ(r.accepted, static_cast<int32_t>(c.emitted.size()));
+    EXPECT_EQ(sampled, c.rows_sampled);
+  }
+  EXPECT_FALSE(accept_walk(drafts, [](int32_t) { return 9; }).dead_end);
 }
 
 }  // namespace

@@ -9,6 +9,11 @@
 // every position, and a drafter using the same noise tends to agree with the
 // target — see docs/adr/0002-seeded-sampler.md. Ties go to the lower token id.
 //
+// When the processed row leaves no token (every logit -infinity or NaN: a
+// grammar whose next tokens are all banned by logit_bias, say) there is
+// nothing to pick: pick() returns kNoToken rather than an arbitrary id, and
+// no_allowed_token() (dead_end.h) says why. Callers stop the sequence there.
+//
 // Sampler holds scratch only; one per engine thread. No allocation after the
 // first call for a given vocabulary size.
 #pragma once
@@ -27,13 +32,16 @@ double noise_uniform(uint64_t seed, int64_t position, int32_t token);
 // Standard Gumbel noise -log(-log(u)).
 double gumbel_noise(uint64_t seed, int64_t position, int32_t token);
 
+// What pick() returns, and SampleResult::token holds, when no token is allowed.
+inline constexpr int32_t kNoToken = -1;
+
 struct TokenLogprob {
   int32_t token = -1;
   float logprob = 0.0f;
 };
 
 struct SampleResult {
-  int32_t token = -1;
+  int32_t token = kNoToken;       // kNoToken: nothing allowed (then no logprobs)
   float logprob = 0.0f;           // of the chosen token under the processed distribution
   std::vector<TokenLogprob> top;  // params.top_logprobs alternatives, most likely first
 };
@@ -48,6 +56,7 @@ class Sampler {
                       const TokenHistory& history, int64_t position, bool want_logprobs = false);
 
   // Only the token id: the fast path used by decode, verify and drafters.
+  // kNoToken when the processed row allows no token.
   int32_t pick(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                int64_t position);
 

@@ -16,7 +16,11 @@
 //
 // shutdown(): stop accepting, let in-flight requests finish within the drain
 // time, cancel the rest, join. Errors inside a step fail only the requests
-// involved, as values on their channels; nothing escapes the thread.
+// involved, as values on their channels; nothing escapes the thread. A
+// failed step is reported as Internal; InvalidArgument means the request's
+// own constraints left no allowed token at its next position (the tokens
+// before it were delivered; the error is the final update), on the classic
+// and the speculative path alike.
 #pragma once
 
 #include <atomic>
@@ -120,6 +124,7 @@ class Engine {
     bool finished = false;
     bool admitted_yet = false;  // the planner admitted it
     bool waited = false;        // a plan ran that did not admit it (it queued for capacity)
+    Status dead_end;            // not OK: its next position allows no token (sampling/dead_end.h)
   };
 
   Engine() = default;
@@ -136,6 +141,8 @@ class Engine {
   void run_speculative(uint64_t id);
   void sample_into(sampling::Sampler& sampler, Active& a, std::span<const float> row, int64_t position);
   void deliver(Active& a);
+  // deliver(), then, when its next position allows no token, finish(error) with the reason.
+  void deliver_or_end(uint64_t id);
   void finish(uint64_t id, FinishReason reason, Status error = Status::Ok());
   bool speculation_available();
   void publish_gauges();

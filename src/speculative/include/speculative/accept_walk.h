@@ -7,7 +7,11 @@
 // first mismatch the target's pick is emitted instead and the walk stops; if
 // every draft is kept, the last row's pick is emitted as well. So a round
 // emits accepted + 1 tokens, exactly the tokens classic decode would have
-// produced at those positions. Pure function; thread-compatible.
+// produced at those positions. A row with no allowed token (target_pick
+// returns sampling::kNoToken) ends the walk without emitting anything for it:
+// the tokens before it stand, and `dead_end` says the next position has no
+// token — where classic decoding would stop with the same error. Pure
+// function; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,7 @@ namespace tandem::speculative {
 struct AcceptResult {
   int32_t accepted = 0;          // drafts kept (0..K-1)
   std::vector<int32_t> emitted;  // accepted drafts, then the target's token (accepted + 1 tokens)
+  bool dead_end = false;         // the row after `emitted` allows no token (emitted has `accepted`)
 };
 
 // target_pick(j) is called for j = 0, 1, ... in order and only as far as the

@@ -50,7 +50,8 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual DraftKind kind() const = 0;
-  // Up to request.count tokens (exactly count unless an error occurs).
+  // Up to request.count tokens: exactly count, unless a position allows no
+  // token (the sampler's kNoToken), where the drafts stop (maybe at none).
   virtual Expected<std::vector<int32_t>> propose(const DraftRequest& request) = 0;
   // Forget the current sequence and free its cache.
   virtual void reset() = 0;

@@ -48,10 +48,17 @@ struct RoundStats {
   double draft_ms = 0;
   double verify_ms = 0;
   double overhead_ms = 0;  // sampling, accept walk, rollback
+  // Not OK when the position after the emitted tokens allows no token (the
+  // sampler's kNoToken; sampling/dead_end.h says why): the sequence cannot go
+  // on, exactly where classic_step would have returned this error.
+  Status dead_end;
 };
 
 // Feeds the prompt in chunks of at most `chunk` tokens and samples the first
 // generated token from the last row. The sequence's KV must be empty.
+//
+// prefill and classic_step return sampling::no_allowed_token's error, with
+// nothing appended, when the sampled position allows no token.
 Status prefill(model::Forward& target, sampling::Sampler& sampler, SequenceState& s, int64_t chunk = 256);
 
 // Feeds the pending token and samples the next one.
@@ -66,6 +73,8 @@ int fitting_block_size(int block_size, int64_t pending_position, int64_t positio
 
 // One speculative round with block size K (1 bonus + K-1 drafts). Appends the
 // emitted tokens (accepted drafts + the target's own token) to s.generated.
+// A verify row that allows no token ends the walk there: the tokens before it
+// are appended and RoundStats::dead_end holds the error (emitted = accepted).
 // With `logprobs`, also appends one SampleResult per emitted token (its
 // logprob and top_logprobs, from the verify row that chose it — the row a
 // classic step at that position computes bitwise).

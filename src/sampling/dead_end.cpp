@@ -1,0 +1,60 @@
+#include "sampling/dead_end.h"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace tandem::sampling {
+namespace {
+
+constexpr float kMasked = -std::numeric_limits<float>::infinity();
+constexpr size_t kListed = 8;  // allowed tokens quoted by id in the message
+
+// The ids still above -infinity (NaN counts as masked, as in the sampler).
+std::vector<int32_t> allowed_ids(std::span<const float> row) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < row.size(); ++i)
+    if (row[i] > kMasked) ids.push_back(static_cast<int32_t>(i));
+  return ids;
+}
+
+std::string quote_ids(const std::vector<int32_t>& ids) {
+  std::string out = ids.size() == 1 ? "token " : "tokens ";
+  for (size_t i = 0; i < ids.size() && i < kListed; ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+  if (ids.size() > kListed) out += ", ... (" + std::to_string(ids.size()) + " in all)";
+  return out;
+}
+
+}  // namespace
+
+Status no_allowed_token(std::span<const float> logits, const SamplingParams& params,
+                        const TokenHistory& history) {
+  const std::string where =
+      "no token is allowed after " + std::to_string(history.generated.size()) + " generated tokens: ";
+  std::vector<float> row(logits.begin(), logits.end());
+  if (allowed_ids(row).empty())
+    return internal_error(where + "the model's logits are NaN or -infinity for every token");
+  std::vector<int32_t> before;
+  if (params.constraint) {
+    params.constraint->mask(row, history.generated);
+    before = allowed_ids(row);
+    if (before.empty())
+      return invalid_argument(where +
+                              "the grammar (grammar, json_schema or response_format) allows no token here");
+  }
+  apply_logit_bias(row, params);
+  if (allowed_ids(row).empty()) {
+    if (params.constraint)
+      return invalid_argument(where + "the grammar's next " + quote_ids(before) +
+                              (before.size() == 1 ? " is" : " are all") + " banned by logit_bias");
+    return invalid_argument(where + "logit_bias bans every token");
+  }
+  // The rest of the chain (penalties, temperature, truncation) keeps a finite logit finite
+  // except by overflow, for instance a temperature so small that every logit / temperature is
+  // -infinity.
+  return invalid_argument(where +
+                          "the penalties and temperature leave every token at -infinity (a value too "
+                          "large or too small for 32-bit floats)");
+}
+
+}  // namespace tandem::sampling

@@ -1,0 +1,158 @@
+// A request whose constraints leave no token at some position — here a JSON schema whose object is
+// complete, so only the end tokens may follow, and logit_bias banning those — through HTTP on the
+// bundled target (served_fixture.h). Non-streamed: a 400 in the OpenAI shape naming the cause, on
+// every route that takes a grammar. Streamed: the text of the tokens before it, an error event in
+// place of the finish chunk, then [DONE]. Before the change the sampler returned token 0 there and
+// the reply went on, 200, with a token the request had banned.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "raw_http.h"
+#include "served_fixture.h"
+
+namespace tandem::server {
+namespace {
+
+using nlohmann::json;
+
+const json kSchema =
+    json::parse(R"({"type": "object", "properties": {"kind": {"enum": ["sea", "ship", "whale"]}},
+                                     "required": ["kind"], "additionalProperties": false})");
+
+// {"id": false} for OpenAI's routes, [[id, false], ...] for /completion: every end token banned.
+json banned_end_tokens(const Service& service, bool llama_form) {
+  json bias = llama_form ? json::array() : json::object();
+  for (int32_t id : service.served().stop_tokens) {
+    if (llama_form) {
+      bias.push_back({id, false});
+    } else {
+      bias[std::to_string(id)] = -100;
+    }
+  }
+  return bias;
+}
+
+json chat_body(const Service& service, bool stream) {
+  return {
+      {"messages", {{{"role", "user"}, {"content", "Where is the whale?"}}}},
+      {"max_tokens", 40},
+      {"temperature", 0},
+      {"stream", stream},
+      {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "k"}, {"schema", kSchema}}}}},
+      {"logit_bias", banned_end_tokens(service, false)}};
+}
+
+void expect_dead_end_error(const json& error, const std::string& where) {
+  EXPECT_EQ(error["type"], "invalid_request_error") << where;
+  EXPECT_EQ(error["code"], "no_allowed_token") << where;
+  const std::string message = error["message"];
+  EXPECT_EQ(message.rfind("no token is allowed after ", 0), 0u) << where << ": " << message;
+  EXPECT_NE(message.find("are all banned by logit_bias"), std::string::npos) << where << ": " << message;
+}
+
+TEST_F(ServedRoutesTest, ConstraintsThatLeaveNoTokenAreA400NotAWrongToken) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(60, 0);
+  // -100 is not a ban: the end tokens stay possible, and the object ends the reply.
+  {
+    json body = chat_body(*service_, false);
+    const auto [status, reply] = post_json(client, "/v1/chat/completions", body);
+    ASSERT_EQ(status, 200) << reply;
+    EXPECT_EQ(reply["choices"][0]["finish_reason"], "stop") << reply;
+    EXPECT_EQ(json::parse(reply["choices"][0]["message"]["content"].get<std::string>())["kind"].is_string(),
+              true);
+  }
+  json chat = chat_body(*service_, false);
+  for (auto& [id, bias] : chat["logit_bias"].items()) bias = false;
+  const auto [status, reply] = post_json(client, "/v1/chat/completions", chat);
+  EXPECT_EQ(status, 400) << reply;
+  ASSERT_TRUE(reply.contains("error")) << reply;
+  expect_dead_end_error(reply["error"], "/v1/chat/completions");
+  EXPECT_TRUE(reply["error"]["param"].is_null());
+
+  json completion = {
+      {"prompt", "The whale is"},
+      {"max_tokens", 40},
+      {"temperature", 0.7},
+      {"seed", 5},
+      {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "k"}, {"schema", kSchema}}}}},
+      {"logit_bias", chat["logit_bias"]}};
+  const auto [status2, reply2] = post_json(client, "/v1/completions", completion);
+  EXPECT_EQ(status2, 400) << reply2;
+  if (reply2.contains("error")) expect_dead_end_error(reply2["error"], "/v1/completions");
+
+  json llama = {{"prompt", "The whale is"},
+                {"n_predict", 40},
+                {"temperature", 0},
+                {"json_schema", kSchema},
+                {"logit_bias", banned_end_tokens(*service_, true)}};
+  const auto [status3, reply3] = post_json(client, "/completion", llama);
+  EXPECT_EQ(status3, 400) << reply3;
+  if (reply3.contains("error")) expect_dead_end_error(reply3["error"], "/completion");
+}
+
+TEST_F(ServedRoutesTest, AStreamThatReachesNoAllowedTokenEndsWithAnErrorEvent) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  json body = chat_body(*service_, true);
+  for (auto& [id, bias] : body["logit_bias"].items()) bias = false;
+  body["stream_options"] = {{"include_usage", true}};
+  const std::string text = body.dump();
+  // HTTP/1.0: the payload is the events themselves, ended by the server closing the connection.
+  const std::string reply =
+      testing::exchange(server.port(),
+                        "POST /v1/chat/completions HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        "Content-Length: " +
+                            std::to_string(text.size()) + "\r\n\r\n" + text,
+                        60);
+  ASSERT_EQ(testing::status_of(reply), 200) << reply;
+  const std::string payload = reply.substr(reply.find("\r\n\r\n") + 4);
+  std::vector<json> events;
+  bool done = false;
+  for (size_t at = 0; at < payload.size();) {
+    const size_t end = payload.find("\n\n", at);
+    ASSERT_NE(end, std::string::npos) << "unterminated event in " << payload;
+    const std::string event = payload.substr(at, end - at);
+    at = end + 2;
+    ASSERT_EQ(event.rfind("data: ", 0), 0u) << event;
+    ASSERT_FALSE(done) << "an event after [DONE]: " << payload;
+    if (event == "data: [DONE]") {
+      done = true;
+      continue;
+    }
+    events.push_back(json::parse(event.substr(6)));
+  }
+  EXPECT_TRUE(done) << payload;
+  std::string content;
+  size_t errors = 0, error_at = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
+    if (e.contains("error")) {
+      ++errors;
+      error_at = i;
+      expect_dead_end_error(e["error"], "stream");
+      continue;
+    }
+    for (const json& choice : e["choices"]) {
+      EXPECT_TRUE(choice["finish_reason"].is_null()) << "a finish chunk besides the error: " << e;
+      if (choice["delta"].contains("content")) content += choice["delta"]["content"].get<std::string>();
+    }
+  }
+  ASSERT_EQ(errors, 1u) << payload;
+  // The usage chunk still comes (include_usage), after the error; nothing else does.
+  EXPECT_EQ(error_at + 2, events.size()) << payload;
+  EXPECT_TRUE(events.back().contains("usage")) << payload;
+  // What came before the error is the whole object the grammar allowed, and nothing else.
+  const json object = json::parse(content, nullptr, false);
+  ASSERT_FALSE(object.is_discarded()) << content;
+  EXPECT_TRUE(object["kind"].is_string()) << content;
+}
+
+}  // namespace
+}  // namespace tandem::server

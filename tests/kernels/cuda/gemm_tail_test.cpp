@@ -36,7 +36,8 @@ Outputs run(const Case& c, DType dtype, bool tail, const Stream& stream) {
   DeviceBuffer x_bf16 = testing::poisoned(c.m * c.k * 2, stream);
   EXPECT_TRUE(to_bf16(stream, x_f32.as<float>(), x_bf16.as<uint16_t>(), c.m * c.k).ok());
   const void* in = dtype == DType::f32 ? x_f32.data() : x_bf16.data();
-  DeviceBuffer w = testing::to_device_weights(testing::to_bf16(random_floats(c.n * c.k, 43)), c.n, c.k, stream);
+  DeviceBuffer w =
+      testing::to_device_weights(testing::to_bf16(random_floats(c.n * c.k, 43)), c.n, c.k, stream);
   DeviceBuffer bias = testing::to_device(random_floats(c.n, 47), stream);
   DeviceBuffer norm = testing::to_device(random_floats(c.n, 53, 0.5f, 1.5f), stream);
   DeviceBuffer resid = testing::to_device(random_floats(c.m * c.n, 59, -4.0f, 4.0f), stream);
@@ -47,11 +48,11 @@ Outputs run(const Case& c, DType dtype, bool tail, const Stream& stream) {
   DeviceBuffer counter = testing::to_device(std::vector<uint32_t>{0}, stream);
   const float eps = 1e-6f;
   const float* b = c.bias ? bias.as<float>() : nullptr;
-  const GemmNormTail t{b, resid.as<float>(), norm.as<float>(), eps, h.as<float>(), hb.as<uint16_t>(),
-                       counter.as<uint32_t>()};
-  Expected<GemmPartials> p = gemm_bf16w_partials(stream, in, dtype, c.m, w.as<uint16_t>(), c.n, c.k,
-                                                 h.as<float>(), slabs.as<float>(), slab_floats,
-                                                 GemmTile::automatic, tail ? &t : nullptr);
+  const GemmNormTail t{
+      b, resid.as<float>(), norm.as<float>(), eps, h.as<float>(), hb.as<uint16_t>(), counter.as<uint32_t>()};
+  Expected<GemmPartials> p =
+      gemm_bf16w_partials(stream, in, dtype, c.m, w.as<uint16_t>(), c.n, c.k, h.as<float>(),
+                          slabs.as<float>(), slab_floats, GemmTile::automatic, tail ? &t : nullptr);
   EXPECT_TRUE(p.ok()) << p.status().to_string();
   Outputs o;
   if (!p.ok()) return o;
@@ -65,7 +66,8 @@ Outputs run(const Case& c, DType dtype, bool tail, const Stream& stream) {
   o.x = testing::to_host<float>(resid, c.m * c.n, stream);
   o.h = testing::to_host<float>(h, c.m * c.n, stream);
   o.hb = testing::to_host<uint16_t>(hb, c.m * c.n, stream);
-  EXPECT_EQ(testing::to_host<uint32_t>(counter, 1, stream)[0], 0u) << "the last block leaves the counter at 0";
+  EXPECT_EQ(testing::to_host<uint32_t>(counter, 1, stream)[0], 0u)
+      << "the last block leaves the counter at 0";
   return o;
 }
 
@@ -77,9 +79,9 @@ TEST(CudaGemmTail, GivesTheResidualNormKernelsBits) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Expected<Stream> stream = Stream::create();
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
-  const Case cases[] = {{1, 896, 4864, true},  {1, 4096, 4096, false}, {3, 896, 896, true},
-                        {5, 896, 256, false},  {2, 1000, 2048, true},  {1, 1000, 264, true},
-                        {8, 2048, 2048, false}, {12, 896, 4864, true}, {16, 1000, 512, false}};
+  const Case cases[] = {{1, 896, 4864, true},   {1, 4096, 4096, false}, {3, 896, 896, true},
+                        {5, 896, 256, false},   {2, 1000, 2048, true},  {1, 1000, 264, true},
+                        {8, 2048, 2048, false}, {12, 896, 4864, true},  {16, 1000, 512, false}};
   int carried = 0;
   for (const int variant : {3, 8, 5}) {
     set_small_tile_variant(variant);

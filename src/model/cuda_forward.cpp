@@ -120,6 +120,8 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(f->attn_counters_.fill_bytes(0, f->stream_));
   TANDEM_RETURN_IF_ERROR(alloc(f->tail_counter_, sizeof(uint32_t)));
   TANDEM_RETURN_IF_ERROR(f->tail_counter_.fill_bytes(0, f->stream_));
+  TANDEM_RETURN_IF_ERROR(alloc(f->swiglu_counters_, (inter / 64 + 1) * sizeof(uint32_t)));
+  TANDEM_RETURN_IF_ERROR(f->swiglu_counters_.fill_bytes(0, f->stream_));
   f->attn_workspace_ = gpu::AttentionWorkspace{f->attn_partials_.as<float>(), partials,
                                                f->attn_counters_.as<uint32_t>(), counters};
   const size_t inputs = rows * (4 + static_cast<size_t>(f->max_table_));
@@ -229,15 +231,16 @@ uint16_t* CudaForward::bf16_input() {
 
 Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m, const uint16_t* w,
                                                        int64_t n, int64_t k, float* y, bool bf16_ready,
-                                                       const gpu::GemmNormTail* tail) {
+                                                       const gpu::GemmNormTail* tail,
+                                                       const gpu::GemmSwigluTail* swiglu) {
   if (mode_ == kernels::GemmMode::invariant && bf16_x_) {
     if (!bf16_ready) TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
     return gpu::gemm_bf16w_partials(stream_, x_bf16_.data(), DType::bf16, m, w, n, k, y, slices_.as<float>(),
-                                    slices_.bytes() / sizeof(float), gpu::GemmTile::automatic, tail);
+                                    slices_.bytes() / sizeof(float), gpu::GemmTile::automatic, tail, swiglu);
   }
   if (mode_ == kernels::GemmMode::invariant)
     return gpu::gemm_bf16w_partials(stream_, x, DType::f32, m, w, n, k, y, slices_.as<float>(),
-                                    slices_.bytes() / sizeof(float), gpu::GemmTile::automatic, tail);
+                                    slices_.bytes() / sizeof(float), gpu::GemmTile::automatic, tail, swiglu);
   TANDEM_RETURN_IF_ERROR(gemm(x, m, w, n, k, y));
   return gpu::GemmPartials{y, 1, m, n};
 }
@@ -456,9 +459,11 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
   }
   float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
   {
-    auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr);
+    const gpu::GemmSwigluTail tail{bias(w.gate_up_bias), act, xb, swiglu_counters_.as<uint32_t>()};
+    auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr,
+                           nullptr, gemm_tail_ ? &tail : nullptr);
     if (!p.ok()) return p.status();
-    TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act, xb));
+    if (!p->tail_done) TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act, xb));
   }
   if (norm_after != nullptr)
     return gemm_residual_norm(act, m, bf16(w.down), hs, inter, xb != nullptr, bias(w.down_bias), norm_after,

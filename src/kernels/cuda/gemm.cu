@@ -54,7 +54,8 @@ namespace {
 // 19 and 20 (ADR 0066) are the TMA wgmma kernel's m64 tiles (gemm_wgmma_tma.cu
 // configurations 4 and 3: 64 x rows × 128 / 256 weight rows, the two consumer
 // warpgroups splitting the weight rows); where the build or the device has no
-// sm_90a, or x is not 16-byte aligned, they run 5.
+// sm_90a, or x is not 16-byte aligned, they run 15. 20 is the default for the
+// unsliced matrices of >= 2^25 weights since ADR 0069.
 constexpr int kSmallTileVariants = 21;
 constexpr int kM64Narrow = 19, kM64Wide = 20;
 constexpr int kBySize = -2;  // the default: by the matrix's shape (by_size_variant)
@@ -85,14 +86,17 @@ int small_tile_variant() {
                       small_tile_variant_retired);
 }
 
-// The by-size rule, a function of (n, k) only (ADR 0042, 0052): a matrix of
-// >= 2^27 weights that gemm_slicing leaves whole (the LM heads of the 0.5B,
-// 1B and 8B shapes) takes kByShapeWhole (register-direct), any other of
-// >= 2^24 weights kByShapeSliced, a smaller one kByShapeSmall.
+// The by-size rule, a function of (n, k) only (ADR 0042, 0052, 0069): a
+// matrix of >= 2^25 weights that gemm_slicing leaves whole (the LM heads of
+// the 0.5B, 1B and 8B shapes, the 1B and 8B gate/up) takes kByShapeWhole (the
+// m64 TMA wgmma tile with 256 weight rows), any other of >= 2^24 weights
+// kByShapeSliced, a smaller one kByShapeSmall. Before ADR 0069 the first
+// class was 15 (register-direct) from 2^27: variant 20 measured 1.13x (0.5B)
+// and 1.18x (8B) B = 1 decode against it, alternated (H100, 2026-12-05).
 // TANDEM_CUDA_SMALL_TILE=W,L,S[,E] (read once) replaces the three and the
-// whole class's lower bound 2^E (E >= 24; default 27); L,S means L,L,S,24.
-constexpr int kByShapeWhole = 15, kByShapeSliced = 8, kByShapeSmall = 3;
-constexpr int kWholeDirectLog2 = 27;
+// whole class's lower bound 2^E (E >= 24; default 25); L,S means L,L,S,24.
+constexpr int kByShapeWhole = 20, kByShapeSliced = 8, kByShapeSmall = 3;
+constexpr int kWholeDirectLog2 = 25;
 struct ByShape {
   int whole, sliced, small;
   int64_t whole_min;
@@ -158,19 +162,19 @@ Status launch_wide(int mode, cudaStream_t stream, const void* x, int64_t m, cons
                    : launch<Tile<64, 64, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
 }
 
-// tail (GemmNormTail, ADR 0068): carried by variants 3, 5 and 8 (the by-shape
-// defaults of the sliced and small matrices) where it fits; *tail_done says.
+// tail (GemmNormTail / GemmSwigluTail, ADR 0068): carried by variants 3, 5
+// and 8 (the by-shape defaults of the sliced and small matrices) where it
+// fits; tail->done says.
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                    int64_t k, float* y, int64_t slice, const GemmNormTail* tail = nullptr,
-                    bool* tail_done = nullptr) {
+                    int64_t k, float* y, int64_t slice, TailRequest* tail = nullptr) {
   if (m > 16 && m <= kWideMaxRows && wide_mode() != 0)
     return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice);
   if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
   if (variant == kM64Narrow || variant == kM64Wide) {
     if (m64_tile_runs(x))
       return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant == kM64Narrow ? 4 : 3);
-    variant = 5;
+    variant = 15;  // register-direct: the whole class's pick before ADR 0069
   }
   const bool eight =
       variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
@@ -183,18 +187,15 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
     case 2:  // 8 x rows, 6 stages of 64 k (36 KB)
       return launch<Tile<32, 8, 2, 1, 64, 6, F32X>>(stream, x, m, w, n, k, y, slice);
     case 3:  // 64 weight rows, 4 warps, 8 x rows, 4 stages of 128 k (80 KB)
-      return launch_with_tail<Tile<64, 8, 4, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice, tail,
-                                                               tail_done);
+      return launch_with_tail<Tile<64, 8, 4, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice, tail);
     case 5:  // 64 weight rows, 4 warps, 16 x rows, 3 stages of 128 k (72 KB with f32 x)
-      return launch_with_tail<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice, tail,
-                                                                tail_done);
+      return launch_with_tail<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice, tail);
     case 6:  // 8 x rows, 8 stages of 128 k (96 KB)
       return launch<Tile<32, 8, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y, slice);
     case 7:  // 32 weight rows, 8 x rows, 4 stages of 256 k (96 KB with f32 x)
       return launch<Tile<32, 8, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 8:  // variant 3 with 4 more warps that only queue copies
-      return launch_with_tail<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice, tail,
-                                                                    tail_done);
+      return launch_with_tail<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice, tail);
     case 10:  // direct: launch_direct<FN, U, warps, PIPE>
       return launch_direct<1, 4, 4, true, F32X>(stream, x, m, w, n, k, y, slice);
     case 11:
@@ -279,11 +280,10 @@ Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, 
 // Tile shapes: Tile<BN, BM, warps along N, warps along M, BK, stages, f32 x>.
 template <bool F32X>
 Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                   int64_t k, float* y, int64_t slice = 0, const GemmNormTail* tail = nullptr,
-                   bool* tail_done = nullptr) {
+                   int64_t k, float* y, int64_t slice = 0, TailRequest* tail = nullptr) {
   switch (tile) {
     case GemmTile::small:
-      return launch_small<F32X>(small_tile_variant(), stream, x, m, w, n, k, y, slice, tail, tail_done);
+      return launch_small<F32X>(small_tile_variant(), stream, x, m, w, n, k, y, slice, tail);
     case GemmTile::medium:
       return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case GemmTile::large:
@@ -424,15 +424,16 @@ GemmSlicing gemm_slicing(int64_t n, int64_t k) {
 Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, DType x_dtype, int64_t m,
                                            const uint16_t* w, int64_t n, int64_t k, float* y,
                                            float* workspace, size_t workspace_floats, GemmTile tile,
-                                           const GemmNormTail* tail) {
+                                           const GemmNormTail* tail, const GemmSwigluTail* swiglu) {
   TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w, n, k, y));
   const GemmSlicing plan = gemm_slicing(n, k);
   if (m == 0) return GemmPartials{y, 1, m, n};
   if (tail != nullptr &&
       (tail->x == nullptr || tail->weight == nullptr || tail->h == nullptr || tail->counter == nullptr))
     return invalid_argument(
-        "gemm_bf16w_partials: a norm tail needs the residual, the norm's weight, an output "
-        "and a counter");
+        "gemm_bf16w_partials: a norm tail needs the residual, the norm's weight, an output and a counter");
+  if (swiglu != nullptr && (swiglu->out == nullptr || swiglu->counters == nullptr || n % 2 != 0))
+    return invalid_argument("gemm_bf16w_partials: a SwiGLU tail needs an even n, an output and its counters");
   float* out = y;  // one slice: the product itself
   if (plan.slices > 1) {
     const size_t need = static_cast<size_t>(plan.slices) * static_cast<size_t>(m * n);
@@ -447,13 +448,13 @@ Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, 
     tile =
         plan.slices > 1 ? sliced_tile_for(m, n, plan.slices) : gemm_tile_for(m, n, current_multiprocessors());
   const int64_t slice = plan.slices > 1 ? plan.slice : 0;
-  bool tail_done = false;
-  TANDEM_RETURN_IF_ERROR(
-      x_dtype == DType::f32
-          ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, out, slice, tail, &tail_done)
-          : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, out, slice, tail, &tail_done));
+  TailRequest request{tail, swiglu};
+  TailRequest* asked = tail != nullptr || swiglu != nullptr ? &request : nullptr;
+  TANDEM_RETURN_IF_ERROR(x_dtype == DType::f32
+                             ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, out, slice, asked)
+                             : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, out, slice, asked));
   GemmPartials p{out, plan.slices, m, n};
-  p.tail_done = tail_done;
+  p.tail_done = request.done;
   return p;
 }
 

@@ -243,13 +243,14 @@ __device__ __forceinline__ void compute_chunk(const unsigned char* ws, const uns
   }
 }
 
-// TAIL: after its stores, the grid's last block runs `tail` over the
-// partials (gemm_tail.cuh); the kernel needs n floats of its shared memory.
-// y_base is not __restrict__: the tail's h may be the product itself.
-template <class T, bool TAIL = false>
+// TAIL (gemm_tail.cuh): kNormTail, the grid's last block runs tails.norm
+// over the partials (in m · n floats of its shared memory); kSwigluTail, the
+// last block of each gate/up pair of column blocks runs tails.swiglu over
+// those columns. y_base is not __restrict__: the norm's h may be the product.
+template <class T, int TAIL = kNoTail>
 __global__ void __launch_bounds__(T::kThreads)
     gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* y_base, int64_t m,
-                int64_t n, int64_t k, int64_t slice, GemmNormTail tail) {
+                int64_t n, int64_t k, int64_t slice, GemmTails tails) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN;
@@ -302,11 +303,11 @@ __global__ void __launch_bounds__(T::kThreads)
   }
   cp_async_wait<0>();
   // Copy-only warps have nothing to store; with a tail they stay for its barriers.
-  if (!TAIL && T::kCopyOnlyWarps && warp >= T::kComputeWarps) return;
+  if (TAIL == kNoTail && T::kCopyOnlyWarps && warp >= T::kComputeWarps) return;
   const bool stores = !T::kCopyOnlyWarps || warp < T::kComputeWarps;
 
   // Accumulator slots: d0/d1 = (weight row g, x rows 2c, 2c+1), d2/d3 = row g + 8.
-  if (!TAIL || stores) {
+  if (TAIL == kNoTail || stores) {
 #pragma unroll
     for (int fn = 0; fn < T::FN; ++fn) {
       const int64_t col = n0 + warp_n + fn * 16 + g;
@@ -324,10 +325,16 @@ __global__ void __launch_bounds__(T::kThreads)
       }
     }
   }
-  if constexpr (TAIL) {
-    if (!last_block_of_grid(tail.counter)) return;  // (its barriers also free the ring for the row)
-    gemm_norm_tail<T::kThreads>(tail, y_base, static_cast<int>(gridDim.z), m, n,
-                                reinterpret_cast<float*>(smem_raw));
+  if constexpr (TAIL == kNormTail) {
+    if (!last_arrival(tails.norm.counter, gridDim.x * gridDim.y * gridDim.z)) return;
+    gemm_norm_tail<T::kThreads>(tails.norm, y_base, static_cast<int>(gridDim.z), m, n,
+                                reinterpret_cast<float*>(smem_raw));  // the ring is free: all arrived
+  }
+  if constexpr (TAIL == kSwigluTail) {
+    const int64_t groups = n / 2 / T::BN, group = blockIdx.x % groups;
+    if (!last_arrival(tails.swiglu.counters + group, 2 * gridDim.z)) return;
+    gemm_swiglu_tail<T::kThreads, T::BN>(tails.swiglu, y_base, static_cast<int>(gridDim.z), m, n,
+                                         group * T::BN);
   }
 }
 
@@ -350,9 +357,9 @@ Status raise_smem_once(std::atomic<uint64_t>& raised, Kernel kernel, int bytes, 
   return Status::Ok();
 }
 
-template <class T, bool TAIL = false>
+template <class T, int TAIL = kNoTail>
 Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
-              float* y, int64_t slice = 0, const GemmNormTail& tail = GemmNormTail{}) {
+              float* y, int64_t slice = 0, const GemmTails& tails = GemmTails{}) {
   const auto kernel = gemm_kernel<T, TAIL>;
   static std::atomic<uint64_t> raised{0};
   TANDEM_RETURN_IF_ERROR(raise_smem_once(raised, kernel, T::kSmem, "gemm"));
@@ -360,25 +367,38 @@ Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, 
   const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
                   static_cast<unsigned>((m + T::BM - 1) / T::BM),
                   static_cast<unsigned>((k + slice - 1) / slice));
-  return launch_kernel(TAIL ? "gemm_bf16w (norm tail)" : "gemm_bf16w", kernel, grid, dim3(T::kThreads),
-                       T::kSmem, stream, x, w, y, m, n, k, slice, tail);
+  const char* what = TAIL == kNormTail     ? "gemm_bf16w (norm tail)"
+                     : TAIL == kSwigluTail ? "gemm_bf16w (swiglu tail)"
+                                           : "gemm_bf16w";
+  return launch_kernel(what, kernel, grid, dim3(T::kThreads), T::kSmem, stream, x, w, y, m, n, k, slice,
+                       tails);
 }
 
-// Whether launch<T, true> can carry a tail over m rows of n values.
+// Whether launch<T, kNormTail> can carry a norm over m rows of n values (its
+// rows in the ring's shared memory), and launch<T, kSwigluTail> a SwiGLU
+// (whole column blocks in each half, one block of rows).
 template <class T>
-constexpr bool tail_fits(int64_t m, int64_t n) {
+constexpr bool norm_tail_fits(int64_t m, int64_t n) {
   return m <= kTailMaxRows && m * n * static_cast<int64_t>(sizeof(float)) <= T::kSmem &&
          (T::kThreads == 128 || T::kThreads == 256);
 }
+template <class T>
+constexpr bool swiglu_tail_fits(int64_t m, int64_t n) {
+  return m <= T::BM && n % (2 * T::BN) == 0 && T::BN == 64;
+}
 
-// launch<T>, or launch<T, true> carrying `tail` where it fits (*tail_done
-// then true).
+// launch<T> carrying the tail `request` asks for where it fits
+// (request->done then true), else plain.
 template <class T>
 Status launch_with_tail(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                        int64_t k, float* y, int64_t slice, const GemmNormTail* tail, bool* tail_done) {
-  if (tail != nullptr && tail_fits<T>(m, n)) {
-    *tail_done = true;
-    return launch<T, true>(stream, x, m, w, n, k, y, slice, *tail);
+                        int64_t k, float* y, int64_t slice, TailRequest* request) {
+  if (request != nullptr && request->norm != nullptr && norm_tail_fits<T>(m, n)) {
+    request->done = true;
+    return launch<T, kNormTail>(stream, x, m, w, n, k, y, slice, GemmTails{*request->norm, {}});
+  }
+  if (request != nullptr && request->swiglu != nullptr && swiglu_tail_fits<T>(m, n)) {
+    request->done = true;
+    return launch<T, kSwigluTail>(stream, x, m, w, n, k, y, slice, GemmTails{{}, *request->swiglu});
   }
   return launch<T>(stream, x, m, w, n, k, y, slice);
 }

@@ -12,7 +12,9 @@
 //   3. h = (v · inv) · weight, and its bf16 copy.
 // What changes is who runs it: the block that finishes last, after every
 // block's slab stores (a fence, then a ticket from the counter), in place of
-// a kernel launched after the GEMM.
+// a kernel launched after the GEMM. The SwiGLU after the gate/up projection
+// is done the same way by the last block of each gate/up pair of column
+// blocks (gemm_swiglu_tail: swiglu_kernel's formula).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,12 +28,25 @@
 namespace tandem::kernels::gpu {
 namespace {
 
-// Every thread of every block calls it after its last store of the product.
-// True in exactly one block, the last to take a ticket; that block then sees
-// every block's stores (the fences before the ticket, the fence after it, and
-// L2 loads: __ldcg). It leaves the counter at zero for the next call, which
-// the stream orders after this grid.
-__device__ __forceinline__ bool last_block_of_grid(uint32_t* counter) {
+// Which tail a gemm_kernel instantiation carries, and the arguments of both.
+constexpr int kNoTail = 0, kNormTail = 1, kSwigluTail = 2;
+struct GemmTails {
+  GemmNormTail norm;
+  GemmSwigluTail swiglu;
+};
+// What the host asks for (either may be null) and what it got.
+struct TailRequest {
+  const GemmNormTail* norm = nullptr;
+  const GemmSwigluTail* swiglu = nullptr;
+  bool done = false;
+};
+
+// Every thread of every block of a group calls it after its last store of the
+// product. True in exactly one block, the last of the group's `expected` to
+// take a ticket; that block then sees every one of their stores (the fences
+// before the ticket, the fence after it, and L2 loads: __ldcg). It leaves the
+// counter at zero for the next call, which the stream orders after this grid.
+__device__ __forceinline__ bool last_arrival(uint32_t* counter, uint32_t expected) {
   __shared__ uint32_t ticket;
   __threadfence();
   __syncthreads();
@@ -40,10 +55,35 @@ __device__ __forceinline__ bool last_block_of_grid(uint32_t* counter) {
     ticket = atomicAdd(counter, 1u);
   }
   __syncthreads();
-  if (ticket != gridDim.x * gridDim.y * gridDim.z - 1) return false;
+  if (ticket != expected - 1) return false;
   __threadfence();
   if (threadIdx.x == 0) *counter = 0u;
   return true;
+}
+
+// slab 0 + slab 1 + … in slab order, then + bias[j] (fused.cu's partial_value).
+__device__ __forceinline__ float tail_value(const float* slabs, int slices, int64_t count, int64_t i,
+                                            const float* bias, int64_t j) {
+  float s = __ldcg(slabs + i);
+  for (int z = 1; z < slices; ++z) s = s + __ldcg(slabs + z * count + i);
+  if (bias != nullptr) s = s + bias[j];
+  return s;
+}
+
+// swiglu_kernel's outputs (fused.cu) for columns [col0, col0 + BN) of every
+// row: gate column c and up column inter + c, its formula in double.
+template <int THREADS, int BN>
+__device__ void gemm_swiglu_tail(const GemmSwigluTail& t, const float* slabs, int slices, int64_t m,
+                                 int64_t n, int64_t col0) {
+  const int64_t inter = n / 2, count = m * n;
+  for (int64_t e = threadIdx.x; e < m * BN; e += THREADS) {
+    const int64_t r = e / BN, c = col0 + e % BN;
+    const double g = tail_value(slabs, slices, count, r * n + c, t.bias, c);
+    const float up = tail_value(slabs, slices, count, r * n + inter + c, t.bias, inter + c);
+    const float v = static_cast<float>(g / (1.0 + exp(-g)) * static_cast<double>(up));
+    t.out[r * inter + c] = v;
+    if (t.out_bf16 != nullptr) t.out_bf16[r * inter + c] = bf16_bits(v);
+  }
 }
 
 // At most this many rows per call (the tail's per-row norms, in shared memory).

@@ -239,11 +239,22 @@ struct GemmNormTail {
   uint16_t* h_bf16 = nullptr;  // their bf16 copy, or nullptr
   uint32_t* counter = nullptr;
 };
+// The SwiGLU after the gate/up projection (swiglu_partials(p, bias, out,
+// out_bf16)) run the same way: the last block of each pair of column blocks
+// (gate columns and their up columns) computes those columns' outputs.
+// counters: n / 2 / 64 device words, zero before the call, left zero.
+struct GemmSwigluTail {
+  const float* bias = nullptr;  // [n] or nullptr
+  float* out = nullptr;         // [m][n / 2]
+  uint16_t* out_bf16 = nullptr;
+  uint32_t* counters = nullptr;
+};
 Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, DType x_dtype, int64_t m,
                                            const uint16_t* w, int64_t n, int64_t k, float* y,
                                            float* workspace, size_t workspace_floats,
                                            GemmTile tile = GemmTile::automatic,
-                                           const GemmNormTail* tail = nullptr);
+                                           const GemmNormTail* tail = nullptr,
+                                           const GemmSwigluTail* swiglu = nullptr);
 
 // The relaid weight layout (ADR 0057). Row j of a relaid matrix holds, for
 // each 32-k chunk, the chain's k16 step 0 (k 8q .. 8q+3 for q = 0..3) then

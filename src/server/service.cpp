@@ -257,6 +257,7 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_request(Ge
   } else {
     prompt = req.prompt_tokens;
   }
+  apply_server_grammar(defaults_.grammar, req.structured);
   const int64_t vocab = engine.target().config().vocab_size;
   for (int32_t t : prompt)
     if (t < 0 || t >= vocab)

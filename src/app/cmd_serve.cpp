@@ -180,6 +180,13 @@ int run_serve(ServeOptions& o) {
   defaults.chat_template_kwargs = o.chat_template_kwargs;
   // What a request that omits a field gets (the request > flags > generation_config.json > built-in).
   spdlog::info("request defaults: {}", defaults.description);
+  if (o.grammar.compiled) {
+    if (!opened->text.tokenizer)
+      return fail(invalid_argument(o.grammar.description +
+                                   ": a grammar needs the model's tokenizer.json, and this model has none"));
+    defaults.grammar = o.grammar.compiled;
+    spdlog::info("grammar of requests without their own ({}; docs/grammar.md)", o.grammar.description);
+  }
   scheduler::EngineConfig ec;
   ec.max_running = o.parallel;
   ec.prefill_budget = o.batch;

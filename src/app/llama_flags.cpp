@@ -50,7 +50,6 @@ const char* const kSamplerOrder =
     "the sampler chain is fixed: logit_bias, penalties, top-k, top-p, min-p, temperature, seeded Gumbel-max";
 const char* const kUnusedSampler = "only used by a sampler tandem does not implement (so it is off)";
 const char* const kNoSampler = "this sampler is not implemented";
-const char* const kConstrained = "constrained decoding (grammars, JSON schemas) is not supported yet";
 const char* const kMultimodal = "multimodal models are not supported";
 const char* const kRouter = "one tandem serve serves one model: router mode (--models-*) is not supported";
 const char* const kTools = "built-in tools, agents and MCP servers are not supported";
@@ -190,10 +189,6 @@ const Row kRows[] = {
     {"--mirostat-ent", "", nullptr, kOne, "*", kUnusedSampler},
     {"--logit-bias", "-l", nullptr, kOne, "",
      "server-wide logit biases are not supported; send logit_bias with the request"},
-    {"--grammar", "", nullptr, kOne, "", kConstrained},
-    {"--grammar-file", "", nullptr, kOne, "", kConstrained},
-    {"--json-schema", "-j", nullptr, kOne, "", kConstrained},
-    {"--json-schema-file", "-jf", nullptr, kOne, "", kConstrained},
     {"--backend-sampling", "-bs", "LLAMA_ARG_BACKEND_SAMPLING", kNone, "",
      "sampling always runs on the CPU (the seeded Gumbel-max sampler)"},
     // Server parameters.
@@ -366,8 +361,9 @@ const Row kRows[] = {
 
 // One-dash spellings of the options serve (or another subcommand) implements itself.
 const std::pair<const char*, const char*> kOwnSpellings[] = {
-    {"-md", "--model-draft"}, {"-np", "--parallel"}, {"-to", "--timeout"},       {"-lv", "--verbosity"},
-    {"-cram", "--cache-ram"}, {"-dev", "--device"},  {"-ngl", "--n-gpu-layers"},
+    {"-md", "--model-draft"},   {"-np", "--parallel"},         {"-to", "--timeout"},
+    {"-lv", "--verbosity"},     {"-cram", "--cache-ram"},      {"-dev", "--device"},
+    {"-ngl", "--n-gpu-layers"}, {"-jf", "--json-schema-file"},
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {

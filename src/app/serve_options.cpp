@@ -313,6 +313,7 @@ void add_serve_options(CLI::App* sub, ServeOptions& o) {
       sub->add_option("--spec-type", o.given.spec_type,
                       "draft-simple (a draft model) or draft-mtp (an MTP head): --draft-kind");
   add_weights_option(sub, o.weights);
+  add_serve_grammar_options(sub, o.grammar);
   add_llama_flags(sub, o.llama);
 }
 
@@ -334,6 +335,7 @@ Status resolve_serve_options(ServeOptions& o) {
   if (given(o.n_predict_option)) s.max_tokens = g.n_predict;
   if (auto e = server::check_server_sampling_flags(s)) return invalid_argument(*e);
   TANDEM_RETURN_IF_ERROR(resolve_chat_template(o));
+  TANDEM_RETURN_IF_ERROR(resolve_serve_grammar(o.grammar));
   TANDEM_RETURN_IF_ERROR(resolve_speculation_flags(o));
   if (given(o.cache_prompt_option) && !g.cache_prompt) o.no_prefix_cache = true;
   if (given(o.cache_ram_option)) {

@@ -18,6 +18,7 @@
 #include "llama_flags.h"
 #include "model/config.h"
 #include "runtime/chat_templates.h"
+#include "serve_grammar.h"
 #include "server/http_server.h"
 #include "server/request_defaults.h"
 
@@ -47,6 +48,7 @@ struct ServeOptions {
   int64_t max_body = 8 << 20;
   std::vector<EnvMirror> mirrors;  // flags that TANDEM_* / LLAMA_ARG_* variables mirror
   LlamaFlagValues llama;           // llama-server's flags tandem does not act on (llama_flags.h)
+  ServeGrammarFlags grammar;       // --grammar, --grammar-file, -j, -jf (serve_grammar.h)
 
   // As given (resolve_serve_options reads them; see the option's help).
   struct Given {
@@ -82,7 +84,8 @@ void add_serve_options(CLI::App* sub, ServeOptions& o);
 
 // After apply_env_mirrors: the llama-server table's verdicts, the sampling
 // defaults, the chat template, the log level, the drafter's K from
-// --draft-max, the HTTP options. Reads --chat-template-file.
+// --draft-max, the HTTP options, the server's grammar. Reads --chat-template-file
+// and the grammar flags' files.
 Status resolve_serve_options(ServeOptions& o);
 
 }  // namespace tandem::app

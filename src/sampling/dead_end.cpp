@@ -50,11 +50,11 @@ Status no_allowed_token(std::span<const float> logits, const SamplingParams& par
     return invalid_argument(where + "logit_bias bans every token");
   }
   // The rest of the chain (penalties, temperature, truncation) keeps a finite logit finite
-  // except by overflow, for instance a temperature so small that every logit / temperature is
-  // -infinity.
+  // except by overflow: a repetition penalty so large that logit * penalty is -infinity. (A
+  // temperature too small to divide by is greedy, params.h, and divides nothing.)
   return invalid_argument(where +
                           "the penalties and temperature leave every token at -infinity (a value too "
-                          "large or too small for 32-bit floats)");
+                          "large for 32-bit floats)");
 }
 
 }  // namespace tandem::sampling

@@ -124,8 +124,8 @@ json model_object(const std::string& id, int64_t created, const ServedModel* ser
 }
 
 // llama-server's [["text", bias]] logit_bias entries: the bias goes to every token of the text as
-// the tokenizer splits it without special tokens (BOS and the like; a special token's own text in
-// it still maps to that token, as in Hugging Face's encode).
+// llama-server tokenizes it (add_special and parse_special false): no BOS, and a special token's
+// own text in it is ordinary text, so it never reaches that token's id.
 std::optional<ApiError> resolve_text_logit_bias(const tok::Tokenizer* tokenizer, GenerationRequest& req) {
   for (const GenerationRequest::TextBias& t : req.text_logit_bias) {
     if (!tokenizer)
@@ -134,7 +134,7 @@ std::optional<ApiError> resolve_text_logit_bias(const tok::Tokenizer* tokenizer,
                              " is a text: this model directory has no tokenizer.json to "
                              "find its tokens; give token ids",
                          "no_tokenizer");
-    const std::vector<int32_t> ids = tokenizer->encode(t.text, false);
+    const std::vector<int32_t> ids = tokenizer->encode_special_as_text(t.text);
     if (ids.empty()) return bad_request("logit_bias", t.entry + " text tokenizes to no token");
     for (int32_t id : ids) req.sampling.logit_bias.emplace_back(id, t.bias);
   }
@@ -257,6 +257,7 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_request(Ge
   } else {
     prompt = req.prompt_tokens;
   }
+  apply_server_grammar(defaults_.grammar, req.structured);
   const int64_t vocab = engine.target().config().vocab_size;
   for (int32_t t : prompt)
     if (t < 0 || t >= vocab)

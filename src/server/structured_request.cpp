@@ -160,6 +160,8 @@ std::optional<ApiError> parse_structured(ordered_json body, bool chat, Structure
       if (!g->is_string()) fail("grammar", "'grammar' must be a string of GBNF rules");
       if (!g->get<std::string>().empty())
         set_grammar(out, compile(g->get<std::string>(), "grammar"), "grammar");
+      else
+        out.grammar_declined = true;
     }
     parse_tools(body, chat, out);
     // The arguments schemas of the functions a call may be forced to: checked here (400), built later.
@@ -224,6 +226,13 @@ std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, Stru
   out.grammar = std::make_shared<const grammar::Grammar>(std::move(*g));
   out.grammar_source = "tool_choice";
   return std::nullopt;
+}
+
+void apply_server_grammar(const std::shared_ptr<const grammar::Grammar>& server_grammar,
+                          StructuredRequest& out) {
+  if (!server_grammar || out.grammar || out.grammar_declined || out.parses_tool_calls()) return;
+  out.grammar = server_grammar;
+  out.grammar_source = "server";
 }
 
 void prepare_messages_for_template(ordered_json& messages) {

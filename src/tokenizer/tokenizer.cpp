@@ -23,11 +23,18 @@ struct Tokenizer::Impl {
   std::vector<AddedToken> added;
   std::unordered_map<int32_t, size_t> added_by_id;
   std::unordered_map<std::string, int32_t> added_by_content;
-  AddedTokenMatcher raw_matcher;         // non-normalized added tokens
-  AddedTokenMatcher normalized_matcher;  // normalized added tokens, on normalized text
+  // Per kind of added token: every added token (encode), and the non-special ones only
+  // (encode_special_as_text: special tokens' text is ordinary text there).
+  struct Matchers {
+    AddedTokenMatcher raw;         // non-normalized added tokens
+    AddedTokenMatcher normalized;  // normalized added tokens, on normalized text
+  };
+  Matchers all, non_special;
   int32_t vocab_size = 0;
 
-  void encode_plain(std::string_view text, bool at_start, std::vector<int32_t>& ids) const;
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens, const Matchers& matchers) const;
+  void encode_plain(std::string_view text, bool at_start, const AddedTokenMatcher& normalized_matcher,
+                    std::vector<int32_t>& ids) const;
   std::string decode(std::span<const int32_t> ids, bool skip_special, bool raw) const;
 };
 
@@ -76,10 +83,11 @@ Status parse_added_tokens(const nlohmann::json& j, Tokenizer::Impl& impl) {
   return Status::Ok();
 }
 
-void build_matchers(Tokenizer::Impl& impl) {
+Tokenizer::Impl::Matchers build_matchers(const Tokenizer::Impl& impl, bool with_special) {
   std::vector<const AddedToken*> raw, norm;
   std::vector<std::string> raw_p, norm_p;
   for (const auto& a : impl.added) {
+    if (a.special && !with_special) continue;
     // Hugging Face partitions on `normalized` alone (special tokens included).
     if (a.normalized && impl.normalizer) {
       std::string p = a.content;
@@ -94,8 +102,7 @@ void build_matchers(Tokenizer::Impl& impl) {
       raw_p.push_back(a.content);
     }
   }
-  impl.raw_matcher = AddedTokenMatcher(raw, raw_p);
-  impl.normalized_matcher = AddedTokenMatcher(norm, norm_p);
+  return {AddedTokenMatcher(raw, raw_p), AddedTokenMatcher(norm, norm_p)};
 }
 
 Expected<std::shared_ptr<Tokenizer::Impl>> build(const nlohmann::json& root) {
@@ -122,7 +129,8 @@ Expected<std::shared_ptr<Tokenizer::Impl>> build(const nlohmann::json& root) {
   if (!dec.ok()) return dec.status();
   impl->decoder = std::move(dec).value();
   TANDEM_RETURN_IF_ERROR(parse_added_tokens(field("added_tokens"), *impl));
-  build_matchers(*impl);
+  impl->all = build_matchers(*impl, true);
+  impl->non_special = build_matchers(*impl, false);
 
   auto post = make_post_processor(field("post_processor"), "post_processor", [&](std::string_view tok) {
     auto it = impl->added_by_content.find(std::string(tok));
@@ -157,7 +165,9 @@ Expected<Tokenizer> Tokenizer::from_file(const std::string& path) {
   return from_json(*text, path);
 }
 
-void Tokenizer::Impl::encode_plain(std::string_view text, bool at_start, std::vector<int32_t>& ids) const {
+void Tokenizer::Impl::encode_plain(std::string_view text, bool at_start,
+                                   const AddedTokenMatcher& normalized_matcher,
+                                   std::vector<int32_t>& ids) const {
   auto run_model = [&](std::string_view segment, bool seg_start) {
     if (!pre_tokenizer) {
       model->encode_word(segment, ids);
@@ -187,6 +197,15 @@ void Tokenizer::Impl::encode_plain(std::string_view text, bool at_start, std::ve
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  return impl_->encode(text, add_special_tokens, impl_->all);
+}
+
+std::vector<int32_t> Tokenizer::encode_special_as_text(std::string_view text) const {
+  return impl_->encode(text, false, impl_->non_special);
+}
+
+std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text, bool add_special_tokens,
+                                             const Matchers& matchers) const {
   std::string repaired;
   if (!is_valid_utf8(text)) {
     repaired = utf8_lossy(text);
@@ -194,20 +213,20 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   }
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
-  if (add_special_tokens) ids.insert(ids.end(), impl_->post.prefix.begin(), impl_->post.prefix.end());
-  if (impl_->raw_matcher.empty()) {
-    impl_->encode_plain(text, true, ids);
+  if (add_special_tokens) ids.insert(ids.end(), post.prefix.begin(), post.prefix.end());
+  if (matchers.raw.empty()) {
+    encode_plain(text, true, matchers.normalized, ids);
   } else {
     std::vector<Segment> segments;
-    impl_->raw_matcher.split(text, segments);
+    matchers.raw.split(text, segments);
     for (const auto& s : segments) {
       if (s.added_id >= 0)
         ids.push_back(s.added_id);
       else
-        impl_->encode_plain(text.substr(s.begin, s.end - s.begin), s.begin == 0, ids);
+        encode_plain(text.substr(s.begin, s.end - s.begin), s.begin == 0, matchers.normalized, ids);
     }
   }
-  if (add_special_tokens) ids.insert(ids.end(), impl_->post.suffix.begin(), impl_->post.suffix.end());
+  if (add_special_tokens) ids.insert(ids.end(), post.suffix.begin(), post.suffix.end());
   return ids;
 }
 

@@ -50,7 +50,6 @@ expect $usage '--no-jinja: not supported' -- --no-jinja
 expect $usage '-nocb/--no-cont-batching: not supported: batching is always continuous' -- -nocb
 expect $usage '--cache-reuse 256: not supported \(accepted: 0\)' -- --cache-reuse 256
 expect $usage '--mirostat 2: not supported' -- --mirostat 2
-expect $usage '--grammar-file g.gbnf: not supported: constrained decoding' -- --grammar-file g.gbnf
 expect $usage '--control-vector-layer-range 1 2: not supported' -- --control-vector-layer-range 1 2
 expect $usage "LLAMA_ARG_CONT_BATCHING='maybe' is not a boolean" LLAMA_ARG_CONT_BATCHING=maybe --
 expect $usage "LLAMA_ARG_TEMPERATURE='5' is not valid for --temp" LLAMA_ARG_TEMPERATURE=5 --
@@ -98,6 +97,37 @@ if ! "$bin" info | grep -q '^cuda device 0'; then
   expect $loads '-ngl/--n-gpu-layers 99: no CUDA device is visible to this build; serving on the CPU' -- -ngl 99
   expect $usage 'device cuda:1: .*asked for by --device' -- --device CUDA1
 fi
+
+# The server's grammar (--grammar, --grammar-file, -j, -jf): read and compiled before the port is
+# bound; a file that cannot be read, a malformed grammar or schema exits 2 naming the flag and the
+# problem, and nothing listens. A good one goes on to load the model.
+grammar_dir=$(mktemp -d)
+trap 'rm -f "$out"; rm -rf "$grammar_dir"' EXIT
+printf 'root ::= "yes" | "no"\n' >"$grammar_dir/good.gbnf"
+printf 'root ::= "yes" | (\n' >"$grammar_dir/unclosed.gbnf"
+printf 'root ::= answer\n' >"$grammar_dir/undefined.gbnf"
+printf '{"type": "object", "properties": {"n": {"type": "integer"}}}' >"$grammar_dir/good.json"
+printf '{"type": "object",' >"$grammar_dir/broken.json"
+expect $usage "--grammar-file $grammar_dir/unclosed.gbnf: grammar line 2: missing '\)'" -- --grammar-file "$grammar_dir/unclosed.gbnf"
+expect $usage "--grammar-file $grammar_dir/undefined.gbnf: .*answer" -- --grammar-file "$grammar_dir/undefined.gbnf"
+expect $usage "--grammar-file /nonexistent/g.gbnf: cannot read the file" -- --grammar-file /nonexistent/g.gbnf
+expect $usage '--grammar: .*answer' -- --grammar 'root ::= answer'
+expect $usage '--grammar: the grammar is empty' -- --grammar ' '
+expect $usage "-jf/--json-schema-file $grammar_dir/broken.json: not valid JSON" -- -jf "$grammar_dir/broken.json"
+expect $usage '-j/--json-schema: not valid JSON' -- -j '{"type":'
+expect $usage '-j/--json-schema: .*uniqueItems' -- -j '{"type": "array", "uniqueItems": true}'
+expect $usage '--grammar and -j/--json-schema: give one of them' -- --grammar 'root ::= "a"' -j '{}'
+for bad in "--grammar-file $grammar_dir/unclosed.gbnf" "--grammar-file /nonexistent/g.gbnf"; do
+  # shellcheck disable=SC2086
+  env -u TANDEM_LOG_LEVEL "$bin" serve -m "$missing" --host 127.0.0.1 --port 0 $bad >"$out" 2>&1
+  if grep -q 'listening on' "$out"; then
+    echo "FAIL: serve $bad: listened before refusing the grammar:"; sed 's/^/    /' "$out"; fails=$((fails + 1))
+  fi
+done
+expect $loads 'no such file' -- --grammar-file "$grammar_dir/good.gbnf"
+expect $loads 'no such file' -- --grammar 'root ::= [a-z]+'
+expect $loads 'no such file' -- -jf "$grammar_dir/good.json"
+expect $loads 'no such file' -- -j '{"enum": ["left", "right"]}'
 
 # -h alone is still help (exit 0); -hf is not help.
 "$bin" serve -h >"$out" 2>&1 || { echo "FAIL: serve -h exited $?"; fails=$((fails + 1)); }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace tandem::sampling {
@@ -124,6 +125,51 @@ TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
   EXPECT_EQ(s.pick(std::vector<float>{1, 5, 5, 2}, params, {}, 0), 1);
   params.logit_bias = {{3, 10.0f}};
   EXPECT_EQ(s.pick(std::vector<float>{1, 5, 5, 2}, params, {}, 0), 3);
+}
+
+// A temperature below kGreedyTemperature is greedy (vLLM's rule), 0 included. Dividing by 1e-39 (a
+// denormal) sent every logit to +-infinity: the pick was the lowest id with a positive logit, or no
+// token at all when every logit was negative. Now the pick, the logprobs and the top alternatives are
+// those of temperature 0, whatever the seed and position; 1e-5 itself still samples.
+TEST(Sampler, TemperaturesTooSmallToDivideByAreGreedy) {
+  std::vector<float> mixed(300), negative(300);
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    mixed[i] = std::sin(float(i) * 0.7f) * 20.0f;
+    negative[i] = -50.0f - std::cos(float(i)) * 10.0f;
+  }
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.top_logprobs = 3;
+  greedy.logit_bias = {{7, 2.5f}};
+  greedy.repetition_penalty = 1.2f;
+  const std::vector<int32_t> generated = {5, 9, 5};
+  Sampler s;
+  for (const float temperature :
+       {std::numeric_limits<float>::denorm_min(), 1e-39f, 1e-30f, 1e-7f, std::nextafter(1e-5f, 0.0f)}) {
+    SamplingParams tiny = greedy;
+    tiny.temperature = temperature;
+    EXPECT_TRUE(tiny.greedy()) << temperature;
+    for (const auto* row : {&mixed, &negative}) {
+      const SampleResult want = s.sample(*row, greedy, {generated, generated}, 4, true);
+      ASSERT_NE(want.token, kNoToken);
+      for (int64_t position = 0; position < 50; ++position) {
+        tiny.seed = static_cast<uint64_t>(position) * 7919;
+        const SampleResult got = s.sample(*row, tiny, {generated, generated}, position, true);
+        ASSERT_EQ(got.token, want.token) << "temperature " << temperature << " position " << position;
+        EXPECT_EQ(got.logprob, want.logprob);
+        ASSERT_EQ(got.top.size(), want.top.size());
+        for (size_t i = 0; i < got.top.size(); ++i) {
+          EXPECT_EQ(got.top[i].token, want.top[i].token);
+          EXPECT_EQ(got.top[i].logprob, want.top[i].logprob);
+        }
+      }
+    }
+  }
+  SamplingParams at_threshold;
+  at_threshold.temperature = kGreedyTemperature;
+  EXPECT_FALSE(at_threshold.greedy());
+  at_threshold.temperature = 0.8f;
+  EXPECT_FALSE(at_threshold.greedy());
 }
 
 TEST(Sampler, MaskedTokensAreNeverPicked) {

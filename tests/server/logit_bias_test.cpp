@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -229,6 +231,51 @@ TEST_F(ServedRoutesTest, TextBiasAppliesToEveryTokenOfTheText) {
   ASSERT_EQ(s3, 200) << r3;
   EXPECT_NE(r3["completion_probabilities"], r4["completion_probabilities"]);
   EXPECT_EQ(std::set<int32_t>(ids.begin(), ids.end()).count(generated_ids(r3).at(0)), 1u) << r3;
+}
+
+// A special token's text in [["text", bias]] is text, as llama-server tokenizes it (parse_special
+// false): "<|im_end|>" biases the ordinary pieces that spell it, never the special token itself.
+// Before, it mapped to the special token: banning the text banned <|im_end|> (id 2).
+TEST_F(ServedRoutesTest, TextBiasOnASpecialTokensTextLeavesTheSpecialTokenAlone) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(60, 0);
+  const tok::Tokenizer& tokenizer = *service_->served().tokenizer;
+  const std::string text = "<|im_end|>";
+  const std::optional<int32_t> special = tokenizer.token_to_id(text);
+  ASSERT_TRUE(special && tokenizer.is_special(*special)) << "the bundled tokenizer's end-of-turn token";
+  const std::vector<int32_t> pieces = tokenizer.encode_special_as_text(text);
+  ASSERT_GT(pieces.size(), 1u);
+  ASSERT_EQ(std::count(pieces.begin(), pieces.end(), *special), 0);
+  const json base = {{"prompt", "Call me"}, {"n_predict", 3}, {"temperature", 0}, {"n_probs", 1}};
+  // The special token (an end-of-sequence id of this model) forced with +100 ends the completion at
+  // once; banning the text as well changes nothing: the special token is still produced.
+  json forced = base, forced_and_banned = base;
+  forced["logit_bias"] = json::array({json::array({*special, 100})});
+  forced_and_banned["logit_bias"] = json::array({json::array({*special, 100}), json::array({text, false})});
+  const auto [s0, r0] = post_json(client, "/completion", forced);
+  const auto [s1, r1] = post_json(client, "/completion", forced_and_banned);
+  ASSERT_EQ(s0, 200) << r0;
+  ASSERT_EQ(s1, 200) << r1;
+  EXPECT_EQ(r0["stop_type"], "eos") << r0;
+  for (const char* key : {"content", "stop_type", "tokens_predicted"})
+    EXPECT_EQ(r1[key], r0[key]) << key << r1;
+  // The text boosted: the completion is the one the pieces' ids give (a piece the text holds twice, "|",
+  // gets the bias twice, as in llama-server), a piece, never the special token.
+  json by_text = base, by_ids = base;
+  by_text["logit_bias"] = json::array({json::array({text, 100})});
+  by_ids["logit_bias"] = json::array();
+  for (int32_t id : pieces) by_ids["logit_bias"].push_back({id, 100});
+  const auto [s2, r2] = post_json(client, "/completion", by_text);
+  const auto [s3, r3] = post_json(client, "/completion", by_ids);
+  ASSERT_EQ(s2, 200) << r2;
+  ASSERT_EQ(s3, 200) << r3;
+  EXPECT_EQ(r2["completion_probabilities"], r3["completion_probabilities"]);
+  for (int32_t id : generated_ids(r2)) {
+    EXPECT_NE(id, *special) << r2;
+    EXPECT_GE(std::count(pieces.begin(), pieces.end(), id), 1) << id << " is not a piece of " << text;
+  }
 }
 
 // What is not a logit_bias entry is a 400 naming logit_bias and the entry, not a skipped entry

@@ -165,5 +165,31 @@ TEST(BundledPair, SpeculativeEqualsClassicWithBothDrafters) {
   }
 }
 
+// A temperature too small to divide by (1e-39 is a denormal: every logit / T overflows) is greedy
+// (sampling::kGreedyTemperature): classic decoding gives temperature 0's tokens, whatever the seed,
+// and speculative decoding with either drafter gives the same. Before, the overflow left no token
+// (or the lowest id with a positive logit) on every path.
+TEST(BundledPair, TinyTemperatureIsGreedyOnEveryPath) {
+  Bundled b;
+  auto mtp = MtpDrafter::load(models_dir("tandem-mtp"), *b.target, &b.pool, 1024);
+  auto draft = DraftModelDrafter::load(models_dir("tandem-draft"), &b.pool, 1024);
+  ASSERT_TRUE(mtp.ok()) << mtp.status().to_string();
+  ASSERT_TRUE(draft.ok()) << draft.status().to_string();
+  sampling::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const std::vector<int32_t> expected = run(b, nullptr, greedy, 0, nullptr, nullptr);
+  sampling::SamplingParams tiny;
+  tiny.temperature = 1e-39f;
+  tiny.seed = 11;
+  EXPECT_EQ(run(b, nullptr, tiny, 0, nullptr, nullptr), expected);
+  for (Drafter* d : {static_cast<Drafter*>(mtp->get()), static_cast<Drafter*>(draft->get())}) {
+    int64_t drafted = 0, accepted = 0;
+    for (int k : {2, 4}) {
+      SCOPED_TRACE(d->describe() + " K=" + std::to_string(k));
+      EXPECT_EQ(run(b, d, tiny, k, &drafted, &accepted), expected);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::speculative

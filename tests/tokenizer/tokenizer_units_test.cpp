@@ -97,6 +97,24 @@ std::string load_error(const std::string& text) {
   return t.ok() ? "" : t.status().message();
 }
 
+// encode_special_as_text (llama.cpp's parse_special = false, what llama-server's [["text", bias]]
+// logit_bias uses): a special added token's text is ordinary text, split into byte-level pieces
+// that decode back to it; a non-special added token is still matched whole (llama.cpp's
+// user-defined tokens); encode() is unchanged.
+TEST(TokenizerSpecialText, SpecialTokensTextIsOrdinaryText) {
+  auto j = byte_level_json();
+  j["added_tokens"].push_back(
+      {{"id", 262}, {"content", "<tool>"}, {"special", false}, {"normalized", false}});
+  const Tokenizer t = load(j);
+  const std::string text = "hello<|end|> w<tool>";
+  // hello = 259, Ġw = 260, bytes are their own ids.
+  EXPECT_EQ(t.encode(text, false), std::vector<int32_t>({259, 261, 260, 262}));
+  const std::vector<int32_t> as_text = t.encode_special_as_text(text);
+  EXPECT_EQ(as_text, std::vector<int32_t>({259, '<', '|', 'e', 'n', 'd', '|', '>', 260, 262}));
+  EXPECT_EQ(t.decode(as_text), text);
+  EXPECT_EQ(t.encode_special_as_text("<|end|>"), std::vector<int32_t>({'<', '|', 'e', 'n', 'd', '|', '>'}));
+}
+
 TEST(TokenizerErrors, NameTheFileAndField) {
   EXPECT_NE(load_error("{not json").find("bad.json"), std::string::npos);
   EXPECT_NE(load_error("{}").find("model"), std::string::npos);

@@ -23,11 +23,17 @@ namespace tandem::sampling {
 // becomes -infinity, which every sampler stage treats as masked.
 inline constexpr float kNeverProduced = -std::numeric_limits<float>::infinity();
 
+// A temperature below this is greedy, 0 included (vLLM's _SAMPLING_EPS). Dividing by a tiny
+// temperature (1e-39, a denormal) would overflow every logit to +-infinity and leave no token to
+// pick; at 1e-5 a logit would have to exceed 3.4e33 to overflow. Every path (classic steps,
+// verify rows, drafters) decides through greedy(), so the choice cannot differ between them.
+inline constexpr float kGreedyTemperature = 1e-5f;
+
 struct SamplingParams {
-  float temperature = 1.0f;         // 0 = greedy (argmax after bias and penalties)
-  int32_t top_k = 0;                // 0 = disabled
-  float top_p = 1.0f;               // 1 = disabled
-  float min_p = 0.0f;               // 0 = disabled
+  float temperature = 1.0f;  // below kGreedyTemperature (0 too) = greedy (argmax after bias and penalties)
+  int32_t top_k = 0;         // 0 = disabled
+  float top_p = 1.0f;        // 1 = disabled
+  float min_p = 0.0f;        // 0 = disabled
   float repetition_penalty = 1.0f;  // HF/CTRL style, over prompt + generated tokens; 1 = disabled
   float presence_penalty = 0.0f;    // OpenAI style, over generated tokens
   float frequency_penalty = 0.0f;   // OpenAI style, over generated tokens
@@ -42,7 +48,7 @@ struct SamplingParams {
   // object per sequence (it caches along that sequence's prefix).
   std::shared_ptr<TokenConstraint> constraint;
 
-  bool greedy() const { return temperature == 0.0f; }
+  bool greedy() const { return temperature < kGreedyTemperature; }
   bool has_penalties() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }

@@ -2,7 +2,8 @@
 //   argmax_i( processed_logit_i + G(seed, position, i) )
 // where processed logits already include 1/temperature (processors.h) and G
 // is Gumbel noise from a counter-based hash of (seed, position, token id).
-// Temperature 0 is the plain argmax of the bias/penalty-processed logits.
+// Temperature 0 (any temperature below kGreedyTemperature, params.h) is the
+// plain argmax of the bias/penalty-processed logits.
 //
 // Because the pick is a pure function of (logits row, params, history, seed,
 // position), classic decode and speculative verify pick the same token at

@@ -15,10 +15,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "grammar/grammar.h"
 #include "runtime/text_side.h"
 #include "sampling/params.h"
 
@@ -46,6 +48,9 @@ struct RequestDefaults {
   std::string description;
   // --chat-template-kwargs: extra globals every chat template render sees (e.g. enable_thinking).
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  // --grammar / --grammar-file / -j / -jf: the grammar of a request without its own constraint
+  // (apply_server_grammar, structured_request.h); null: none.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 // The flags' values out of range: a message naming the flag, or nullopt.

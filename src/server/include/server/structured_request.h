@@ -25,7 +25,11 @@ enum class ToolChoice { none, auto_, required, function };
 struct StructuredRequest {
   // The grammar the output must follow; null: unconstrained.
   std::shared_ptr<const grammar::Grammar> grammar;
-  std::string grammar_source;  // "response_format", "json_schema", "grammar", "format" or "tool_choice"
+  // "response_format", "json_schema", "grammar", "format", "tools", "tool_choice", or "server" (the
+  // server's --grammar / --json-schema, apply_server_grammar).
+  std::string grammar_source;
+  // `"grammar": ""` was sent: no grammar, not even the server's (llama-server's reading of it).
+  bool grammar_declined = false;
   // Tools (chat only).
   std::vector<grammar::FunctionSpec> functions;
   ToolChoice tool_choice = ToolChoice::auto_;
@@ -56,6 +60,14 @@ std::optional<ApiError> parse_ollama_format(const nlohmann::ordered_json& format
 // once they start (ADR 0020). A marker that is a special token is held by
 // the tool-call token trie (ADR 0034), so the lazy form works for it too.
 std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, StructuredRequest& out);
+
+// The server-wide default grammar (tandem serve --grammar, --grammar-file, -j/--json-schema,
+// -jf/--json-schema-file; null: none), after finish_tool_grammar. llama-server's precedence: the
+// request's own constraint wins (response_format json_object / json_schema, json_schema, a
+// non-empty grammar, format, tools with a tool_choice other than none), and so does an explicit
+// `"grammar": ""`; every other request follows `server_grammar` (grammar_source "server").
+void apply_server_grammar(const std::shared_ptr<const grammar::Grammar>& server_grammar,
+                          StructuredRequest& out);
 
 // OpenAI messages -> what chat templates expect (as vLLM and transformers
 // users pass them): an assistant tool call's `function.arguments` JSON

@@ -33,6 +33,11 @@ class Tokenizer {
   // Token ids of `text`; with add_special_tokens the post-processor's tokens
   // (e.g. BOS) are added, as Hugging Face's encode() does by default.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
+  // Like encode(text, false), but the text of a special added token ("<|im_end|>") is
+  // ordinary text, tokenized into pieces, not that token: llama.cpp's tokenize with
+  // parse_special = false (its control tokens are Hugging Face's special added tokens).
+  // Non-special added tokens are still matched, as llama.cpp matches its user-defined ones.
+  std::vector<int32_t> encode_special_as_text(std::string_view text) const;
 
   // Text of `ids`; unknown ids are skipped. Invalid UTF-8 becomes U+FFFD.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;

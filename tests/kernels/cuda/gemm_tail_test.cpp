@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "cuda/gemm_tuning.h"
@@ -131,6 +132,65 @@ TEST(CudaGemmTail, DeclinesWhatItCannotCarry) {
   Expected<GemmPartials> p = gemm_bf16w_partials(*stream, x.data(), DType::bf16, 1, w.as<uint16_t>(), 64, 64,
                                                  y.as<float>(), nullptr, 0, GemmTile::automatic, &incomplete);
   EXPECT_FALSE(p.ok());
+}
+
+// The SwiGLU tail (GemmSwigluTail) == swiglu_partials after the plain call,
+// in the f32 output and its bf16 copy: one to ten slices, 1..12 rows, with
+// and without a bias; n not a multiple of 128 is declined (tail_done false).
+TEST(CudaGemmTail, SwigluTailGivesTheSwigluKernelsBits) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  const Case cases[] = {{1, 9728, 896, true},
+                        {3, 1280, 4864, false},
+                        {8, 2048, 256, true},
+                        {12, 640, 512, true},
+                        {2, 1000, 512, false}};
+  for (const int variant : {3, 8}) {
+    set_small_tile_variant(variant);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message()
+                   << "variant " << variant << " m=" << c.m << " n=" << c.n << " k=" << c.k);
+      const int64_t inter = c.n / 2;
+      DeviceBuffer x = testing::to_device(random_floats(c.m * c.k, 61), *stream);
+      DeviceBuffer xb = testing::poisoned(c.m * c.k * 2, *stream);
+      ASSERT_TRUE(to_bf16(*stream, x.as<float>(), xb.as<uint16_t>(), c.m * c.k).ok());
+      DeviceBuffer w =
+          testing::to_device_weights(testing::to_bf16(random_floats(c.n * c.k, 67)), c.n, c.k, *stream);
+      DeviceBuffer bias = testing::to_device(random_floats(c.n, 71), *stream);
+      const float* b = c.bias ? bias.as<float>() : nullptr;
+      const size_t slab_floats = static_cast<size_t>(gemm_slicing(c.n, c.k).slices) * c.m * c.n;
+      DeviceBuffer counters = testing::to_device(std::vector<uint32_t>(c.n / 128 + 1, 0), *stream);
+      auto run_one = [&](bool tail, bool* done) {
+        DeviceBuffer slabs = testing::poisoned(slab_floats * 4, *stream);
+        DeviceBuffer y = testing::poisoned(c.m * c.n * 4, *stream);
+        DeviceBuffer out = testing::poisoned(c.m * inter * 4, *stream);
+        DeviceBuffer out_b = testing::poisoned(c.m * inter * 2, *stream);
+        const GemmSwigluTail t{b, out.as<float>(), out_b.as<uint16_t>(), counters.as<uint32_t>()};
+        Expected<GemmPartials> p = gemm_bf16w_partials(
+            *stream, xb.data(), DType::bf16, c.m, w.as<uint16_t>(), c.n, c.k, y.as<float>(),
+            slabs.as<float>(), slab_floats, GemmTile::automatic, nullptr, tail ? &t : nullptr);
+        EXPECT_TRUE(p.ok()) << p.status().to_string();
+        *done = p.ok() && p->tail_done;
+        if (p.ok() && !p->tail_done)
+          EXPECT_TRUE(swiglu_partials(*stream, *p, b, out.as<float>(), out_b.as<uint16_t>()).ok());
+        return std::make_pair(testing::to_host<float>(out, c.m * inter, *stream),
+                              testing::to_host<uint16_t>(out_b, c.m * inter, *stream));
+      };
+      bool ref_done = true, done = false;
+      const auto ref = run_one(false, &ref_done);
+      const auto got = run_one(true, &done);
+      EXPECT_FALSE(ref_done);
+      EXPECT_EQ(done, c.n % 128 == 0);
+      EXPECT_EQ(std::memcmp(ref.first.data(), got.first.data(), ref.first.size() * sizeof(float)), 0)
+          << "out";
+      EXPECT_EQ(std::memcmp(ref.second.data(), got.second.data(), ref.second.size() * sizeof(uint16_t)), 0)
+          << "out bf16";
+      const auto left = testing::to_host<uint32_t>(counters, c.n / 128 + 1, *stream);
+      for (uint32_t v : left) EXPECT_EQ(v, 0u) << "every group's counter back at 0";
+    }
+  }
+  set_small_tile_variant(-1);
 }
 
 }  // namespace

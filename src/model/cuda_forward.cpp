@@ -42,9 +42,6 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   // 0: attention's output and the final norm take their own passes again (same bits; ADR 0056).
   const char* fuse_launches = std::getenv("TANDEM_CUDA_FUSE_LAUNCHES");
   f->fuse_launches_ = fuse_launches == nullptr || std::string(fuse_launches) != "0";
-  // 1: the residual add + norm after the o and down projections in the GEMM's last block (same bits).
-  const char* gemm_tail = std::getenv("TANDEM_CUDA_GEMM_TAIL");
-  f->gemm_tail_ = gemm_tail != nullptr && std::string(gemm_tail) == "1";
   // GEMM inputs: bf16 (rounded once, one mma per k-step; the default, ADR 0054) or f32
   // (hi + lo split, ADR 0006). Both are batch invariant; an unknown value is an error.
   auto activations = cuda_activations();
@@ -118,10 +115,6 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(alloc(f->attn_partials_, partials * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->attn_counters_, counters * sizeof(uint32_t)));
   TANDEM_RETURN_IF_ERROR(f->attn_counters_.fill_bytes(0, f->stream_));
-  TANDEM_RETURN_IF_ERROR(alloc(f->tail_counter_, sizeof(uint32_t)));
-  TANDEM_RETURN_IF_ERROR(f->tail_counter_.fill_bytes(0, f->stream_));
-  TANDEM_RETURN_IF_ERROR(alloc(f->swiglu_counters_, (inter / 64 + 1) * sizeof(uint32_t)));
-  TANDEM_RETURN_IF_ERROR(f->swiglu_counters_.fill_bytes(0, f->stream_));
   f->attn_workspace_ = gpu::AttentionWorkspace{f->attn_partials_.as<float>(), partials,
                                                f->attn_counters_.as<uint32_t>(), counters};
   const size_t inputs = rows * (4 + static_cast<size_t>(f->max_table_));
@@ -230,17 +223,15 @@ uint16_t* CudaForward::bf16_input() {
 }
 
 Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m, const uint16_t* w,
-                                                       int64_t n, int64_t k, float* y, bool bf16_ready,
-                                                       const gpu::GemmNormTail* tail,
-                                                       const gpu::GemmSwigluTail* swiglu) {
+                                                       int64_t n, int64_t k, float* y, bool bf16_ready) {
   if (mode_ == kernels::GemmMode::invariant && bf16_x_) {
     if (!bf16_ready) TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, x, x_bf16_.as<uint16_t>(), m * k));
     return gpu::gemm_bf16w_partials(stream_, x_bf16_.data(), DType::bf16, m, w, n, k, y, slices_.as<float>(),
-                                    slices_.bytes() / sizeof(float), gpu::GemmTile::automatic, tail, swiglu);
+                                    slices_.bytes() / sizeof(float));
   }
   if (mode_ == kernels::GemmMode::invariant)
     return gpu::gemm_bf16w_partials(stream_, x, DType::f32, m, w, n, k, y, slices_.as<float>(),
-                                    slices_.bytes() / sizeof(float), gpu::GemmTile::automatic, tail, swiglu);
+                                    slices_.bytes() / sizeof(float));
   TANDEM_RETURN_IF_ERROR(gemm(x, m, w, n, k, y));
   return gpu::GemmPartials{y, 1, m, n};
 }
@@ -448,41 +439,27 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
   // Attention writes the o projection's bf16 input itself (ADR 0056).
   uint16_t* attn_b = fuse_launches_ ? xb : nullptr;
   TANDEM_RETURN_IF_ERROR(attention(q, m, pool, table_stride, c.layer_window[l], attn, attn_b));
-  if (fuse_norm_) {
-    TANDEM_RETURN_IF_ERROR(gemm_residual_norm(attn, m, bf16(w.o), hs, qd, attn_b != nullptr, bias(w.o_bias),
-                                              f32(w.mlp_norm), xb));
-  } else {
+  {
     auto p = gemm_partials(attn, m, bf16(w.o), hs, qd, h, attn_b != nullptr);
     if (!p.ok()) return p.status();
-    TANDEM_RETURN_IF_ERROR(gpu::residual_add_partials(s, *p, bias(w.o_bias), x));
-    TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
+    if (fuse_norm_) {
+      TANDEM_RETURN_IF_ERROR(
+          gpu::residual_add_rmsnorm_partials(s, *p, bias(w.o_bias), x, f32(w.mlp_norm), eps, h, xb));
+    } else {
+      TANDEM_RETURN_IF_ERROR(gpu::residual_add_partials(s, *p, bias(w.o_bias), x));
+      TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
+    }
   }
   float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
   {
-    const gpu::GemmSwigluTail tail{bias(w.gate_up_bias), act, xb, swiglu_counters_.as<uint32_t>()};
-    auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr,
-                           nullptr, gemm_tail_ ? &tail : nullptr);
+    auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr);
     if (!p.ok()) return p.status();
-    if (!p->tail_done) TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act, xb));
+    TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act, xb));
   }
-  if (norm_after != nullptr)
-    return gemm_residual_norm(act, m, bf16(w.down), hs, inter, xb != nullptr, bias(w.down_bias), norm_after,
-                              xb);
   auto p = gemm_partials(act, m, bf16(w.down), hs, inter, h, xb != nullptr);
   if (!p.ok()) return p.status();
-  return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
-}
-
-Status CudaForward::gemm_residual_norm(const float* in, int64_t m, const uint16_t* w, int64_t n, int64_t k,
-                                       bool bf16_ready, const float* bias, const float* norm_weight,
-                                       uint16_t* hb) {
-  const float eps = model_.config().rms_norm_eps;
-  float *x = x_.as<float>(), *h = h_.as<float>();
-  const gpu::GemmNormTail tail{bias, x, norm_weight, eps, h, hb, tail_counter_.as<uint32_t>()};
-  auto p = gemm_partials(in, m, w, n, k, h, bf16_ready, gemm_tail_ ? &tail : nullptr);
-  if (!p.ok()) return p.status();
-  if (p->tail_done) return Status::Ok();
-  return gpu::residual_add_rmsnorm_partials(stream_, *p, bias, x, norm_weight, eps, h, hb);
+  if (norm_after == nullptr) return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
+  return gpu::residual_add_rmsnorm_partials(s, *p, bias(w.down_bias), x, norm_after, eps, h, xb);
 }
 
 Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {

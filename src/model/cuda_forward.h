@@ -132,16 +132,8 @@ class CudaForward {
   Status cap_logits(int64_t k);
   // The GEMM without its slab sum (invariant mode), or cuBLAS into y (one slab).
   // bf16_ready: x_bf16_ already holds x rounded to bf16 (an epilogue wrote it).
-  // tail / swiglu: a residual add + norm, or the SwiGLU, that the GEMM's last
-  // blocks may run (invariant mode; the result's tail_done says whether they did, ADR 0068).
   Expected<kernels::gpu::GemmPartials> gemm_partials(const float* x, int64_t m, const uint16_t* w, int64_t n,
-                                                     int64_t k, float* y, bool bf16_ready = false,
-                                                     const kernels::gpu::GemmNormTail* tail = nullptr,
-                                                     const kernels::gpu::GemmSwigluTail* swiglu = nullptr);
-  // The projection with the residual add and RMSNorm after it (layer_fused's o and down):
-  // x += (partials + bias); h = rmsnorm(x) · weight, and its bf16 copy hb.
-  Status gemm_residual_norm(const float* in, int64_t m, const uint16_t* w, int64_t n, int64_t k,
-                            bool bf16_ready, const float* bias, const float* norm_weight, uint16_t* hb);
+                                                     int64_t k, float* y, bool bf16_ready = false);
   // x_bf16_ when the invariant GEMMs take bf16 inputs (ADR 0054), else null: where an
   // epilogue writes the next GEMM's input.
   uint16_t* bf16_input();
@@ -176,10 +168,6 @@ class CudaForward {
   // Attention writes the o projection's bf16 input; a graphed step whose every row wants logits
   // takes the final norm from the last residual add (ADR 0056; TANDEM_CUDA_FUSE_LAUNCHES=0: not).
   bool fuse_launches_ = true;
-  // The o and down projections' residual add + norm, and the gate/up projection's
-  // SwiGLU, run by the GEMM's last blocks where they can (ADR 0068;
-  // TANDEM_CUDA_GEMM_TAIL=1, off by default).
-  bool gemm_tail_ = false;
   bool general_ = false;  // a Gemma / MoE feature: layer_general for every layer
   bool sparse_ = false;   // MoE layers: the host reads each layer's routing (no graphs)
   // MoE scratch: router logits [rows][experts], the routing [rows][top_k]
@@ -200,8 +188,6 @@ class CudaForward {
   kernels::gpu::DeviceBuffer x_bf16_;                         // the bf16 copy of x (cuBLAS, bf16_x_)
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums
   kernels::gpu::DeviceBuffer attn_partials_, attn_counters_;  // split attention's workspace
-  kernels::gpu::DeviceBuffer tail_counter_;                   // the GEMM norm tail's ticket (ADR 0068)
-  kernels::gpu::DeviceBuffer swiglu_counters_;                // the SwiGLU tail's, per column pair
   kernels::gpu::AttentionWorkspace attn_workspace_;
   // The chunk's rows as attention calls: a run of one sequence's rows longer
   // than kAttentionTileMinRows takes the tile shape; the rows between such

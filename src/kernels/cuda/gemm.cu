@@ -64,13 +64,18 @@ constexpr int64_t kLargeMatrix = int64_t{1} << 24;
 std::atomic<int> small_tile_choice{-1};  // -1: not yet read from the environment
 
 // A tuning knob's variant: `choice` once set, else the environment's value
-// (read once; out of [0, count) means `fallback`), else `fallback`.
+// (read once; empty, not a whole number or out of [0, count) means
+// `fallback`: an empty TANDEM_CUDA_SMALL_TILE used to be read as variant 0),
+// else `fallback`.
 int tile_variant(std::atomic<int>& choice, const char* env, int count, int fallback,
                  bool (*retired)(int) = nullptr) {
   int v = choice.load(std::memory_order_relaxed);
   if (v != -1) return v;
   const char* e = std::getenv(env);
-  v = e != nullptr ? std::atoi(e) : fallback;
+  char* end = nullptr;
+  const long parsed = e != nullptr ? std::strtol(e, &end, 10) : 0;
+  const bool number = e != nullptr && *e != '\0' && end != nullptr && *end == '\0';
+  v = number && parsed >= 0 && parsed < count ? static_cast<int>(parsed) : fallback;
   if (v < 0 || v >= count || (retired != nullptr && retired(v))) v = fallback;
   choice.store(v, std::memory_order_relaxed);
   return v;
@@ -91,8 +96,9 @@ int small_tile_variant() {
 // the 0.5B, 1B and 8B shapes, the 1B and 8B gate/up) takes kByShapeWhole (the
 // m64 TMA wgmma tile with 256 weight rows), any other of >= 2^24 weights
 // kByShapeSliced, a smaller one kByShapeSmall. Before ADR 0069 the first
-// class was 15 (register-direct) from 2^27: variant 20 measured 1.13x (0.5B)
-// and 1.18x (8B) B = 1 decode against it, alternated (H100, 2026-12-05).
+// class was 15 (register-direct) from 2^27: variant 20 from 2^25 measured
+// 1.02x (0.5B), 1.04x (1B) and 1.12x (8B) its B = 1 decode, alternated in
+// one call (H100, 2026-12-05).
 // TANDEM_CUDA_SMALL_TILE=W,L,S[,E] (read once) replaces the three and the
 // whole class's lower bound 2^E (E >= 24; default 25); L,S means L,L,S,24.
 constexpr int kByShapeWhole = 20, kByShapeSliced = 8, kByShapeSmall = 3;
@@ -162,12 +168,9 @@ Status launch_wide(int mode, cudaStream_t stream, const void* x, int64_t m, cons
                    : launch<Tile<64, 64, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
 }
 
-// tail (GemmNormTail / GemmSwigluTail, ADR 0068): carried by variants 3, 5
-// and 8 (the by-shape defaults of the sliced and small matrices) where it
-// fits; tail->done says.
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                    int64_t k, float* y, int64_t slice, TailRequest* tail = nullptr) {
+                    int64_t k, float* y, int64_t slice) {
   if (m > 16 && m <= kWideMaxRows && wide_mode() != 0)
     return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice);
   if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
@@ -187,15 +190,15 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
     case 2:  // 8 x rows, 6 stages of 64 k (36 KB)
       return launch<Tile<32, 8, 2, 1, 64, 6, F32X>>(stream, x, m, w, n, k, y, slice);
     case 3:  // 64 weight rows, 4 warps, 8 x rows, 4 stages of 128 k (80 KB)
-      return launch_with_tail<Tile<64, 8, 4, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice, tail);
+      return launch<Tile<64, 8, 4, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 5:  // 64 weight rows, 4 warps, 16 x rows, 3 stages of 128 k (72 KB with f32 x)
-      return launch_with_tail<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice, tail);
+      return launch<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
     case 6:  // 8 x rows, 8 stages of 128 k (96 KB)
       return launch<Tile<32, 8, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y, slice);
     case 7:  // 32 weight rows, 8 x rows, 4 stages of 256 k (96 KB with f32 x)
       return launch<Tile<32, 8, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 8:  // variant 3 with 4 more warps that only queue copies
-      return launch_with_tail<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice, tail);
+      return launch<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice);
     case 10:  // direct: launch_direct<FN, U, warps, PIPE>
       return launch_direct<1, 4, 4, true, F32X>(stream, x, m, w, n, k, y, slice);
     case 11:
@@ -280,10 +283,10 @@ Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, 
 // Tile shapes: Tile<BN, BM, warps along N, warps along M, BK, stages, f32 x>.
 template <bool F32X>
 Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                   int64_t k, float* y, int64_t slice = 0, TailRequest* tail = nullptr) {
+                   int64_t k, float* y, int64_t slice = 0) {
   switch (tile) {
     case GemmTile::small:
-      return launch_small<F32X>(small_tile_variant(), stream, x, m, w, n, k, y, slice, tail);
+      return launch_small<F32X>(small_tile_variant(), stream, x, m, w, n, k, y, slice);
     case GemmTile::medium:
       return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case GemmTile::large:
@@ -423,39 +426,24 @@ GemmSlicing gemm_slicing(int64_t n, int64_t k) {
 
 Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, DType x_dtype, int64_t m,
                                            const uint16_t* w, int64_t n, int64_t k, float* y,
-                                           float* workspace, size_t workspace_floats, GemmTile tile,
-                                           const GemmNormTail* tail, const GemmSwigluTail* swiglu) {
+                                           float* workspace, size_t workspace_floats, GemmTile tile) {
   TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w, n, k, y));
   const GemmSlicing plan = gemm_slicing(n, k);
   if (m == 0) return GemmPartials{y, 1, m, n};
-  if (tail != nullptr &&
-      (tail->x == nullptr || tail->weight == nullptr || tail->h == nullptr || tail->counter == nullptr))
-    return invalid_argument(
-        "gemm_bf16w_partials: a norm tail needs the residual, the norm's weight, an output and a counter");
-  if (swiglu != nullptr && (swiglu->out == nullptr || swiglu->counters == nullptr || n % 2 != 0))
-    return invalid_argument("gemm_bf16w_partials: a SwiGLU tail needs an even n, an output and its counters");
-  float* out = y;  // one slice: the product itself
-  if (plan.slices > 1) {
-    const size_t need = static_cast<size_t>(plan.slices) * static_cast<size_t>(m * n);
-    if (workspace == nullptr || workspace_floats < need ||
-        (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0)
-      return invalid_argument("gemm_bf16w_sliced: need a 16-byte aligned workspace of " +
-                              std::to_string(need) + " floats (got " + std::to_string(workspace_floats) +
-                              ")");
-    out = workspace;
+  if (plan.slices == 1) {
+    TANDEM_RETURN_IF_ERROR(gemm_bf16w(stream, x, x_dtype, m, w, n, k, y, tile));
+    return GemmPartials{y, 1, m, n};
   }
-  if (tile == GemmTile::automatic)
-    tile =
-        plan.slices > 1 ? sliced_tile_for(m, n, plan.slices) : gemm_tile_for(m, n, current_multiprocessors());
-  const int64_t slice = plan.slices > 1 ? plan.slice : 0;
-  TailRequest request{tail, swiglu};
-  TailRequest* asked = tail != nullptr || swiglu != nullptr ? &request : nullptr;
-  TANDEM_RETURN_IF_ERROR(x_dtype == DType::f32
-                             ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, out, slice, asked)
-                             : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, out, slice, asked));
-  GemmPartials p{out, plan.slices, m, n};
-  p.tail_done = request.done;
-  return p;
+  const size_t need = static_cast<size_t>(plan.slices) * static_cast<size_t>(m * n);
+  if (workspace == nullptr || workspace_floats < need || (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0)
+    return invalid_argument("gemm_bf16w_sliced: need a 16-byte aligned workspace of " + std::to_string(need) +
+                            " floats (got " + std::to_string(workspace_floats) + ")");
+  if (tile == GemmTile::automatic) tile = sliced_tile_for(m, n, plan.slices);
+  TANDEM_RETURN_IF_ERROR(
+      x_dtype == DType::f32
+          ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, workspace, plan.slice)
+          : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, workspace, plan.slice));
+  return GemmPartials{workspace, plan.slices, m, n};
 }
 
 Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,

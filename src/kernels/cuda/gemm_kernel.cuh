@@ -43,7 +43,6 @@
 
 #include "cuda/cp_async.cuh"
 #include "cuda/cuda_check.h"
-#include "cuda/gemm_tail.cuh"
 #include "cuda/launch.cuh"
 #include "kernels/cuda_ops.h"
 
@@ -243,14 +242,10 @@ __device__ __forceinline__ void compute_chunk(const unsigned char* ws, const uns
   }
 }
 
-// TAIL (gemm_tail.cuh): kNormTail, the grid's last block runs tails.norm
-// over the partials (in m · n floats of its shared memory); kSwigluTail, the
-// last block of each gate/up pair of column blocks runs tails.swiglu over
-// those columns. y_base is not __restrict__: the norm's h may be the product.
-template <class T, int TAIL = kNoTail>
+template <class T>
 __global__ void __launch_bounds__(T::kThreads)
-    gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* y_base, int64_t m,
-                int64_t n, int64_t k, int64_t slice, GemmTails tails) {
+    gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y_base,
+                int64_t m, int64_t n, int64_t k, int64_t slice) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN;
@@ -302,39 +297,24 @@ __global__ void __launch_bounds__(T::kThreads)
     }
   }
   cp_async_wait<0>();
-  // Copy-only warps have nothing to store; with a tail they stay for its barriers.
-  if (TAIL == kNoTail && T::kCopyOnlyWarps && warp >= T::kComputeWarps) return;
-  const bool stores = !T::kCopyOnlyWarps || warp < T::kComputeWarps;
+  if (T::kCopyOnlyWarps && warp >= T::kComputeWarps) return;
 
-  // Accumulator slots: d0/d1 = (weight row g, x rows 2c, 2c+1), d2/d3 = row g + 8.
-  if (TAIL == kNoTail || stores) {
+    // Accumulator slots: d0/d1 = (weight row g, x rows 2c, 2c+1), d2/d3 = row g + 8.
 #pragma unroll
-    for (int fn = 0; fn < T::FN; ++fn) {
-      const int64_t col = n0 + warp_n + fn * 16 + g;
+  for (int fn = 0; fn < T::FN; ++fn) {
+    const int64_t col = n0 + warp_n + fn * 16 + g;
 #pragma unroll
-      for (int fm = 0; fm < T::FM; ++fm) {
-        const int64_t row = m0 + warp_m + fm * 8 + 2 * c;
-        if (row < m) {
-          if (col < n) y[row * n + col] = acc[fn][fm][0];
-          if (col + 8 < n) y[row * n + col + 8] = acc[fn][fm][2];
-        }
-        if (row + 1 < m) {
-          if (col < n) y[(row + 1) * n + col] = acc[fn][fm][1];
-          if (col + 8 < n) y[(row + 1) * n + col + 8] = acc[fn][fm][3];
-        }
+    for (int fm = 0; fm < T::FM; ++fm) {
+      const int64_t row = m0 + warp_m + fm * 8 + 2 * c;
+      if (row < m) {
+        if (col < n) y[row * n + col] = acc[fn][fm][0];
+        if (col + 8 < n) y[row * n + col + 8] = acc[fn][fm][2];
+      }
+      if (row + 1 < m) {
+        if (col < n) y[(row + 1) * n + col] = acc[fn][fm][1];
+        if (col + 8 < n) y[(row + 1) * n + col + 8] = acc[fn][fm][3];
       }
     }
-  }
-  if constexpr (TAIL == kNormTail) {
-    if (!last_arrival(tails.norm.counter, gridDim.x * gridDim.y * gridDim.z)) return;
-    gemm_norm_tail<T::kThreads>(tails.norm, y_base, static_cast<int>(gridDim.z), m, n,
-                                reinterpret_cast<float*>(smem_raw));  // the ring is free: all arrived
-  }
-  if constexpr (TAIL == kSwigluTail) {
-    const int64_t groups = n / 2 / T::BN, group = blockIdx.x % groups;
-    if (!last_arrival(tails.swiglu.counters + group, 2 * gridDim.z)) return;
-    gemm_swiglu_tail<T::kThreads, T::BN>(tails.swiglu, y_base, static_cast<int>(gridDim.z), m, n,
-                                         group * T::BN);
   }
 }
 
@@ -357,50 +337,18 @@ Status raise_smem_once(std::atomic<uint64_t>& raised, Kernel kernel, int bytes, 
   return Status::Ok();
 }
 
-template <class T, int TAIL = kNoTail>
+template <class T>
 Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
-              float* y, int64_t slice = 0, const GemmTails& tails = GemmTails{}) {
-  const auto kernel = gemm_kernel<T, TAIL>;
+              float* y, int64_t slice = 0) {
+  const auto kernel = gemm_kernel<T>;
   static std::atomic<uint64_t> raised{0};
   TANDEM_RETURN_IF_ERROR(raise_smem_once(raised, kernel, T::kSmem, "gemm"));
   if (slice <= 0) slice = k;
   const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
                   static_cast<unsigned>((m + T::BM - 1) / T::BM),
                   static_cast<unsigned>((k + slice - 1) / slice));
-  const char* what = TAIL == kNormTail     ? "gemm_bf16w (norm tail)"
-                     : TAIL == kSwigluTail ? "gemm_bf16w (swiglu tail)"
-                                           : "gemm_bf16w";
-  return launch_kernel(what, kernel, grid, dim3(T::kThreads), T::kSmem, stream, x, w, y, m, n, k, slice,
-                       tails);
-}
-
-// Whether launch<T, kNormTail> can carry a norm over m rows of n values (its
-// rows in the ring's shared memory), and launch<T, kSwigluTail> a SwiGLU
-// (whole column blocks in each half, one block of rows).
-template <class T>
-constexpr bool norm_tail_fits(int64_t m, int64_t n) {
-  return m <= kTailMaxRows && m * n * static_cast<int64_t>(sizeof(float)) <= T::kSmem &&
-         (T::kThreads == 128 || T::kThreads == 256);
-}
-template <class T>
-constexpr bool swiglu_tail_fits(int64_t m, int64_t n) {
-  return m <= T::BM && n % (2 * T::BN) == 0 && T::BN == 64;
-}
-
-// launch<T> carrying the tail `request` asks for where it fits
-// (request->done then true), else plain.
-template <class T>
-Status launch_with_tail(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                        int64_t k, float* y, int64_t slice, TailRequest* request) {
-  if (request != nullptr && request->norm != nullptr && norm_tail_fits<T>(m, n)) {
-    request->done = true;
-    return launch<T, kNormTail>(stream, x, m, w, n, k, y, slice, GemmTails{*request->norm, {}});
-  }
-  if (request != nullptr && request->swiglu != nullptr && swiglu_tail_fits<T>(m, n)) {
-    request->done = true;
-    return launch<T, kSwigluTail>(stream, x, m, w, n, k, y, slice, GemmTails{{}, *request->swiglu});
-  }
-  return launch<T>(stream, x, m, w, n, k, y, slice);
+  return launch_kernel("gemm_bf16w", kernel, grid, dim3(T::kThreads), T::kSmem, stream, x, w, y, m, n, k,
+                       slice);
 }
 
 }  // namespace

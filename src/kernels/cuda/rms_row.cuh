@@ -39,35 +39,6 @@ __device__ __forceinline__ float rms_inverse(float sum, int64_t dim, float eps) 
   return 1.0f / sqrtf(mean + eps);
 }
 
-// rms_inverse with the kRmsThreads partial sums held PER to a thread, in a
-// block of kRmsThreads / PER threads (the GEMM's norm tail, ADR 0068): thread
-// t holds the sums of threads t, t + blockDim.x, … of rms_inverse's block.
-// Lane and warp of each sum are those it has there, so the xor trees, and the
-// result, are rms_inverse's bit for bit. Two barriers, like rms_inverse.
-template <int PER>
-__device__ __forceinline__ float rms_inverse_multi(const float (&sums)[PER], int64_t dim, float eps) {
-  constexpr int kBlock = kRmsThreads / PER;
-  static_assert(kBlock * PER == kRmsThreads && kBlock % 32 == 0, "whole warps of the 256-thread tree");
-  __shared__ float warp_sums[kRmsThreads / 32];
-#pragma unroll
-  for (int p = 0; p < PER; ++p) {
-    float sum = sums[p];
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if ((threadIdx.x & 31) == 0) warp_sums[(threadIdx.x >> 5) + p * (kBlock / 32)] = sum;
-  }
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float s = threadIdx.x < kRmsThreads / 32 ? warp_sums[threadIdx.x] : 0.0f;
-#pragma unroll
-    for (int offset = 4; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
-    if (threadIdx.x == 0) warp_sums[0] = s;
-  }
-  __syncthreads();
-  const float mean = warp_sums[0] / static_cast<float>(dim);
-  return 1.0f / sqrtf(mean + eps);
-}
-
 // rms_inverse of the row x[0..dim): threads 0..kRmsThreads-1 sum x[i]·x[i]
 // over i = threadIdx.x, threadIdx.x + kRmsThreads, … (x in global or shared
 // memory, visible to the whole block). Every caller's sum is this one.

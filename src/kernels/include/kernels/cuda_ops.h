@@ -219,42 +219,11 @@ struct GemmPartials {
   const float* slabs = nullptr;  // [slices][m][n]
   int slices = 1;
   int64_t m = 0, n = 0;
-  bool tail_done = false;  // the call's GemmNormTail was applied (below)
-};
-// The residual add + RMSNorm that follows a projection
-// (residual_add_rmsnorm_partials(p, bias, x, weight, eps, h, h_bf16)), run by
-// the GEMM's last block instead of a kernel of its own (ADR 0068): the same
-// arithmetic in the same order, so the same bits, one launch fewer. Only some
-// calls can carry it (few rows, a small-tile kernel of the mma.sync family, a
-// row that fits the kernel's shared memory); the others return tail_done ==
-// false and the caller runs residual_add_rmsnorm_partials itself. counter:
-// one device word, zero before the call; the last block leaves it zero. Calls
-// sharing a counter must be stream-ordered (one forward's stream).
-struct GemmNormTail {
-  const float* bias = nullptr;  // [n] or nullptr
-  float* x = nullptr;           // the residual [m][n], updated in place
-  const float* weight = nullptr;
-  float eps = 0.0f;
-  float* h = nullptr;          // the normed rows [m][n]; may be y (one slice)
-  uint16_t* h_bf16 = nullptr;  // their bf16 copy, or nullptr
-  uint32_t* counter = nullptr;
-};
-// The SwiGLU after the gate/up projection (swiglu_partials(p, bias, out,
-// out_bf16)) run the same way: the last block of each pair of column blocks
-// (gate columns and their up columns) computes those columns' outputs.
-// counters: n / 2 / 64 device words, zero before the call, left zero.
-struct GemmSwigluTail {
-  const float* bias = nullptr;  // [n] or nullptr
-  float* out = nullptr;         // [m][n / 2]
-  uint16_t* out_bf16 = nullptr;
-  uint32_t* counters = nullptr;
 };
 Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, DType x_dtype, int64_t m,
                                            const uint16_t* w, int64_t n, int64_t k, float* y,
                                            float* workspace, size_t workspace_floats,
-                                           GemmTile tile = GemmTile::automatic,
-                                           const GemmNormTail* tail = nullptr,
-                                           const GemmSwigluTail* swiglu = nullptr);
+                                           GemmTile tile = GemmTile::automatic);
 
 // The relaid weight layout (ADR 0057). Row j of a relaid matrix holds, for
 // each 32-k chunk, the chain's k16 step 0 (k 8q .. 8q+3 for q = 0..3) then

@@ -18,27 +18,32 @@
 
 namespace tandem::server {
 
+// *out = a started Service for the bundled target (one thread, `context` tokens, `max_running`
+// sequences, `defaults`); left null when a step fails (the ASSERT says which).
+inline void serve_bundled_target(Service** out, int64_t context, int max_running,
+                                 RequestDefaults defaults = {}, bool embeddings = false) {
+  const char* root = std::getenv("TANDEM_SOURCE_DIR");
+  ASSERT_NE(root, nullptr) << "TANDEM_SOURCE_DIR is set by CTest";
+  runtime::OpenOptions o;
+  o.model_dir = std::string(root) + "/models/tandem-target";
+  o.threads = 1;
+  auto opened = runtime::open_model(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  scheduler::EngineConfig config;
+  config.context = context;
+  config.max_running = max_running;
+  config.threads = 1;
+  auto served = runtime::make_served_model(std::move(*opened), config);
+  ASSERT_TRUE(served.ok()) << served.status().to_string();
+  *out = new Service("tandem-target", ApiKeys{}, 1 << 24);
+  (*out)->set_embeddings(embeddings);
+  (*out)->attach(std::move(*served), std::move(defaults));
+  (*out)->engine()->start();
+}
+
 class ServedRoutesTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    const char* root = std::getenv("TANDEM_SOURCE_DIR");
-    ASSERT_NE(root, nullptr) << "TANDEM_SOURCE_DIR is set by CTest";
-    runtime::OpenOptions o;
-    o.model_dir = std::string(root) + "/models/tandem-target";
-    o.threads = 1;
-    auto opened = runtime::open_model(o);
-    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-    scheduler::EngineConfig config;
-    config.context = 64;
-    config.max_running = 1;
-    config.threads = 1;
-    auto served = runtime::make_served_model(std::move(*opened), config);
-    ASSERT_TRUE(served.ok()) << served.status().to_string();
-    service_ = new Service("tandem-target", ApiKeys{}, 1 << 24);
-    service_->set_embeddings(true);
-    service_->attach(std::move(*served));
-    service_->engine()->start();
-  }
+  static void SetUpTestSuite() { serve_bundled_target(&service_, 64, 1, {}, true); }
   static void TearDownTestSuite() {
     delete service_;
     service_ = nullptr;

@@ -26,26 +26,11 @@ const char* const kServerGrammar = R"(root ::= "yes" | "no")";
 class ServerGrammarTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char* root = std::getenv("TANDEM_SOURCE_DIR");
-    ASSERT_NE(root, nullptr) << "TANDEM_SOURCE_DIR is set by CTest";
-    runtime::OpenOptions o;
-    o.model_dir = std::string(root) + "/models/tandem-target";
-    o.threads = 1;
-    auto opened = runtime::open_model(o);
-    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-    scheduler::EngineConfig config;
-    config.context = 128;
-    config.max_running = 2;
-    config.threads = 1;
-    auto served = runtime::make_served_model(std::move(*opened), config);
-    ASSERT_TRUE(served.ok()) << served.status().to_string();
     auto grammar = grammar::parse_gbnf(kServerGrammar);
     ASSERT_TRUE(grammar.ok()) << grammar.status().to_string();
     RequestDefaults defaults;
     defaults.grammar = std::make_shared<const grammar::Grammar>(std::move(*grammar));
-    service_ = new Service("tandem-target", ApiKeys{}, 1 << 24);
-    service_->attach(std::move(*served), std::move(defaults));
-    service_->engine()->start();
+    serve_bundled_target(&service_, 128, 2, std::move(defaults));
   }
   static void TearDownTestSuite() {
     delete service_;

@@ -5,6 +5,7 @@
 
 #include "core/env.h"
 #include "core/log.h"
+#include "gpu_knobs.h"
 #include "kernels/ops.h"
 #include "model/device.h"
 
@@ -70,7 +71,8 @@ Status validate_environment() {
   TANDEM_RETURN_IF_ERROR(check_choice("TANDEM_WEIGHTS", {"stored", "q8_0", "q4_0", "q4_k"}));
   for (const char* name : {"TANDEM_MTP_ALLOW_INEXACT", "TANDEM_MTP_ADAPTIVE", "TANDEM_ENABLE_MTP_B1"})
     TANDEM_RETURN_IF_ERROR(check_bool(name));
-  return Status::Ok();
+  // Checked in every build, so a CPU-only binary refuses the same typos a CUDA one does.
+  return validate_gpu_knobs();
 }
 
 std::optional<kernels::GemmMode> gemm_pin_from_env() {

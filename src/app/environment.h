@@ -6,9 +6,12 @@
 // the kernels still read themselves): the app reads them here and passes the
 // values in — TANDEM_GEMM pins the kernels' matmul mode, TANDEM_MTP_ALLOW_INEXACT
 // goes to each ExactnessGate, TANDEM_MTP_ADAPTIVE / TANDEM_ENABLE_MTP_B1 /
-// TANDEM_CACHE_DIR / HOME to the engine as a scheduler::PolicyEnv. A blank
-// value counts as unset everywhere: validate_environment removes blank ones
-// from the environment so that every reader agrees.
+// TANDEM_CACHE_DIR / HOME to the engine as a scheduler::PolicyEnv. The GPU
+// knobs (TANDEM_CUDA_*, TANDEM_STEP_TIMING) are still read below, where they
+// are used: gpu_knobs.h checks them and rewrites them to the spelling those
+// readers agree on. A blank value counts as unset everywhere:
+// validate_environment removes blank ones from the environment so that every
+// reader agrees.
 //
 // Serve's flags that variables mirror (--port / TANDEM_PORT / LLAMA_ARG_PORT,
 // ...) go through apply_env_mirrors: the flag wins; otherwise the variable's
@@ -34,9 +37,10 @@ Status apply_log_level();
 
 // The variables serve, generate, probe and bench pass to the layers below:
 // TANDEM_KERNELS, TANDEM_GEMM, TANDEM_MTP_ALLOW_INEXACT, TANDEM_MTP_ADAPTIVE,
-// TANDEM_ENABLE_MTP_B1. (The drafter's are resolve_drafter_options'.) Also
-// applies TANDEM_KERNELS: kernels::select_isa() with its limit (start-up,
-// before any kernel thread runs).
+// TANDEM_ENABLE_MTP_B1, and the GPU knobs (TANDEM_CUDA_*, TANDEM_STEP_TIMING:
+// validate_gpu_knobs, which also rewrites them to their canonical spelling).
+// (The drafter's are resolve_drafter_options'.) Also applies TANDEM_KERNELS:
+// kernels::select_isa() with its limit (start-up, before any kernel thread runs).
 Status validate_environment();
 
 // TANDEM_GEMM (after validate_environment): the mode it pins (--gemm is then

@@ -10,8 +10,6 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -26,6 +24,7 @@
 #include "grammar/token_constraint.h"
 #include "model/forward.h"
 #include "runtime/opened_model.h"
+#include "serve_grammar.h"
 #include "speculative/exactness.h"
 #include "speculative/sequence.h"
 #include "tokenizer/chat_template.h"
@@ -82,15 +81,11 @@ Status add_constraints(const GenerateOptions& o, const runtime::TextSide& text,
   if (o.grammar.empty() && o.grammar_file.empty()) return Status::Ok();
   if (!o.grammar.empty() && !o.grammar_file.empty())
     return invalid_argument("--grammar and --grammar-file: give one of them");
-  std::string gbnf = o.grammar;
-  if (!o.grammar_file.empty()) {
-    std::ifstream in(o.grammar_file, std::ios::binary);
-    if (!in) return io_error("--grammar-file: cannot read " + o.grammar_file);
-    gbnf.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
   if (!text.tokenizer) return invalid_argument("--grammar needs the model's tokenizer.json");
-  auto parsed = grammar::parse_gbnf(gbnf);
-  if (!parsed.ok()) return parsed.status().with_context("--grammar");
+  const bool from_file = !o.grammar_file.empty();
+  auto parsed = compile_grammar_flag(from_file ? "--grammar-file" : "--grammar",
+                                     from_file ? o.grammar_file : o.grammar, from_file, false);
+  if (!parsed.ok()) return parsed.status();
   params.constraint = std::make_shared<grammar::GrammarConstraint>(
       std::make_shared<const grammar::Grammar>(std::move(*parsed)),
       std::make_shared<const grammar::TokenTrie>(grammar::TokenTrie::from_tokenizer(*text.tokenizer)),

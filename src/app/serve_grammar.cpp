@@ -18,16 +18,19 @@ struct GrammarFlag {
   bool is_schema;
 };
 
-Expected<grammar::Grammar> compile(const GrammarFlag& f) {
-  const std::string what = std::string(f.name) + " " + (f.from_file ? *f.value : "");
-  std::string text = *f.value;
-  if (f.from_file) {
-    auto read = read_text_file(*f.value);
+}  // namespace
+
+Expected<grammar::Grammar> compile_grammar_flag(const char* name, const std::string& value, bool from_file,
+                                                bool is_schema) {
+  const std::string what = std::string(name) + " " + (from_file ? value : "");
+  std::string text = value;
+  if (from_file) {
+    auto read = read_text_file(value);
     if (!read.ok()) return invalid_argument(what + ": cannot read the file: " + read.status().message());
     text = std::move(*read);
   }
-  const std::string prefix = f.from_file ? what : std::string(f.name);
-  if (f.is_schema) {
+  const std::string prefix = from_file ? what : std::string(name);
+  if (is_schema) {
     nlohmann::ordered_json schema;
     try {
       schema = nlohmann::ordered_json::parse(text);
@@ -40,14 +43,12 @@ Expected<grammar::Grammar> compile(const GrammarFlag& f) {
     if (!gbnf.ok()) return invalid_argument(prefix + ": " + gbnf.status().message());
     text = std::move(*gbnf);
   }
-  if (!f.is_schema && text.find_first_not_of(" \t\r\n") == std::string::npos)
+  if (!is_schema && text.find_first_not_of(" \t\r\n") == std::string::npos)
     return invalid_argument(prefix + ": the grammar is empty");
   auto parsed = grammar::parse_gbnf(text);
   if (!parsed.ok()) return invalid_argument(prefix + ": " + parsed.status().message());
   return parsed;
 }
-
-}  // namespace
 
 void add_serve_grammar_options(CLI::App* sub, ServeGrammarFlags& f) {
   const char* group = "Structured outputs (docs/grammar.md)";
@@ -83,7 +84,7 @@ Status resolve_serve_grammar(ServeGrammarFlags& f) {
     chosen = &flag;
   }
   if (!chosen) return Status::Ok();
-  auto compiled = compile(*chosen);
+  auto compiled = compile_grammar_flag(chosen->name, *chosen->value, chosen->from_file, chosen->is_schema);
   if (!compiled.ok()) return compiled.status();
   f.compiled = std::make_shared<const grammar::Grammar>(std::move(*compiled));
   f.description = std::string(chosen->name) + (chosen->from_file ? " " + *chosen->value : "");

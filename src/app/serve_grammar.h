@@ -28,6 +28,12 @@ struct ServeGrammarFlags {
 
 void add_serve_grammar_options(CLI::App* sub, ServeGrammarFlags& flags);
 
+// The grammar one flag gives: GBNF or a JSON Schema (is_schema), inline or read from the file
+// `value` names (from_file); an InvalidArgument naming the flag says what is wrong. Also
+// `tandem generate`'s --grammar / --grammar-file.
+Expected<grammar::Grammar> compile_grammar_flag(const char* name, const std::string& value, bool from_file,
+                                                bool is_schema);
+
 // Reads and compiles the one flag given into flags.compiled; two or more given is an error.
 Status resolve_serve_grammar(ServeGrammarFlags& flags);
 

@@ -21,3 +21,20 @@ if(TANDEM_HAVE_CUDA)
   target_include_directories(bench_stream_patterns PRIVATE ${PROJECT_SOURCE_DIR}/src/kernels
     ${PROJECT_SOURCE_DIR}/src/kernels/include ${PROJECT_SOURCE_DIR}/src/core/include)
 endif()
+
+# libtandem_kernel_trace.so: preloaded into `tandem`, records every kernel's
+# GPU start/end (graph replays included) through CUPTI's activity API and
+# writes them as CSV at exit (TANDEM_KERNEL_TRACE); bench/cuda/trace_summary.py
+# sums them per step. A diagnostic for the lent GPU machine, which has no
+# Nsight Systems. Built only where the toolkit ships CUPTI.
+if(TANDEM_HAVE_CUDA)
+  find_library(TANDEM_CUPTI_LIBRARY NAMES cupti HINTS ${CUDAToolkit_LIBRARY_DIR}
+    ${CUDAToolkit_LIBRARY_ROOT}/lib ${CUDAToolkit_LIBRARY_ROOT}/extras/CUPTI/lib64)
+  find_path(TANDEM_CUPTI_INCLUDE cupti.h HINTS ${CUDAToolkit_INCLUDE_DIRS}
+    ${CUDAToolkit_LIBRARY_ROOT}/extras/CUPTI/include)
+  if(TANDEM_CUPTI_LIBRARY AND TANDEM_CUPTI_INCLUDE)
+    add_library(tandem_kernel_trace SHARED ${CMAKE_CURRENT_LIST_DIR}/cuda/kernel_trace.cpp)
+    target_include_directories(tandem_kernel_trace PRIVATE ${TANDEM_CUPTI_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
+    target_link_libraries(tandem_kernel_trace PRIVATE ${TANDEM_CUPTI_LIBRARY})
+  endif()
+endif()

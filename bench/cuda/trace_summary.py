@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Per-step, per-kernel summary of a libtandem_kernel_trace.so CSV.
+
+    trace_summary.py trace.csv [--nodes N] [--top K]
+
+A graph replay (one decode step, or one verify block) is the set of kernels
+sharing the correlation id of its cudaGraphLaunch. Steps with the most common
+kernel count (or --nodes N) are summarised. For kernel i of a step, in order
+of start time:
+  dur     end - start (GPU time of the kernel, overlap included);
+  early   end(i-1) - start(i): how long before its predecessor ended it was
+          running (programmatic dependent launch; > 0 means overlap);
+  adds    end(i) - end(i-1): what it adds to the step (the sum over a step is
+          its span from the first start to the last end).
+Rows are kernel positions grouped by name and grid; the means are over steps.
+"""
+import argparse
+import collections
+import csv
+import shutil
+import statistics
+import subprocess
+import sys
+
+
+def demangle(names):
+    if not shutil.which("c++filt"):
+        return {n: n for n in names}
+    out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout
+    return dict(zip(names, out.splitlines()))
+
+
+def short(name):
+    # "void tandem::kernels::gpu::(anonymous namespace)::gemm_kernel<Tile<...>>(...)" -> "gemm_kernel<Tile<...>>"
+    s = name[5:] if name.startswith("void ") else name
+    s = s.replace("(anonymous namespace)::", "").replace("tandem::kernels::gpu::", "")
+    return s.split("(", 1)[0][:70]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("csv")
+    ap.add_argument("--nodes", type=int, default=0)
+    ap.add_argument("--top", type=int, default=40)
+    a = ap.parse_args()
+    rows = list(csv.DictReader(open(a.csv)))
+    groups = collections.defaultdict(list)
+    for r in rows:
+        if r["graph"] != "0":
+            groups[r["correlation"]].append(r)
+    if not groups:
+        sys.exit("no graph replays in the trace")
+    sizes = collections.Counter(len(g) for g in groups.values())
+    nodes = a.nodes or sizes.most_common(1)[0][0]
+    steps = [sorted(g, key=lambda r: int(r["start_ns"])) for g in groups.values() if len(g) == nodes]
+    steps.sort(key=lambda g: int(g[0]["start_ns"]))
+    steps = steps[1:] if len(steps) > 2 else steps  # the first replay warms up
+    names = demangle(sorted({r["name"] for g in steps for r in g}))
+    print(f"graph replays by kernel count: {dict(sizes.most_common(6))}; summarising {len(steps)} of {nodes}")
+    spans, between = [], []
+    per_pos = collections.defaultdict(lambda: {"dur": [], "early": [], "adds": []})
+    for si, g in enumerate(steps):
+        start = [int(r["start_ns"]) for r in g]
+        end = [int(r["end_ns"]) for r in g]
+        spans.append((max(end) - start[0]) / 1e3)
+        if si + 1 < len(steps):
+            between.append((int(steps[si + 1][0]["start_ns"]) - max(end)) / 1e3)
+        prev_end = None
+        for i, r in enumerate(g):
+            p = per_pos[i]
+            p["key"] = (short(names[r["name"]]), r["grid"], r["block"], r["smem"])
+            p["dur"].append((end[i] - start[i]) / 1e3)
+            p["early"].append(0.0 if prev_end is None else (prev_end - start[i]) / 1e3)
+            p["adds"].append((end[i] - start[i] if prev_end is None else max(0, end[i] - prev_end)) / 1e3)
+            prev_end = end[i] if prev_end is None else max(prev_end, end[i])
+    print(f"step span: median {statistics.median(spans):.1f} us (min {min(spans):.1f}, max {max(spans):.1f})")
+    if between:
+        print(f"between replays (host, copies, sampling): median {statistics.median(between):.1f} us")
+    by_kind = collections.OrderedDict()
+    for i in sorted(per_pos):
+        p = per_pos[i]
+        k = by_kind.setdefault(p["key"], {"n": 0, "dur": 0.0, "early": 0.0, "adds": 0.0})
+        k["n"] += 1
+        k["dur"] += statistics.mean(p["dur"])
+        k["early"] += statistics.mean(p["early"])
+        k["adds"] += statistics.mean(p["adds"])
+    total = sum(k["adds"] for k in by_kind.values())
+    print(f"{'kernel':70} {'grid':>6} {'blk':>5} {'smem':>6} {'n':>4} {'dur/us':>8} {'early':>7} {'adds':>7} {'share':>6}")
+    for key, k in sorted(by_kind.items(), key=lambda kv: -kv[1]["adds"])[: a.top]:
+        n = k["n"]
+        print(f"{key[0]:70} {key[1]:>6} {key[2]:>5} {key[3]:>6} {n:>4} {k['dur'] / n:8.2f} {k['early'] / n:7.2f} "
+              f"{k['adds'] / n:7.2f} {100 * k['adds'] / total:5.1f}%")
+    print(f"sum of adds {total:.1f} us per step")
+
+
+if __name__ == "__main__":
+    main()

@@ -288,12 +288,14 @@ int run_bench(const BenchOptions& o) {
     const double prefill = o.prompt / seconds_since(t);
     int32_t next = kernels::argmax(out->logits_row(0), c.vocab_size);
     const double bandwidth = read_bandwidth(1);
+    model::ForwardOptions greedy;  // the picks only (on a GPU: on the device, ADR 0070)
+    greedy.greedy_picks = true;
     t = Clock::now();
     for (int i = 0; i < o.decode; ++i) {
       model::SequenceStep d{seq, {&next, 1}, kv->length(seq), model::LogitRows::last};
-      out = fw.run({&d, 1});
+      out = fw.run({&d, 1}, greedy);
       if (!out.ok()) return fail(out.status());
-      next = kernels::argmax(out->logits_row(0), c.vocab_size);
+      next = out->argmax_row(0);
     }
     const double decode = o.decode / seconds_since(t);
     const double ratio = decode * bytes_per_token / bandwidth;

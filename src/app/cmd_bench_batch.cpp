@@ -60,13 +60,15 @@ int run_batch_bench(const model::Model& m, ThreadPool* pool, const BatchBenchOpt
         next[s] = kernels::argmax(out->logits_row(0), c.vocab_size);
       }
       std::vector<model::SequenceStep> steps(b);
+      model::ForwardOptions greedy;  // the picks only (on a GPU: on the device, ADR 0070)
+      greedy.greedy_picks = true;
       const auto t = Clock::now();
       for (int i = 0; i < o.decode; ++i) {
         for (int s = 0; s < b; ++s)
           steps[s] = model::SequenceStep{seqs[s], {&next[s], 1}, kv->length(seqs[s]), model::LogitRows::last};
-        auto out = fw.run(steps);
+        auto out = fw.run(steps, greedy);
         if (!out.ok()) return fail(out.status());
-        for (int s = 0; s < b; ++s) next[s] = kernels::argmax(out->logits_row(s), c.vocab_size);
+        for (int s = 0; s < b; ++s) next[s] = out->argmax_row(s);
       }
       const double secs = std::chrono::duration<double>(Clock::now() - t).count();
       const BatchFigure f{b, static_cast<double>(b) * o.decode / secs, 1e3 * secs / o.decode};

@@ -154,4 +154,10 @@ int32_t argmax(const float* x, int64_t n) {
   return 0;  // every value NaN
 }
 
+int32_t greedy_pick(const float* x, int64_t n) {
+  if (n <= 0) return -1;
+  const int32_t i = argmax(x, n);
+  return x[i] > -INFINITY ? i : -1;
+}
+
 }  // namespace tandem::kernels

@@ -48,6 +48,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   if (!activations.ok()) return activations.status();
   f->bf16_x_ = *activations == "bf16";
   // pool: every graphed step's tables as long as the pool (before ADR 0047; same bits, for comparison).
+  // 0: greedy picks from the downloaded rows on the host (same picks; for comparison, ADR 0070).
+  const char* device_pick = std::getenv("TANDEM_CUDA_DEVICE_PICK");
+  f->device_pick_ = device_pick == nullptr || std::string(device_pick) != "0";
   const char* stride = std::getenv("TANDEM_CUDA_GRAPH_STRIDE");
   f->graph_stride_pool_ = stride != nullptr && std::string(stride) == "pool";
   f->max_table_ = kv.num_blocks();
@@ -86,6 +89,12 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(alloc(f->gate_up_, rows * 2 * inter * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->act_, rows * inter * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->logits_, rows * static_cast<size_t>(c.vocab_size) * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->d_picks_, rows * sizeof(int32_t)));
+  {
+    auto picks = gpu::PinnedBuffer::allocate(rows * sizeof(int32_t));
+    if (!picks.ok()) return picks.status();
+    f->host_picks_ = std::move(picks).value();
+  }
   // The K-sliced GEMM's partial sums: the largest slices * rows * n of the model's matrices.
   size_t slab_floats = 0;
   const int64_t shapes[][2] = {{static_cast<int64_t>(qd + 2 * kvd), static_cast<int64_t>(hs)},
@@ -322,8 +331,7 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
     TANDEM_RETURN_IF_ERROR(run_graphed(m, k, stride));
     timing_.mark(StepTiming::enqueue);
     if (k > 0)
-      TANDEM_RETURN_IF_ERROR(
-          logits_.download(out.logits, sizeof(float) * static_cast<size_t>(k * c.vocab_size), stream_));
+      TANDEM_RETURN_IF_ERROR(download_outputs(k, out));
     else
       TANDEM_RETURN_IF_ERROR(stream_.synchronize());
     timing_.end();
@@ -360,10 +368,33 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
   TANDEM_RETURN_IF_ERROR(cap_logits(k));
   timing_.mark(StepTiming::enqueue);
-  TANDEM_RETURN_IF_ERROR(
-      logits_.download(out.logits, sizeof(float) * static_cast<size_t>(k * c.vocab_size), stream_));
+  TANDEM_RETURN_IF_ERROR(download_outputs(k, out));
   timing_.end();
   return k;
+}
+
+Status CudaForward::download_outputs(int64_t k, const ChunkOutputs& out) {
+  const int64_t vocab = model_.config().vocab_size;
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(vocab);
+  if (out.picks == nullptr || !device_pick_) {
+    TANDEM_RETURN_IF_ERROR(logits_.download(out.logits, row_bytes * static_cast<size_t>(k), stream_));
+    for (int64_t r = 0; out.picks != nullptr && r < k; ++r)
+      out.picks[r] = kernels::greedy_pick(out.logits + r * vocab, vocab);
+    return Status::Ok();
+  }
+  TANDEM_RETURN_IF_ERROR(
+      gpu::greedy_pick_rows(stream_, logits_.as<float>(), k, vocab, d_picks_.as<int32_t>()));
+  TANDEM_RETURN_IF_ERROR(
+      d_picks_.download(host_picks_.data(), sizeof(int32_t) * static_cast<size_t>(k), stream_));
+  const int32_t* picks = host_picks_.as<int32_t>();
+  bool none = false;
+  for (int64_t r = 0; r < k; ++r) {
+    out.picks[r] = picks[r];
+    none = none || picks[r] < 0;
+  }
+  // A row with nothing to pick: the caller explains the dead end from the row.
+  if (none) TANDEM_RETURN_IF_ERROR(logits_.download(out.logits, row_bytes * static_cast<size_t>(k), stream_));
+  return Status::Ok();
 }
 
 bool CudaForward::fused(int l) const { return fuse_ && !general_ && !w_.layers[l].q_norm.bytes(); }

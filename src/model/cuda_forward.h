@@ -64,6 +64,9 @@ struct ChunkOutputs {
   float* logits = nullptr;      // [output rows][vocab]
   float* hidden = nullptr;      // [output rows][hidden] (hidden != none and not all rows)
   float* hidden_all = nullptr;  // [rows][hidden] (hidden_all_rows)
+  // ForwardOptions::greedy_picks: [output rows], each row's greedy pick; the
+  // logits row is downloaded only where it is -1 (ADR 0070).
+  int32_t* picks = nullptr;
 };
 
 class CudaForward {
@@ -130,6 +133,10 @@ class CudaForward {
   // The embedding scale (Gemma) on rows [0, m) of x_, and final soft-capping of k logit rows.
   Status scale_embeddings(int64_t m);
   Status cap_logits(int64_t k);
+  // The k rows of logits_ to the host: every row into out.logits, or (out.picks
+  // set) each row's greedy pick into out.picks, picked on the device unless
+  // TANDEM_CUDA_DEVICE_PICK=0, and the rows too only when some row has none.
+  Status download_outputs(int64_t k, const ChunkOutputs& out);
   // The GEMM without its slab sum (invariant mode), or cuBLAS into y (one slab).
   // bf16_ready: x_bf16_ already holds x rounded to bf16 (an epilogue wrote it).
   Expected<kernels::gpu::GemmPartials> gemm_partials(const float* x, int64_t m, const uint16_t* w, int64_t n,
@@ -199,6 +206,9 @@ class CudaForward {
   std::vector<AttentionSegment> attn_segments_;
   std::vector<int32_t> staging_;
   kernels::gpu::PinnedBuffer host_logits_;
+  kernels::gpu::DeviceBuffer d_picks_;
+  kernels::gpu::PinnedBuffer host_picks_;
+  bool device_pick_ = true;  // TANDEM_CUDA_DEVICE_PICK (0: greedy picks from downloaded rows, for comparison)
   StepTiming timing_{"cuda forward"};
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;

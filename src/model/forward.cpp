@@ -76,6 +76,11 @@ Status Forward::warm_up() {
   return Status::Ok();
 }
 
+int32_t ForwardOutput::argmax_row(int64_t r) const {
+  if (!picks.empty() && picks[r] >= 0) return picks[r];
+  return kernels::argmax(logits_row(r), vocab);
+}
+
 Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions& options) {
 #ifdef TANDEM_HAVE_CUDA
   const int64_t hs = model_.config().hidden_size;
@@ -89,6 +94,7 @@ Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions
   in.wants_output = wants_output_.data() + r0;
   ChunkOutputs out;
   out.logits = logits_base_ + out_rows_ * model_.config().vocab_size;
+  if (options.greedy_picks) out.picks = picks_.data() + out_rows_;
   if (options.hidden != HiddenOutput::none) {
     out.hidden = out_hidden_.data() + out_rows_ * hs;
     out.hidden_all = out_hidden_.data() + r0 * hs;
@@ -191,12 +197,16 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
     out_hidden_.allocate(static_cast<size_t>(hidden_rows * c.hidden_size));
 
   out_rows_ = 0;
+  if (options.greedy_picks) picks_.assign(static_cast<size_t>(out_rows), -1);
   for (int64_t r0 = 0; r0 < rows; r0 += max_rows_) {
     const int64_t r1 = std::min(rows, r0 + max_rows_);
     if (cuda_) {
       TANDEM_RETURN_IF_ERROR(run_chunk_on_device(r0, r1, options));
     } else {
+      const int64_t first = out_rows_;
       run_chunk(r0, r1, options);
+      for (int64_t r = first; options.greedy_picks && r < out_rows_; ++r)
+        picks_[r] = kernels::greedy_pick(logits_base_ + r * c.vocab_size, c.vocab_size);
     }
   }
   TANDEM_CHECK(out_rows_ == out_rows);
@@ -205,6 +215,7 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
     kv_.set_length(s.seq, s.start_position + static_cast<int64_t>(s.tokens.size()));
   out.rows = out_rows;
   out.logits = std::span<const float>(logits_base_, logit_floats);
+  if (options.greedy_picks) out.picks = std::span<const int32_t>(picks_.data(), picks_.size());
   if (options.hidden != HiddenOutput::none)
     out.hidden = std::span<const float>(out_hidden_.data(), static_cast<size_t>(hidden_rows * c.hidden_size));
   return out;

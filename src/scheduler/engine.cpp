@@ -364,6 +364,13 @@ double Engine::run_batched(const TickPlan& plan) {
     options.hidden = model::HiddenOutput::after_final_norm;  // one row per input row, for the MTP head
     options.hidden_all_rows = true;
   }
+  // Every row a plain greedy pick without logprobs: the forward returns the picks
+  // (on a GPU, picked on the device: one int per row comes back; ADR 0070).
+  options.greedy_picks = true;
+  for (uint64_t id : owners) {
+    const Active& a = active_.at(id);
+    options.greedy_picks = options.greedy_picks && a.seq.params.plain_greedy() && !a.req->want_logprobs;
+  }
   auto out = forward_->run(steps, options);
   const auto forwarded = Clock::now();
   size_t forward_rows = 0;
@@ -403,8 +410,12 @@ double Engine::run_batched(const TickPlan& plan) {
       const bool is_decode = i < plan.decode.size();
       const int64_t position =
           is_decode ? a.seq.pending_position() + 1 : static_cast<int64_t>(a.seq.prompt.size());
-      sample_into(samplers_[thread], a, {out->logits_row(out->first_row[i]), static_cast<size_t>(out->vocab)},
-                  position);
+      const int64_t row = out->first_row[i];
+      if (!out->picks.empty() && out->picks[row] >= 0) {  // the sampler's pick of this plain greedy row
+        a.seq.generated.push_back(out->picks[row]);
+        continue;
+      }
+      sample_into(samplers_[thread], a, {out->logits_row(row), static_cast<size_t>(out->vocab)}, position);
     }
   });
   const auto sampled = Clock::now();

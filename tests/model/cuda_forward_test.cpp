@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "kernels/cuda_ops.h"
+#include "kernels/ops.h"
 #include "model/device.h"
 #include "model/forward.h"
 #include "test_util.h"
@@ -627,6 +628,50 @@ TEST(CudaForward, FusedLaunchesGiveTheSeparatePassesBits) {
       EXPECT_TRUE(same_bits(fused, logits(true))) << name << " " << act << ": FUSE_LAUNCHES=0";
     }
   }
+}
+
+// ForwardOptions::greedy_picks (ADR 0070): the picks a step returns, made on the
+// device (a prefill's all-row chunk, graphed decode steps, a 4-row block, a
+// two-sequence step), equal kernels::greedy_pick of the rows the same steps
+// return without it; TANDEM_CUDA_DEVICE_PICK=0 (host picks) gives them too.
+TEST(CudaForward, GreedyPicksAreThePicksOfTheRows) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  auto run = [](bool picks_only) {
+    Rig r = make_rig_with("tandem_target", "bf16", 64);
+    ForwardOptions options;
+    options.greedy_picks = picks_only;
+    const std::vector<int32_t> t = long_tokens(r.vocab(), 3), u = long_tokens(r.vocab(), 4);
+    const SequenceId a = r.kv->create_sequence(), b = r.kv->create_sequence();
+    std::vector<std::vector<SequenceStep>> steps = {{SequenceStep{a, {t.data(), 20}, 0, LogitRows::all}},
+                                                    {SequenceStep{b, {u.data(), 20}, 0, LogitRows::last}}};
+    for (int64_t p = 20; p < 24; ++p)
+      steps.push_back({SequenceStep{a, {t.data() + p, 1}, p, LogitRows::last}});
+    steps.push_back({SequenceStep{a, {t.data() + 24, 4}, 24, LogitRows::all}});
+    steps.push_back({SequenceStep{a, {t.data() + 28, 1}, 28, LogitRows::last},
+                     SequenceStep{b, {u.data() + 20, 1}, 20, LogitRows::last}});
+    std::vector<int32_t> picks;
+    for (const auto& step : steps) {
+      auto out = r.fw->run(step, options);
+      EXPECT_TRUE(out.ok()) << out.status().to_string();
+      if (!out.ok()) return picks;
+      for (int64_t row = 0; row < out->rows; ++row) {
+        if (picks_only) {
+          EXPECT_EQ(out->picks.size(), static_cast<size_t>(out->rows));
+          picks.push_back(out->picks[row]);
+        } else {
+          EXPECT_TRUE(out->picks.empty());
+          picks.push_back(kernels::greedy_pick(out->logits_row(row), r.vocab()));
+        }
+      }
+    }
+    return picks;
+  };
+  const std::vector<int32_t> want = run(false);
+  ASSERT_EQ(want.size(), 20u + 1 + 4 + 4 + 2);
+  EXPECT_EQ(run(true), want);
+  ::setenv("TANDEM_CUDA_DEVICE_PICK", "0", 1);
+  EXPECT_EQ(run(true), want);
+  ::unsetenv("TANDEM_CUDA_DEVICE_PICK");
 }
 
 TEST(CudaBf16Activations, InvariantAndNearTheF32Path) {

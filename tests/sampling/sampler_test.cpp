@@ -6,6 +6,9 @@
 #include <limits>
 #include <vector>
 
+#include "../kernels/greedy_rows.h"
+#include "kernels/ops.h"
+
 namespace tandem::sampling {
 namespace {
 
@@ -131,6 +134,33 @@ TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
 // denormal) sent every logit to +-infinity: the pick was the lowest id with a positive logit, or no
 // token at all when every logit was negative. Now the pick, the logprobs and the top alternatives are
 // those of temperature 0, whatever the seed and position; 1e-5 itself still samples.
+// A plain greedy request's pick is kernels::greedy_pick of the model row
+// (what a GPU forward computes on the device, ADR 0070), -1 being kNoToken.
+TEST(Sampler, PlainGreedyPickIsKernelsGreedyPick) {
+  Sampler sampler;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  ASSERT_TRUE(p.plain_greedy());
+  for (int64_t vocab : {1L, 2L, 1000L, 1025L}) {
+    const int64_t rows = 36;
+    const std::vector<float> x = tandem::testing::greedy_edge_rows(rows, vocab, 7);
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::span<const float> row(x.data() + r * vocab, static_cast<size_t>(vocab));
+      const int32_t want = kernels::greedy_pick(row.data(), vocab);
+      EXPECT_EQ(sampler.pick(row, p, {}, 0), want < 0 ? kNoToken : want) << "vocab " << vocab << " row " << r;
+    }
+  }
+  SamplingParams biased = p;
+  biased.logit_bias.push_back({0, 1.0f});
+  SamplingParams penalised = p;
+  penalised.presence_penalty = 0.5f;
+  SamplingParams warm = p;
+  warm.temperature = 0.7f;
+  EXPECT_FALSE(biased.plain_greedy());
+  EXPECT_FALSE(penalised.plain_greedy());
+  EXPECT_FALSE(warm.plain_greedy());
+}
+
 TEST(Sampler, TemperaturesTooSmallToDivideByAreGreedy) {
   std::vector<float> mixed(300), negative(300);
   for (size_t i = 0; i < mixed.size(); ++i) {

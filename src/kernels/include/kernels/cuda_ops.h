@@ -340,6 +340,12 @@ Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t coun
 Status gather_rows(const Stream& stream, const float* src, const int32_t* indices, int64_t rows, int64_t dim,
                    float* dst);
 
+// picks[r] = the lowest index of the largest value of logits row r (`rows` rows
+// of `vocab` floats) when that value is above -infinity, else -1: the
+// sampler's greedy pick of an unprocessed row, kernels::greedy_pick (ADR
+// 0070). NaN is never picked. picks on the device.
+Status greedy_pick_rows(const Stream& stream, const float* logits, int64_t rows, int64_t vocab, int32_t* picks);
+
 // ---------------------------------------------------------------- fused GEMM epilogues
 // Epilogues over GemmPartials (fused.cu): each value is the slab sum, then
 // + bias[j] when bias is not null, then exactly the unfused op's arithmetic,

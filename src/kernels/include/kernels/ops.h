@@ -181,6 +181,10 @@ void embedding(const Ctx& ctx, const void* table, DType dtype, int64_t dim, cons
                float* out);
 // Index of the largest value (lowest index on ties; NaN never wins).
 int32_t argmax(const float* x, int64_t n);
+// The sampler's greedy pick of an unprocessed row: argmax(x, n) when that
+// value is above -infinity, else -1 (every entry -infinity or NaN, or n <= 0).
+// The GPU's greedy_pick_rows gives the same index (ADR 0070).
+int32_t greedy_pick(const float* x, int64_t n);
 // Converts a weight vector (e.g. a norm weight) to f32. Quantized dtypes are
 // dequantized (count a multiple of the block), bit-exact to gguf-py's
 // gguf.quants.dequantize.

@@ -75,7 +75,13 @@ struct ForwardOutput {
   int64_t hidden_size = 0;
   // first_row[i]: index of step i's first output row (its count is 0, 1 or n).
   std::vector<int64_t> first_row;
+  // With ForwardOptions::greedy_picks: picks[r] = kernels::greedy_pick of
+  // output row r (-1: no value above -infinity). On a GPU only the picks come
+  // back: logits row r is valid only where picks[r] < 0 (ADR 0070).
+  std::span<const int32_t> picks;
   const float* logits_row(int64_t r) const { return logits.data() + r * vocab; }
+  // kernels::argmax of output row r: its greedy pick where there is one, else from the row.
+  int32_t argmax_row(int64_t r) const;
 };
 
 struct ForwardOptions {
@@ -84,6 +90,10 @@ struct ForwardOptions {
   // order), whether or not the row produces logits — what an MTP drafter
   // needs for every prompt position.
   bool hidden_all_rows = false;
+  // The caller needs each output row's greedy pick only (a plain greedy
+  // request, a greedy benchmark): on a GPU the pick runs on the device and one
+  // int32 per row is downloaded instead of the row (ADR 0070).
+  bool greedy_picks = false;
 };
 
 class Forward {
@@ -164,6 +174,7 @@ class Forward {
   AlignedBuffer<float> ple_, ple_proj_, ple_gate_, moe_x_, moe_h_;
   // Outputs, grown on demand.
   AlignedBuffer<float> out_hidden_, out_logits_, gather_;
+  std::vector<int32_t> picks_;    // ForwardOptions::greedy_picks: one per output row
   float* logits_base_ = nullptr;  // this run's logits: out_logits_, or the device backend's pinned buffer
   // The device backend (model placed on cuda), or null; its creation status.
   std::unique_ptr<CudaForward> cuda_;

@@ -52,6 +52,10 @@ struct SamplingParams {
   bool has_penalties() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }
+  // Greedy with nothing that changes the row first: the pick is the model row's
+  // first largest logit above -infinity (kernels::greedy_pick), which a GPU
+  // forward can compute on the device (ADR 0070).
+  bool plain_greedy() const { return greedy() && !constraint && logit_bias.empty() && !has_penalties(); }
 };
 
 // A rejected parameter: `field` as the OpenAI API spells it ("temperature",

@@ -344,7 +344,8 @@ Status gather_rows(const Stream& stream, const float* src, const int32_t* indice
 // of `vocab` floats) when that value is above -infinity, else -1: the
 // sampler's greedy pick of an unprocessed row, kernels::greedy_pick (ADR
 // 0070). NaN is never picked. picks on the device.
-Status greedy_pick_rows(const Stream& stream, const float* logits, int64_t rows, int64_t vocab, int32_t* picks);
+Status greedy_pick_rows(const Stream& stream, const float* logits, int64_t rows, int64_t vocab,
+                        int32_t* picks);
 
 // ---------------------------------------------------------------- fused GEMM epilogues
 // Epilogues over GemmPartials (fused.cu): each value is the slab sum, then

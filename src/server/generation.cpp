@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "sampling/dead_end.h"
 #include "server/api_error.h"
 #include "server/tool_call_reply.h"
 
@@ -26,6 +27,22 @@ GenerationRun::GenerationRun(GenerationRequest request, std::string id, std::str
       metrics_(metrics) {}
 
 GenerationRun::~GenerationRun() { cancel(); }
+
+std::optional<std::string> dead_end_param(const Status& status, const StructuredRequest& structured) {
+  switch (sampling::dead_end_cause(status)) {
+    case sampling::DeadEndCause::logit_bias:
+      return "logit_bias";
+    case sampling::DeadEndCause::grammar:
+      if (structured.grammar_source.empty() || structured.grammar_source == "server") return std::nullopt;
+      return structured.grammar_source;
+    default:
+      return std::nullopt;
+  }
+}
+
+ApiError GenerationRun::error_of(const Choice& c) const {
+  return generation_error(c.error, dead_end_param(c.error, request_.structured));
+}
 
 void GenerationRun::cancel() {
   for (auto& c : choices_) {
@@ -271,7 +288,7 @@ std::pair<int, std::string> GenerationRun::collect(const std::function<bool()>& 
   if (!wait(alive)) return {499, ""};
   for (const auto& c : choices_) {
     if (c.finish == FinishReason::error) {
-      const ApiError e = generation_error(c.error);
+      const ApiError e = error_of(c);
       return {e.http_status, error_body(e)};
     }
   }
@@ -382,7 +399,7 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write,
       if (c.finish == FinishReason::error) {
         // The text of the tokens before the error went out above; the error event replaces
         // the finish chunk (the status line said 200 long ago), then the stream ends as usual.
-        if (!alive(write("data: " + error_body(generation_error(c.error)) + "\n\n"))) return false;
+        if (!alive(write("data: " + error_body(error_of(c)) + "\n\n"))) return false;
         continue;
       }
       if (c.finish != FinishReason::none) {

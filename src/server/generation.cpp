@@ -261,6 +261,13 @@ json GenerationRun::logprobs_json(const Choice& c, size_t from, size_t to) const
 std::string GenerationRun::tool_stream(size_t i, std::string fresh, json& calls_delta) {
   (void)fresh;  // already in c.text; what goes out is decided on the whole text
   Choice& c = choices_[i];
+  if (c.finish == FinishReason::error) {
+    // No complete reply to parse for calls, but the text held back is what the model wrote
+    // before the error: it goes out as content, ahead of the error event.
+    std::string out = c.text.substr(c.streamed);
+    c.streamed = c.text.size();
+    return out;
+  }
   if (c.finish == FinishReason::none) {
     // Content up to where a call may begin; the rest waits for the finish.
     const size_t safe = grammar::tool_call_safe_prefix(request_.structured.format, c.text);
@@ -376,9 +383,8 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write,
       std::vector<size_t> fresh;
       std::string text = advance(i, std::chrono::milliseconds(choices_.size() > 1 ? 5 : 50), &fresh);
       json calls_delta;
-      // After an error the held-back text is not parsed for calls: it is no complete reply.
       if (chat && request_.structured.parses_tool_calls())
-        text = c.finish == FinishReason::error ? std::string() : tool_stream(i, std::move(text), calls_delta);
+        text = tool_stream(i, std::move(text), calls_delta);
       if (!text.empty() || (request_.logprobs && !fresh.empty())) {
         json lp = request_.logprobs && !fresh.empty() ? logprobs_json(c, fresh.front(), fresh.back() + 1)
                                                       : json(nullptr);

@@ -105,7 +105,8 @@ class GenerationRun {
   nlohmann::json logprobs_json(const Choice& c, size_t from, size_t to) const;
   std::string token_text(int32_t id) const;
   // Streaming with tools: what of `fresh` may go out as content now; at the
-  // finish, also the tool_calls delta (null when none).
+  // finish, also the tool_calls delta (null when none). After an error, all
+  // the text held back, as content (not parsed: no complete reply).
   std::string tool_stream(size_t i, std::string fresh, nlohmann::json& calls_delta);
   // Sets the choice's finish reason (once) and counts it in metrics_.
   void finish(Choice& c, scheduler::FinishReason reason);

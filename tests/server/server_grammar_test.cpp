@@ -30,6 +30,8 @@ class ServerGrammarTest : public ::testing::Test {
     ASSERT_TRUE(grammar.ok()) << grammar.status().to_string();
     RequestDefaults defaults;
     defaults.grammar = std::make_shared<const grammar::Grammar>(std::move(*grammar));
+    defaults.grammar_gbnf = kServerGrammar;
+    defaults.sampling.top_k = 5;  // a server default /props shows (the requests here set temperature)
     serve_bundled_target(&service_, 128, 2, std::move(defaults));
   }
   static void TearDownTestSuite() {
@@ -117,6 +119,29 @@ TEST_F(ServerGrammarTest, ARequestsOwnConstraintWinsAndAnEmptyGrammarDeclinesIt)
     EXPECT_NE(free_text, "no") << path;
     EXPECT_GT(free_text.size(), 8u) << path << ": '" << free_text << "'";
   }
+}
+
+// GET /props reports the server's defaults where llama-server does,
+// default_generation_settings.params: the grammar's GBNF ("" when there is none), the sampling.
+json props_params(int port) {
+  httplib::Client client("127.0.0.1", port);
+  auto reply = client.Get("/props");
+  if (!reply || reply->status != 200) return nullptr;
+  return json::parse(reply->body)["default_generation_settings"]["params"];
+}
+
+TEST_F(ServerGrammarTest, PropsReportsTheServersGrammar) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  const json params = props_params(server.port());
+  EXPECT_EQ(params["grammar"], kServerGrammar) << params;
+  EXPECT_EQ(params["top_k"], 5) << params;
+}
+
+TEST_F(ServedRoutesTest, PropsReportsAnEmptyGrammarWithoutOne) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  EXPECT_EQ(props_params(server.port())["grammar"], "");
 }
 
 // The precedence rule alone (structured_request.h).

@@ -163,13 +163,34 @@ TEST(ApplyServerGrammar, OnlyARequestWithoutAConstraintTakesIt) {
   apply_server_grammar(server, declined);
   EXPECT_EQ(declined.grammar, nullptr);
 
-  StructuredRequest tools;
-  ASSERT_FALSE(
-      parse_structured(nlohmann::ordered_json::parse(
-                           R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}]})"),
-                       true, tools));
-  apply_server_grammar(server, tools);
-  EXPECT_EQ(tools.grammar, nullptr) << "tool calls are the request's own constraint";
+  // Tools are the request's constraint through the grammar they build (required, named, auto in
+  // the Hermes and Mistral syntaxes); auto in the Llama 3 syntax builds none, so the server's
+  // grammar applies there (llama-server: the template's grammar, else the server's), and the
+  // output is still parsed for calls. tool_choice none builds none either.
+  struct Case {
+    const char* tool_choice;
+    grammar::ToolCallFormat format;
+    const char* source;  // grammar_source after both steps
+  };
+  for (const Case& c : {Case{"auto", grammar::ToolCallFormat::hermes, "tools"},
+                        Case{"auto", grammar::ToolCallFormat::mistral, "tools"},
+                        Case{"auto", grammar::ToolCallFormat::llama3, "server"},
+                        Case{"required", grammar::ToolCallFormat::llama3, "tool_choice"},
+                        Case{"required", grammar::ToolCallFormat::hermes, "tool_choice"},
+                        Case{"none", grammar::ToolCallFormat::hermes, "server"}}) {
+    const std::string where =
+        std::string(c.tool_choice) + " in syntax " + std::to_string(static_cast<int>(c.format));
+    StructuredRequest tools;
+    auto body = nlohmann::ordered_json::parse(
+        R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}]})");
+    body["tool_choice"] = c.tool_choice;
+    ASSERT_FALSE(parse_structured(body, true, tools)) << where;
+    ASSERT_FALSE(finish_tool_grammar(c.format, tools)) << where;
+    apply_server_grammar(server, tools);
+    EXPECT_EQ(tools.grammar_source, c.source) << where;
+    EXPECT_EQ(tools.grammar == server, std::string(c.source) == "server") << where;
+    EXPECT_EQ(tools.parses_tool_calls(), std::string(c.tool_choice) != "none") << where;
+  }
 
   StructuredRequest none;
   apply_server_grammar(nullptr, none);

@@ -47,6 +47,14 @@ json chat_body(const Service& service, bool stream) {
       {"logit_bias", banned_end_tokens(service, false)}};
 }
 
+// chat_body with the end tokens banned (false) instead of made unlikely: a dead end once the
+// object is complete.
+json dead_end_chat_body(const Service& service, bool stream) {
+  json body = chat_body(service, stream);
+  for (auto& [id, bias] : body["logit_bias"].items()) bias = false;
+  return body;
+}
+
 void expect_dead_end_error(const json& error, const std::string& where) {
   EXPECT_EQ(error["type"], "invalid_request_error") << where;
   EXPECT_EQ(error["code"], "no_allowed_token") << where;
@@ -71,8 +79,7 @@ TEST_F(ServedRoutesTest, ConstraintsThatLeaveNoTokenAreA400NotAWrongToken) {
     EXPECT_EQ(json::parse(reply["choices"][0]["message"]["content"].get<std::string>())["kind"].is_string(),
               true);
   }
-  json chat = chat_body(*service_, false);
-  for (auto& [id, bias] : chat["logit_bias"].items()) bias = false;
+  const json chat = dead_end_chat_body(*service_, false);
   const auto [status, reply] = post_json(client, "/v1/chat/completions", chat);
   EXPECT_EQ(status, 400) << reply;
   ASSERT_TRUE(reply.contains("error")) << reply;
@@ -102,8 +109,7 @@ TEST_F(ServedRoutesTest, ConstraintsThatLeaveNoTokenAreA400NotAWrongToken) {
 TEST_F(ServedRoutesTest, AStreamThatReachesNoAllowedTokenEndsWithAnErrorEvent) {
   LiveServer server(*service_);
   ASSERT_TRUE(server.bound());
-  json body = chat_body(*service_, true);
-  for (auto& [id, bias] : body["logit_bias"].items()) bias = false;
+  json body = dead_end_chat_body(*service_, true);
   body["stream_options"] = {{"include_usage", true}};
   const std::string text = body.dump();
   // HTTP/1.0: the payload is the events themselves, ended by the server closing the connection.
@@ -164,8 +170,7 @@ TEST_F(ServedRoutesTest, ADeadEndWithSeveralChoicesIsTheSameErrorAsWithOne) {
   ASSERT_TRUE(server.bound());
   httplib::Client client("127.0.0.1", server.port());
   client.set_read_timeout(60, 0);
-  json chat = chat_body(*service_, false);
-  for (auto& [id, bias] : chat["logit_bias"].items()) bias = false;
+  const json chat = dead_end_chat_body(*service_, false);
   json completion = {
       {"prompt", "The whale is"},
       {"max_tokens", 40},

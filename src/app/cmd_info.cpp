@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "core/cpu_features.h"
+#include "environment.h"
 #include "kernels/cuda_devices.h"
 
 namespace tandem::app {
@@ -36,6 +37,9 @@ Command add_info_command(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("info", "Show CPU features, the kernel variant tandem selects and the CUDA devices");
   return {sub, [] {
+            // The same start-up check as every other subcommand: info reports what tandem would
+            // use, and a typo in a TANDEM_* variable would otherwise go unnoticed here.
+            if (Status s = validate_environment(); !s.ok()) return usage_error("info", s);
             const auto& f = cpu_features();
             std::printf("cpu: %s\n", f.model_name.c_str());
             std::printf("hardware threads: %u\n", std::thread::hardware_concurrency());

@@ -185,6 +185,7 @@ int run_serve(ServeOptions& o) {
       return fail(invalid_argument(o.grammar.description +
                                    ": a grammar needs the model's tokenizer.json, and this model has none"));
     defaults.grammar = o.grammar.compiled;
+    defaults.grammar_gbnf = o.grammar.gbnf;
     spdlog::info("grammar of requests without their own ({}; docs/grammar.md)", o.grammar.description);
   }
   scheduler::EngineConfig ec;

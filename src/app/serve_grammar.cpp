@@ -21,7 +21,7 @@ struct GrammarFlag {
 }  // namespace
 
 Expected<grammar::Grammar> compile_grammar_flag(const char* name, const std::string& value, bool from_file,
-                                                bool is_schema) {
+                                                bool is_schema, std::string* gbnf) {
   const std::string what = std::string(name) + " " + (from_file ? value : "");
   std::string text = value;
   if (from_file) {
@@ -47,6 +47,7 @@ Expected<grammar::Grammar> compile_grammar_flag(const char* name, const std::str
     return invalid_argument(prefix + ": the grammar is empty");
   auto parsed = grammar::parse_gbnf(text);
   if (!parsed.ok()) return invalid_argument(prefix + ": " + parsed.status().message());
+  if (gbnf) *gbnf = std::move(text);
   return parsed;
 }
 
@@ -84,7 +85,8 @@ Status resolve_serve_grammar(ServeGrammarFlags& f) {
     chosen = &flag;
   }
   if (!chosen) return Status::Ok();
-  auto compiled = compile_grammar_flag(chosen->name, *chosen->value, chosen->from_file, chosen->is_schema);
+  auto compiled =
+      compile_grammar_flag(chosen->name, *chosen->value, chosen->from_file, chosen->is_schema, &f.gbnf);
   if (!compiled.ok()) return compiled.status();
   f.compiled = std::make_shared<const grammar::Grammar>(std::move(*compiled));
   f.description = std::string(chosen->name) + (chosen->from_file ? " " + *chosen->value : "");

@@ -23,16 +23,18 @@ struct ServeGrammarFlags {
               *json_schema_file_option = nullptr;
   // Resolved: null when none of the four was given.
   std::shared_ptr<const grammar::Grammar> compiled;
+  std::string gbnf;         // its GBNF text (a JSON Schema's, converted), as GET /props reports it
   std::string description;  // "--grammar-file g.gbnf", for the start-up log
 };
 
 void add_serve_grammar_options(CLI::App* sub, ServeGrammarFlags& flags);
 
 // The grammar one flag gives: GBNF or a JSON Schema (is_schema), inline or read from the file
-// `value` names (from_file); an InvalidArgument naming the flag says what is wrong. Also
-// `tandem generate`'s --grammar / --grammar-file.
+// `value` names (from_file); an InvalidArgument naming the flag says what is wrong. `gbnf`
+// (optional) receives the GBNF text compiled (a schema's, converted). Also `tandem generate`'s
+// --grammar / --grammar-file.
 Expected<grammar::Grammar> compile_grammar_flag(const char* name, const std::string& value, bool from_file,
-                                                bool is_schema);
+                                                bool is_schema, std::string* gbnf = nullptr);
 
 // Reads and compiles the one flag given into flags.compiled; two or more given is an error.
 Status resolve_serve_grammar(ServeGrammarFlags& flags);

@@ -50,9 +50,9 @@ ApiError from_status(const Status& status, std::optional<std::string> param) {
   }
 }
 
-ApiError generation_error(const Status& status) {
+ApiError generation_error(const Status& status, std::optional<std::string> param) {
   if (status.code() == StatusCode::kInvalidArgument)
-    return {400, "invalid_request_error", status.message(), std::nullopt, "no_allowed_token"};
+    return {400, "invalid_request_error", status.message(), std::move(param), "no_allowed_token"};
   return {500, "server_error", "generation failed: " + status.message(), std::nullopt, "internal_error"};
 }
 

@@ -40,7 +40,7 @@ using RunPtr = std::shared_ptr<GenerationRun>;
 
 // The error a run ended with, as {status, OpenAI error body}.
 std::pair<int, std::string> run_error(const GenerationRun& run) {
-  const ApiError e = generation_error(run.choices().front().error);
+  const ApiError e = run.error_of(run.choices().front());
   return {e.http_status, error_body(e)};
 }
 

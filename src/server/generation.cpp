@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "sampling/dead_end.h"
 #include "server/api_error.h"
 #include "server/tool_call_reply.h"
 
@@ -26,6 +27,22 @@ GenerationRun::GenerationRun(GenerationRequest request, std::string id, std::str
       metrics_(metrics) {}
 
 GenerationRun::~GenerationRun() { cancel(); }
+
+std::optional<std::string> dead_end_param(const Status& status, const StructuredRequest& structured) {
+  switch (sampling::dead_end_cause(status)) {
+    case sampling::DeadEndCause::logit_bias:
+      return "logit_bias";
+    case sampling::DeadEndCause::grammar:
+      if (structured.grammar_source.empty() || structured.grammar_source == "server") return std::nullopt;
+      return structured.grammar_source;
+    default:
+      return std::nullopt;
+  }
+}
+
+ApiError GenerationRun::error_of(const Choice& c) const {
+  return generation_error(c.error, dead_end_param(c.error, request_.structured));
+}
 
 void GenerationRun::cancel() {
   for (auto& c : choices_) {
@@ -244,6 +261,13 @@ json GenerationRun::logprobs_json(const Choice& c, size_t from, size_t to) const
 std::string GenerationRun::tool_stream(size_t i, std::string fresh, json& calls_delta) {
   (void)fresh;  // already in c.text; what goes out is decided on the whole text
   Choice& c = choices_[i];
+  if (c.finish == FinishReason::error) {
+    // No complete reply to parse for calls, but the text held back is what the model wrote
+    // before the error: it goes out as content, ahead of the error event.
+    std::string out = c.text.substr(c.streamed);
+    c.streamed = c.text.size();
+    return out;
+  }
   if (c.finish == FinishReason::none) {
     // Content up to where a call may begin; the rest waits for the finish.
     const size_t safe = grammar::tool_call_safe_prefix(request_.structured.format, c.text);
@@ -271,7 +295,7 @@ std::pair<int, std::string> GenerationRun::collect(const std::function<bool()>& 
   if (!wait(alive)) return {499, ""};
   for (const auto& c : choices_) {
     if (c.finish == FinishReason::error) {
-      const ApiError e = generation_error(c.error);
+      const ApiError e = error_of(c);
       return {e.http_status, error_body(e)};
     }
   }
@@ -359,9 +383,8 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write,
       std::vector<size_t> fresh;
       std::string text = advance(i, std::chrono::milliseconds(choices_.size() > 1 ? 5 : 50), &fresh);
       json calls_delta;
-      // After an error the held-back text is not parsed for calls: it is no complete reply.
       if (chat && request_.structured.parses_tool_calls())
-        text = c.finish == FinishReason::error ? std::string() : tool_stream(i, std::move(text), calls_delta);
+        text = tool_stream(i, std::move(text), calls_delta);
       if (!text.empty() || (request_.logprobs && !fresh.empty())) {
         json lp = request_.logprobs && !fresh.empty() ? logprobs_json(c, fresh.front(), fresh.back() + 1)
                                                       : json(nullptr);
@@ -382,7 +405,7 @@ bool GenerationRun::pump(const std::function<bool(const std::string&)>& write,
       if (c.finish == FinishReason::error) {
         // The text of the tokens before the error went out above; the error event replaces
         // the finish chunk (the status line said 200 long ago), then the stream ends as usual.
-        if (!alive(write("data: " + error_body(generation_error(c.error)) + "\n\n"))) return false;
+        if (!alive(write("data: " + error_body(error_of(c)) + "\n\n"))) return false;
         continue;
       }
       if (c.finish != FinishReason::none) {

@@ -124,7 +124,9 @@ HttpReply llama_props(const Service& svc) {
   if (auto* e = std::get_if<ApiError>(&m)) return error_reply(*e);
   const ServedModel& model = *std::get<const ServedModel*>(m);
   const SlotBoard& slots = *svc.slots();
-  json settings = slots.idle_slot_json(0, sampling::SamplingParams{});
+  json settings = slots.idle_slot_json(0, svc.defaults().sampling);
+  // The server's grammar (--grammar, -j, ...) where llama-server reports it; "" when none.
+  settings["params"]["grammar"] = svc.defaults().grammar_gbnf;
   const auto& tmpl = model.chat_template;
   return json_reply({{"default_generation_settings", settings},
                      {"total_slots", slots.size()},

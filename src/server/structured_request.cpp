@@ -230,7 +230,11 @@ std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, Stru
 
 void apply_server_grammar(const std::shared_ptr<const grammar::Grammar>& server_grammar,
                           StructuredRequest& out) {
-  if (!server_grammar || out.grammar || out.grammar_declined || out.parses_tool_calls()) return;
+  // Tools count as the request's constraint only through the grammar they built: where none was
+  // (auto in the Llama 3 syntax, an arguments schema that cannot be compiled), the server's applies,
+  // as llama-server's chat route leaves `grammar` to the server's default when the template
+  // builds none.
+  if (!server_grammar || out.grammar || out.grammar_declined) return;
   out.grammar = server_grammar;
   out.grammar_source = "server";
 }

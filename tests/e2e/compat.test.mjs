@@ -217,10 +217,27 @@ describe('llama-server: /props and /slots', () => {
     assert.equal(r.default_generation_settings.n_ctx, r.n_ctx);
     assert.ok(r.n_ctx > 0);
     assert.equal(r.default_generation_settings.params.seed, -1);
+    assert.equal(r.default_generation_settings.params.grammar, '', 'no serve --grammar: empty, as llama-server');
     assert.match(r.chat_template, /im_start/);
     assert.match(r.model_path, /tandem-target$/);
     assert.match(r.build_info, /^tandem \d+\.\d+\.\d+/);
     assert.equal(r.embeddings, true);
+  });
+
+  it("/props reports serve's --grammar, and -j's schema as the GBNF it became", async () => {
+    const gbnf = 'root ::= "yes" | "no"';
+    for (const [flag, value, expected] of [
+      ['--grammar', gbnf, /^root ::= "yes" \| "no"$/],
+      ['-j', '{"enum": ["up", "down"]}', /root ::=[^]*up[^]*down/],
+    ]) {
+      const own = await startServer({ extra: [flag, value] });
+      try {
+        const props = await (await own.fetch('/props')).json();
+        assert.match(props.default_generation_settings.params.grammar, expected, flag);
+      } finally {
+        await own.stop();
+      }
+    }
   });
 
   it('/slots shows a streaming request in its slot while it runs, and the slot idle once it ended', async () => {

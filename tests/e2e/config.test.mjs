@@ -57,6 +57,24 @@ describe('environment variables: a malformed or out-of-range value exits 2 namin
     ['TANDEM_DRAFT_BLOCK_SIZE', '99', true, /out of range; accepted: 2\.\.16/],
     ['TANDEM_DRAFT_BLOCK_SIZE', '1', true, /out of range; accepted: 2\.\.16/],
     ['TANDEM_DRAFT_BLOCK_SIZE', 'four', true, /not an integer/],
+    // The GPU knobs, checked in every build (a CPU-only binary refuses the same typos).
+    ['TANDEM_CUDA_SMALL_TILE', 'abc', false, /not a small-tile variant; accepted: 0\.\.20/],
+    ['TANDEM_CUDA_SMALL_TILE', '20,9,3', false, /not a small-tile variant/],
+    ['TANDEM_CUDA_FUSE', 'x', false, /not a boolean/],
+    ['TANDEM_CUDA_FUSE_NORM', 'x', false, /not a boolean/],
+    ['TANDEM_CUDA_FUSE_LAUNCHES', 'x', false, /not a boolean/],
+    ['TANDEM_CUDA_PDL', 'of', false, /not a boolean/],
+    ['TANDEM_CUDA_ATTENTION', 'flash', false, /serial, split, tile/],
+    ['TANDEM_CUDA_LARGE_TILE', '18', false, /out of range; accepted: 0\.\.17/],
+    ['TANDEM_CUDA_TILE_SLICES', 'maybe', false, /not a boolean/],
+    ['TANDEM_CUDA_WIDE_TILE', '5', false, /out of range; accepted: 0\.\.4/],
+    ['TANDEM_CUDA_ROW_NORM', '2', false, /not a boolean/],
+    ['TANDEM_CUDA_CHUNK_ROWS', '0', false, /out of range; accepted: 1\.\.65536/],
+    ['TANDEM_CUDA_ACTIVATIONS', 'fp16', false, /bf16, f32/],
+    ['TANDEM_CUDA_GRAPH_STRIDE', 'long', false, /bucketed, pool/],
+    ['TANDEM_CUDA_UPLOAD', 'mapped', false, /pinned, pageable/],
+    ['TANDEM_CUDA_UPLOAD_CHUNK_MIB', '0', false, /out of range; accepted: 1\.\.4096/],
+    ['TANDEM_STEP_TIMING', '2', false, /not a boolean/],
   ];
   for (const [command, argsFor] of Object.entries(COMMANDS)) {
     it(`tandem ${command}`, () => {
@@ -113,6 +131,9 @@ describe('environment variables: a malformed or out-of-range value exits 2 namin
       TANDEM_GEMM: '',
       TANDEM_DRAFT_BLOCK_SIZE: ' ',
       TANDEM_LOG_LEVEL: '',
+      TANDEM_CUDA_SMALL_TILE: ' ',
+      TANDEM_CUDA_PDL: '',
+      TANDEM_STEP_TIMING: ' ',
     };
     const r = run(COMMANDS.probe(), blank);
     assert.equal(r.status, 0, r.out);

@@ -78,6 +78,7 @@ TEST(DeadEnd, TheMessageNamesTheCause) {
   EXPECT_EQ(st.message(),
             "no token is allowed after 3 generated tokens: the grammar's next tokens 2, 3 are all banned by "
             "logit_bias");
+  EXPECT_EQ(dead_end_cause(st), DeadEndCause::logit_bias);
 
   p.constraint = std::make_shared<OnlyThese>(std::vector<int32_t>{});
   st = no_allowed_token(kLogits, p, {{}, generated});
@@ -85,6 +86,7 @@ TEST(DeadEnd, TheMessageNamesTheCause) {
   EXPECT_NE(st.message().find("the grammar (grammar, json_schema or response_format) allows no token"),
             std::string::npos)
       << st.message();
+  EXPECT_EQ(dead_end_cause(st), DeadEndCause::grammar);
 
   p.constraint = nullptr;
   p.logit_bias.clear();
@@ -92,11 +94,22 @@ TEST(DeadEnd, TheMessageNamesTheCause) {
   st = no_allowed_token(kLogits, p, {{}, generated});
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("logit_bias bans every token"), std::string::npos) << st.message();
+  EXPECT_EQ(dead_end_cause(st), DeadEndCause::logit_bias);
+
+  // Neither: what is left is the chain's overflow (a repetition penalty too large for floats).
+  p.logit_bias.clear();
+  p.repetition_penalty = 1e38f;
+  const std::vector<int32_t> all = {0, 1, 2, 3, 4, 5};
+  st = no_allowed_token(std::vector<float>(6, -5.0f), p, {{}, all});
+  EXPECT_NE(st.message().find("penalties and temperature"), std::string::npos) << st.message();
+  EXPECT_EQ(dead_end_cause(st), DeadEndCause::penalties);
 
   // The model's own row, not the request: the server's fault.
   p.logit_bias.clear();
   st = no_allowed_token(std::vector<float>(6, NAN), p, {{}, generated});
   EXPECT_EQ(st.code(), StatusCode::kInternal) << st.message();
+  EXPECT_EQ(dead_end_cause(st), DeadEndCause::unknown);
+  EXPECT_EQ(dead_end_cause(invalid_argument("'logit_bias' must be an object")), DeadEndCause::unknown);
 }
 
 }  // namespace

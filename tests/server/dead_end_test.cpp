@@ -13,6 +13,7 @@
 
 #include "raw_http.h"
 #include "served_fixture.h"
+#include "server/generation.h"
 
 namespace tandem::server {
 namespace {
@@ -46,12 +47,22 @@ json chat_body(const Service& service, bool stream) {
       {"logit_bias", banned_end_tokens(service, false)}};
 }
 
+// chat_body with the end tokens banned (false) instead of made unlikely: a dead end once the
+// object is complete.
+json dead_end_chat_body(const Service& service, bool stream) {
+  json body = chat_body(service, stream);
+  for (auto& [id, bias] : body["logit_bias"].items()) bias = false;
+  return body;
+}
+
 void expect_dead_end_error(const json& error, const std::string& where) {
   EXPECT_EQ(error["type"], "invalid_request_error") << where;
   EXPECT_EQ(error["code"], "no_allowed_token") << where;
   const std::string message = error["message"];
   EXPECT_EQ(message.rfind("no token is allowed after ", 0), 0u) << where << ": " << message;
   EXPECT_NE(message.find("are all banned by logit_bias"), std::string::npos) << where << ": " << message;
+  // The grammar's tokens were there; logit_bias took the last of them: that is the field named.
+  EXPECT_EQ(error["param"], "logit_bias") << where;
 }
 
 TEST_F(ServedRoutesTest, ConstraintsThatLeaveNoTokenAreA400NotAWrongToken) {
@@ -68,13 +79,11 @@ TEST_F(ServedRoutesTest, ConstraintsThatLeaveNoTokenAreA400NotAWrongToken) {
     EXPECT_EQ(json::parse(reply["choices"][0]["message"]["content"].get<std::string>())["kind"].is_string(),
               true);
   }
-  json chat = chat_body(*service_, false);
-  for (auto& [id, bias] : chat["logit_bias"].items()) bias = false;
+  const json chat = dead_end_chat_body(*service_, false);
   const auto [status, reply] = post_json(client, "/v1/chat/completions", chat);
   EXPECT_EQ(status, 400) << reply;
   ASSERT_TRUE(reply.contains("error")) << reply;
   expect_dead_end_error(reply["error"], "/v1/chat/completions");
-  EXPECT_TRUE(reply["error"]["param"].is_null());
 
   json completion = {
       {"prompt", "The whale is"},
@@ -100,8 +109,7 @@ TEST_F(ServedRoutesTest, ConstraintsThatLeaveNoTokenAreA400NotAWrongToken) {
 TEST_F(ServedRoutesTest, AStreamThatReachesNoAllowedTokenEndsWithAnErrorEvent) {
   LiveServer server(*service_);
   ASSERT_TRUE(server.bound());
-  json body = chat_body(*service_, true);
-  for (auto& [id, bias] : body["logit_bias"].items()) bias = false;
+  json body = dead_end_chat_body(*service_, true);
   body["stream_options"] = {{"include_usage", true}};
   const std::string text = body.dump();
   // HTTP/1.0: the payload is the events themselves, ended by the server closing the connection.
@@ -152,6 +160,65 @@ TEST_F(ServedRoutesTest, AStreamThatReachesNoAllowedTokenEndsWithAnErrorEvent) {
   const json object = json::parse(content, nullptr, false);
   ASSERT_FALSE(object.is_discarded()) << content;
   EXPECT_TRUE(object["kind"].is_string()) << content;
+}
+
+// n > 1 (non-streamed): one choice at a dead end fails the whole request, as with n = 1 (OpenAI
+// has no per-choice error), with the same error object: the greedy choices are identical, so is
+// the position and the message.
+TEST_F(ServedRoutesTest, ADeadEndWithSeveralChoicesIsTheSameErrorAsWithOne) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(60, 0);
+  const json chat = dead_end_chat_body(*service_, false);
+  json completion = {
+      {"prompt", "The whale is"},
+      {"max_tokens", 40},
+      {"temperature", 0},
+      {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "k"}, {"schema", kSchema}}}}},
+      {"logit_bias", chat["logit_bias"]}};
+  for (const auto& [path, base] : {std::pair<const char*, json>{"/v1/chat/completions", chat},
+                                   std::pair<const char*, json>{"/v1/completions", completion}}) {
+    json one = base, two = base;
+    one["n"] = 1;
+    two["n"] = 2;
+    const auto [status1, reply1] = post_json(client, path, one);
+    const auto [status2, reply2] = post_json(client, path, two);
+    ASSERT_EQ(status1, 400) << path << ": " << reply1;
+    ASSERT_EQ(status2, 400) << path << ": " << reply2;
+    expect_dead_end_error(reply2["error"], std::string(path) + " n=2");
+    EXPECT_EQ(reply1, reply2) << path;
+  }
+}
+
+// The field a dead end names, for each place a grammar comes from (the server's own grammar is no
+// field of the request: none), from the reasons sampling::no_allowed_token gives.
+TEST(DeadEndParam, NamesTheFieldWhoseConstraintLeftNoToken) {
+  const Status grammar_none = invalid_argument(
+      "no token is allowed after 3 generated tokens: the grammar (grammar, json_schema or response_format) "
+      "allows no token here");
+  const Status banned = invalid_argument(
+      "no token is allowed after 3 generated tokens: the grammar's next tokens 2, 3 are all banned by "
+      "logit_bias");
+  StructuredRequest structured;
+  for (const char* source : {"grammar", "json_schema", "response_format", "format", "tools", "tool_choice"}) {
+    structured.grammar_source = source;
+    EXPECT_EQ(dead_end_param(grammar_none, structured), std::optional<std::string>(source));
+    EXPECT_EQ(dead_end_param(banned, structured), std::optional<std::string>("logit_bias"));
+  }
+  structured.grammar_source = "server";
+  EXPECT_EQ(dead_end_param(grammar_none, structured), std::nullopt);
+  EXPECT_EQ(
+      dead_end_param(internal_error("no token is allowed after 3 generated tokens: the model's logits are "
+                                    "NaN or -infinity for every token"),
+                     structured),
+      std::nullopt);
+  // The same error shape through generation_error: 400 no_allowed_token naming it; 500 naming nothing.
+  const ApiError e = generation_error(banned, dead_end_param(banned, structured));
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.code, "no_allowed_token");
+  EXPECT_EQ(e.param, std::optional<std::string>("logit_bias"));
+  EXPECT_EQ(generation_error(internal_error("x"), std::string("grammar")).param, std::nullopt);
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ class ServerGrammarTest : public ::testing::Test {
     ASSERT_TRUE(grammar.ok()) << grammar.status().to_string();
     RequestDefaults defaults;
     defaults.grammar = std::make_shared<const grammar::Grammar>(std::move(*grammar));
+    defaults.grammar_gbnf = kServerGrammar;
+    defaults.sampling.top_k = 5;  // a server default /props shows (the requests here set temperature)
     serve_bundled_target(&service_, 128, 2, std::move(defaults));
   }
   static void TearDownTestSuite() {
@@ -119,6 +121,29 @@ TEST_F(ServerGrammarTest, ARequestsOwnConstraintWinsAndAnEmptyGrammarDeclinesIt)
   }
 }
 
+// GET /props reports the server's defaults where llama-server does,
+// default_generation_settings.params: the grammar's GBNF ("" when there is none), the sampling.
+json props_params(int port) {
+  httplib::Client client("127.0.0.1", port);
+  auto reply = client.Get("/props");
+  if (!reply || reply->status != 200) return nullptr;
+  return json::parse(reply->body)["default_generation_settings"]["params"];
+}
+
+TEST_F(ServerGrammarTest, PropsReportsTheServersGrammar) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  const json params = props_params(server.port());
+  EXPECT_EQ(params["grammar"], kServerGrammar) << params;
+  EXPECT_EQ(params["top_k"], 5) << params;
+}
+
+TEST_F(ServedRoutesTest, PropsReportsAnEmptyGrammarWithoutOne) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  EXPECT_EQ(props_params(server.port())["grammar"], "");
+}
+
 // The precedence rule alone (structured_request.h).
 TEST(ApplyServerGrammar, OnlyARequestWithoutAConstraintTakesIt) {
   auto server = std::make_shared<const grammar::Grammar>(*grammar::parse_gbnf(kServerGrammar));
@@ -138,13 +163,34 @@ TEST(ApplyServerGrammar, OnlyARequestWithoutAConstraintTakesIt) {
   apply_server_grammar(server, declined);
   EXPECT_EQ(declined.grammar, nullptr);
 
-  StructuredRequest tools;
-  ASSERT_FALSE(
-      parse_structured(nlohmann::ordered_json::parse(
-                           R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}]})"),
-                       true, tools));
-  apply_server_grammar(server, tools);
-  EXPECT_EQ(tools.grammar, nullptr) << "tool calls are the request's own constraint";
+  // Tools are the request's constraint through the grammar they build (required, named, auto in
+  // the Hermes and Mistral syntaxes); auto in the Llama 3 syntax builds none, so the server's
+  // grammar applies there (llama-server: the template's grammar, else the server's), and the
+  // output is still parsed for calls. tool_choice none builds none either.
+  struct Case {
+    const char* tool_choice;
+    grammar::ToolCallFormat format;
+    const char* source;  // grammar_source after both steps
+  };
+  for (const Case& c : {Case{"auto", grammar::ToolCallFormat::hermes, "tools"},
+                        Case{"auto", grammar::ToolCallFormat::mistral, "tools"},
+                        Case{"auto", grammar::ToolCallFormat::llama3, "server"},
+                        Case{"required", grammar::ToolCallFormat::llama3, "tool_choice"},
+                        Case{"required", grammar::ToolCallFormat::hermes, "tool_choice"},
+                        Case{"none", grammar::ToolCallFormat::hermes, "server"}}) {
+    const std::string where =
+        std::string(c.tool_choice) + " in syntax " + std::to_string(static_cast<int>(c.format));
+    StructuredRequest tools;
+    auto body = nlohmann::ordered_json::parse(
+        R"({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}]})");
+    body["tool_choice"] = c.tool_choice;
+    ASSERT_FALSE(parse_structured(body, true, tools)) << where;
+    ASSERT_FALSE(finish_tool_grammar(c.format, tools)) << where;
+    apply_server_grammar(server, tools);
+    EXPECT_EQ(tools.grammar_source, c.source) << where;
+    EXPECT_EQ(tools.grammar == server, std::string(c.source) == "server") << where;
+    EXPECT_EQ(tools.parses_tool_calls(), std::string(c.tool_choice) != "none") << where;
+  }
 
   StructuredRequest none;
   apply_server_grammar(nullptr, none);

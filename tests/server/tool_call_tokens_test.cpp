@@ -29,23 +29,36 @@ class ToolCallTokens : public ::testing::Test {
     tokenizer_.emplace(std::move(*t));
   }
 
-  // A chat run with tool_choice auto in the Mistral syntax, fed `text`'s ids and finished.
-  std::unique_ptr<GenerationRun> run_of(const std::string& text, bool keep_marker, bool stream) {
+  // A chat run with tool_choice auto in `format`'s syntax; `request` is its engine request.
+  std::unique_ptr<GenerationRun> chat_run(grammar::ToolCallFormat format, bool stream,
+                                          std::shared_ptr<scheduler::EngineRequest>& request) {
     GenerationRequest req;
     req.endpoint = Endpoint::chat_completions;
     req.stream = stream;
     req.structured.functions.push_back({"get_time", nullptr});
-    req.structured.format = grammar::ToolCallFormat::mistral;
-    auto request = std::make_shared<scheduler::EngineRequest>();
+    req.structured.format = format;
+    request = std::make_shared<scheduler::EngineRequest>();
     GenerationRun::Choice c{request, std::nullopt, StopMatcher({}), {}, {}, {}, {}, {}, false};
     c.detok.emplace(*tokenizer_, true);
     std::vector<GenerationRun::Choice> choices;
     choices.push_back(std::move(c));
-    auto run = std::make_unique<GenerationRun>(std::move(req), "chatcmpl-1", "m", 1, &*tokenizer_,
-                                               std::move(choices));
-    if (keep_marker) run->keep_special_tokens({kMarker});
+    return std::make_unique<GenerationRun>(std::move(req), "chatcmpl-1", "m", 1, &*tokenizer_,
+                                           std::move(choices));
+  }
+
+  // An update carrying `text`'s ids.
+  RequestUpdate tokens_of(const std::string& text) {
     RequestUpdate u;
     for (int32_t id : tokenizer_->encode(text, false)) u.tokens.push_back({id, 0.0f, {}});
+    return u;
+  }
+
+  // A chat run with tool_choice auto in the Mistral syntax, fed `text`'s ids and finished.
+  std::unique_ptr<GenerationRun> run_of(const std::string& text, bool keep_marker, bool stream) {
+    std::shared_ptr<scheduler::EngineRequest> request;
+    auto run = chat_run(grammar::ToolCallFormat::mistral, stream, request);
+    if (keep_marker) run->keep_special_tokens({kMarker});
+    RequestUpdate u = tokens_of(text);
     u.finish = FinishReason::stop;
     request->channel->push(std::move(u));
     return run;
@@ -103,6 +116,41 @@ TEST_F(ToolCallTokens, StreamedTheMarkerAndCallAreHeldThenSentAsADelta) {
   EXPECT_EQ(calls[0]["index"], 0);
   EXPECT_EQ(calls[0]["function"]["name"], "get_time");
   EXPECT_EQ(finish, "tool_calls");
+}
+
+// A stream that ends in an error (a dead end: the request's constraints left no token) while the
+// text before it is held back as a possible call's start: that text goes out as content before the
+// error event, which names the constraint. It used to be dropped.
+TEST_F(ToolCallTokens, StreamedTextHeldBackIsSentBeforeAnErrorEvent) {
+  std::shared_ptr<scheduler::EngineRequest> request;
+  auto run = chat_run(grammar::ToolCallFormat::hermes, true, request);
+  // "<tool_" may open a call: held back, while "Sure. " goes out.
+  request->channel->push(tokens_of("Sure. <tool_"));
+
+  std::vector<nlohmann::json> events;
+  ASSERT_TRUE(run->pump([&](const std::string& s) {
+    if (s.rfind("data: {", 0) != 0) return true;
+    events.push_back(nlohmann::json::parse(s.substr(6)));
+    // Once "Sure. " is out, the engine finds the dead end (an update with no token).
+    const auto& j = events.back();
+    if (j.contains("choices") && j["choices"][0]["delta"].value("content", "") == "Sure. ") {
+      RequestUpdate dead_end;
+      dead_end.finish = FinishReason::error;
+      dead_end.error =
+          invalid_argument("no token is allowed after 4 generated tokens: logit_bias bans every token");
+      request->channel->push(std::move(dead_end));
+    }
+    return true;
+  }));
+  std::vector<std::string> contents;
+  for (const auto& j : events)
+    if (j.contains("choices") && j["choices"][0]["delta"].contains("content"))
+      contents.push_back(j["choices"][0]["delta"]["content"]);
+  EXPECT_EQ(contents, (std::vector<std::string>{"", "Sure. ", "<tool_"}));
+  ASSERT_FALSE(events.empty());
+  const nlohmann::json& error = events.back()["error"];
+  EXPECT_EQ(error["code"], "no_allowed_token") << events.back();
+  EXPECT_EQ(error["param"], "logit_bias") << events.back();
 }
 
 }  // namespace

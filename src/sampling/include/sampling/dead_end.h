@@ -26,4 +26,10 @@ namespace tandem::sampling {
 Status no_allowed_token(std::span<const float> logits, const SamplingParams& params,
                         const TokenHistory& history);
 
+// The stage no_allowed_token blamed, read back from the Status it returned: the engine hands
+// callers only the Status, and the server names the request field behind the stage (the error's
+// `param`). unknown for any other Status (the model's own row, another error).
+enum class DeadEndCause { unknown, grammar, logit_bias, penalties };
+DeadEndCause dead_end_cause(const Status& status);
+
 }  // namespace tandem::sampling

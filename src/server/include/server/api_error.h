@@ -39,9 +39,10 @@ ApiError from_status(const Status& status, std::optional<std::string> param = st
 // A request that ended with an error after it started generating (the
 // engine's final update): InvalidArgument — its own constraints left no
 // allowed token at a position (sampling/dead_end.h) — is 400
-// invalid_request_error, code "no_allowed_token"; anything else is the
-// server's failure, 500 server_error "generation failed: ...".
-ApiError generation_error(const Status& status);
+// invalid_request_error, code "no_allowed_token", naming `param` (the field
+// whose constraint did it; GenerationRun::error_of finds it); anything else is
+// the server's failure, 500 server_error "generation failed: ...", no param.
+ApiError generation_error(const Status& status, std::optional<std::string> param = std::nullopt);
 
 // The JSON body for an error.
 std::string error_body(const ApiError& error);

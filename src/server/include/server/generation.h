@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "scheduler/request.h"
+#include "server/api_error.h"
 #include "server/metrics_text.h"
 #include "server/openai_request.h"
 #include "server/slot_board.h"
@@ -81,6 +82,9 @@ class GenerationRun {
   nlohmann::json timings() const;
   // "stop", "length", "abort" or (a tool call was parsed) "tool_calls".
   const char* finish_name(const Choice& c) const;
+  // The error of a choice that finished with one (generation_error): a dead end names the
+  // request field behind it (dead_end_param). The same body for n = 1 and n > 1.
+  ApiError error_of(const Choice& c) const;
   // The /slots entry this run holds (none: it waits in the engine's queue); it
   // is given back when every choice has finished (or the run is destroyed).
   void set_lease(std::unique_ptr<SlotBoard::Lease> lease) {
@@ -101,7 +105,8 @@ class GenerationRun {
   nlohmann::json logprobs_json(const Choice& c, size_t from, size_t to) const;
   std::string token_text(int32_t id) const;
   // Streaming with tools: what of `fresh` may go out as content now; at the
-  // finish, also the tool_calls delta (null when none).
+  // finish, also the tool_calls delta (null when none). After an error, all
+  // the text held back, as content (not parsed: no complete reply).
   std::string tool_stream(size_t i, std::string fresh, nlohmann::json& calls_delta);
   // Sets the choice's finish reason (once) and counts it in metrics_.
   void finish(Choice& c, scheduler::FinishReason reason);
@@ -117,6 +122,13 @@ class GenerationRun {
   std::vector<int32_t> kept_special_;
   int32_t slot_ = -1;  // id_slot in llama-server's replies (kept after the lease is given back)
 };
+
+// The request field whose constraint left no allowed token (`status` from sampling's
+// no_allowed_token, sampling/dead_end.h): "logit_bias", or the field the grammar came from
+// (structured.grammar_source: "grammar", "json_schema", "response_format", "format", "tools",
+// "tool_choice"). None for the server's own grammar (no field of the request), the penalties'
+// overflow, or any other Status.
+std::optional<std::string> dead_end_param(const Status& status, const StructuredRequest& structured);
 
 // Serializes JSON for the wire; invalid UTF-8 is replaced, never thrown.
 std::string dump_json(const nlohmann::json& j);

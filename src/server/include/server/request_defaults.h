@@ -51,6 +51,9 @@ struct RequestDefaults {
   // --grammar / --grammar-file / -j / -jf: the grammar of a request without its own constraint
   // (apply_server_grammar, structured_request.h); null: none.
   std::shared_ptr<const grammar::Grammar> grammar;
+  // Its GBNF text (a JSON Schema's, converted); "" when none. GET /props reports it as
+  // llama-server does (default_generation_settings.params.grammar).
+  std::string grammar_gbnf;
 };
 
 // The flags' values out of range: a message naming the flag, or nullopt.

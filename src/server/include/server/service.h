@@ -107,6 +107,7 @@ class Service {
   // For the llama-server, Ollama and embeddings routes; valid once ready().
   const ServedModel& served() const { return served_; }
   const std::string& model_path() const { return model_path_; }
+  const RequestDefaults& defaults() const { return defaults_; }
   int64_t created() const { return created_; }
   SlotBoard* slots() const { return slots_.get(); }
   // Null when --embeddings is off.

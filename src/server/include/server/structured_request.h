@@ -64,8 +64,10 @@ std::optional<ApiError> finish_tool_grammar(grammar::ToolCallFormat format, Stru
 // The server-wide default grammar (tandem serve --grammar, --grammar-file, -j/--json-schema,
 // -jf/--json-schema-file; null: none), after finish_tool_grammar. llama-server's precedence: the
 // request's own constraint wins (response_format json_object / json_schema, json_schema, a
-// non-empty grammar, format, tools with a tool_choice other than none), and so does an explicit
-// `"grammar": ""`; every other request follows `server_grammar` (grammar_source "server").
+// non-empty grammar, format, or the grammar its tools built: required, named, or auto in the
+// Hermes and Mistral syntaxes), and so does an explicit `"grammar": ""`; every other request
+// follows `server_grammar` (grammar_source "server") — tools that built no grammar (auto in the
+// Llama 3 syntax) included, whose output is still parsed for calls.
 void apply_server_grammar(const std::shared_ptr<const grammar::Grammar>& server_grammar,
                           StructuredRequest& out);
 

@@ -10,6 +10,7 @@
 #include "model/weights_quant.h"
 #include "sampling/dead_end.h"
 #include "scheduler/metrics.h"
+#include "speculative/pick.h"
 
 namespace tandem::scheduler {
 namespace {
@@ -369,7 +370,8 @@ double Engine::run_batched(const TickPlan& plan) {
   options.greedy_picks = true;
   for (uint64_t id : owners) {
     const Active& a = active_.at(id);
-    options.greedy_picks = options.greedy_picks && a.seq.params.plain_greedy() && !a.req->want_logprobs;
+    options.greedy_picks =
+        options.greedy_picks && speculative::picks_suffice(a.seq.params, a.req->want_logprobs);
   }
   auto out = forward_->run(steps, options);
   const auto forwarded = Clock::now();
@@ -411,7 +413,7 @@ double Engine::run_batched(const TickPlan& plan) {
       const int64_t position =
           is_decode ? a.seq.pending_position() + 1 : static_cast<int64_t>(a.seq.prompt.size());
       const int64_t row = out->first_row[i];
-      if (!out->picks.empty() && out->picks[row] >= 0) {  // the sampler's pick of this plain greedy row
+      if (!out->picks.empty() && out->picks[row] >= 0) {  // pick_row's shortcut (speculative/pick.h)
         a.seq.generated.push_back(out->picks[row]);
         continue;
       }

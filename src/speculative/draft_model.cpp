@@ -7,6 +7,7 @@
 
 #include "core/mapped_file.h"
 #include "model/config.h"
+#include "speculative/pick.h"
 
 namespace tandem::speculative {
 namespace {
@@ -100,7 +101,9 @@ Expected<std::vector<int32_t>> DraftModelDrafter::propose(const DraftRequest& r)
 
   auto feed = [&](std::span<const int32_t> tokens, int64_t start) -> Expected<model::ForwardOutput> {
     model::SequenceStep step{seq_, tokens, start, model::LogitRows::last};
-    return forward_->run(std::span<const model::SequenceStep>(&step, 1));
+    model::ForwardOptions options;
+    options.greedy_picks = picks_suffice(*r.params, false);  // drafts need no logprobs
+    return forward_->run(std::span<const model::SequenceStep>(&step, 1), options);
   };
   const int64_t n = static_cast<int64_t>(committed.size());
   auto out = feed(std::span<const int32_t>(committed.data() + common, committed.size() - common),
@@ -113,8 +116,7 @@ Expected<std::vector<int32_t>> DraftModelDrafter::propose(const DraftRequest& r)
   auto& history = scratch_history_;
   history.assign(r.generated.begin(), r.generated.end());
   for (int32_t i = 0; i < r.count; ++i) {
-    std::span<const float> row(out->logits_row(0), static_cast<size_t>(out->vocab));
-    const int32_t token = sampler_.pick(row, *r.params, {r.prompt, history}, n + i);
+    const int32_t token = pick_row(sampler_, *out, 0, *r.params, {r.prompt, history}, n + i);
     if (token == sampling::kNoToken) break;  // nothing allowed here: the verify row will say so
     drafts.push_back(token);
     history.push_back(token);

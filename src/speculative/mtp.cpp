@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "speculative/pick.h"
+
 namespace tandem::speculative {
 
 Expected<std::unique_ptr<MtpDrafter>> MtpDrafter::load(const std::string& dir, const model::Model& target,
@@ -80,7 +82,8 @@ void MtpDrafter::fuse(const float* hidden_rows, const int32_t* tokens, int64_t r
 }
 
 Expected<model::ForwardOutput> MtpDrafter::run_entries(const int32_t* tokens, int64_t rows,
-                                                       int64_t first_position, model::LogitRows logits) {
+                                                       int64_t first_position, model::LogitRows logits,
+                                                       bool greedy_picks) {
   model::SequenceStep step;
   step.seq = seq_;
   step.tokens = std::span<const int32_t>(tokens, static_cast<size_t>(rows));
@@ -90,6 +93,7 @@ Expected<model::ForwardOutput> MtpDrafter::run_entries(const int32_t* tokens, in
   step.embeddings = std::span<const float>(fused_.data(), fused_.size());
   model::ForwardOptions options;
   options.hidden = model::HiddenOutput::after_final_norm;
+  options.greedy_picks = greedy_picks;
   return forward_->run(std::span<const model::SequenceStep>(&step, 1), options);
 }
 
@@ -121,7 +125,8 @@ Expected<std::vector<int32_t>> MtpDrafter::propose(const DraftRequest& r) {
   const int64_t rows = static_cast<int64_t>(tokens.size());
   if (rows == 0) return failed_precondition("MTP drafter: nothing to draft from");
   fuse(r.target_hidden.data() + keep * h, tokens.data(), rows);
-  auto out = run_entries(tokens.data(), rows, keep + 1, model::LogitRows::last);
+  const bool picks = picks_suffice(*r.params, false);  // drafts need no logprobs
+  auto out = run_entries(tokens.data(), rows, keep + 1, model::LogitRows::last, picks);
   if (!out.ok()) {
     reset();
     return out.status();
@@ -131,8 +136,7 @@ Expected<std::vector<int32_t>> MtpDrafter::propose(const DraftRequest& r) {
 
   history_.assign(r.generated.begin(), r.generated.end());
   for (int32_t i = 0; i < r.count; ++i) {
-    std::span<const float> row(out->logits_row(0), static_cast<size_t>(out->vocab));
-    const int32_t d = sampler_.pick(row, *r.params, {r.prompt, history_}, L + 1 + i);
+    const int32_t d = pick_row(sampler_, *out, 0, *r.params, {r.prompt, history_}, L + 1 + i);
     if (d == sampling::kNoToken) break;  // nothing allowed here: the verify row will say so
     drafts.push_back(d);
     history_.push_back(d);
@@ -140,7 +144,7 @@ Expected<std::vector<int32_t>> MtpDrafter::propose(const DraftRequest& r) {
     // Recursive entry at position L+1+i from (o_{L+i}, d).
     last_out_.assign(out->hidden.begin(), out->hidden.begin() + h);
     fuse(last_out_.data(), &drafts.back(), 1);
-    out = run_entries(&drafts.back(), 1, L + 1 + i, model::LogitRows::last);
+    out = run_entries(&drafts.back(), 1, L + 1 + i, model::LogitRows::last, picks);
     if (!out.ok()) {
       reset();
       return out.status();

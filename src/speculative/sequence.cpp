@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "sampling/dead_end.h"
 #include "speculative/accept_walk.h"
+#include "speculative/pick.h"
 
 namespace tandem::speculative {
 namespace {
@@ -16,8 +17,10 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-model::ForwardOptions options_for(const SequenceState& s) {
+// want_logprobs: the rows themselves are needed (else a plain greedy request takes picks, ADR 0070).
+model::ForwardOptions options_for(const SequenceState& s, bool want_logprobs = false) {
   model::ForwardOptions o;
+  o.greedy_picks = picks_suffice(s.params, want_logprobs);
   if (s.keep_hidden) {
     o.hidden = model::HiddenOutput::after_final_norm;
     o.hidden_all_rows = true;
@@ -29,11 +32,13 @@ std::span<const float> logits_row(const model::ForwardOutput& out, int64_t row) 
   return {out.logits_row(row), static_cast<size_t>(out.vocab)};
 }
 
-// Samples the token after s's generated tokens from `row` and appends it; at a position that
-// allows none, appends nothing and returns why.
-Status pick_next(sampling::Sampler& sampler, SequenceState& s, std::span<const float> row, int64_t position) {
-  const int32_t token = sampler.pick(row, s.params, s.history(), position);
-  if (token == sampling::kNoToken) return sampling::no_allowed_token(row, s.params, s.history());
+// Picks the token after s's generated tokens from output row 0 and appends it; at a position
+// that allows none, appends nothing and returns why.
+Status pick_next(sampling::Sampler& sampler, SequenceState& s, const model::ForwardOutput& out,
+                 int64_t position) {
+  const int32_t token = pick_row(sampler, out, 0, s.params, s.history(), position);
+  if (token == sampling::kNoToken)
+    return sampling::no_allowed_token(logits_row(out, 0), s.params, s.history());
   s.generated.push_back(token);
   return Status::Ok();
 }
@@ -61,7 +66,7 @@ Status prefill(model::Forward& target, sampling::Sampler& sampler, SequenceState
     auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s));
     if (!out.ok()) return out.status();
     s.append_hidden(*out, 0, len);
-    if (last) return pick_next(sampler, s, logits_row(*out, 0), n);
+    if (last) return pick_next(sampler, s, *out, n);
   }
   return Status::Ok();
 }
@@ -74,7 +79,7 @@ Status classic_step(model::Forward& target, sampling::Sampler& sampler, Sequence
   auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s));
   if (!out.ok()) return out.status();
   s.append_hidden(*out, 0, 1);
-  return pick_next(sampler, s, logits_row(*out, 0), pos + 1);
+  return pick_next(sampler, s, *out, pos + 1);
 }
 
 int fitting_block_size(int block_size, int64_t pending_position, int64_t position_limit) {
@@ -111,7 +116,7 @@ Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter,
   block.push_back(s.generated.back());
   block.insert(block.end(), drafts.begin(), drafts.end());
   model::SequenceStep step{s.seq, block, L, model::LogitRows::all};
-  auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s));
+  auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s, logprobs != nullptr));
   if (!out.ok()) return out.status();
   stats.verify_ms = ms_since(t_verify);
 
@@ -119,7 +124,7 @@ Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter,
   std::vector<int32_t> history = s.generated;
   AcceptResult walk = accept_walk(drafts, [&](int32_t j) {
     if (j > 0) history.push_back(drafts[j - 1]);
-    return sampler.pick(logits_row(*out, j), s.params, {s.prompt, history}, L + 1 + j);
+    return pick_row(sampler, *out, j, s.params, {s.prompt, history}, L + 1 + j);
   });
   if (logprobs != nullptr) {
     // Emitted token j came from verify row j with the history the walk used for it.

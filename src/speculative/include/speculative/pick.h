@@ -1,0 +1,32 @@
+// pick.h — the token a forward's output row gives a request: the forward's
+// own greedy pick where it made one (ForwardOptions::greedy_picks, on a GPU
+// made on the device, ADR 0070), else the sampler's pick of the row. For a
+// plain greedy request both are the same token (Sampler tests), so a caller
+// may ask for picks exactly when `plain_greedy()` and no logprobs are wanted.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "model/forward.h"
+#include "sampling/params.h"
+#include "sampling/sampler.h"
+
+namespace tandem::speculative {
+
+// Whether a request's rows may come back as greedy picks only.
+inline bool picks_suffice(const sampling::SamplingParams& params, bool want_logprobs) {
+  return params.plain_greedy() && !want_logprobs;
+}
+
+// Output row `row`'s token (sampling::kNoToken where it allows none; the row
+// itself is then on the host, ForwardOutput::picks).
+inline int32_t pick_row(sampling::Sampler& sampler, const model::ForwardOutput& out, int64_t row,
+                        const sampling::SamplingParams& params, const sampling::TokenHistory& history,
+                        int64_t position) {
+  if (!out.picks.empty() && out.picks[row] >= 0) return out.picks[row];
+  return sampler.pick(std::span<const float>(out.logits_row(row), static_cast<size_t>(out.vocab)), params,
+                      history, position);
+}
+
+}  // namespace tandem::speculative

@@ -2,8 +2,8 @@
 // verify forward costs against a decode step, and what that allows.
 //
 // One sequence is prefilled with --prompt tokens; then, for each block size K,
-// the forward of K rows at that context (logits for every row, as a verify
-// block) runs --decode times, the KV rolled back after each, against the
+// the forward of K rows at that context (a greedy pick for every row, as a
+// greedy verify block) runs --decode times, the KV rolled back after each, against the
 // forward of one row (a decode step). Reported per K:
 //   verify ms and verify / step;
 //   all-accepted tok/s = K tokens per verify forward with a free drafter —
@@ -54,8 +54,10 @@ int run_verify_bench(const model::Model& m, ThreadPool* pool, const VerifyBenchO
   // Best (lowest) mean ms per forward of `n` rows over the repetitions.
   auto time_rows = [&](int n) -> Expected<double> {
     model::SequenceStep step{seq, {block.data(), static_cast<size_t>(n)}, o.prompt, model::LogitRows::all};
+    model::ForwardOptions greedy;  // a greedy round's rows: picks only (on a GPU: on the device, ADR 0070)
+    greedy.greedy_picks = true;
     auto once = [&]() -> Status {
-      auto out = fw.run({&step, 1});
+      auto out = fw.run({&step, 1}, greedy);
       if (!out.ok()) return out.status();
       kv->truncate(seq, o.prompt);
       return Status::Ok();

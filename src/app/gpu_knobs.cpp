@@ -55,7 +55,6 @@ const std::vector<Knob>& knobs() {
       boolean("TANDEM_CUDA_FUSE_NORM"),
       boolean("TANDEM_CUDA_FUSE_LAUNCHES"),
       boolean("TANDEM_CUDA_DEVICE_PICK"),
-      boolean("TANDEM_CUDA_FUSE_SWIGLU"),
       boolean("TANDEM_CUDA_PDL"),
       choice("TANDEM_CUDA_ATTENTION", {"serial", "split", "tile"}),
       integer("TANDEM_CUDA_LARGE_TILE", 0, kLargeTileVariants - 1),

@@ -48,9 +48,6 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   if (!activations.ok()) return activations.status();
   f->bf16_x_ = *activations == "bf16";
   // pool: every graphed step's tables as long as the pool (before ADR 0047; same bits, for comparison).
-  // 0: SwiGLU in its own launch before the down projection again (same bits; ADR 0071).
-  const char* fuse_swiglu = std::getenv("TANDEM_CUDA_FUSE_SWIGLU");
-  f->fuse_swiglu_ = fuse_swiglu == nullptr || std::string(fuse_swiglu) != "0";
   // 0: greedy picks from the downloaded rows on the host (same picks; for comparison, ADR 0070).
   const char* device_pick = std::getenv("TANDEM_CUDA_DEVICE_PICK");
   f->device_pick_ = device_pick == nullptr || std::string(device_pick) != "0";
@@ -110,10 +107,6 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
     if (plan.slices > 1) slab_floats = std::max(slab_floats, plan.slices * rows * static_cast<size_t>(nk[0]));
   }
   if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
-  {  // the fused down projection's slabs (ADR 0071): at most 8 rows
-    const gpu::GemmSlicing down = gpu::gemm_slicing(static_cast<int64_t>(hs), static_cast<int64_t>(inter));
-    TANDEM_RETURN_IF_ERROR(alloc(f->slices_swiglu_, static_cast<size_t>(down.slices) * 8 * hs * fl));
-  }
   TANDEM_RETURN_IF_ERROR(f->allocate_family_scratch());
   if (f->bf16_x_)  // before any graph capture: the widest GEMM input of a chunk
     TANDEM_RETURN_IF_ERROR(alloc(f->x_bf16_, rows * std::max({hs, qd, inter}) * sizeof(uint16_t)));
@@ -489,20 +482,12 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
     }
   }
   float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
-  Expected<gpu::GemmPartials> p = gpu::GemmPartials{};
   {
-    auto up = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr);
-    if (!up.ok()) return up.status();
-    // Few rows: the down projection computes its SwiGLU input itself (ADR 0071), into the
-    // second workspace (the first may hold the gate/up slabs it reads).
-    if (fuse_swiglu_ && xb != nullptr && gpu::gemm_swiglu_fusable(m, hs, inter)) {
-      p = gpu::gemm_bf16w_swiglu_partials(s, *up, bias(w.gate_up_bias), bf16(w.down), hs, h,
-                                          slices_swiglu_.as<float>(), slices_swiglu_.bytes() / sizeof(float));
-    } else {
-      TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *up, bias(w.gate_up_bias), act, xb));
-      p = gemm_partials(act, m, bf16(w.down), hs, inter, h, xb != nullptr);
-    }
+    auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr);
+    if (!p.ok()) return p.status();
+    TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act, xb));
   }
+  auto p = gemm_partials(act, m, bf16(w.down), hs, inter, h, xb != nullptr);
   if (!p.ok()) return p.status();
   if (norm_after == nullptr) return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
   return gpu::residual_add_rmsnorm_partials(s, *p, bias(w.down_bias), x, norm_after, eps, h, xb);

@@ -207,8 +207,6 @@ class CudaForward {
   std::vector<int32_t> staging_;
   kernels::gpu::PinnedBuffer host_logits_;
   kernels::gpu::DeviceBuffer d_picks_;
-  kernels::gpu::DeviceBuffer slices_swiglu_;  // the fused down projection's slabs (ADR 0071)
-  bool fuse_swiglu_ = true;                   // TANDEM_CUDA_FUSE_SWIGLU
   kernels::gpu::PinnedBuffer host_picks_;
   bool device_pick_ = true;  // TANDEM_CUDA_DEVICE_PICK (0: greedy picks from downloaded rows, for comparison)
   StepTiming timing_{"cuda forward"};

@@ -47,9 +47,9 @@ TEST_F(GpuKnobsTest, EveryKnobIsCovered) {
   for (const char* name : {"TANDEM_CUDA_SMALL_TILE", "TANDEM_CUDA_LARGE_TILE", "TANDEM_CUDA_WIDE_TILE",
                            "TANDEM_CUDA_TILE_SLICES", "TANDEM_CUDA_PDL", "TANDEM_CUDA_ROW_NORM",
                            "TANDEM_CUDA_FUSE", "TANDEM_CUDA_FUSE_NORM", "TANDEM_CUDA_FUSE_LAUNCHES",
-                           "TANDEM_CUDA_DEVICE_PICK", "TANDEM_CUDA_FUSE_SWIGLU", "TANDEM_CUDA_ATTENTION",
-                           "TANDEM_CUDA_GRAPH_STRIDE", "TANDEM_CUDA_UPLOAD", "TANDEM_CUDA_UPLOAD_CHUNK_MIB",
-                           "TANDEM_CUDA_CHUNK_ROWS", "TANDEM_CUDA_ACTIVATIONS", "TANDEM_STEP_TIMING"})
+                           "TANDEM_CUDA_DEVICE_PICK", "TANDEM_CUDA_ATTENTION", "TANDEM_CUDA_GRAPH_STRIDE",
+                           "TANDEM_CUDA_UPLOAD", "TANDEM_CUDA_UPLOAD_CHUNK_MIB", "TANDEM_CUDA_CHUNK_ROWS",
+                           "TANDEM_CUDA_ACTIVATIONS", "TANDEM_STEP_TIMING"})
     EXPECT_TRUE(names.count(name)) << name;
 }
 
@@ -91,7 +91,6 @@ TEST_F(GpuKnobsTest, BadValuesAreRefusedNamingTheVariable) {
       {"TANDEM_CUDA_FUSE_NORM", "-1"},
       {"TANDEM_CUDA_FUSE_LAUNCHES", "2"},
       {"TANDEM_CUDA_DEVICE_PICK", "host"},
-      {"TANDEM_CUDA_FUSE_SWIGLU", "both"},
       {"TANDEM_CUDA_ATTENTION", "flash"},
       {"TANDEM_CUDA_ATTENTION", "automatic"},
       {"TANDEM_CUDA_GRAPH_STRIDE", "long"},

@@ -604,34 +604,30 @@ TEST(CudaForward, FusedGlueGivesTheUnfusedBits) {
 // carrying the final norm (graphed steps whose every row wants logits) give the bits of
 // the separate passes (TANDEM_CUDA_FUSE_LAUNCHES=0): a prefill, decode steps and a
 // 4-row block with all logits (both replayed graphs), under both GEMM-input numerics.
-// The knobs that only regroup kernels give the default's bits: separate passes for attention's
-// bf16 copy and the final norm (ADR 0056), SwiGLU in its own launch before the down projection
-// (ADR 0071): a prefill, 6 graphed decode steps and a 4-row all-logit block.
 TEST(CudaForward, FusedLaunchesGiveTheSeparatePassesBits) {
   TANDEM_REQUIRE_CUDA_DEVICE();
-  for (const char* knob : {"TANDEM_CUDA_FUSE_LAUNCHES", "TANDEM_CUDA_FUSE_SWIGLU"})
-    for (const char* act : {"bf16", "f32"}) {
-      for (const std::string& name : {std::string("tandem_target"), std::string("qwen2_bias_bf16_tied")}) {
-        auto logits = [&](bool separate) {
-          if (separate) ::setenv(knob, "0", 1);
-          Rig r = make_rig_with(name, act, 64);
-          if (separate) ::unsetenv(knob);
-          const std::vector<int32_t> t = long_tokens(r.vocab(), 7);
-          const SequenceId seq = r.kv->create_sequence();
-          std::vector<float> rows = run_rows(r, {SequenceStep{seq, {t.data(), 30}, 0, LogitRows::all}}, 0);
-          for (int64_t p = 30; p < 36; ++p) {
-            auto row = run_rows(r, {SequenceStep{seq, {t.data() + p, 1}, p, LogitRows::last}}, 0);
-            rows.insert(rows.end(), row.begin(), row.end());
-          }
-          auto block = run_rows(r, {SequenceStep{seq, {t.data() + 36, 4}, 36, LogitRows::all}}, 0);
-          rows.insert(rows.end(), block.begin(), block.end());
-          return rows;
-        };
-        const std::vector<float> fused = logits(false);
-        EXPECT_EQ(fused.size(), logits(true).size());
-        EXPECT_TRUE(same_bits(fused, logits(true))) << name << " " << act << ": " << knob << "=0";
-      }
+  for (const char* act : {"bf16", "f32"}) {
+    for (const std::string& name : {std::string("tandem_target"), std::string("qwen2_bias_bf16_tied")}) {
+      auto logits = [&](bool separate) {
+        if (separate) ::setenv("TANDEM_CUDA_FUSE_LAUNCHES", "0", 1);
+        Rig r = make_rig_with(name, act, 64);
+        if (separate) ::unsetenv("TANDEM_CUDA_FUSE_LAUNCHES");
+        const std::vector<int32_t> t = long_tokens(r.vocab(), 7);
+        const SequenceId seq = r.kv->create_sequence();
+        std::vector<float> rows = run_rows(r, {SequenceStep{seq, {t.data(), 30}, 0, LogitRows::all}}, 0);
+        for (int64_t p = 30; p < 36; ++p) {
+          auto row = run_rows(r, {SequenceStep{seq, {t.data() + p, 1}, p, LogitRows::last}}, 0);
+          rows.insert(rows.end(), row.begin(), row.end());
+        }
+        auto block = run_rows(r, {SequenceStep{seq, {t.data() + 36, 4}, 36, LogitRows::all}}, 0);
+        rows.insert(rows.end(), block.begin(), block.end());
+        return rows;
+      };
+      const std::vector<float> fused = logits(false);
+      EXPECT_EQ(fused.size(), logits(true).size());
+      EXPECT_TRUE(same_bits(fused, logits(true))) << name << " " << act << ": FUSE_LAUNCHES=0";
     }
+  }
 }
 
 // ForwardOptions::greedy_picks (ADR 0070): the picks a step returns, made on the

@@ -446,49 +446,6 @@ Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, 
   return GemmPartials{workspace, plan.slices, m, n};
 }
 
-// The small tile gemm_bf16w_partials would run for (m, n, k) when it is one
-// gemm_swiglu_kernel instantiates (3 or 8, up to 8 rows); else -1.
-int swiglu_variant(int64_t m, int64_t n, int64_t k) {
-  if (m < 1 || m > 8 || m > small_tile_max_rows()) return -1;
-  int variant = small_tile_variant();
-  if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
-  if (variant != 3 && variant != 8) return -1;
-  using Tile3 = Tile<64, 8, 4, 1, 128, 4, false>;  // the slice's region for m rows (8: same BK)
-  return swiglu_region_bytes<Tile3>(m, gemm_slicing(n, k).slice) <= kSwigluRegionMax ? variant : -1;
-}
-
-bool gemm_swiglu_fusable(int64_t m, int64_t n, int64_t k) { return swiglu_variant(m, n, k) >= 0; }
-
-Expected<GemmPartials> gemm_bf16w_swiglu_partials(const Stream& stream, const GemmPartials& gate_up,
-                                                  const float* gate_up_bias, const uint16_t* w, int64_t n,
-                                                  float* y, float* workspace, size_t workspace_floats) {
-  const int64_t m = gate_up.m, k = gate_up.n / 2;
-  if (gate_up.slabs == nullptr || gate_up.slices < 1 || gate_up.n % 2 != 0)
-    return invalid_argument("gemm_bf16w_swiglu_partials: need gate/up partials of an even width");
-  TANDEM_RETURN_IF_ERROR(check_gemm_args(gate_up.slabs, DType::bf16, m, w, n, k, y));
-  const int variant = swiglu_variant(m, n, k);
-  if (variant < 0)
-    return unimplemented("gemm_bf16w_swiglu_partials: not fusable at m=" + std::to_string(m) +
-                         " (gemm_swiglu_fusable)");
-  const GemmSlicing plan = gemm_slicing(n, k);
-  float* out = y;
-  if (plan.slices > 1) {
-    const size_t need = static_cast<size_t>(plan.slices) * static_cast<size_t>(m * n);
-    if (workspace == nullptr || workspace_floats < need || !aligned16(workspace))
-      return invalid_argument("gemm_bf16w_swiglu_partials: need a 16-byte aligned workspace of " +
-                              std::to_string(need) + " floats (got " + std::to_string(workspace_floats) +
-                              ")");
-    out = workspace;
-  }
-  const SwigluInput in{gate_up.slabs, gate_up.slices, gate_up.m * gate_up.n, gate_up_bias};
-  const Status launched = variant == 8 ? launch_swiglu<Tile<64, 8, 4, 1, 128, 4, false, 256>>(
-                                             stream.handle(), in, m, w, n, k, out, plan.slice)
-                                       : launch_swiglu<Tile<64, 8, 4, 1, 128, 4, false>>(
-                                             stream.handle(), in, m, w, n, k, out, plan.slice);
-  TANDEM_RETURN_IF_ERROR(launched);
-  return GemmPartials{out, plan.slices, m, n};
-}
-
 Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,
                          int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
                          GemmTile tile) {

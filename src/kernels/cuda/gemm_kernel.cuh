@@ -41,11 +41,9 @@
 #include <atomic>
 #include <string>
 
-#include "cuda/bf16_bits.cuh"
 #include "cuda/cp_async.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launch.cuh"
-#include "cuda/partials.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -179,13 +177,10 @@ __device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, cons
 // One 32-wide chunk: all fragments loaded, then k-step 0 for every
 // accumulator, then k-step 1 (f32 x: hi then lo within each step). Along any
 // one accumulator the order is always step 0 (hi, lo), step 1 (hi, lo).
-// REGION (bf16 x only): x is not staged but a block-wide region laid out
-// [chunk][xrows][32 k] (gemm_block's SwiGLU input); an x row past xrows reads
-// the last one (its accumulator slots are never stored).
-template <class T, bool REGION = false>
+template <class T>
 __device__ __forceinline__ void compute_chunk(const unsigned char* ws, const unsigned char* xs, int j,
                                               int warp_n, int warp_m, int g, int c,
-                                              float (&acc)[T::FN][T::FM][4], int xrows = T::BM) {
+                                              float (&acc)[T::FN][T::FM][4]) {
   uint4 a_top[T::FN], a_bot[T::FN];
 #pragma unroll
   for (int fn = 0; fn < T::FN; ++fn) {
@@ -232,8 +227,7 @@ __device__ __forceinline__ void compute_chunk(const unsigned char* ws, const uns
 #pragma unroll
     for (int fm = 0; fm < T::FM; ++fm) {
       const int row = warp_m + fm * 8 + g;
-      const int xr = REGION ? min(row, xrows - 1) : row;
-      b[fm] = *reinterpret_cast<const uint4*>(xs + (j * (REGION ? xrows : T::BM) + xr) * 64 + c * 16);
+      b[fm] = *reinterpret_cast<const uint4*>(xs + (j * T::BM + row) * 64 + c * 16);
     }
 #pragma unroll
     for (int fn = 0; fn < T::FN; ++fn)
@@ -248,39 +242,10 @@ __device__ __forceinline__ void compute_chunk(const unsigned char* ws, const uns
   }
 }
 
-// The down projection's input as SwiGLU of the gate/up projection's partial
-// slabs (gemm_bf16w_swiglu_partials, ADR 0071): [rows][2 * inter] slabs,
-// `count` floats apart.
-struct SwigluInput {
-  const float* slabs = nullptr;
-  int slices = 0;
-  int64_t count = 0;
-  const float* bias = nullptr;
-};
-
-// SwiGLU of the gate/up slabs for x rows [m0, m0 + rows) and k [k_begin,
-// k_end) into `region` ([chunk][rows][32 k] bf16, whole k tiles, zeros past
-// k_end, as the staged copies zero-fill): every
-// value by swiglu_of_partials and bf16_bits, as swiglu_partials writes it.
 template <class T>
-__device__ __forceinline__ void swiglu_region(unsigned char* region, const SwigluInput& in, int64_t m0,
-                                              int rows, int64_t inter, int64_t k_begin, int64_t k_end) {
-  const int64_t span = (k_end - k_begin + T::BK - 1) / T::BK * T::BK;
-  for (int64_t q = threadIdx.x; q < rows * span; q += T::kThreads) {
-    const int r = static_cast<int>(q / span);
-    const int64_t e = q % span, kk = k_begin + e;
-    const uint16_t v = kk < k_end ? bf16_bits(swiglu_of_partials<kSlabBatch>(in.slabs, in.slices, in.count,
-                                                                             m0 + r, inter, kk, in.bias))
-                                  : uint16_t{0};
-    *reinterpret_cast<uint16_t*>(region + ((e / 32) * rows + r) * 64 + (e % 32) * 2) = v;
-  }
-}
-
-template <class T, bool SWIGLU>
-__device__ __forceinline__ void gemm_block(const void* __restrict__ x, const uint16_t* __restrict__ w,
-                                           float* __restrict__ y_base, int64_t m, int64_t n, int64_t k,
-                                           int64_t slice, const SwigluInput& swiglu) {
-  static_assert(!(SWIGLU && T::F32X), "the SwiGLU input is bf16");
+__global__ void __launch_bounds__(T::kThreads)
+    gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y_base,
+                int64_t m, int64_t n, int64_t k, int64_t slice) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN;
@@ -313,34 +278,22 @@ __device__ __forceinline__ void gemm_block(const void* __restrict__ x, const uin
   for (int s = 0; s < T::STAGES - 1; ++s)
     if (s < tiles) load_stage_w<T>(smem, s, s, w, n0, n, k, k_begin, k_end);
   pdl_wait();
-  // SWIGLU: x is the region after the ring, computed here (the gate/up slabs
-  // are the previous kernel's output) instead of copied per stage.
-  const int xrows = m - m0 < T::BM ? static_cast<int>(m - m0) : T::BM;
-  unsigned char* region = smem_raw + T::kSmem;
-  if constexpr (SWIGLU) swiglu_region<T>(region, swiglu, m0, xrows, k, k_begin, k_end);
 #pragma unroll
   for (int s = 0; s < T::STAGES - 1; ++s) {
-    if (!SWIGLU && s < tiles) load_stage_x<T>(smem, s, s, x, m0, m, k, k_begin, k_end);
+    if (s < tiles) load_stage_x<T>(smem, s, s, x, m0, m, k, k_begin, k_end);
     cp_async_commit();
   }
   for (int kt = 0; kt < tiles; ++kt) {
     cp_async_wait<T::STAGES - 2>();
-    __syncthreads();  // tile kt is in smem for all threads; slot (kt-1) is free (and the region written)
+    __syncthreads();  // tile kt is in smem for all threads; slot (kt-1) is free
     const int next = kt + T::STAGES - 1;
-    if (next < tiles) {
-      if constexpr (SWIGLU)
-        load_stage_w<T>(smem, next % T::STAGES, next, w, n0, n, k, k_begin, k_end);
-      else
-        load_stage<T>(smem, next % T::STAGES, next, w, x, n0, m0, n, m, k, k_begin, k_end);
-    }
+    if (next < tiles) load_stage<T>(smem, next % T::STAGES, next, w, x, n0, m0, n, m, k, k_begin, k_end);
     cp_async_commit();
     const unsigned char* ws = smem_raw + (kt % T::STAGES) * (T::kWStage + T::kXStage);
-    const unsigned char* xs =
-        SWIGLU ? region + static_cast<int64_t>(kt) * T::kChunks * xrows * 64 : ws + T::kWStage;
+    const unsigned char* xs = ws + T::kWStage;
     if (!T::kCopyOnlyWarps || warp < T::kComputeWarps) {
 #pragma unroll
-      for (int j = 0; j < T::kChunks; ++j)
-        compute_chunk<T, SWIGLU>(ws, xs, j, warp_n, warp_m, g, c, acc, SWIGLU ? xrows : T::BM);
+      for (int j = 0; j < T::kChunks; ++j) compute_chunk<T>(ws, xs, j, warp_n, warp_m, g, c, acc);
     }
   }
   cp_async_wait<0>();
@@ -363,21 +316,6 @@ __device__ __forceinline__ void gemm_block(const void* __restrict__ x, const uin
       }
     }
   }
-}
-
-template <class T>
-__global__ void __launch_bounds__(T::kThreads)
-    gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y_base,
-                int64_t m, int64_t n, int64_t k, int64_t slice) {
-  gemm_block<T, false>(x, w, y_base, m, n, k, slice, SwigluInput{});
-}
-
-// x = SwiGLU of the gate/up slabs (k = the intermediate size), T's bf16 tile.
-template <class T>
-__global__ void __launch_bounds__(T::kThreads)
-    gemm_swiglu_kernel(SwigluInput swiglu, const uint16_t* __restrict__ w, float* __restrict__ y_base,
-                       int64_t m, int64_t n, int64_t k, int64_t slice) {
-  gemm_block<T, true>(nullptr, w, y_base, m, n, k, slice, swiglu);
 }
 
 // slice == 0: one slice (all of k, into y); else ceil(k / slice) slices into
@@ -411,29 +349,6 @@ Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, 
                   static_cast<unsigned>((k + slice - 1) / slice));
   return launch_kernel("gemm_bf16w", kernel, grid, dim3(T::kThreads), T::kSmem, stream, x, w, y, m, n, k,
                        slice);
-}
-
-// The bytes of gemm_swiglu_kernel's x region for `rows` x rows of a slice of `slice` k.
-template <class T>
-int64_t swiglu_region_bytes(int64_t rows, int64_t slice) {
-  return (slice + T::BK - 1) / T::BK * T::kChunks * rows * 64;
-}
-constexpr int64_t kSwigluRegionMax = 64 << 10;
-
-template <class T>
-Status launch_swiglu(cudaStream_t stream, const SwigluInput& in, int64_t m, const uint16_t* w, int64_t n,
-                     int64_t k, float* y, int64_t slice) {
-  const auto kernel = gemm_swiglu_kernel<T>;
-  static std::atomic<uint64_t> raised{0};
-  TANDEM_RETURN_IF_ERROR(raise_smem_once(raised, kernel, T::kSmem + kSwigluRegionMax, "gemm_swiglu"));
-  if (slice <= 0) slice = k;
-  const int64_t region = swiglu_region_bytes<T>(m < T::BM ? m : T::BM, slice);
-  if (region > kSwigluRegionMax) return invalid_argument("gemm_swiglu: the x region outgrows shared memory");
-  const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
-                  static_cast<unsigned>((m + T::BM - 1) / T::BM),
-                  static_cast<unsigned>((k + slice - 1) / slice));
-  return launch_kernel("gemm_swiglu", kernel, grid, dim3(T::kThreads), static_cast<size_t>(T::kSmem + region),
-                       stream, in, w, y, m, n, k, slice);
 }
 
 }  // namespace

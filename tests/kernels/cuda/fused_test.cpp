@@ -8,7 +8,6 @@
 #include <numeric>
 #include <vector>
 
-#include "cuda/gemm_tuning.h"
 #include "cuda_test_util.h"
 #include "kernels/ops.h"
 
@@ -217,66 +216,6 @@ TEST(CudaFused, QkvRopeKvWriteEqualsSplitRopeAndKvWrite) {
       EXPECT_TRUE(same_bits(c.data(), d.data(), c.size()))
           << (pair == &k_ref ? "k" : "v") << " pool, head_dim " << hd;
     }
-  }
-}
-
-// The down projection computing its own SwiGLU input (gemm_bf16w_swiglu_partials,
-// ADR 0071) gives the partial slabs of swiglu_partials (bf16 copy) then
-// gemm_bf16w_partials, bit for bit: 1..8 rows, the 0.5B shape (small tile 3,
-// 10 slices, gate/up in 2 slices), a 2^24-weight one (tile 8), an intermediate
-// size that is no multiple of a k tile, with and without the gate/up bias, each
-// small tile forced and by shape; 9 rows is not fusable (Unimplemented).
-TEST(CudaFused, DownProjectionWithItsSwigluInputEqualsSwigluThenTheGemm) {
-  TANDEM_REQUIRE_CUDA_DEVICE();
-  Expected<Stream> stream = Stream::create();
-  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
-  struct Shape {
-    int64_t hidden, inter;
-  };
-  for (const Shape sh : {Shape{896, 4864}, Shape{2048, 8192}, Shape{256, 1000}}) {
-    const int64_t n = sh.hidden, k = sh.inter;
-    DeviceBuffer wd = testing::to_device_weights(testing::to_bf16(random_floats(n * k, 31)), n, k, *stream);
-    const size_t ws_floats = static_cast<size_t>(gemm_slicing(n, k).slices) * 9 * n;
-    DeviceBuffer ws_ref = testing::poisoned(ws_floats * 4, *stream),
-                 ws_fused = testing::poisoned(ws_floats * 4, *stream);
-    DeviceBuffer y_ref = testing::poisoned(9 * n * 4, *stream),
-                 y_fused = testing::poisoned(9 * n * 4, *stream);
-    for (int variant : {-1, 3, 8}) {
-      set_small_tile_variant(variant);
-      for (int64_t m = 1; m <= 9; ++m) {
-        Projection gu = make_projection(m, 2 * k, n, static_cast<uint32_t>(40 + m), *stream);
-        const GemmPartials g = partials(gu, *stream);
-        if (m == 9) {
-          EXPECT_FALSE(gemm_swiglu_fusable(m, n, k));
-          auto no = gemm_bf16w_swiglu_partials(*stream, g, nullptr, wd.as<uint16_t>(), n, y_fused.as<float>(),
-                                               ws_fused.as<float>(), ws_floats);
-          EXPECT_EQ(no.status().code(), StatusCode::kUnimplemented);
-          continue;
-        }
-        ASSERT_TRUE(gemm_swiglu_fusable(m, n, k)) << n << "x" << k << " m=" << m << " variant " << variant;
-        for (const bool with_bias : {false, true}) {
-          const float* bias = with_bias ? gu.bias.as<float>() : nullptr;
-          DeviceBuffer act = testing::poisoned(m * k * 4, *stream),
-                       act_bf16 = testing::poisoned(m * k * 2, *stream);
-          ASSERT_TRUE(swiglu_partials(*stream, g, bias, act.as<float>(), act_bf16.as<uint16_t>()).ok());
-          auto ref = gemm_bf16w_partials(*stream, act_bf16.data(), DType::bf16, m, wd.as<uint16_t>(), n, k,
-                                         y_ref.as<float>(), ws_ref.as<float>(), ws_floats);
-          ASSERT_TRUE(ref.ok()) << ref.status().to_string();
-          auto fused = gemm_bf16w_swiglu_partials(*stream, g, bias, wd.as<uint16_t>(), n, y_fused.as<float>(),
-                                                  ws_fused.as<float>(), ws_floats);
-          ASSERT_TRUE(fused.ok()) << fused.status().to_string();
-          ASSERT_EQ(fused->slices, ref->slices);
-          const size_t count = static_cast<size_t>(ref->slices) * m * n;
-          const std::vector<float> a =
-              testing::to_host<float>(ref->slices > 1 ? ws_ref : y_ref, count, *stream);
-          const std::vector<float> b =
-              testing::to_host<float>(fused->slices > 1 ? ws_fused : y_fused, count, *stream);
-          EXPECT_TRUE(same_bits(a.data(), b.data(), count))
-              << n << "x" << k << " m=" << m << " variant " << variant << " bias " << with_bias;
-        }
-      }
-    }
-    set_small_tile_variant(-1);
   }
 }
 

@@ -225,19 +225,6 @@ Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, 
                                            float* workspace, size_t workspace_floats,
                                            GemmTile tile = GemmTile::automatic);
 
-// The down projection with SwiGLU as its input (ADR 0071): y's partials of
-// x · Wᵀ where x[r][i] = bf16(silu(gate) · up) of `gate_up`'s slab sums
-// (+ gate_up_bias), exactly what swiglu_partials writes to its bf16 output,
-// so the result has the bits of swiglu_partials + gemm_bf16w_partials with
-// bf16 x (k = gate_up.n / 2, the same slicing). Each block computes the x it
-// needs itself: one launch instead of two. Runs where gemm_swiglu_fusable
-// (up to 8 rows on the small tile the shape picks, 3 or 8); Unimplemented
-// elsewhere. `workspace` must not overlap gate_up's slabs.
-bool gemm_swiglu_fusable(int64_t m, int64_t n, int64_t k);
-Expected<GemmPartials> gemm_bf16w_swiglu_partials(const Stream& stream, const GemmPartials& gate_up,
-                                                  const float* gate_up_bias, const uint16_t* w, int64_t n,
-                                                  float* y, float* workspace, size_t workspace_floats);
-
 // The relaid weight layout (ADR 0057). Row j of a relaid matrix holds, for
 // each 32-k chunk, the chain's k16 step 0 (k 8q .. 8q+3 for q = 0..3) then
 // step 1 (k 8q+4 .. 8q+7), so that each step is 32 contiguous bytes (what a

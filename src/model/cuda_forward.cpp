@@ -376,12 +376,7 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
 Status CudaForward::download_outputs(int64_t k, const ChunkOutputs& out) {
   const int64_t vocab = model_.config().vocab_size;
   const size_t row_bytes = sizeof(float) * static_cast<size_t>(vocab);
-  if (out.picks == nullptr || !device_pick_) {
-    TANDEM_RETURN_IF_ERROR(logits_.download(out.logits, row_bytes * static_cast<size_t>(k), stream_));
-    for (int64_t r = 0; out.picks != nullptr && r < k; ++r)
-      out.picks[r] = kernels::greedy_pick(out.logits + r * vocab, vocab);
-    return Status::Ok();
-  }
+  if (out.picks == nullptr) return logits_.download(out.logits, row_bytes * static_cast<size_t>(k), stream_);
   TANDEM_RETURN_IF_ERROR(
       gpu::greedy_pick_rows(stream_, logits_.as<float>(), k, vocab, d_picks_.as<int32_t>()));
   TANDEM_RETURN_IF_ERROR(

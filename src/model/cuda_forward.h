@@ -89,6 +89,9 @@ class CudaForward {
   // ChunkOutputs::logits: the download is then one DMA at the link's speed
   // (ADR 0047). Grown on demand (contents not kept); valid until the next call.
   Expected<float*> host_logits(size_t floats);
+  // Whether greedy picks are made on the device (TANDEM_CUDA_DEVICE_PICK, default on): then
+  // ChunkOutputs::picks may be set; otherwise the caller picks from the rows.
+  bool device_picks() const { return device_pick_; }
 
  private:
   CudaForward(const Model& model, const DeviceWeights& weights) : model_(model), w_(weights) {}
@@ -134,8 +137,8 @@ class CudaForward {
   Status scale_embeddings(int64_t m);
   Status cap_logits(int64_t k);
   // The k rows of logits_ to the host: every row into out.logits, or (out.picks
-  // set) each row's greedy pick into out.picks, picked on the device unless
-  // TANDEM_CUDA_DEVICE_PICK=0, and the rows too only when some row has none.
+  // set) each row's greedy pick, picked on the device, into out.picks, and the
+  // rows too only when some row has none.
   Status download_outputs(int64_t k, const ChunkOutputs& out);
   // The GEMM without its slab sum (invariant mode), or cuBLAS into y (one slab).
   // bf16_ready: x_bf16_ already holds x rounded to bf16 (an epilogue wrote it).

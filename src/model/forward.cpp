@@ -76,6 +76,14 @@ Status Forward::warm_up() {
   return Status::Ok();
 }
 
+bool Forward::picked_on_device() const {
+#ifdef TANDEM_HAVE_CUDA
+  return cuda_ != nullptr && cuda_->device_picks();
+#else
+  return false;
+#endif
+}
+
 int32_t ForwardOutput::argmax_row(int64_t r) const {
   if (!picks.empty() && picks[r] >= 0) return picks[r];
   return kernels::argmax(logits_row(r), vocab);
@@ -94,7 +102,7 @@ Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions
   in.wants_output = wants_output_.data() + r0;
   ChunkOutputs out;
   out.logits = logits_base_ + out_rows_ * model_.config().vocab_size;
-  if (options.greedy_picks) out.picks = picks_.data() + out_rows_;
+  if (options.greedy_picks && cuda_->device_picks()) out.picks = picks_.data() + out_rows_;
   if (options.hidden != HiddenOutput::none) {
     out.hidden = out_hidden_.data() + out_rows_ * hs;
     out.hidden_all = out_hidden_.data() + r0 * hs;
@@ -203,13 +211,21 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
     if (cuda_) {
       TANDEM_RETURN_IF_ERROR(run_chunk_on_device(r0, r1, options));
     } else {
-      const int64_t first = out_rows_;
       run_chunk(r0, r1, options);
-      for (int64_t r = first; options.greedy_picks && r < out_rows_; ++r)
-        picks_[r] = kernels::greedy_pick(logits_base_ + r * c.vocab_size, c.vocab_size);
     }
   }
   TANDEM_CHECK(out_rows_ == out_rows);
+  if (options.greedy_picks && !picked_on_device()) {  // from the rows, spread over the pool
+    auto pick = [&](int64_t begin, int64_t end, int) {
+      for (int64_t r = begin; r < end; ++r)
+        picks_[r] = kernels::greedy_pick(logits_base_ + r * c.vocab_size, c.vocab_size);
+    };
+    if (ctx_.pool != nullptr) {
+      ctx_.pool->parallel_for(out_rows, 1, pick);
+    } else {
+      pick(0, out_rows, 0);
+    }
+  }
 
   for (const SequenceStep& s : steps)
     kv_.set_length(s.seq, s.start_position + static_cast<int64_t>(s.tokens.size()));

@@ -174,6 +174,9 @@ class Forward {
   AlignedBuffer<float> ple_, ple_proj_, ple_gate_, moe_x_, moe_h_;
   // Outputs, grown on demand.
   AlignedBuffer<float> out_hidden_, out_logits_, gather_;
+  // ForwardOptions::greedy_picks on a GPU that picks on the device (else the
+  // picks come from the rows, on the host).
+  bool picked_on_device() const;
   std::vector<int32_t> picks_;    // ForwardOptions::greedy_picks: one per output row
   float* logits_base_ = nullptr;  // this run's logits: out_logits_, or the device backend's pinned buffer
   // The device backend (model placed on cuda), or null; its creation status.

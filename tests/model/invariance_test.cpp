@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "kernels/ops.h"
 #include "model/forward.h"
 #include "test_util.h"
 
@@ -151,6 +152,42 @@ TEST(Forward, RollbackReproducesLogits) {
   ASSERT_TRUE(out.ok());
   EXPECT_TRUE(same_bits(first, std::vector<float>(out->logits.begin(), out->logits.end())));
   EXPECT_EQ(r.kv->length(seq), 45);
+}
+
+// ForwardOptions::greedy_picks on the CPU (ADR 0070): one pick per output row
+// of a mixed step (a 20-row all-logit prefill, a last-row prefill, a 3-row
+// block), each kernels::greedy_pick of that row, with a pool of 3 threads
+// spreading the picks and without one; the rows are unchanged by asking.
+TEST(Forward, GreedyPicksAreThePicksOfTheRows) {
+  for (int threads : {1, 3}) {
+    Rig r = make_rig("qwen2_bias_bf16_tied", threads);
+    const auto tokens = tokens_of("qwen2_bias_bf16_tied");
+    auto steps_at = [&](SequenceId a, SequenceId b, SequenceId c) {
+      return std::vector<SequenceStep>{SequenceStep{a, {tokens.data(), 20}, 0, LogitRows::all},
+                                       SequenceStep{b, {tokens.data(), 9}, 0, LogitRows::last},
+                                       SequenceStep{c, {tokens.data(), 3}, 0, LogitRows::all}};
+    };
+    std::vector<float> rows;
+    {
+      const auto steps = steps_at(r.kv->create_sequence(), r.kv->create_sequence(), r.kv->create_sequence());
+      auto out = r.fw->run(steps);
+      ASSERT_TRUE(out.ok()) << out.status().to_string();
+      EXPECT_TRUE(out->picks.empty());
+      rows.assign(out->logits.begin(), out->logits.end());
+    }
+    ForwardOptions picks_only;
+    picks_only.greedy_picks = true;
+    const auto steps = steps_at(r.kv->create_sequence(), r.kv->create_sequence(), r.kv->create_sequence());
+    auto out = r.fw->run(steps, picks_only);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    ASSERT_EQ(out->rows, 24);
+    ASSERT_EQ(out->picks.size(), 24u);
+    EXPECT_TRUE(same_bits(rows, std::vector<float>(out->logits.begin(), out->logits.end())));
+    for (int64_t row = 0; row < out->rows; ++row) {
+      EXPECT_EQ(out->picks[row], kernels::greedy_pick(rows.data() + row * r.vocab(), r.vocab())) << row;
+      EXPECT_EQ(out->argmax_row(row), out->picks[row]);
+    }
+  }
 }
 
 TEST(Forward, HiddenStateIsLmHeadInput) {

@@ -118,14 +118,17 @@ void ollama_generation(Service& svc, OllamaEndpoint endpoint, const httplib::Req
   auto started = svc.start_request(std::move(o.generation));
   if (auto* e = std::get_if<ApiError>(&started)) return write_reply(res, ollama_error(*e));
   RunPtr run = std::move(std::get<std::unique_ptr<GenerationRun>>(started));
-  auto error_json = [](const GenerationRun& r) {
-    return json{{"error", generation_error(r.choices().front().error).message}};
+  // The run's error (a dead end names its field, as on the OpenAI routes) in Ollama's shape.
+  auto ollama_run_error = [](const GenerationRun& r) {
+    return ollama_error(r.error_of(r.choices().front()));
   };
   if (!run->stream()) {
     answer_collected(req, res, [&](const std::function<bool()>& alive) -> std::pair<int, std::string> {
       if (!run->wait(alive)) return {499, ""};
-      if (failed(*run))
-        return {generation_error(run->choices().front().error).http_status, dump_json(error_json(*run))};
+      if (failed(*run)) {
+        const HttpReply e = ollama_run_error(*run);
+        return {e.status, e.body};
+      }
       return {200, dump_json(ollama_final_json(endpoint, model, *run, run->choices().front().text, t0))};
     });
     return;
@@ -135,7 +138,7 @@ void ollama_generation(Service& svc, OllamaEndpoint endpoint, const httplib::Req
       req, res, run, "application/x-ndjson", ndjson,
       [endpoint, model](const std::string& text) { return ollama_chunk_json(endpoint, model, text); },
       [endpoint, model, r, t0] { return ollama_final_json(endpoint, model, *r, "", t0); },
-      [r, error_json] { return error_json(*r); });
+      [r, ollama_run_error] { return json::parse(ollama_run_error(*r).body); });
 }
 
 }  // namespace

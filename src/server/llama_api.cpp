@@ -124,7 +124,7 @@ HttpReply llama_props(const Service& svc) {
   if (auto* e = std::get_if<ApiError>(&m)) return error_reply(*e);
   const ServedModel& model = *std::get<const ServedModel*>(m);
   const SlotBoard& slots = *svc.slots();
-  json settings = slots.idle_slot_json(0, svc.defaults().sampling);
+  json settings = slots.idle_slot_json(0, svc.defaults().sampling, svc.defaults().seed);
   // The server's grammar (--grammar, -j, ...) where llama-server reports it; "" when none.
   settings["params"]["grammar"] = svc.defaults().grammar_gbnf;
   const auto& tmpl = model.chat_template;

@@ -67,11 +67,12 @@ json SlotBoard::snapshot() const {
   return out;
 }
 
-json SlotBoard::idle_slot_json(int32_t id, const sampling::SamplingParams& defaults) const {
+json SlotBoard::idle_slot_json(int32_t id, const sampling::SamplingParams& defaults,
+                               std::optional<uint64_t> seed) const {
   Slot idle;
   idle.task.params = defaults;
   json j = slot_json(id, idle);
-  j["params"]["seed"] = -1;  // no seed: each request draws a random one
+  j["params"]["seed"] = seed ? json(*seed) : json(-1);  // -1: each request draws a random one
   return j;
 }
 

@@ -14,6 +14,7 @@
 #include "raw_http.h"
 #include "served_fixture.h"
 #include "server/generation.h"
+#include "server/ollama_api.h"
 
 namespace tandem::server {
 namespace {
@@ -191,12 +192,17 @@ TEST_F(ServedRoutesTest, ADeadEndWithSeveralChoicesIsTheSameErrorAsWithOne) {
   }
 }
 
+// sampling::no_allowed_token's Status for a grammar that allows no token.
+Status grammar_dead_end() {
+  return invalid_argument(
+      "no token is allowed after 3 generated tokens: the grammar (grammar, json_schema or response_format) "
+      "allows no token here");
+}
+
 // The field a dead end names, for each place a grammar comes from (the server's own grammar is no
 // field of the request: none), from the reasons sampling::no_allowed_token gives.
 TEST(DeadEndParam, NamesTheFieldWhoseConstraintLeftNoToken) {
-  const Status grammar_none = invalid_argument(
-      "no token is allowed after 3 generated tokens: the grammar (grammar, json_schema or response_format) "
-      "allows no token here");
+  const Status grammar_none = grammar_dead_end();
   const Status banned = invalid_argument(
       "no token is allowed after 3 generated tokens: the grammar's next tokens 2, 3 are all banned by "
       "logit_bias");
@@ -219,6 +225,27 @@ TEST(DeadEndParam, NamesTheFieldWhoseConstraintLeftNoToken) {
   EXPECT_EQ(e.code, "no_allowed_token");
   EXPECT_EQ(e.param, std::optional<std::string>("logit_bias"));
   EXPECT_EQ(generation_error(internal_error("x"), std::string("grammar")).param, std::nullopt);
+}
+
+// Ollama's routes (/api/generate, /api/chat): the same 400, in Ollama's {"error": "message"} body,
+// whose message names the field (Ollama's body has no `param`): `format` for the grammar it gave.
+TEST(DeadEndParam, OllamasErrorNamesTheFieldInItsMessage) {
+  const Status grammar_none = grammar_dead_end();
+  StructuredRequest structured;
+  structured.grammar_source = "format";
+  const HttpReply reply =
+      ollama_error(generation_error(grammar_none, dead_end_param(grammar_none, structured)));
+  EXPECT_EQ(reply.status, 400);
+  const json body = json::parse(reply.body);
+  ASSERT_EQ(body.size(), 1u) << reply.body;
+  const std::string message = body["error"];
+  EXPECT_EQ(message.rfind(grammar_none.message(), 0), 0u) << message;
+  EXPECT_NE(message.find("(param: format)"), std::string::npos) << message;
+  // The server's own grammar is no field of the request: the message alone.
+  structured.grammar_source = "server";
+  EXPECT_EQ(json::parse(
+                ollama_error(generation_error(grammar_none, dead_end_param(grammar_none, structured))).body),
+            json({{"error", grammar_none.message()}}));
 }
 
 }  // namespace

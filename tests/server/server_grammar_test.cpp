@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,7 @@ namespace {
 using nlohmann::json;
 
 const char* const kServerGrammar = R"(root ::= "yes" | "no")";
+constexpr uint64_t kServerSeed = 4242;
 
 class ServerGrammarTest : public ::testing::Test {
  protected:
@@ -32,6 +34,7 @@ class ServerGrammarTest : public ::testing::Test {
     defaults.grammar = std::make_shared<const grammar::Grammar>(std::move(*grammar));
     defaults.grammar_gbnf = kServerGrammar;
     defaults.sampling.top_k = 5;  // a server default /props shows (the requests here set temperature)
+    defaults.seed = kServerSeed;  // --seed: /props reports it
     serve_bundled_target(&service_, 128, 2, std::move(defaults));
   }
   static void TearDownTestSuite() {
@@ -142,6 +145,20 @@ TEST_F(ServedRoutesTest, PropsReportsAnEmptyGrammarWithoutOne) {
   LiveServer server(*service_);
   ASSERT_TRUE(server.bound());
   EXPECT_EQ(props_params(server.port())["grammar"], "");
+}
+
+// --seed N: /props reports N, as llama-server reports the seed it was given.
+TEST_F(ServerGrammarTest, PropsReportsTheServersSeed) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  EXPECT_EQ(props_params(server.port())["seed"], kServerSeed);
+}
+
+// No --seed: -1, a random seed per request.
+TEST_F(ServedRoutesTest, PropsReportsSeedMinusOneWithoutOne) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  EXPECT_EQ(props_params(server.port())["seed"], -1);
 }
 
 // The precedence rule alone (structured_request.h).

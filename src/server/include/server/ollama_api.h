@@ -22,7 +22,9 @@ namespace tandem::server {
 
 class GenerationRun;
 
-// An ApiError in Ollama's shape.
+// An ApiError in Ollama's shape, {"error": message}. A dead end (code no_allowed_token) that
+// names a request field (its `param` on the OpenAI routes) ends the message with
+// " (param: <field>)", e.g. "format".
 HttpReply ollama_error(const ApiError& error);
 
 HttpReply ollama_version();

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,8 +52,10 @@ class SlotBoard {
   int32_t size() const { return static_cast<int32_t>(slots_.size()); }
   // GET /slots: llama-server's array of slot objects.
   nlohmann::json snapshot() const;
-  // One idle slot's object (/props' default_generation_settings).
-  nlohmann::json idle_slot_json(int32_t id, const sampling::SamplingParams& defaults) const;
+  // One idle slot's object (/props' default_generation_settings): params.seed is the server's
+  // default seed (--seed), -1 when none (each request draws a random one).
+  nlohmann::json idle_slot_json(int32_t id, const sampling::SamplingParams& defaults,
+                                std::optional<uint64_t> seed) const;
 
  private:
   struct Slot {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-step, per-kernel summary of a libtandem_kernel_trace.so CSV.
 
-    trace_summary.py trace.csv [--nodes N] [--top K]
+    trace_summary.py trace.csv [--nodes N] [--top K] [--positions A:B]
 
 A graph replay (one decode step, or one verify block) is the set of kernels
 sharing the correlation id of its cudaGraphLaunch. Steps with the most common
@@ -13,6 +13,8 @@ of start time:
   adds    end(i) - end(i-1): what it adds to the step (the sum over a step is
           its span from the first start to the last end).
 Rows are kernel positions grouped by name and grid; the means are over steps.
+--positions A:B also prints kernel positions A..B-1 of the step one by one
+(e.g. one layer's kernels, to tell the o projection from the down projection).
 """
 import argparse
 import collections
@@ -42,6 +44,7 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--nodes", type=int, default=0)
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--positions", default="", help="A:B, kernel positions to list one by one")
     a = ap.parse_args()
     rows = list(csv.DictReader(open(a.csv)))
     groups = collections.defaultdict(list)
@@ -91,6 +94,13 @@ def main():
         print(f"{key[0]:70} {key[1]:>6} {key[2]:>5} {key[3]:>6} {n:>4} {k['dur'] / n:8.2f} {k['early'] / n:7.2f} "
               f"{k['adds'] / n:7.2f} {100 * k['adds'] / total:5.1f}%")
     print(f"sum of adds {total:.1f} us per step")
+    if a.positions:
+        first, last = (int(v) for v in a.positions.split(":"))
+        print(f"{'pos':>4} {'kernel':70} {'grid':>6} {'dur/us':>8} {'early':>7} {'adds':>7}")
+        for i in range(max(0, first), min(last, nodes)):
+            p = per_pos[i]
+            print(f"{i:>4} {p['key'][0]:70} {p['key'][1]:>6} {statistics.mean(p['dur']):8.2f} "
+                  f"{statistics.mean(p['early']):7.2f} {statistics.mean(p['adds']):7.2f}")
 
 
 if __name__ == "__main__":

@@ -341,6 +341,7 @@ void Engine::deliver_or_end(uint64_t id) {
   deliver(a);
   if (active_.count(id) == 0) return;
   spdlog::info("request {} ends: {}", id, why.message());
+  active_.at(id).dead_end_reached = true;
   finish(id, FinishReason::error, std::move(why));
 }
 
@@ -530,19 +531,25 @@ void Engine::finish(uint64_t id, FinishReason reason, Status error) {
   a.stats.prompt_ms = a.stats.generated_tokens > 0 ? ms_between(a.admitted, a.first_token) : 0;
   a.stats.decode_ms = a.stats.generated_tokens > 0 ? ms_between(a.first_token, now) : 0;
   last.stats = a.stats;
-  switch (reason) {
-    case FinishReason::stop:
-      metrics_.requests_finished_stop++;
-      break;
-    case FinishReason::length:
-      metrics_.requests_finished_length++;
-      break;
-    case FinishReason::cancelled:
-      metrics_.requests_cancelled++;
-      break;
-    default:
-      metrics_.requests_failed++;
-      break;
+  const bool constraint_dead_end = reason == FinishReason::error && a.dead_end_reached &&
+                                   last.error.code() == StatusCode::kInvalidArgument;
+  if (constraint_dead_end) {
+    metrics_.requests_no_allowed_token++;  // the client's 400, not an engine failure
+  } else {
+    switch (reason) {
+      case FinishReason::stop:
+        metrics_.requests_finished_stop++;
+        break;
+      case FinishReason::length:
+        metrics_.requests_finished_length++;
+        break;
+      case FinishReason::cancelled:
+        metrics_.requests_cancelled++;
+        break;
+      default:
+        metrics_.requests_failed++;
+        break;
+    }
   }
   if (reason != FinishReason::error)
     metrics_.e2e_request_latency_seconds.observe(seconds_between(a.req->submitted, now));

@@ -94,6 +94,9 @@ std::string engine_metrics_text(const scheduler::EngineMetrics& m, const schedul
   Exposition o(model_name);
   o.scalar("tandem:request_failure_total", "counter", "Requests that failed inside the engine.",
            m.requests_failed.load());
+  o.scalar("tandem:request_no_allowed_token_total", "counter",
+           "Requests ended where their own constraints (grammar, logit_bias) left no token (a 400).",
+           m.requests_no_allowed_token.load());
   o.scalar("tandem:requests_received_total", "counter", "Requests accepted by the engine.",
            m.requests_total.load());
   o.scalar("tandem:prompt_tokens_total", "counter", "Prompt tokens prefilled.", m.prompt_tokens_total.load());

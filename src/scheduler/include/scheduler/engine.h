@@ -122,9 +122,10 @@ class Engine {
     std::chrono::steady_clock::time_point admitted, first_token, last_token;
     RequestStats stats;
     bool finished = false;
-    bool admitted_yet = false;  // the planner admitted it
-    bool waited = false;        // a plan ran that did not admit it (it queued for capacity)
-    Status dead_end;            // not OK: its next position allows no token (sampling/dead_end.h)
+    bool admitted_yet = false;      // the planner admitted it
+    bool waited = false;            // a plan ran that did not admit it (it queued for capacity)
+    Status dead_end;                // not OK: its next position allows no token (sampling/dead_end.h)
+    bool dead_end_reached = false;  // it ends at that position (finish counts it apart from failures)
   };
 
   Engine() = default;

@@ -47,6 +47,10 @@ struct EngineMetrics {
   std::atomic<uint64_t> requests_finished_length{0};
   std::atomic<uint64_t> requests_cancelled{0};
   std::atomic<uint64_t> requests_failed{0};
+  // Ended where the request's own constraints (grammar, logit_bias, penalties) left no token:
+  // the client's 400 no_allowed_token, not an engine failure. A model row with no finite logit
+  // is the server's fault and counts in requests_failed.
+  std::atomic<uint64_t> requests_no_allowed_token{0};
   std::atomic<uint64_t> prompt_tokens_total{0};
   std::atomic<uint64_t> generation_tokens_total{0};
   std::atomic<int64_t> running{0};

@@ -67,6 +67,7 @@ std::variant<GenerationRequest, ApiError> parse_llama_completion(const std::stri
     }
     r.stream = fields::boolean(b, "stream").value_or(false);
     fields::boolean(b, "cache_prompt");  // type-checked; prefix reuse is always on (and exact)
+    if (fields::boolean(b, "ignore_eos").value_or(false)) r.ignore_eos = GenerationRequest::IgnoreEos::ban;
     // n_probs: the top-N alternatives of every generated token (completion_probabilities).
     if (auto n = fields::integer(b, "n_probs", 0, 20); n && *n > 0) {
       r.logprobs = true;

@@ -206,6 +206,7 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body,
     if (!so->is_object()) fail("stream_options", "'stream_options' must be an object");
     if (auto u = boolean(*so, "include_usage")) r.include_usage = *u;
   }
+  if (boolean(body, "ignore_eos").value_or(false)) r.ignore_eos = GenerationRequest::IgnoreEos::keep_going;
   parse_stop_field(body, r);
   parse_sampling_fields(body, r);
   parse_logprobs(endpoint, body, r);

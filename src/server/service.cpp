@@ -305,7 +305,9 @@ std::variant<std::unique_ptr<GenerationRun>, ApiError> Service::start_request(Ge
       r->params.constraint =
           std::make_shared<grammar::GrammarConstraint>(req.structured.grammar, trie, served_.stop_tokens);
     r->max_tokens = max_tokens;
-    r->stop_tokens = served_.stop_tokens;
+    if (req.ignore_eos != GenerationRequest::IgnoreEos::keep_going) r->stop_tokens = served_.stop_tokens;
+    if (req.ignore_eos == GenerationRequest::IgnoreEos::ban)
+      for (int32_t id : served_.stop_tokens) r->params.logit_bias.push_back({id, sampling::kNeverProduced});
     r->want_logprobs = req.logprobs;
     GenerationRun::Choice c{r, std::nullopt, StopMatcher(req.stop), {}, {}, {}, {}, {}, false};
     if (tokenizer) c.detok.emplace(*tokenizer, true);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "served_fixture.h"
@@ -318,6 +319,52 @@ TEST_F(ServedRoutesTest, MalformedLogitBiasEntriesAreRefused) {
     EXPECT_EQ(reply["error"]["param"], "logit_bias") << reply;
     EXPECT_NE(reply["error"]["message"].get<std::string>().find("token 5"), std::string::npos) << reply;
   }
+}
+
+// ignore_eos: an end-of-sequence token forced with +100 ends every route's reply at once; with
+// ignore_eos the OpenAI routes (vLLM's meaning) run on to max_tokens, the token sampled like any
+// other, and /completion (llama-server's meaning) never samples it and runs to n_predict.
+TEST_F(ServedRoutesTest, IgnoreEosRunsToTheLimit) {
+  LiveServer server(*service_);
+  ASSERT_TRUE(server.bound());
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(60, 0);
+  const std::optional<int32_t> eos = service_->served().tokenizer->token_to_id("<|im_end|>");
+  ASSERT_TRUE(eos.has_value());
+  const json force = {{std::to_string(*eos), 100}};
+  const json completions = {
+      {"prompt", "Call me"}, {"max_tokens", 5}, {"temperature", 0}, {"logit_bias", force}};
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                     {"max_tokens", 4},
+                     {"temperature", 0},
+                     {"logit_bias", force}};
+  for (const auto& [path, body, limit] :
+       {std::tuple{"/v1/completions", completions, 5}, std::tuple{"/v1/chat/completions", chat, 4}}) {
+    const auto [s0, stopped] = post_json(client, path, body);
+    ASSERT_EQ(s0, 200) << stopped;
+    EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop") << stopped;
+    json ignoring = body;
+    ignoring["ignore_eos"] = true;
+    const auto [s1, ran] = post_json(client, path, ignoring);
+    ASSERT_EQ(s1, 200) << ran;
+    EXPECT_EQ(ran["choices"][0]["finish_reason"], "length") << ran;
+    EXPECT_EQ(ran["usage"]["completion_tokens"], limit) << ran;
+  }
+  json llama = {{"prompt", "Call me"},
+                {"n_predict", 5},
+                {"temperature", 0},
+                {"n_probs", 1},
+                {"logit_bias", json::array({json::array({*eos, 100})})}};
+  const auto [s2, stopped] = post_json(client, "/completion", llama);
+  ASSERT_EQ(s2, 200) << stopped;
+  EXPECT_EQ(stopped["stop_type"], "eos") << stopped;
+  llama["ignore_eos"] = true;
+  const auto [s3, ran] = post_json(client, "/completion", llama);
+  ASSERT_EQ(s3, 200) << ran;
+  EXPECT_EQ(ran["stop_type"], "limit") << ran;
+  const std::vector<int32_t> ids = generated_ids(ran);
+  EXPECT_EQ(ids.size(), 5u) << ran;
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), *eos), 0) << ran;
 }
 
 }  // namespace

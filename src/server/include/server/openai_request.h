@@ -35,9 +35,14 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   int32_t n = 1;
   bool stream = false;
-  bool include_usage = false;    // stream_options.include_usage
-  bool logprobs = false;         // chat: logprobs=true; completions: logprobs=N
-  bool echo = false;             // completions only
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // chat: logprobs=true; completions: logprobs=N
+  bool echo = false;           // completions only
+  // ignore_eos: the model's end-of-generation tokens do not end the request. keep_going (the
+  // OpenAI routes, vLLM's extension): they are sampled like any token and the request runs to
+  // max_tokens or a stop string; ban (/completion, llama-server's): they are never sampled.
+  enum class IgnoreEos { off, keep_going, ban };
+  IgnoreEos ignore_eos = IgnoreEos::off;
   std::optional<uint64_t> seed;  // empty: the service picks a random one
   sampling::SamplingParams sampling;
   // llama-server's [["text", bias], ...] logit_bias entries: the bias goes to every token of the

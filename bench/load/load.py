@@ -4,7 +4,8 @@ without node, e.g. the lent GPU machine; load.mjs is the node/openai-client one)
 
 C clients each send one streaming /v1/completions request at once; prompts are
 token-id lists (so any tokenizer works and the prompt length is exact), every
-request gets a different prompt and runs to --max-tokens (--ban-tokens: logit_bias
+request gets a different prompt and runs to --max-tokens (--ignore-eos: the request's
+ignore_eos, vLLM's meaning, so a greedy request stays plain greedy; --ban-tokens: logit_bias
 -100, normally the eos ids). Per level it prints, on the client's clock:
 
   ttft_ms      send -> first chunk with a token (median, max)
@@ -77,6 +78,8 @@ def run_level(args, c, level_index):
                 "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
         if args.model:
             body["model"] = args.model
+        if args.ignore_eos:
+            body["ignore_eos"] = True
         if args.ban:
             body["logit_bias"] = {str(t): -100 for t in args.ban}
         threads.append(threading.Thread(target=one_request, args=(args.url, body, results[i])))
@@ -115,6 +118,7 @@ def main():
     ap.add_argument("--token-span", type=int, default=100000)
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--ban-tokens", default="")
+    ap.add_argument("--ignore-eos", action="store_true", help="send ignore_eos: true (run to --max-tokens)")
     ap.add_argument("--warmup", type=int, default=1, help="requests before the first level")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--label", default="")

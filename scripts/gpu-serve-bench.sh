@@ -45,7 +45,11 @@ if ! ls $m/config.json $m/*.safetensors >/dev/null 2>&1; then
 fi
 cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json $m/
 grep -E '"(eos|bos)_token_id"' $m/config.json
+# Requests run to --max-tokens through ignore_eos (vLLM's meaning), so greedy requests stay plain greedy
+# and take the greedy picks made on the device (ADR 0070); GPU_SERVE_BENCH_BAN=1 bans the end-of-sequence
+# ids with logit_bias instead (the rows downloaded and sampled on the host, the runs before ADR 0070).
 ban=128001,128008,128009,2
+if [[ "${GPU_SERVE_BENCH_BAN:-0}" == 1 ]]; then eos_args=(--ban-tokens "$ban"); else eos_args=(--ignore-eos); fi
 port=18090
 serve() {  # label args...: starts the server, waits for /health 200
   local label="$1"; shift
@@ -66,7 +70,7 @@ stop() {
 }
 load() {  # label args...
   local label="$1"; shift
-  timeout 120 python3 "$bin/load.py" --url http://127.0.0.1:$port --ban-tokens $ban --label "$label" \
+  timeout 120 python3 "$bin/load.py" --url http://127.0.0.1:$port "${eos_args[@]}" --label "$label" \
     --json "$out/load_$label.json" "$@"
 }
 

@@ -102,7 +102,7 @@ Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions
   in.wants_output = wants_output_.data() + r0;
   ChunkOutputs out;
   out.logits = logits_base_ + out_rows_ * model_.config().vocab_size;
-  if (options.greedy_picks && cuda_->device_picks()) out.picks = picks_.data() + out_rows_;
+  if (options.greedy_picks && picked_on_device()) out.picks = picks_.data() + out_rows_;
   if (options.hidden != HiddenOutput::none) {
     out.hidden = out_hidden_.data() + out_rows_ * hs;
     out.hidden_all = out_hidden_.data() + r0 * hs;

@@ -314,18 +314,19 @@ int64_t Engine::admit(uint64_t id) {
   return a.stats.cached_tokens;
 }
 
-void Engine::sample_into(sampling::Sampler& sampler, Active& a, std::span<const float> row,
+void Engine::sample_into(sampling::Sampler& sampler, Active& a, const model::ForwardOutput& out, int64_t row,
                          int64_t position) {
   int32_t token = sampling::kNoToken;
+  const std::span<const float> logits(out.logits_row(row), static_cast<size_t>(out.vocab));
   if (a.req->want_logprobs) {
-    sampling::SampleResult r = sampler.sample(row, a.seq.params, a.seq.history(), position, true);
+    sampling::SampleResult r = sampler.sample(logits, a.seq.params, a.seq.history(), position, true);
     if (r.token != sampling::kNoToken) a.details.push_back({r.token, r.logprob, std::move(r.top)});
     token = r.token;
-  } else {
-    token = sampler.pick(row, a.seq.params, a.seq.history(), position);
+  } else {  // the forward's greedy pick where it made one (ADR 0070), else the sampler's
+    token = speculative::pick_row(sampler, out, row, a.seq.params, a.seq.history(), position);
   }
-  if (token == sampling::kNoToken) {
-    a.dead_end = sampling::no_allowed_token(row, a.seq.params, a.seq.history());
+  if (token == sampling::kNoToken) {  // the row is on the host then (ForwardOutput::picks)
+    a.dead_end = sampling::no_allowed_token(logits, a.seq.params, a.seq.history());
     return;
   }
   a.seq.generated.push_back(token);
@@ -341,8 +342,11 @@ void Engine::deliver_or_end(uint64_t id) {
   deliver(a);
   if (active_.count(id) == 0) return;
   spdlog::info("request {} ends: {}", id, why.message());
-  active_.at(id).dead_end_reached = true;
-  finish(id, FinishReason::error, std::move(why));
+  // The request's own constraints (grammar, logit_bias: the client's 400) are no engine failure;
+  // a model row with no finite logit (an internal error) is.
+  const bool failure = why.code() != StatusCode::kInvalidArgument;
+  if (!failure) metrics_.requests_no_allowed_token++;
+  finish(id, FinishReason::error, std::move(why), failure);
 }
 
 double Engine::run_batched(const TickPlan& plan) {
@@ -413,12 +417,7 @@ double Engine::run_batched(const TickPlan& plan) {
       const bool is_decode = i < plan.decode.size();
       const int64_t position =
           is_decode ? a.seq.pending_position() + 1 : static_cast<int64_t>(a.seq.prompt.size());
-      const int64_t row = out->first_row[i];
-      if (!out->picks.empty() && out->picks[row] >= 0) {  // pick_row's shortcut (speculative/pick.h)
-        a.seq.generated.push_back(out->picks[row]);
-        continue;
-      }
-      sample_into(samplers_[thread], a, {out->logits_row(row), static_cast<size_t>(out->vocab)}, position);
+      sample_into(samplers_[thread], a, *out, out->first_row[i], position);
     }
   });
   const auto sampled = Clock::now();
@@ -514,7 +513,7 @@ void Engine::deliver(Active& a) {
   if (reason != FinishReason::none) finish(a.req->id, reason);
 }
 
-void Engine::finish(uint64_t id, FinishReason reason, Status error) {
+void Engine::finish(uint64_t id, FinishReason reason, Status error, bool failure) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
   Active& a = it->second;
@@ -531,25 +530,19 @@ void Engine::finish(uint64_t id, FinishReason reason, Status error) {
   a.stats.prompt_ms = a.stats.generated_tokens > 0 ? ms_between(a.admitted, a.first_token) : 0;
   a.stats.decode_ms = a.stats.generated_tokens > 0 ? ms_between(a.first_token, now) : 0;
   last.stats = a.stats;
-  const bool constraint_dead_end = reason == FinishReason::error && a.dead_end_reached &&
-                                   last.error.code() == StatusCode::kInvalidArgument;
-  if (constraint_dead_end) {
-    metrics_.requests_no_allowed_token++;  // the client's 400, not an engine failure
-  } else {
-    switch (reason) {
-      case FinishReason::stop:
-        metrics_.requests_finished_stop++;
-        break;
-      case FinishReason::length:
-        metrics_.requests_finished_length++;
-        break;
-      case FinishReason::cancelled:
-        metrics_.requests_cancelled++;
-        break;
-      default:
-        metrics_.requests_failed++;
-        break;
-    }
+  switch (reason) {
+    case FinishReason::stop:
+      metrics_.requests_finished_stop++;
+      break;
+    case FinishReason::length:
+      metrics_.requests_finished_length++;
+      break;
+    case FinishReason::cancelled:
+      metrics_.requests_cancelled++;
+      break;
+    default:
+      if (failure) metrics_.requests_failed++;
+      break;
   }
   if (reason != FinishReason::error)
     metrics_.e2e_request_latency_seconds.observe(seconds_between(a.req->submitted, now));

@@ -119,14 +119,12 @@ void ollama_generation(Service& svc, OllamaEndpoint endpoint, const httplib::Req
   if (auto* e = std::get_if<ApiError>(&started)) return write_reply(res, ollama_error(*e));
   RunPtr run = std::move(std::get<std::unique_ptr<GenerationRun>>(started));
   // The run's error (a dead end names its field, as on the OpenAI routes) in Ollama's shape.
-  auto ollama_run_error = [](const GenerationRun& r) {
-    return ollama_error(r.error_of(r.choices().front()));
-  };
+  auto run_error_of = [](const GenerationRun& r) { return r.error_of(r.choices().front()); };
   if (!run->stream()) {
     answer_collected(req, res, [&](const std::function<bool()>& alive) -> std::pair<int, std::string> {
       if (!run->wait(alive)) return {499, ""};
       if (failed(*run)) {
-        const HttpReply e = ollama_run_error(*run);
+        const HttpReply e = ollama_error(run_error_of(*run));
         return {e.status, e.body};
       }
       return {200, dump_json(ollama_final_json(endpoint, model, *run, run->choices().front().text, t0))};
@@ -138,7 +136,7 @@ void ollama_generation(Service& svc, OllamaEndpoint endpoint, const httplib::Req
       req, res, run, "application/x-ndjson", ndjson,
       [endpoint, model](const std::string& text) { return ollama_chunk_json(endpoint, model, text); },
       [endpoint, model, r, t0] { return ollama_final_json(endpoint, model, *r, "", t0); },
-      [r, ollama_run_error] { return json::parse(ollama_run_error(*r).body); });
+      [r, run_error_of] { return ollama_error_json(run_error_of(*r)); });
 }
 
 }  // namespace

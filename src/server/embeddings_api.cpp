@@ -6,6 +6,7 @@
 
 #include "server/embedder.h"
 #include "server/generation.h"
+#include "server/ollama_api.h"
 #include "server/request_fields.h"
 
 namespace tandem::server {
@@ -191,9 +192,6 @@ HttpReply openai_embeddings(const Service& svc, const std::string& body, const E
 
 HttpReply ollama_embed(const Service& svc, const std::string& body, bool legacy, const EmbedWatch& watch) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto ollama_error = [](const ApiError& e) {
-    return HttpReply{e.http_status, "application/json", dump_json({{"error", e.message}})};
-  };
   return with_json(
       body,
       [&](const json& b) {

@@ -81,11 +81,15 @@ ApiError ollama_model_not_found(const std::string& name) {
 
 }  // namespace
 
-HttpReply ollama_error(const ApiError& error) {
+json ollama_error_json(const ApiError& error) {
   std::string message = error.message;
   // Ollama's body has no `param`: a dead end names the field in the message instead.
   if (error.code == "no_allowed_token" && error.param) message += " (param: " + *error.param + ")";
-  return {error.http_status, "application/json", dump_json({{"error", message}})};
+  return {{"error", message}};
+}
+
+HttpReply ollama_error(const ApiError& error) {
+  return {error.http_status, "application/json", dump_json(ollama_error_json(error))};
 }
 
 HttpReply ollama_version() { return json_reply({{"version", TANDEM_VERSION}}); }

@@ -256,22 +256,12 @@ __global__ void __launch_bounds__(D::kThreads)
     }
   }
 
-  // Accumulator slots as in gemm_kernel: d0/d1 = (weight row g, x rows 2c, 2c+1), d2/d3 = row g + 8.
+  // Accumulator slots as in gemm_kernel (store_accumulator).
 #pragma unroll
   for (int fn = 0; fn < D::FN; ++fn) {
     const int64_t col = n0 + fn * 16 + g;
 #pragma unroll
-    for (int fm = 0; fm < D::FM; ++fm) {
-      const int64_t r = m0 + fm * 8 + 2 * c;
-      if (r < m) {
-        if (col < n) y[r * n + col] = acc[fn][fm][0];
-        if (col + 8 < n) y[r * n + col + 8] = acc[fn][fm][2];
-      }
-      if (r + 1 < m) {
-        if (col < n) y[(r + 1) * n + col] = acc[fn][fm][1];
-        if (col + 8 < n) y[(r + 1) * n + col + 8] = acc[fn][fm][3];
-      }
-    }
+    for (int fm = 0; fm < D::FM; ++fm) store_accumulator(y, m, n, m0 + fm * 8 + 2 * c, col, acc[fn][fm]);
   }
 }
 

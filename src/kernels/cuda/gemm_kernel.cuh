@@ -242,6 +242,21 @@ __device__ __forceinline__ void compute_chunk(const unsigned char* ws, const uns
   }
 }
 
+// Stores one mma accumulator where it lies inside y [m][n]: d0 / d1 = (weight row
+// col, x rows row and row + 1), d2 / d3 = weight row col + 8 (lane (g, c) of an
+// m16n8 fragment: col = its first weight row + g, row = its first x row + 2c).
+__device__ __forceinline__ void store_accumulator(float* y, int64_t m, int64_t n, int64_t row, int64_t col,
+                                                  const float (&d)[4]) {
+  if (row < m) {
+    if (col < n) y[row * n + col] = d[0];
+    if (col + 8 < n) y[row * n + col + 8] = d[2];
+  }
+  if (row + 1 < m) {
+    if (col < n) y[(row + 1) * n + col] = d[1];
+    if (col + 8 < n) y[(row + 1) * n + col + 8] = d[3];
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads)
     gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y_base,
@@ -298,23 +313,12 @@ __global__ void __launch_bounds__(T::kThreads)
   }
   cp_async_wait<0>();
   if (T::kCopyOnlyWarps && warp >= T::kComputeWarps) return;
-
-    // Accumulator slots: d0/d1 = (weight row g, x rows 2c, 2c+1), d2/d3 = row g + 8.
 #pragma unroll
   for (int fn = 0; fn < T::FN; ++fn) {
     const int64_t col = n0 + warp_n + fn * 16 + g;
 #pragma unroll
-    for (int fm = 0; fm < T::FM; ++fm) {
-      const int64_t row = m0 + warp_m + fm * 8 + 2 * c;
-      if (row < m) {
-        if (col < n) y[row * n + col] = acc[fn][fm][0];
-        if (col + 8 < n) y[row * n + col + 8] = acc[fn][fm][2];
-      }
-      if (row + 1 < m) {
-        if (col < n) y[(row + 1) * n + col] = acc[fn][fm][1];
-        if (col + 8 < n) y[(row + 1) * n + col + 8] = acc[fn][fm][3];
-      }
-    }
+    for (int fm = 0; fm < T::FM; ++fm)
+      store_accumulator(y, m, n, m0 + warp_m + fm * 8 + 2 * c, col, acc[fn][fm]);
   }
 }
 

@@ -122,10 +122,9 @@ class Engine {
     std::chrono::steady_clock::time_point admitted, first_token, last_token;
     RequestStats stats;
     bool finished = false;
-    bool admitted_yet = false;      // the planner admitted it
-    bool waited = false;            // a plan ran that did not admit it (it queued for capacity)
-    Status dead_end;                // not OK: its next position allows no token (sampling/dead_end.h)
-    bool dead_end_reached = false;  // it ends at that position (finish counts it apart from failures)
+    bool admitted_yet = false;  // the planner admitted it
+    bool waited = false;        // a plan ran that did not admit it (it queued for capacity)
+    Status dead_end;            // not OK: its next position allows no token (sampling/dead_end.h)
   };
 
   Engine() = default;
@@ -140,11 +139,14 @@ class Engine {
   // One batched forward + sampling + delivery; returns the ms of the first two.
   double run_batched(const TickPlan& plan);
   void run_speculative(uint64_t id);
-  void sample_into(sampling::Sampler& sampler, Active& a, std::span<const float> row, int64_t position);
+  void sample_into(sampling::Sampler& sampler, Active& a, const model::ForwardOutput& out, int64_t row,
+                   int64_t position);
   void deliver(Active& a);
   // deliver(), then, when its next position allows no token, finish(error) with the reason.
   void deliver_or_end(uint64_t id);
-  void finish(uint64_t id, FinishReason reason, Status error = Status::Ok());
+  // failure: an error finish counts in requests_failed (a dead end of the request's own
+  // constraints does not: deliver_or_end counts it apart).
+  void finish(uint64_t id, FinishReason reason, Status error = Status::Ok(), bool failure = true);
   bool speculation_available();
   void publish_gauges();
   void publish_policy();

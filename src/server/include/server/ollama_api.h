@@ -26,6 +26,8 @@ class GenerationRun;
 // names a request field (its `param` on the OpenAI routes) ends the message with
 // " (param: <field>)", e.g. "format".
 HttpReply ollama_error(const ApiError& error);
+// Its body, for a stream's last line.
+nlohmann::json ollama_error_json(const ApiError& error);
 
 HttpReply ollama_version();
 HttpReply ollama_tags(const Service& svc);

@@ -8,7 +8,9 @@
 // (so it cannot show what programmatic dependent launch overlaps). This
 // library turns on CUPTI's concurrent-kernel activity records when it is
 // loaded and, at exit, writes one CSV line per kernel executed — graph
-// replays included — with the GPU's own start/end timestamps:
+// replays included — with the GPU's own start/end timestamps, and one per
+// host<->device copy (name "memcpy HtoD" / "memcpy DtoH" / "memcpy DtoD",
+// grid = bytes), which shows what the GPU waits on between decode steps:
 //   name,start_ns,end_ns,correlation,graph,node,grid,block,smem
 // bench/cuda/trace_summary.py turns it into a per-step, per-kernel table of
 // durations and of the time each kernel adds to the step's critical path.
@@ -46,6 +48,16 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   CUpti_Activity* record = nullptr;
   std::lock_guard<std::mutex> lock(records_mutex);
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      const char* kind = c->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? "memcpy HtoD"
+                         : c->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? "memcpy DtoH"
+                         : c->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD ? "memcpy DtoD"
+                                                                          : "memcpy other";
+      records->push_back(Record{kind, c->start, c->end, c->correlationId, c->graphId, c->graphNodeId,
+                                static_cast<int32_t>(c->bytes), 0, 0});
+      continue;
+    }
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
       continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
@@ -78,14 +90,15 @@ void write_trace() {
                  static_cast<unsigned long long>(r.start), static_cast<unsigned long long>(r.end),
                  r.correlation, r.graph, static_cast<unsigned long long>(r.node), r.grid, r.block, r.smem);
   std::fclose(f);
-  std::fprintf(stderr, "kernel_trace: %zu kernels\n", records->size());
+  std::fprintf(stderr, "kernel_trace: %zu kernels and copies\n", records->size());
 }
 
 __attribute__((constructor)) void start_trace() {
   records = new std::vector<Record>();
   records->reserve(1 << 20);
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
-      cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+      cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
+      cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS) {
     std::fprintf(stderr, "kernel_trace: CUPTI could not be enabled\n");
     return;
   }

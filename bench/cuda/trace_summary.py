@@ -15,8 +15,13 @@ of start time:
 Rows are kernel positions grouped by name and grid; the means are over steps.
 --positions A:B also prints kernel positions A..B-1 of the step one by one
 (e.g. one layer's kernels, to tell the o projection from the down projection).
+Between consecutive steps it lists what the GPU ran outside the graphs (the
+greedy pick, the copies of a newer trace library: "memcpy HtoD" / "memcpy
+DtoH"), each at its median start and end after the step's last kernel, then
+when the next step's first kernel started: the rest of the gap is the host.
 """
 import argparse
+import bisect
 import collections
 import csv
 import shutil
@@ -79,6 +84,7 @@ def main():
     print(f"step span: median {statistics.median(spans):.1f} us (min {min(spans):.1f}, max {max(spans):.1f})")
     if between:
         print(f"between replays (host, copies, sampling): median {statistics.median(between):.1f} us")
+        print_gap(rows, steps, names)
     by_kind = collections.OrderedDict()
     for i in sorted(per_pos):
         p = per_pos[i]
@@ -101,6 +107,32 @@ def main():
             p = per_pos[i]
             print(f"{i:>4} {p['key'][0]:70} {p['key'][1]:>6} {statistics.mean(p['dur']):8.2f} "
                   f"{statistics.mean(p['early']):7.2f} {statistics.mean(p['adds']):7.2f}")
+
+
+def print_gap(rows, steps, names):
+    """The events between consecutive steps, by their order in the gap (medians over the gaps)."""
+    outside = sorted((r for r in rows if r["graph"] == "0"), key=lambda r: int(r["start_ns"]))
+    starts = [int(r["start_ns"]) for r in outside]
+    per_order = collections.defaultdict(lambda: {"start": [], "end": [], "name": collections.Counter()})
+    nexts = []
+    for si in range(len(steps) - 1):
+        t0 = max(int(r["end_ns"]) for r in steps[si])
+        t1 = int(steps[si + 1][0]["start_ns"])
+        lo = bisect.bisect_left(starts, t0)
+        hi = bisect.bisect_left(starts, t1)
+        for order, r in enumerate(outside[lo:hi]):
+            e = per_order[order]
+            e["start"].append((int(r["start_ns"]) - t0) / 1e3)
+            e["end"].append((int(r["end_ns"]) - t0) / 1e3)
+            label = r["name"] if r["name"].startswith("memcpy") else short(names.get(r["name"], r["name"]))
+            e["name"][f"{label} ({r['grid']})" if r["name"].startswith("memcpy") else label] += 1
+        nexts.append((t1 - t0) / 1e3)
+    print(f"{'in the gap (after the last kernel)':70} {'start':>8} {'end':>8} {'seen':>5}")
+    for order in sorted(per_order):
+        e = per_order[order]
+        print(f"{e['name'].most_common(1)[0][0][:70]:70} {statistics.median(e['start']):8.1f} "
+              f"{statistics.median(e['end']):8.1f} {len(e['start']):>5}")
+    print(f"{'the next step (first kernel start)':70} {statistics.median(nexts):8.1f}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,9 @@
 #include "kernels/prefetch.h"
 #include "model/forward.h"
 #include "runtime/opened_model.h"
+#include "sampling/sampler.h"
 #include "scheduler/metrics.h"
+#include "speculative/pick.h"
 
 namespace tandem::app {
 namespace {
@@ -85,6 +87,8 @@ struct BenchOptions {
   std::string device;
   std::vector<int> batches;  // --batch: batched decode instead of the B=1 ceiling run
   std::vector<int> verify;   // --verify: verify-block cost instead of the B=1 ceiling run
+  float temperature = 0.0f;  // --temp: decode samples (the seeded sampler, ADR 0002) instead of greedy
+  uint64_t seed = 0;         // --seed
 };
 
 // Sums 64-bit words of [p, p + n) with independent accumulators: integer
@@ -288,14 +292,27 @@ int run_bench(const BenchOptions& o) {
     const double prefill = o.prompt / seconds_since(t);
     int32_t next = kernels::argmax(out->logits_row(0), c.vocab_size);
     const double bandwidth = read_bandwidth(1);
-    model::ForwardOptions greedy;  // the picks only (on a GPU: on the device, ADR 0070)
-    greedy.greedy_picks = true;
+    // The picks only (on a GPU: on the device, ADR 0070 and 0072); --temp: a
+    // request with only a temperature, picked as the engine picks it.
+    sampling::SamplingParams params;
+    params.temperature = o.temperature;
+    params.seed = o.seed;
+    sampling::Sampler sampler;
+    model::ForwardOptions picks;
+    picks.picks_only = true;
+    kernels::PickRule rule;
     t = Clock::now();
     for (int i = 0; i < o.decode; ++i) {
-      model::SequenceStep d{seq, {&next, 1}, kv->length(seq), model::LogitRows::last};
-      out = fw.run({&d, 1}, greedy);
+      const int64_t position = kv->length(seq);
+      model::SequenceStep d{seq, {&next, 1}, position, model::LogitRows::last};
+      if (!params.greedy()) {
+        rule = *speculative::forward_pick_rule(params, false, position + 1);
+        picks.pick_rules = {&rule, 1};
+      }
+      out = fw.run({&d, 1}, picks);
       if (!out.ok()) return fail(out.status());
-      next = out->argmax_row(0);
+      next = params.greedy() ? out->argmax_row(0)
+                             : speculative::pick_row(sampler, *out, 0, params, {prompt, {}}, position + 1);
     }
     const double decode = o.decode / seconds_since(t);
     const double ratio = decode * bytes_per_token / bandwidth;
@@ -312,7 +329,11 @@ int run_bench(const BenchOptions& o) {
   std::sort(ratios.begin(), ratios.end());
   const double ceiling = best_bandwidth / bytes_per_token;
   std::printf("prefill: %.1f tok/s (B=1, %d tokens, best of %d)\n", best_prefill, o.prompt, o.reps);
-  std::printf("decode:  %.2f tok/s (B=1, best of %d)\n", best_decode, o.reps);
+  if (o.temperature > 0.0f)
+    std::printf("decode:  %.2f tok/s (B=1, best of %d, sampled at temperature %g)\n", best_decode, o.reps,
+                o.temperature);
+  else
+    std::printf("decode:  %.2f tok/s (B=1, best of %d)\n", best_decode, o.reps);
   std::printf("ceiling: %.1f GB/s best read in this run / %.1f MB per token = %.1f tok/s\n",
               best_bandwidth / 1e9, bytes_per_token / 1e6, ceiling);
   std::printf("reached: %.1f%% (best decode / best-read ceiling); per-repetition median %.1f%%\n",
@@ -375,7 +396,11 @@ Command add_bench_command(CLI::App& app) {
             };
             if (Status s = startup(); !s.ok()) return usage_error("bench", s);
             print_machine();
-            if (!spec->drafter.has_drafter()) return run_bench(*o);
+            if (!spec->drafter.has_drafter()) {
+              o->temperature = spec->temperature;
+              o->seed = spec->seed.value_or(kBenchSeed);
+              return run_bench(*o);
+            }
             spec->model_dir = o->model_dir;
             spec->threads = o->threads;
             spec->device = resolve_device_option(o->device);

@@ -61,7 +61,7 @@ int run_batch_bench(const model::Model& m, ThreadPool* pool, const BatchBenchOpt
       }
       std::vector<model::SequenceStep> steps(b);
       model::ForwardOptions greedy;  // the picks only (on a GPU: on the device, ADR 0070)
-      greedy.greedy_picks = true;
+      greedy.picks_only = true;
       const auto t = Clock::now();
       for (int i = 0; i < o.decode; ++i) {
         for (int s = 0; s < b; ++s)

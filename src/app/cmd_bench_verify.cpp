@@ -55,7 +55,7 @@ int run_verify_bench(const model::Model& m, ThreadPool* pool, const VerifyBenchO
   auto time_rows = [&](int n) -> Expected<double> {
     model::SequenceStep step{seq, {block.data(), static_cast<size_t>(n)}, o.prompt, model::LogitRows::all};
     model::ForwardOptions greedy;  // a greedy round's rows: picks only (on a GPU: on the device, ADR 0070)
-    greedy.greedy_picks = true;
+    greedy.picks_only = true;
     auto once = [&]() -> Status {
       auto out = fw.run({&step, 1}, greedy);
       if (!out.ok()) return out.status();

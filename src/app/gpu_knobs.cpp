@@ -45,7 +45,7 @@ Knob choice(const char* name, std::vector<std::string> choices) {
 
 // docs/environment.md's order. Readers: gemm.cu (SMALL/LARGE/WIDE_TILE,
 // TILE_SLICES), runtime.cpp (PDL), fused.cu (ROW_NORM), attention.cu,
-// model/cuda_forward.cpp (FUSE*, GRAPH_STRIDE), model/device.cpp
+// model/cuda_forward.cpp (FUSE*, GRAPH_STRIDE, DEVICE_PICK, GRAPH_PICK), model/device.cpp
 // (ACTIVATIONS), model/device_weights.cpp (UPLOAD*), app (CHUNK_ROWS),
 // model/step_timing.h and scheduler/engine.cpp (STEP_TIMING).
 const std::vector<Knob>& knobs() {
@@ -55,6 +55,7 @@ const std::vector<Knob>& knobs() {
       boolean("TANDEM_CUDA_FUSE_NORM"),
       boolean("TANDEM_CUDA_FUSE_LAUNCHES"),
       boolean("TANDEM_CUDA_DEVICE_PICK"),
+      boolean("TANDEM_CUDA_GRAPH_PICK"),
       boolean("TANDEM_CUDA_PDL"),
       choice("TANDEM_CUDA_ATTENTION", {"serial", "split", "tile"}),
       integer("TANDEM_CUDA_LARGE_TILE", 0, kLargeTileVariants - 1),

@@ -51,6 +51,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   // 0: greedy picks from the downloaded rows on the host (same picks; for comparison, ADR 0070).
   const char* device_pick = std::getenv("TANDEM_CUDA_DEVICE_PICK");
   f->device_pick_ = device_pick == nullptr || std::string(device_pick) != "0";
+  // 0: a graphed step's pick and its copy are queued after the graph, not inside it (same picks).
+  const char* graph_pick = std::getenv("TANDEM_CUDA_GRAPH_PICK");
+  f->graph_pick_ = graph_pick == nullptr || std::string(graph_pick) != "0";
   const char* stride = std::getenv("TANDEM_CUDA_GRAPH_STRIDE");
   f->graph_stride_pool_ = stride != nullptr && std::string(stride) == "pool";
   f->max_table_ = kv.num_blocks();
@@ -90,6 +93,16 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(alloc(f->act_, rows * inter * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->logits_, rows * static_cast<size_t>(c.vocab_size) * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->d_picks_, rows * sizeof(int32_t)));
+  {
+    const int64_t pairs = max_rows * gpu::pick_slices(c.vocab_size);
+    TANDEM_RETURN_IF_ERROR(alloc(f->pick_best_, static_cast<size_t>(pairs) * sizeof(double)));
+    TANDEM_RETURN_IF_ERROR(alloc(f->pick_index_, static_cast<size_t>(pairs) * sizeof(int32_t)));
+    TANDEM_RETURN_IF_ERROR(alloc(f->pick_counters_, rows * sizeof(uint32_t)));
+    TANDEM_RETURN_IF_ERROR(f->pick_counters_.fill_bytes(0, f->stream_));
+    f->pick_workspace_ = gpu::PickWorkspace{f->pick_best_.as<double>(), f->pick_index_.as<int32_t>(),
+                                            f->pick_counters_.as<uint32_t>(), pairs, max_rows};
+    TANDEM_RETURN_IF_ERROR(alloc(f->d_rules_, rows * sizeof(kernels::PickRule)));
+  }
   {
     auto picks = gpu::PinnedBuffer::allocate(rows * sizeof(int32_t));
     if (!picks.ok()) return picks.status();
@@ -245,7 +258,15 @@ Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m
   return gpu::GemmPartials{y, 1, m, n};
 }
 
-Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride) {
+Status CudaForward::enqueue_picks(int64_t k, Picks picks) {
+  const kernels::PickRule* rules = picks == Picks::sampled ? d_rules_.as<kernels::PickRule>() : nullptr;
+  TANDEM_RETURN_IF_ERROR(gpu::pick_rows(stream_, logits_.as<float>(), k, model_.config().vocab_size, rules,
+                                        d_picks_.as<int32_t>(), pick_workspace_));
+  return gpu::copy_async(stream_, host_picks_.data(), d_picks_.data(),
+                         sizeof(int32_t) * static_cast<size_t>(k));
+}
+
+Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride, Picks picks) {
   const ModelConfig& c = model_.config();
   const int64_t hs = c.hidden_size;
   float *x = x_.as<float>(), *g = gather_.as<float>();
@@ -260,20 +281,22 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride) {
   if (final_normed) {
     TANDEM_RETURN_IF_ERROR(
         gemm(h_.as<float>(), k, w_.lm_head, c.vocab_size, hs, logits_.as<float>(), bf16_input() != nullptr));
-    return cap_logits(k);
+  } else {
+    TANDEM_RETURN_IF_ERROR(gpu::gather_rows(stream_, x, d_out_index_, k, hs, g));
+    TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
+    TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
   }
-  TANDEM_RETURN_IF_ERROR(gpu::gather_rows(stream_, x, d_out_index_, k, hs, g));
-  TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
-  TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
-  return cap_logits(k);
+  TANDEM_RETURN_IF_ERROR(cap_logits(k));
+  return picks != Picks::none ? enqueue_picks(k, picks) : Status::Ok();
 }
 
-gpu::Graph* CudaForward::graph_for(int64_t m, int64_t k, int64_t stride) {
-  gpu::Graph& graph = graphs_[(stride * (kGraphMaxRows + 1) + m) * (kGraphMaxRows + 1) + k];
+gpu::Graph* CudaForward::graph_for(int64_t m, int64_t k, int64_t stride, Picks picks) {
+  gpu::Graph& graph =
+      graphs_[((stride * (kGraphMaxRows + 1) + m) * (kGraphMaxRows + 1) + k) * 3 + static_cast<int>(picks)];
   if (!graph.empty()) return &graph;
   TANDEM_CHECK(mode_ == kernels::GemmMode::invariant);
   Status begun = gpu::Graph::begin_capture(stream_);
-  const Status queued = begun.ok() ? enqueue_plain(m, k, stride) : begun;
+  const Status queued = begun.ok() ? enqueue_plain(m, k, stride, picks) : begun;
   auto captured =
       begun.ok() ? gpu::Graph::end_capture(stream_) : Expected<gpu::Graph>(begun);  // always ends it
   if (!queued.ok() || !captured.ok()) {
@@ -284,14 +307,18 @@ gpu::Graph* CudaForward::graph_for(int64_t m, int64_t k, int64_t stride) {
     return nullptr;
   }
   graph = std::move(captured).value();
-  spdlog::debug("cuda: captured the forward of {} rows ({} with logits, tables of {} blocks) as a CUDA graph",
-                m, k, stride);
+  spdlog::debug(
+      "cuda: captured the forward of {} rows ({} with logits{}, tables of {} blocks) as a CUDA graph", m, k,
+      picks == Picks::greedy    ? " and greedy picks"
+      : picks == Picks::sampled ? " and sampled picks"
+                                : "",
+      stride);
   return &graph;
 }
 
-Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride) {
-  gpu::Graph* graph = graph_for(m, k, stride);
-  if (graph == nullptr) return enqueue_plain(m, k, stride);
+Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride, Picks picks) {
+  gpu::Graph* graph = graph_for(m, k, stride, picks);
+  if (graph == nullptr) return enqueue_plain(m, k, stride, picks);
   return graph->launch(stream_);
 }
 
@@ -301,8 +328,12 @@ Status CudaForward::warm_up(kernels::GemmMode gemm_mode) {
   mode_ = gemm_mode;
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t stride = graph_stride(1), rows = std::min(kGraphMaxRows, max_rows_);
-  for (int64_t m = 1; m <= rows; ++m)
-    if (graph_for(m, m, stride) == nullptr) return Status::Ok();  // eager from now on (warned)
+  // With the greedy picks inside (plain greedy steps, ADR 0070) and without (the rest).
+  for (Picks picks : {Picks::none, Picks::greedy}) {
+    if (picks == Picks::greedy && !(device_pick_ && graph_pick_)) continue;
+    for (int64_t m = 1; m <= rows; ++m)
+      if (graph_for(m, m, stride, picks) == nullptr) return Status::Ok();  // eager from now on (warned)
+  }
   spdlog::info("cuda: captured the decode graphs of 1..{} rows in {:.0f} ms", rows,
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return Status::Ok();
@@ -326,12 +357,17 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   int64_t k = 0, stride = 1;
   timing_.begin(m, graphed);
   TANDEM_RETURN_IF_ERROR(upload_rows(in, &k, &stride, graphed));
+  if (out.picks != nullptr && out.rules != nullptr && k > 0)
+    TANDEM_RETURN_IF_ERROR(
+        d_rules_.upload(out.rules, sizeof(kernels::PickRule) * static_cast<size_t>(k), stream_));
   timing_.mark(StepTiming::upload);
   if (graphed) {
-    TANDEM_RETURN_IF_ERROR(run_graphed(m, k, stride));
+    // A step's picks and their copy to the host ride in the graph.
+    const Picks picks = graph_pick_ && k > 0 ? picks_of(out) : Picks::none;
+    TANDEM_RETURN_IF_ERROR(run_graphed(m, k, stride, picks));
     timing_.mark(StepTiming::enqueue);
     if (k > 0)
-      TANDEM_RETURN_IF_ERROR(download_outputs(k, out));
+      TANDEM_RETURN_IF_ERROR(download_outputs(k, out, picks != Picks::none));
     else
       TANDEM_RETURN_IF_ERROR(stream_.synchronize());
     timing_.end();
@@ -373,14 +409,12 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   return k;
 }
 
-Status CudaForward::download_outputs(int64_t k, const ChunkOutputs& out) {
+Status CudaForward::download_outputs(int64_t k, const ChunkOutputs& out, bool picks_queued) {
   const int64_t vocab = model_.config().vocab_size;
   const size_t row_bytes = sizeof(float) * static_cast<size_t>(vocab);
   if (out.picks == nullptr) return logits_.download(out.logits, row_bytes * static_cast<size_t>(k), stream_);
-  TANDEM_RETURN_IF_ERROR(
-      gpu::greedy_pick_rows(stream_, logits_.as<float>(), k, vocab, d_picks_.as<int32_t>()));
-  TANDEM_RETURN_IF_ERROR(
-      d_picks_.download(host_picks_.data(), sizeof(int32_t) * static_cast<size_t>(k), stream_));
+  if (!picks_queued) TANDEM_RETURN_IF_ERROR(enqueue_picks(k, picks_of(out)));
+  TANDEM_RETURN_IF_ERROR(stream_.synchronize());
   const int32_t* picks = host_picks_.as<int32_t>();
   bool none = false;
   for (int64_t r = 0; r < k; ++r) {

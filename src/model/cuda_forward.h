@@ -64,9 +64,11 @@ struct ChunkOutputs {
   float* logits = nullptr;      // [output rows][vocab]
   float* hidden = nullptr;      // [output rows][hidden] (hidden != none and not all rows)
   float* hidden_all = nullptr;  // [rows][hidden] (hidden_all_rows)
-  // ForwardOptions::greedy_picks: [output rows], each row's greedy pick; the
-  // logits row is downloaded only where it is -1 (ADR 0070).
+  // ForwardOptions::picks_only: [output rows], each row's pick by its rule
+  // (rules: one per output row, null: every row greedy); the logits rows are
+  // downloaded only where a pick is -1 (ADR 0070, 0072).
   int32_t* picks = nullptr;
+  const kernels::PickRule* rules = nullptr;
 };
 
 class CudaForward {
@@ -100,15 +102,25 @@ class CudaForward {
   // blocks: the next power of two from kGraphMinStride, at most the pool.
   int64_t graph_stride(int64_t needed) const;
   // Embedding, layers, gather, final norm and LM head into logits_ (no host copies).
-  Status enqueue_plain(int64_t m, int64_t k, int64_t stride);
-  Status run_graphed(int64_t m, int64_t k, int64_t stride);
+  // What a step picks on the device: nothing (rows come back), greedy picks
+  // of every row (ADR 0070), or picks by the uploaded rules (ADR 0072).
+  enum class Picks { none, greedy, sampled };
+  static Picks picks_of(const ChunkOutputs& out) {
+    return out.picks == nullptr ? Picks::none : out.rules == nullptr ? Picks::greedy : Picks::sampled;
+  }
+  // picks: then each row's pick too, copied to host_picks_.
+  Status enqueue_plain(int64_t m, int64_t k, int64_t stride, Picks picks);
+  Status run_graphed(int64_t m, int64_t k, int64_t stride, Picks picks);
+  // The picks of logits_'s k rows (by d_rules_ when sampled), and their copy
+  // into host_picks_ (queued, not waited for).
+  Status enqueue_picks(int64_t k, Picks picks);
   // Every layer, in order.
   // final_norm: the last layer's residual add may also write the final RMSNorm of every row into h_
   // (and x_bf16_): *final_normed says whether it did (the last layer fused, fuse_norm_, fuse_launches_).
   Status layers(int64_t m, int64_t table_stride, bool final_norm = false, bool* final_normed = nullptr);
   // The graph of (rows, output rows, stride), captured if new; nullptr when
   // capturing failed (graphs are then off for good).
-  kernels::gpu::Graph* graph_for(int64_t m, int64_t k, int64_t stride);
+  kernels::gpu::Graph* graph_for(int64_t m, int64_t k, int64_t stride, Picks picks);
   Status layer(int l, int64_t m, int64_t table_stride);
   // input_normed: h already holds the attention norm of x (the previous
   // layer's last epilogue wrote it); norm_after: when not null, the RMSNorm weight
@@ -138,8 +150,9 @@ class CudaForward {
   Status cap_logits(int64_t k);
   // The k rows of logits_ to the host: every row into out.logits, or (out.picks
   // set) each row's greedy pick, picked on the device, into out.picks, and the
-  // rows too only when some row has none.
-  Status download_outputs(int64_t k, const ChunkOutputs& out);
+  // rows too only when some row has none. picks_queued: the stream already
+  // holds enqueue_picks (a graph with the picks inside).
+  Status download_outputs(int64_t k, const ChunkOutputs& out, bool picks_queued = false);
   // The GEMM without its slab sum (invariant mode), or cuBLAS into y (one slab).
   // bf16_ready: x_bf16_ already holds x rounded to bf16 (an epilogue wrote it).
   Expected<kernels::gpu::GemmPartials> gemm_partials(const float* x, int64_t m, const uint16_t* w, int64_t n,
@@ -209,9 +222,12 @@ class CudaForward {
   std::vector<AttentionSegment> attn_segments_;
   std::vector<int32_t> staging_;
   kernels::gpu::PinnedBuffer host_logits_;
-  kernels::gpu::DeviceBuffer d_picks_;
+  kernels::gpu::DeviceBuffer d_picks_, pick_best_, pick_index_, pick_counters_;
+  kernels::gpu::DeviceBuffer d_rules_;  // [max_rows] kernels::PickRule, uploaded by a step with rules
+  kernels::gpu::PickWorkspace pick_workspace_;
   kernels::gpu::PinnedBuffer host_picks_;
   bool device_pick_ = true;  // TANDEM_CUDA_DEVICE_PICK (0: greedy picks from downloaded rows, for comparison)
+  bool graph_pick_ = true;   // TANDEM_CUDA_GRAPH_PICK (0: a graphed step's picks queued after the graph)
   StepTiming timing_{"cuda forward"};
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;

@@ -102,7 +102,10 @@ Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions
   in.wants_output = wants_output_.data() + r0;
   ChunkOutputs out;
   out.logits = logits_base_ + out_rows_ * model_.config().vocab_size;
-  if (options.greedy_picks && picked_on_device()) out.picks = picks_.data() + out_rows_;
+  if (options.picks_only && picked_on_device()) {
+    out.picks = picks_.data() + out_rows_;
+    if (!options.pick_rules.empty()) out.rules = options.pick_rules.data() + out_rows_;
+  }
   if (options.hidden != HiddenOutput::none) {
     out.hidden = out_hidden_.data() + out_rows_ * hs;
     out.hidden_all = out_hidden_.data() + r0 * hs;
@@ -186,6 +189,10 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
     }
   }
   const size_t logit_floats = static_cast<size_t>(out_rows * c.vocab_size);
+  if (options.picks_only && !options.pick_rules.empty() &&
+      options.pick_rules.size() != static_cast<size_t>(out_rows))
+    return invalid_argument("Forward::run: " + std::to_string(options.pick_rules.size()) +
+                            " pick rules for " + std::to_string(out_rows) + " output rows");
 #ifdef TANDEM_HAVE_CUDA
   if (cuda_) {  // the device downloads into page-locked memory it owns
     auto host = cuda_->host_logits(logit_floats);
@@ -205,7 +212,7 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
     out_hidden_.allocate(static_cast<size_t>(hidden_rows * c.hidden_size));
 
   out_rows_ = 0;
-  if (options.greedy_picks) picks_.assign(static_cast<size_t>(out_rows), -1);
+  if (options.picks_only) picks_.assign(static_cast<size_t>(out_rows), -1);
   for (int64_t r0 = 0; r0 < rows; r0 += max_rows_) {
     const int64_t r1 = std::min(rows, r0 + max_rows_);
     if (cuda_) {
@@ -215,10 +222,12 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
     }
   }
   TANDEM_CHECK(out_rows_ == out_rows);
-  if (options.greedy_picks && !picked_on_device()) {  // from the rows, spread over the pool
+  if (options.picks_only && !picked_on_device()) {  // from the rows, spread over the pool
+    // Sampled rules stay -1: the caller's sampler picks those (ADR 0072).
     auto pick = [&](int64_t begin, int64_t end, int) {
       for (int64_t r = begin; r < end; ++r)
-        picks_[r] = kernels::greedy_pick(logits_base_ + r * c.vocab_size, c.vocab_size);
+        if (options.pick_rules.empty() || !(options.pick_rules[r].temperature > 0.0f))
+          picks_[r] = kernels::greedy_pick(logits_base_ + r * c.vocab_size, c.vocab_size);
     };
     if (ctx_.pool != nullptr) {
       ctx_.pool->parallel_for(out_rows, 1, pick);
@@ -231,7 +240,7 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
     kv_.set_length(s.seq, s.start_position + static_cast<int64_t>(s.tokens.size()));
   out.rows = out_rows;
   out.logits = std::span<const float>(logits_base_, logit_floats);
-  if (options.greedy_picks) out.picks = std::span<const int32_t>(picks_.data(), picks_.size());
+  if (options.picks_only) out.picks = std::span<const int32_t>(picks_.data(), picks_.size());
   if (options.hidden != HiddenOutput::none)
     out.hidden = std::span<const float>(out_hidden_.data(), static_cast<size_t>(hidden_rows * c.hidden_size));
   return out;

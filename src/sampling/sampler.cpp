@@ -4,29 +4,16 @@
 #include <cmath>
 #include <limits>
 
+#include "core/gumbel.h"
+
 namespace tandem::sampling {
 namespace {
 
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 
-// SplitMix64 finaliser: a bijective 64-bit mix with good avalanche.
-inline uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-inline uint64_t position_key(uint64_t seed, int64_t position) {
-  return mix64(mix64(seed) ^ static_cast<uint64_t>(position));
-}
-
-inline double uniform_from(uint64_t key, int32_t token) {
-  const uint64_t bits = mix64(key ^ static_cast<uint64_t>(static_cast<uint32_t>(token)));
-  return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;
-}
-
-inline double gumbel_of(double u) { return -std::log(-std::log(u)); }
+using gumbel::gumbel_of;
+using gumbel::position_key;
+using gumbel::uniform_from;
 
 // Pruning table for the exact Gumbel-max below. G(u) = -log(-log(u)) is
 // increasing, so an id whose logit trails the best score found so far by d

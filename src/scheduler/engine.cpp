@@ -370,14 +370,29 @@ double Engine::run_batched(const TickPlan& plan) {
     options.hidden = model::HiddenOutput::after_final_norm;  // one row per input row, for the MTP head
     options.hidden_all_rows = true;
   }
-  // Every row a plain greedy pick without logprobs: the forward returns the picks
-  // (on a GPU, picked on the device: one int per row comes back; ADR 0070).
-  options.greedy_picks = true;
-  for (uint64_t id : owners) {
-    const Active& a = active_.at(id);
-    options.greedy_picks =
-        options.greedy_picks && speculative::picks_suffice(a.seq.params, a.req->want_logprobs);
+  // The position whose token step i's output row gives (decode: the next one; a
+  // prompt's last chunk: the first generated), or -1 when the step has no output row.
+  auto pick_position = [&](size_t i) -> int64_t {
+    const Active& a = active_.at(owners[i]);
+    if (i < plan.decode.size()) return a.seq.pending_position() + 1;
+    return plan.prefill[i - plan.decode.size()].last ? static_cast<int64_t>(a.seq.prompt.size()) : -1;
+  };
+  // Every row a plain greedy or plain sampled pick without logprobs: the forward
+  // returns the picks (on a GPU, picked on the device: one int per row comes
+  // back; ADR 0070, 0072).
+  std::vector<kernels::PickRule> rules;
+  bool any_sampled = false;
+  options.picks_only = true;
+  for (size_t i = 0; i < steps.size() && options.picks_only; ++i) {
+    const int64_t position = pick_position(i);
+    if (position < 0) continue;
+    const Active& a = active_.at(owners[i]);
+    const auto rule = speculative::forward_pick_rule(a.seq.params, a.req->want_logprobs, position);
+    options.picks_only = rule.has_value();
+    if (rule) rules.push_back(*rule);
+    any_sampled = any_sampled || (rule && rule->temperature > 0.0f);
   }
+  if (options.picks_only && any_sampled) options.pick_rules = rules;
   auto out = forward_->run(steps, options);
   const auto forwarded = Clock::now();
   size_t forward_rows = 0;
@@ -413,11 +428,7 @@ double Engine::run_batched(const TickPlan& plan) {
   pool_->parallel_for(static_cast<int64_t>(picks.size()), 1, [&](int64_t begin, int64_t end, int thread) {
     for (int64_t j = begin; j < end; ++j) {
       const size_t i = picks[j];
-      Active& a = active_.at(owners[i]);
-      const bool is_decode = i < plan.decode.size();
-      const int64_t position =
-          is_decode ? a.seq.pending_position() + 1 : static_cast<int64_t>(a.seq.prompt.size());
-      sample_into(samplers_[thread], a, *out, out->first_row[i], position);
+      sample_into(samplers_[thread], active_.at(owners[i]), *out, out->first_row[i], pick_position(i));
     }
   });
   const auto sampled = Clock::now();

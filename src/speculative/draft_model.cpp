@@ -102,7 +102,7 @@ Expected<std::vector<int32_t>> DraftModelDrafter::propose(const DraftRequest& r)
   auto feed = [&](std::span<const int32_t> tokens, int64_t start) -> Expected<model::ForwardOutput> {
     model::SequenceStep step{seq_, tokens, start, model::LogitRows::last};
     model::ForwardOptions options;
-    options.greedy_picks = picks_suffice(*r.params, false);  // drafts need no logprobs
+    options.picks_only = picks_suffice(*r.params, false);  // drafts need no logprobs
     return forward_->run(std::span<const model::SequenceStep>(&step, 1), options);
   };
   const int64_t n = static_cast<int64_t>(committed.size());

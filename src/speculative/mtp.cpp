@@ -83,7 +83,7 @@ void MtpDrafter::fuse(const float* hidden_rows, const int32_t* tokens, int64_t r
 
 Expected<model::ForwardOutput> MtpDrafter::run_entries(const int32_t* tokens, int64_t rows,
                                                        int64_t first_position, model::LogitRows logits,
-                                                       bool greedy_picks) {
+                                                       bool picks_only) {
   model::SequenceStep step;
   step.seq = seq_;
   step.tokens = std::span<const int32_t>(tokens, static_cast<size_t>(rows));
@@ -93,7 +93,7 @@ Expected<model::ForwardOutput> MtpDrafter::run_entries(const int32_t* tokens, in
   step.embeddings = std::span<const float>(fused_.data(), fused_.size());
   model::ForwardOptions options;
   options.hidden = model::HiddenOutput::after_final_norm;
-  options.greedy_picks = greedy_picks;
+  options.picks_only = picks_only;
   return forward_->run(std::span<const model::SequenceStep>(&step, 1), options);
 }
 

@@ -20,7 +20,7 @@ double ms_since(Clock::time_point t) {
 // want_logprobs: the rows themselves are needed (else a plain greedy request takes picks, ADR 0070).
 model::ForwardOptions options_for(const SequenceState& s, bool want_logprobs = false) {
   model::ForwardOptions o;
-  o.greedy_picks = picks_suffice(s.params, want_logprobs);
+  o.picks_only = picks_suffice(s.params, want_logprobs);
   if (s.keep_hidden) {
     o.hidden = model::HiddenOutput::after_final_norm;
     o.hidden_all_rows = true;

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/gumbel.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/ops.h"
 #include "model/device.h"
@@ -630,48 +631,89 @@ TEST(CudaForward, FusedLaunchesGiveTheSeparatePassesBits) {
   }
 }
 
-// ForwardOptions::greedy_picks (ADR 0070): the picks a step returns, made on the
-// device (a prefill's all-row chunk, graphed decode steps, a 4-row block, a
-// two-sequence step), equal kernels::greedy_pick of the rows the same steps
-// return without it; TANDEM_CUDA_DEVICE_PICK=0 (host picks) gives them too.
-TEST(CudaForward, GreedyPicksAreThePicksOfTheRows) {
-  TANDEM_REQUIRE_CUDA_DEVICE();
-  auto run = [](bool picks_only) {
-    Rig r = make_rig_with("tandem_target", "bf16", 64);
-    ForwardOptions options;
-    options.greedy_picks = picks_only;
-    const std::vector<int32_t> t = long_tokens(r.vocab(), 3), u = long_tokens(r.vocab(), 4);
-    const SequenceId a = r.kv->create_sequence(), b = r.kv->create_sequence();
-    std::vector<std::vector<SequenceStep>> steps = {{SequenceStep{a, {t.data(), 20}, 0, LogitRows::all}},
-                                                    {SequenceStep{b, {u.data(), 20}, 0, LogitRows::last}}};
-    for (int64_t p = 20; p < 24; ++p)
-      steps.push_back({SequenceStep{a, {t.data() + p, 1}, p, LogitRows::last}});
-    steps.push_back({SequenceStep{a, {t.data() + 24, 4}, 24, LogitRows::all}});
-    steps.push_back({SequenceStep{a, {t.data() + 28, 1}, 28, LogitRows::last},
-                     SequenceStep{b, {u.data() + 20, 1}, 20, LogitRows::last}});
-    std::vector<int32_t> picks;
-    for (const auto& step : steps) {
-      auto out = r.fw->run(step, options);
-      EXPECT_TRUE(out.ok()) << out.status().to_string();
-      if (!out.ok()) return picks;
-      for (int64_t row = 0; row < out->rows; ++row) {
-        if (picks_only) {
-          EXPECT_EQ(out->picks.size(), static_cast<size_t>(out->rows));
-          picks.push_back(out->picks[row]);
-        } else {
-          EXPECT_TRUE(out->picks.empty());
-          picks.push_back(kernels::greedy_pick(out->logits_row(row), r.vocab()));
-        }
+// ForwardOptions::picks_only (ADR 0070, 0072): the picks a step returns, made
+// on the device (a prefill's all-row chunk, graphed decode steps, a 4-row
+// block, a two-sequence step), equal the picks of the rows the same steps
+// return without it — kernels::greedy_pick, or for sampled rules every
+// Gumbel score computed on the host (core/gumbel.h); TANDEM_CUDA_GRAPH_PICK=0
+// (the pick queued after a graph, not in it) gives them too, and
+// TANDEM_CUDA_DEVICE_PICK=0 (host picks) the greedy ones, leaving sampled rows
+// to the caller (-1, the row on the host).
+int32_t host_pick(const float* x, int64_t vocab, const kernels::PickRule& rule) {
+  if (!(rule.temperature > 0.0f)) return kernels::greedy_pick(x, vocab);
+  const uint64_t key = gumbel::position_key(rule.seed, rule.position);
+  int32_t best = -1;
+  double best_score = -INFINITY;
+  for (int64_t i = 0; i < vocab; ++i) {
+    const float value = x[i] / rule.temperature;
+    if (!(value > -INFINITY)) continue;
+    const double score =
+        static_cast<double>(value) + gumbel::gumbel_of(gumbel::uniform_from(key, static_cast<int32_t>(i)));
+    if (score > best_score) {
+      best_score = score;
+      best = static_cast<int32_t>(i);
+    }
+  }
+  return best;
+}
+
+std::vector<int32_t> picks_of_steps(bool picks_only, std::span<const kernels::PickRule> rules) {
+  Rig r = make_rig_with("tandem_target", "bf16", 64);
+  ForwardOptions options;
+  options.picks_only = picks_only;
+  const std::vector<int32_t> t = long_tokens(r.vocab(), 3), u = long_tokens(r.vocab(), 4);
+  const SequenceId a = r.kv->create_sequence(), b = r.kv->create_sequence();
+  std::vector<std::vector<SequenceStep>> steps = {{SequenceStep{a, {t.data(), 20}, 0, LogitRows::all}},
+                                                  {SequenceStep{b, {u.data(), 20}, 0, LogitRows::last}}};
+  for (int64_t p = 20; p < 24; ++p) steps.push_back({SequenceStep{a, {t.data() + p, 1}, p, LogitRows::last}});
+  steps.push_back({SequenceStep{a, {t.data() + 24, 4}, 24, LogitRows::all}});
+  steps.push_back({SequenceStep{a, {t.data() + 28, 1}, 28, LogitRows::last},
+                   SequenceStep{b, {u.data() + 20, 1}, 20, LogitRows::last}});
+  std::vector<int32_t> picks;
+  size_t rule = 0;
+  for (const auto& step : steps) {
+    const size_t rows =
+        step.size() == 1 && step[0].logits == LogitRows::all ? step[0].tokens.size() : step.size();
+    options.pick_rules = rules.empty() ? rules : rules.subspan(rule, rows);
+    auto out = r.fw->run(step, options);
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    if (!out.ok()) return picks;
+    EXPECT_EQ(static_cast<size_t>(out->rows), rows);
+    for (int64_t row = 0; row < out->rows; ++row, ++rule) {
+      const kernels::PickRule pick_rule = rules.empty() ? kernels::PickRule{} : rules[rule];
+      if (picks_only) {
+        EXPECT_EQ(out->picks.size(), static_cast<size_t>(out->rows));
+        // -1: the caller picks from the row (a sampled rule off the device), as pick_row does.
+        picks.push_back(out->picks[row] >= 0 ? out->picks[row]
+                                             : host_pick(out->logits_row(row), r.vocab(), pick_rule));
+      } else {
+        EXPECT_TRUE(out->picks.empty());
+        picks.push_back(host_pick(out->logits_row(row), r.vocab(), pick_rule));
       }
     }
-    return picks;
-  };
-  const std::vector<int32_t> want = run(false);
-  ASSERT_EQ(want.size(), 20u + 1 + 4 + 4 + 2);
-  EXPECT_EQ(run(true), want);
-  ::setenv("TANDEM_CUDA_DEVICE_PICK", "0", 1);
-  EXPECT_EQ(run(true), want);
-  ::unsetenv("TANDEM_CUDA_DEVICE_PICK");
+  }
+  return picks;
+}
+
+TEST(CudaForward, PicksAreThePicksOfTheRows) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  std::vector<kernels::PickRule> rules(31);
+  const float temperatures[] = {0.8f, 0.0f, 1.0f, 1.6f, 0.05f};
+  for (size_t i = 0; i < rules.size(); ++i)
+    rules[i] = kernels::PickRule{temperatures[i % 5], 0, 4242 + 7 * i, static_cast<int64_t>(100 + i)};
+  for (bool sampled : {false, true}) {
+    const std::span<const kernels::PickRule> use =
+        sampled ? std::span<const kernels::PickRule>(rules) : std::span<const kernels::PickRule>();
+    const std::vector<int32_t> want = picks_of_steps(false, use);
+    ASSERT_EQ(want.size(), 20u + 1 + 4 + 4 + 2);
+    EXPECT_EQ(picks_of_steps(true, use), want) << "sampled " << sampled;
+    ::setenv("TANDEM_CUDA_GRAPH_PICK", "0", 1);
+    EXPECT_EQ(picks_of_steps(true, use), want) << "sampled " << sampled;
+    ::unsetenv("TANDEM_CUDA_GRAPH_PICK");
+    ::setenv("TANDEM_CUDA_DEVICE_PICK", "0", 1);
+    EXPECT_EQ(picks_of_steps(true, use), want) << "sampled " << sampled;
+    ::unsetenv("TANDEM_CUDA_DEVICE_PICK");
+  }
 }
 
 TEST(CudaBf16Activations, InvariantAndNearTheF32Path) {

@@ -154,7 +154,7 @@ TEST(Forward, RollbackReproducesLogits) {
   EXPECT_EQ(r.kv->length(seq), 45);
 }
 
-// ForwardOptions::greedy_picks on the CPU (ADR 0070): one pick per output row
+// ForwardOptions::picks_only on the CPU (ADR 0070): one pick per output row
 // of a mixed step (a 20-row all-logit prefill, a last-row prefill, a 3-row
 // block), each kernels::greedy_pick of that row, with a pool of 3 threads
 // spreading the picks and without one; the rows are unchanged by asking.
@@ -176,7 +176,7 @@ TEST(Forward, GreedyPicksAreThePicksOfTheRows) {
       rows.assign(out->logits.begin(), out->logits.end());
     }
     ForwardOptions picks_only;
-    picks_only.greedy_picks = true;
+    picks_only.picks_only = true;
     const auto steps = steps_at(r.kv->create_sequence(), r.kv->create_sequence(), r.kv->create_sequence());
     auto out = r.fw->run(steps, picks_only);
     ASSERT_TRUE(out.ok()) << out.status().to_string();

@@ -94,6 +94,37 @@ TEST(Sampler, PrunedGumbelMaxEqualsExhaustive) {
   }
 }
 
+// A request with only a temperature (SamplingParams::plain_sampled) picks by
+// kernels::PickRule's rule, which a GPU forward computes on the device (ADR
+// 0072): the exhaustive Gumbel-max over the raw row divided by the temperature.
+TEST(Sampler, PlainSampledPickIsThePickRule) {
+  SamplingParams params;
+  Sampler sampler;
+  std::vector<float> logits(4000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = float((i * 2654435761u) % 1000) * 0.013f - 6.0f;
+  logits[17] = -INFINITY;
+  logits[18] = std::numeric_limits<float>::quiet_NaN();
+  for (float t : {0.3f, 1.0f, 1.7f}) {
+    params.temperature = t;
+    ASSERT_TRUE(params.plain_sampled());
+    std::vector<float> scaled(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) scaled[i] = logits[i] / t;
+    for (int64_t pos = 0; pos < 30; ++pos) {
+      params.seed = 77 + pos;
+      EXPECT_EQ(sampler.pick(logits, params, {}, pos), exhaustive_pick(scaled, params.seed, pos)) << t;
+    }
+  }
+  params.top_p = 0.9f;
+  EXPECT_FALSE(params.plain_sampled());
+  params.top_p = 1.0f;
+  params.top_k = 40;
+  EXPECT_FALSE(params.plain_sampled());
+  params.top_k = 0;
+  params.temperature = 0.0f;
+  EXPECT_FALSE(params.plain_sampled());
+  EXPECT_TRUE(params.plain_greedy());
+}
+
 TEST(Sampler, NoiseIsAPureFunctionOfSeedPositionToken) {
   EXPECT_EQ(gumbel_noise(1, 5, 7), gumbel_noise(1, 5, 7));
   EXPECT_NE(gumbel_noise(1, 5, 7), gumbel_noise(2, 5, 7));

@@ -340,12 +340,26 @@ Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t coun
 Status gather_rows(const Stream& stream, const float* src, const int32_t* indices, int64_t rows, int64_t dim,
                    float* dst);
 
-// picks[r] = the lowest index of the largest value of logits row r (`rows` rows
-// of `vocab` floats) when that value is above -infinity, else -1: the
-// sampler's greedy pick of an unprocessed row, kernels::greedy_pick (ADR
-// 0070). NaN is never picked. picks on the device.
-Status greedy_pick_rows(const Stream& stream, const float* logits, int64_t rows, int64_t vocab,
-                        int32_t* picks);
+// picks[r] = the pick of logits row r (`rows` rows of `vocab` floats) by
+// rules[r] (kernels::PickRule; rules on the device, null: every row greedy):
+// greedy, the lowest index of the largest value above -infinity (ADR 0070);
+// sampled, the seeded sampler's Gumbel-max over logit / temperature with
+// core/gumbel.h's noise (ADR 0072); -1 when no value is above -infinity.
+// NaN is never picked. Each row is read once by pick_slices(vocab) blocks;
+// the last block of a row to finish combines their (score, index) pairs —
+// the same pick in any order. The workspace holds rows * slices pairs and
+// one counter per row, zero before the first call (the last block resets
+// its row's counter).
+struct PickWorkspace {
+  double* best = nullptr;
+  int32_t* index = nullptr;
+  uint32_t* counters = nullptr;
+  int64_t pairs = 0;  // entries of best and index
+  int64_t rows = 0;   // counters
+};
+int64_t pick_slices(int64_t vocab);
+Status pick_rows(const Stream& stream, const float* logits, int64_t rows, int64_t vocab,
+                 const PickRule* rules, int32_t* picks, const PickWorkspace& workspace);
 
 // ---------------------------------------------------------------- fused GEMM epilogues
 // Epilogues over GemmPartials (fused.cu): each value is the slab sum, then

@@ -185,6 +185,18 @@ int32_t argmax(const float* x, int64_t n);
 // value is above -infinity, else -1 (every entry -infinity or NaN, or n <= 0).
 // The GPU's greedy_pick_rows gives the same index (ADR 0070).
 int32_t greedy_pick(const float* x, int64_t n);
+// How a forward may pick an output row's token itself (ADR 0070, 0072).
+// temperature 0: greedy_pick. Above 0: the seeded sampler's Gumbel-max
+// (ADR 0002) of the row divided by the temperature and nothing else — the
+// lowest id i with the largest double(x_i / temperature) + G(u(seed, position,
+// i)) (core/gumbel.h) among the values above -infinity, -1 if none: what
+// sampling::Sampler::pick gives a request with only a temperature set.
+struct PickRule {
+  float temperature = 0.0f;
+  uint32_t reserved = 0;  // padding, zero (the device copies the struct as is)
+  uint64_t seed = 0;
+  int64_t position = 0;
+};
 // Converts a weight vector (e.g. a norm weight) to f32. Quantized dtypes are
 // dequantized (count a multiple of the block), bit-exact to gguf-py's
 // gguf.quants.dequantize.

@@ -75,9 +75,11 @@ struct ForwardOutput {
   int64_t hidden_size = 0;
   // first_row[i]: index of step i's first output row (its count is 0, 1 or n).
   std::vector<int64_t> first_row;
-  // With ForwardOptions::greedy_picks: picks[r] = kernels::greedy_pick of
-  // output row r (-1: no value above -infinity). On a GPU only the picks come
-  // back: logits row r is valid only where picks[r] < 0 (ADR 0070).
+  // With ForwardOptions::picks_only: picks[r] = output row r's pick by its
+  // kernels::PickRule (ADR 0070, 0072), or -1: the row allows none, or (a
+  // sampled rule where the picks are not made on a GPU) the caller picks from
+  // the row. On a GPU only the picks come back: logits row r is valid only
+  // where picks[r] < 0.
   std::span<const int32_t> picks;
   const float* logits_row(int64_t r) const { return logits.data() + r * vocab; }
   // kernels::argmax of output row r: its greedy pick where there is one, else from the row.
@@ -90,10 +92,14 @@ struct ForwardOptions {
   // order), whether or not the row produces logits — what an MTP drafter
   // needs for every prompt position.
   bool hidden_all_rows = false;
-  // The caller needs each output row's greedy pick only (a plain greedy
-  // request, a greedy benchmark): on a GPU the pick runs on the device and one
-  // int32 per row is downloaded instead of the row (ADR 0070).
-  bool greedy_picks = false;
+  // The caller needs each output row's pick only (a plain greedy or plain
+  // sampled request, a benchmark): on a GPU the pick runs on the device and
+  // one int32 per row is downloaded instead of the row (ADR 0070, 0072).
+  bool picks_only = false;
+  // With picks_only: one rule per output row, in output order (empty: every
+  // row greedy). A sampled rule's row is picked on the GPU; elsewhere its pick
+  // is -1 and the caller's sampler picks from the row.
+  std::span<const kernels::PickRule> pick_rules = {};
 };
 
 class Forward {
@@ -174,10 +180,10 @@ class Forward {
   AlignedBuffer<float> ple_, ple_proj_, ple_gate_, moe_x_, moe_h_;
   // Outputs, grown on demand.
   AlignedBuffer<float> out_hidden_, out_logits_, gather_;
-  // ForwardOptions::greedy_picks on a GPU that picks on the device (else the
+  // ForwardOptions::picks_only on a GPU that picks on the device (else the
   // picks come from the rows, on the host).
   bool picked_on_device() const;
-  std::vector<int32_t> picks_;    // ForwardOptions::greedy_picks: one per output row
+  std::vector<int32_t> picks_;    // ForwardOptions::picks_only: one per output row
   float* logits_base_ = nullptr;  // this run's logits: out_logits_, or the device backend's pinned buffer
   // The device backend (model placed on cuda), or null; its creation status.
   std::unique_ptr<CudaForward> cuda_;

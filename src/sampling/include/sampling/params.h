@@ -56,6 +56,13 @@ struct SamplingParams {
   // first largest logit above -infinity (kernels::greedy_pick), which a GPU
   // forward can compute on the device (ADR 0070).
   bool plain_greedy() const { return greedy() && !constraint && logit_bias.empty() && !has_penalties(); }
+  // Sampled with a temperature and nothing else: the pick is the Gumbel-max of
+  // the model row / temperature (kernels::PickRule), which a GPU forward can
+  // compute on the device (ADR 0072).
+  bool plain_sampled() const {
+    return !greedy() && !constraint && logit_bias.empty() && !has_penalties() && top_k == 0 &&
+           top_p >= 1.0f && min_p <= 0.0f;
+  }
 };
 
 // A rejected parameter: `field` as the OpenAI API spells it ("temperature",

@@ -69,7 +69,7 @@ class MtpDrafter final : public Drafter {
   // u rows for entries built from (hidden rows, token ids) into fused_.
   void fuse(const float* hidden_rows, const int32_t* tokens, int64_t rows);
   Expected<model::ForwardOutput> run_entries(const int32_t* tokens, int64_t rows, int64_t first_position,
-                                             model::LogitRows logits, bool greedy_picks = false);
+                                             model::LogitRows logits, bool picks_only = false);
 
   const model::Model* target_ = nullptr;
   model::MtpLayout layout_;

@@ -1,11 +1,12 @@
 // pick.h — the token a forward's output row gives a request: the forward's
-// own greedy pick where it made one (ForwardOptions::greedy_picks, on a GPU
-// made on the device, ADR 0070), else the sampler's pick of the row. For a
-// plain greedy request both are the same token (Sampler tests), so a caller
-// may ask for picks exactly when `plain_greedy()` and no logprobs are wanted.
+// own pick where it made one (ForwardOptions::picks_only; on a GPU made on the
+// device, ADR 0070 and 0072), else the sampler's pick of the row. For a plain
+// greedy or plain sampled request both are the same token (Sampler and GPU
+// tests), so a caller may ask for picks exactly when forward_pick_rule gives one.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "model/forward.h"
@@ -17,6 +18,16 @@ namespace tandem::speculative {
 // Whether a request's rows may come back as greedy picks only.
 inline bool picks_suffice(const sampling::SamplingParams& params, bool want_logprobs) {
   return params.plain_greedy() && !want_logprobs;
+}
+
+// The rule by which a forward may pick the token at `position` of a request
+// itself (ForwardOptions::pick_rules), or nullopt when the sampler needs the row.
+inline std::optional<kernels::PickRule> forward_pick_rule(const sampling::SamplingParams& params,
+                                                          bool want_logprobs, int64_t position) {
+  if (want_logprobs) return std::nullopt;
+  if (params.plain_greedy()) return kernels::PickRule{};
+  if (params.plain_sampled()) return kernels::PickRule{params.temperature, 0, params.seed, position};
+  return std::nullopt;
 }
 
 // Output row `row`'s token (sampling::kNoToken where it allows none; the row

@@ -99,10 +99,12 @@ Expected<std::vector<int32_t>> DraftModelDrafter::propose(const DraftRequest& r)
   kv_.truncate(seq_, static_cast<int64_t>(common));
   cached_.resize(common);
 
+  // The last row's pick is the token at `start + tokens.size()`; drafts need no logprobs.
+  std::vector<kernels::PickRule> rules;
   auto feed = [&](std::span<const int32_t> tokens, int64_t start) -> Expected<model::ForwardOutput> {
     model::SequenceStep step{seq_, tokens, start, model::LogitRows::last};
-    model::ForwardOptions options;
-    options.picks_only = picks_suffice(*r.params, false);  // drafts need no logprobs
+    const model::ForwardOptions options =
+        pick_options(*r.params, false, start + static_cast<int64_t>(tokens.size()), 1, rules);
     return forward_->run(std::span<const model::SequenceStep>(&step, 1), options);
   };
   const int64_t n = static_cast<int64_t>(committed.size());

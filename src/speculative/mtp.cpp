@@ -83,7 +83,7 @@ void MtpDrafter::fuse(const float* hidden_rows, const int32_t* tokens, int64_t r
 
 Expected<model::ForwardOutput> MtpDrafter::run_entries(const int32_t* tokens, int64_t rows,
                                                        int64_t first_position, model::LogitRows logits,
-                                                       bool picks_only) {
+                                                       const sampling::SamplingParams* pick_params) {
   model::SequenceStep step;
   step.seq = seq_;
   step.tokens = std::span<const int32_t>(tokens, static_cast<size_t>(rows));
@@ -92,8 +92,9 @@ Expected<model::ForwardOutput> MtpDrafter::run_entries(const int32_t* tokens, in
   step.logits = logits;
   step.embeddings = std::span<const float>(fused_.data(), fused_.size());
   model::ForwardOptions options;
+  if (pick_params != nullptr)
+    options = pick_options(*pick_params, false, first_position + rows, 1, pick_rules_);
   options.hidden = model::HiddenOutput::after_final_norm;
-  options.picks_only = picks_only;
   return forward_->run(std::span<const model::SequenceStep>(&step, 1), options);
 }
 
@@ -125,8 +126,8 @@ Expected<std::vector<int32_t>> MtpDrafter::propose(const DraftRequest& r) {
   const int64_t rows = static_cast<int64_t>(tokens.size());
   if (rows == 0) return failed_precondition("MTP drafter: nothing to draft from");
   fuse(r.target_hidden.data() + keep * h, tokens.data(), rows);
-  const bool picks = picks_suffice(*r.params, false);  // drafts need no logprobs
-  auto out = run_entries(tokens.data(), rows, keep + 1, model::LogitRows::last, picks);
+  // Drafts need no logprobs: the picks where the forward can make them.
+  auto out = run_entries(tokens.data(), rows, keep + 1, model::LogitRows::last, r.params);
   if (!out.ok()) {
     reset();
     return out.status();
@@ -144,7 +145,7 @@ Expected<std::vector<int32_t>> MtpDrafter::propose(const DraftRequest& r) {
     // Recursive entry at position L+1+i from (o_{L+i}, d).
     last_out_.assign(out->hidden.begin(), out->hidden.begin() + h);
     fuse(last_out_.data(), &drafts.back(), 1);
-    out = run_entries(&drafts.back(), 1, L + 1 + i, model::LogitRows::last, picks);
+    out = run_entries(&drafts.back(), 1, L + 1 + i, model::LogitRows::last, r.params);
     if (!out.ok()) {
       reset();
       return out.status();

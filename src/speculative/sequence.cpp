@@ -17,10 +17,11 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-// want_logprobs: the rows themselves are needed (else a plain greedy request takes picks, ADR 0070).
-model::ForwardOptions options_for(const SequenceState& s, bool want_logprobs = false) {
-  model::ForwardOptions o;
-  o.picks_only = picks_suffice(s.params, want_logprobs);
+// `count` output rows picking the tokens at positions first, first + 1, …; want_logprobs: the rows
+// themselves are needed (else a plain greedy or plain sampled request takes picks, ADR 0070, 0072).
+model::ForwardOptions options_for(const SequenceState& s, int64_t first, int64_t count,
+                                  std::vector<kernels::PickRule>& rules, bool want_logprobs = false) {
+  model::ForwardOptions o = pick_options(s.params, want_logprobs, first, count, rules);
   if (s.keep_hidden) {
     o.hidden = model::HiddenOutput::after_final_norm;
     o.hidden_all_rows = true;
@@ -63,7 +64,9 @@ Status prefill(model::Forward& target, sampling::Sampler& sampler, SequenceState
     const bool last = start + len == n;
     model::SequenceStep step{s.seq, std::span<const int32_t>(s.prompt.data() + start, len), start,
                              last ? model::LogitRows::last : model::LogitRows::none};
-    auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s));
+    std::vector<kernels::PickRule> rules;
+    auto out =
+        target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s, n, last ? 1 : 0, rules));
     if (!out.ok()) return out.status();
     s.append_hidden(*out, 0, len);
     if (last) return pick_next(sampler, s, *out, n);
@@ -76,7 +79,8 @@ Status classic_step(model::Forward& target, sampling::Sampler& sampler, Sequence
   const int64_t pos = s.pending_position();
   model::SequenceStep step{s.seq, std::span<const int32_t>(&s.generated.back(), 1), pos,
                            model::LogitRows::last};
-  auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s));
+  std::vector<kernels::PickRule> rules;
+  auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s, pos + 1, 1, rules));
   if (!out.ok()) return out.status();
   s.append_hidden(*out, 0, 1);
   return pick_next(sampler, s, *out, pos + 1);
@@ -116,7 +120,10 @@ Expected<RoundStats> speculative_round(model::Forward& target, Drafter& drafter,
   block.push_back(s.generated.back());
   block.insert(block.end(), drafts.begin(), drafts.end());
   model::SequenceStep step{s.seq, block, L, model::LogitRows::all};
-  auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s, logprobs != nullptr));
+  std::vector<kernels::PickRule> rules;
+  auto out =
+      target.run(std::span<const model::SequenceStep>(&step, 1),
+                 options_for(s, L + 1, static_cast<int64_t>(block.size()), rules, logprobs != nullptr));
   if (!out.ok()) return out.status();
   stats.verify_ms = ms_since(t_verify);
 

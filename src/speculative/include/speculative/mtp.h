@@ -68,9 +68,13 @@ class MtpDrafter final : public Drafter {
   Status init(ThreadPool* pool, int64_t max_tokens);
   // u rows for entries built from (hidden rows, token ids) into fused_.
   void fuse(const float* hidden_rows, const int32_t* tokens, int64_t rows);
+  // pick_params: the last row's pick only (the token at first_position + rows) where
+  // forward_pick_rule allows (pick.h); null: the rows.
   Expected<model::ForwardOutput> run_entries(const int32_t* tokens, int64_t rows, int64_t first_position,
-                                             model::LogitRows logits, bool picks_only = false);
+                                             model::LogitRows logits,
+                                             const sampling::SamplingParams* pick_params = nullptr);
 
+  std::vector<kernels::PickRule> pick_rules_;  // run_entries' sampled rule
   const model::Model* target_ = nullptr;
   model::MtpLayout layout_;
   std::unique_ptr<model::Model> block_;  // one decoder layer + final norm; target's embedding and LM head

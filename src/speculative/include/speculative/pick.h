@@ -8,17 +8,13 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "model/forward.h"
 #include "sampling/params.h"
 #include "sampling/sampler.h"
 
 namespace tandem::speculative {
-
-// Whether a request's rows may come back as greedy picks only.
-inline bool picks_suffice(const sampling::SamplingParams& params, bool want_logprobs) {
-  return params.plain_greedy() && !want_logprobs;
-}
 
 // The rule by which a forward may pick the token at `position` of a request
 // itself (ForwardOptions::pick_rules), or nullopt when the sampler needs the row.
@@ -28,6 +24,27 @@ inline std::optional<kernels::PickRule> forward_pick_rule(const sampling::Sampli
   if (params.plain_greedy()) return kernels::PickRule{};
   if (params.plain_sampled()) return kernels::PickRule{params.temperature, 0, params.seed, position};
   return std::nullopt;
+}
+
+// Options asking for the picks of `count` output rows whose tokens sit at
+// positions first, first + 1, … where forward_pick_rule allows (else the
+// rows); `rules` holds the sampled rules the options point to (keep it alive
+// until the run).
+inline model::ForwardOptions pick_options(const sampling::SamplingParams& params, bool want_logprobs,
+                                          int64_t first, int64_t count,
+                                          std::vector<kernels::PickRule>& rules) {
+  model::ForwardOptions o;
+  rules.clear();
+  const auto rule = forward_pick_rule(params, want_logprobs, first);
+  o.picks_only = rule.has_value();
+  if (rule && rule->temperature > 0.0f) {
+    for (int64_t j = 0; j < count; ++j) {
+      rules.push_back(*rule);
+      rules.back().position = first + j;
+    }
+    o.pick_rules = rules;
+  }
+  return o;
 }
 
 // Output row `row`'s token (sampling::kNoToken where it allows none; the row

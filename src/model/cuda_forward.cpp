@@ -94,7 +94,7 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(alloc(f->logits_, rows * static_cast<size_t>(c.vocab_size) * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->d_picks_, rows * sizeof(int32_t)));
   {
-    const int64_t pairs = max_rows * gpu::pick_slices(c.vocab_size);
+    const int64_t pairs = max_rows * gpu::pick_slices(c.vocab_size, /*rules=*/true);
     TANDEM_RETURN_IF_ERROR(alloc(f->pick_best_, static_cast<size_t>(pairs) * sizeof(double)));
     TANDEM_RETURN_IF_ERROR(alloc(f->pick_index_, static_cast<size_t>(pairs) * sizeof(int32_t)));
     TANDEM_RETURN_IF_ERROR(alloc(f->pick_counters_, rows * sizeof(uint32_t)));

@@ -18,7 +18,11 @@ namespace {
 
 constexpr int kPickThreads = 256;
 constexpr int kPickWarps = kPickThreads / 32;
-constexpr int64_t kSliceFloats = 8192;  // per block: 32 values a thread
+// Values per block: greedy, 32 a thread (a compare each); with rules, 4 a
+// thread — a sampled value costs two logarithms, so the row is spread over
+// ~150 blocks (the whole GPU at B = 1) instead of ~19.
+constexpr int64_t kGreedySlice = 8192;
+constexpr int64_t kSampledSlice = 1024;
 
 // (v, i) becomes the better of itself and (ov, oi): the larger score, the
 // lower index on a tie. A pair holds index -1 exactly when its score is
@@ -49,15 +53,15 @@ __device__ __forceinline__ void block_best(double& v, int& i, double* best_scrat
 }
 
 // Grid (slices, rows): block (s, r) finds the best pair of row r's indices
-// [s * kSliceFloats, (s + 1) * kSliceFloats); the row's last block to finish
+// [s * slice, (s + 1) * slice); the row's last block to finish
 // (its counter) combines the row's pairs into picks[r]. A value's score:
 // greedy, the value itself; sampled, double(value / T) + G(u(seed, position,
 // index)) — the host Sampler's score, which it computes for every id that can
 // win (its pruning skips only ids that provably cannot). NaN and -infinity
 // are never taken (NaN > v is false); a row with nothing above -infinity gets -1.
 __global__ void __launch_bounds__(kPickThreads)
-    pick_kernel(const float* __restrict__ logits, int64_t vocab, const PickRule* __restrict__ rules,
-                int32_t* __restrict__ picks, PickWorkspace ws) {
+    pick_kernel(const float* __restrict__ logits, int64_t vocab, int64_t slice,
+                const PickRule* __restrict__ rules, int32_t* __restrict__ picks, PickWorkspace ws) {
   __shared__ double best_scratch[kPickWarps];
   __shared__ int index_scratch[kPickWarps];
   __shared__ bool last;
@@ -67,8 +71,8 @@ __global__ void __launch_bounds__(kPickThreads)
   const PickRule rule = rules != nullptr ? rules[row] : PickRule{};
   pdl_wait();
   const float* x = logits + row * vocab;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kSliceFloats;
-  const int64_t end = begin + kSliceFloats < vocab ? begin + kSliceFloats : vocab;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * slice;
+  const int64_t end = begin + slice < vocab ? begin + slice : vocab;
   double v = -INFINITY;
   int i = -1;
   if (rule.temperature > 0.0f) {
@@ -118,7 +122,10 @@ __global__ void __launch_bounds__(kPickThreads)
 
 }  // namespace
 
-int64_t pick_slices(int64_t vocab) { return vocab <= 0 ? 0 : (vocab + kSliceFloats - 1) / kSliceFloats; }
+int64_t pick_slices(int64_t vocab, bool rules) {
+  const int64_t slice = rules ? kSampledSlice : kGreedySlice;
+  return vocab <= 0 ? 0 : (vocab + slice - 1) / slice;
+}
 
 Status pick_rows(const Stream& stream, const float* logits, int64_t rows, int64_t vocab,
                  const PickRule* rules, int32_t* picks, const PickWorkspace& workspace) {
@@ -126,7 +133,7 @@ Status pick_rows(const Stream& stream, const float* logits, int64_t rows, int64_
     return invalid_argument("pick_rows: need 0 <= rows <= 65535 and 0 < vocab < 2^31 (got rows " +
                             std::to_string(rows) + ", vocab " + std::to_string(vocab) + ")");
   if (rows == 0) return Status::Ok();
-  const int64_t slices = pick_slices(vocab);
+  const int64_t slices = pick_slices(vocab, rules != nullptr);
   if (workspace.rows < rows || workspace.pairs < rows * slices || workspace.best == nullptr ||
       workspace.index == nullptr || workspace.counters == nullptr)
     return invalid_argument("pick_rows: the workspace holds " + std::to_string(workspace.pairs) +
@@ -135,7 +142,8 @@ Status pick_rows(const Stream& stream, const float* logits, int64_t rows, int64_
                             std::to_string(rows * slices) + " and " + std::to_string(rows));
   return launch_kernel("pick_rows", pick_kernel,
                        dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)), dim3(kPickThreads),
-                       0, stream.handle(), logits, vocab, rules, picks, workspace);
+                       0, stream.handle(), logits, vocab, rules != nullptr ? kSampledSlice : kGreedySlice,
+                       rules, picks, workspace);
 }
 
 }  // namespace tandem::kernels::gpu

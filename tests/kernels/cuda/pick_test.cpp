@@ -24,7 +24,7 @@ struct Workspace {
   DeviceBuffer best, index, counters;
   PickWorkspace view;
   Workspace(int64_t rows, int64_t vocab, const Stream& stream) {
-    const int64_t pairs = rows * pick_slices(vocab);
+    const int64_t pairs = rows * pick_slices(vocab, /*rules=*/true);
     best = testing::poisoned(pairs * 8, stream);
     index = testing::poisoned(pairs * 4, stream);
     counters = testing::to_device(std::vector<uint32_t>(rows, 0), stream);
@@ -124,7 +124,7 @@ TEST(CudaPick, RefusesBadShapes) {
   EXPECT_TRUE(pick_rows(*stream, nullptr, 0, 10, nullptr, nullptr, ws.view).ok());
   // Too small a workspace: 3 rows, or rows longer than it was sized for.
   EXPECT_FALSE(pick_rows(*stream, nullptr, 3, 10000, nullptr, nullptr, ws.view).ok());
-  EXPECT_FALSE(pick_rows(*stream, nullptr, 2, 20000, nullptr, nullptr, ws.view).ok());
+  EXPECT_FALSE(pick_rows(*stream, nullptr, 2, 2000000, nullptr, nullptr, ws.view).ok());
 }
 
 }  // namespace

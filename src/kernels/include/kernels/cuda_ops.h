@@ -345,7 +345,7 @@ Status gather_rows(const Stream& stream, const float* src, const int32_t* indice
 // greedy, the lowest index of the largest value above -infinity (ADR 0070);
 // sampled, the seeded sampler's Gumbel-max over logit / temperature with
 // core/gumbel.h's noise (ADR 0072); -1 when no value is above -infinity.
-// NaN is never picked. Each row is read once by pick_slices(vocab) blocks;
+// NaN is never picked. Each row is read once by pick_slices(vocab, rules != null) blocks;
 // the last block of a row to finish combines their (score, index) pairs —
 // the same pick in any order. The workspace holds rows * slices pairs and
 // one counter per row, zero before the first call (the last block resets
@@ -357,7 +357,7 @@ struct PickWorkspace {
   int64_t pairs = 0;  // entries of best and index
   int64_t rows = 0;   // counters
 };
-int64_t pick_slices(int64_t vocab);
+int64_t pick_slices(int64_t vocab, bool rules);
 Status pick_rows(const Stream& stream, const float* logits, int64_t rows, int64_t vocab,
                  const PickRule* rules, int32_t* picks, const PickWorkspace& workspace);
 

@@ -416,14 +416,24 @@ Status CudaForward::download_outputs(int64_t k, const ChunkOutputs& out, bool pi
   if (!picks_queued) TANDEM_RETURN_IF_ERROR(enqueue_picks(k, picks_of(out)));
   TANDEM_RETURN_IF_ERROR(stream_.synchronize());
   const int32_t* picks = host_picks_.as<int32_t>();
-  bool none = false;
-  for (int64_t r = 0; r < k; ++r) {
-    out.picks[r] = picks[r];
-    none = none || picks[r] < 0;
+  std::memcpy(out.picks, picks, sizeof(int32_t) * static_cast<size_t>(k));
+  // The rows without a pick — the caller needs them (PickRule::needs_row), or
+  // they allow no token and the caller explains the dead end from the row —
+  // come back, each run of consecutive ones in one copy.
+  bool copied = false;
+  for (int64_t r = 0; r < k;) {
+    if (picks[r] >= 0) {
+      ++r;
+      continue;
+    }
+    int64_t e = r + 1;
+    while (e < k && picks[e] < 0) ++e;
+    TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.logits + r * vocab, logits_.as<float>() + r * vocab,
+                                           row_bytes * static_cast<size_t>(e - r)));
+    copied = true;
+    r = e;
   }
-  // A row with nothing to pick: the caller explains the dead end from the row.
-  if (none) TANDEM_RETURN_IF_ERROR(logits_.download(out.logits, row_bytes * static_cast<size_t>(k), stream_));
-  return Status::Ok();
+  return copied ? stream_.synchronize() : Status::Ok();
 }
 
 bool CudaForward::fused(int l) const { return fuse_ && !general_ && !w_.layers[l].q_norm.bytes(); }

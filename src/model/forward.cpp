@@ -223,10 +223,11 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
   }
   TANDEM_CHECK(out_rows_ == out_rows);
   if (options.picks_only && !picked_on_device()) {  // from the rows, spread over the pool
-    // Sampled rules stay -1: the caller's sampler picks those (ADR 0072).
+    // Sampled rules and rows the caller needs stay -1: the caller picks those (ADR 0072).
     auto pick = [&](int64_t begin, int64_t end, int) {
       for (int64_t r = begin; r < end; ++r)
-        if (options.pick_rules.empty() || !(options.pick_rules[r].temperature > 0.0f))
+        if (options.pick_rules.empty() ||
+            (!(options.pick_rules[r].temperature > 0.0f) && options.pick_rules[r].needs_row == 0))
           picks_[r] = kernels::greedy_pick(logits_base_ + r * c.vocab_size, c.vocab_size);
     };
     if (ctx_.pool != nullptr) {

@@ -377,22 +377,22 @@ double Engine::run_batched(const TickPlan& plan) {
     if (i < plan.decode.size()) return a.seq.pending_position() + 1;
     return plan.prefill[i - plan.decode.size()].last ? static_cast<int64_t>(a.seq.prompt.size()) : -1;
   };
-  // Every row a plain greedy or plain sampled pick without logprobs: the forward
-  // returns the picks (on a GPU, picked on the device: one int per row comes
-  // back; ADR 0070, 0072).
+  // Rows of plain greedy or plain sampled requests without logprobs come back
+  // as picks (on a GPU, picked on the device: one int per row); the others as
+  // rows (ADR 0070, 0072).
   std::vector<kernels::PickRule> rules;
-  bool any_sampled = false;
-  options.picks_only = true;
-  for (size_t i = 0; i < steps.size() && options.picks_only; ++i) {
+  bool any_pick = false, all_greedy = true;
+  for (size_t i = 0; i < steps.size(); ++i) {
     const int64_t position = pick_position(i);
     if (position < 0) continue;
     const Active& a = active_.at(owners[i]);
     const auto rule = speculative::forward_pick_rule(a.seq.params, a.req->want_logprobs, position);
-    options.picks_only = rule.has_value();
-    if (rule) rules.push_back(*rule);
-    any_sampled = any_sampled || (rule && rule->temperature > 0.0f);
+    rules.push_back(rule.value_or(kernels::PickRule{0.0f, 1, 0, position}));
+    any_pick = any_pick || rule.has_value();
+    all_greedy = all_greedy && rule && !(rule->temperature > 0.0f);
   }
-  if (options.picks_only && any_sampled) options.pick_rules = rules;
+  options.picks_only = any_pick;
+  if (any_pick && !all_greedy) options.pick_rules = rules;
   auto out = forward_->run(steps, options);
   const auto forwarded = Clock::now();
   size_t forward_rows = 0;

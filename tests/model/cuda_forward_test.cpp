@@ -638,7 +638,8 @@ TEST(CudaForward, FusedLaunchesGiveTheSeparatePassesBits) {
 // Gumbel score computed on the host (core/gumbel.h); TANDEM_CUDA_GRAPH_PICK=0
 // (the pick queued after a graph, not in it) gives them too, and
 // TANDEM_CUDA_DEVICE_PICK=0 (host picks) the greedy ones, leaving sampled rows
-// to the caller (-1, the row on the host).
+// to the caller (-1, the row on the host). Rows whose rule needs the row get
+// -1 and their row (the only rows downloaded).
 int32_t host_pick(const float* x, int64_t vocab, const kernels::PickRule& rule) {
   if (!(rule.temperature > 0.0f)) return kernels::greedy_pick(x, vocab);
   const uint64_t key = gumbel::position_key(rule.seed, rule.position);
@@ -680,7 +681,9 @@ std::vector<int32_t> picks_of_steps(bool picks_only, std::span<const kernels::Pi
     if (!out.ok()) return picks;
     EXPECT_EQ(static_cast<size_t>(out->rows), rows);
     for (int64_t row = 0; row < out->rows; ++row, ++rule) {
-      const kernels::PickRule pick_rule = rules.empty() ? kernels::PickRule{} : rules[rule];
+      kernels::PickRule pick_rule = rules.empty() ? kernels::PickRule{} : rules[rule];
+      if (picks_only && pick_rule.needs_row != 0) EXPECT_EQ(out->picks[row], -1);
+      pick_rule.needs_row = 0;  // its row, picked on the host, must be the row
       if (picks_only) {
         EXPECT_EQ(out->picks.size(), static_cast<size_t>(out->rows));
         // -1: the caller picks from the row (a sampled rule off the device), as pick_row does.
@@ -699,8 +702,9 @@ TEST(CudaForward, PicksAreThePicksOfTheRows) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   std::vector<kernels::PickRule> rules(31);
   const float temperatures[] = {0.8f, 0.0f, 1.0f, 1.6f, 0.05f};
-  for (size_t i = 0; i < rules.size(); ++i)
-    rules[i] = kernels::PickRule{temperatures[i % 5], 0, 4242 + 7 * i, static_cast<int64_t>(100 + i)};
+  for (size_t i = 0; i < rules.size(); ++i)  // rows 3, 10, 17, 24: the caller needs the row (-1, downloaded)
+    rules[i] = kernels::PickRule{temperatures[i % 5], i % 7 == 3 ? 1u : 0u, 4242 + 7 * i,
+                                 static_cast<int64_t>(100 + i)};
   for (bool sampled : {false, true}) {
     const std::span<const kernels::PickRule> use =
         sampled ? std::span<const kernels::PickRule>(rules) : std::span<const kernels::PickRule>();

@@ -58,7 +58,8 @@ __device__ __forceinline__ void block_best(double& v, int& i, double* best_scrat
 // greedy, the value itself; sampled, double(value / T) + G(u(seed, position,
 // index)) — the host Sampler's score, which it computes for every id that can
 // win (its pruning skips only ids that provably cannot). NaN and -infinity
-// are never taken (NaN > v is false); a row with nothing above -infinity gets -1.
+// are never taken (NaN > v is false); a row with nothing above -infinity, or
+// whose rule needs the row, gets -1.
 __global__ void __launch_bounds__(kPickThreads)
     pick_kernel(const float* __restrict__ logits, int64_t vocab, int64_t slice,
                 const PickRule* __restrict__ rules, int32_t* __restrict__ picks, PickWorkspace ws) {
@@ -75,7 +76,9 @@ __global__ void __launch_bounds__(kPickThreads)
   const int64_t end = begin + slice < vocab ? begin + slice : vocab;
   double v = -INFINITY;
   int i = -1;
-  if (rule.temperature > 0.0f) {
+  if (rule.needs_row != 0) {
+    // No pick: the row goes to the host (-1).
+  } else if (rule.temperature > 0.0f) {
     const uint64_t key = gumbel::position_key(rule.seed, rule.position);
     for (int64_t j = begin + threadIdx.x; j < end; j += kPickThreads) {
       const float value = __fdiv_rn(x[j], rule.temperature);  // apply_temperature's l /= T

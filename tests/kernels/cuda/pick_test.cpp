@@ -73,9 +73,10 @@ int32_t sampled_pick(const float* x, int64_t vocab, const PickRule& rule) {
   return best;
 }
 
-// Sampled rows (a mix of temperatures, seeds and positions, greedy rows among
-// them) equal the host's score-by-score pick, on the edge-case rows and on
-// rows whose scores are close (small logits, so the noise decides).
+// Sampled rows (a mix of temperatures, seeds and positions, greedy rows and
+// rows whose rule needs the row among them) equal the host's score-by-score
+// pick (-1 for the last), on the edge-case rows and on rows whose scores are
+// close (small logits, so the noise decides).
 TEST(CudaPick, SampledEqualsEveryScoreOnTheHost) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Expected<Stream> stream = Stream::create();
@@ -87,8 +88,9 @@ TEST(CudaPick, SampledEqualsEveryScoreOnTheHost) {
       x[i] = static_cast<float>(i % 7) * 0.01f;  // near ties
     std::vector<PickRule> rules(rows);
     const float temperatures[] = {1.0f, 0.7f, 1.3f, 0.05f, 2.0f, 0.0f};
-    for (int64_t r = 0; r < rows; ++r)
-      rules[r] = PickRule{temperatures[r % 6], 0, 1000003u * static_cast<uint64_t>(r) + 17, 5 + 3 * r};
+    for (int64_t r = 0; r < rows; ++r)  // every seventh row needs the row itself: no pick
+      rules[r] = PickRule{temperatures[r % 6], r % 7 == 3 ? 1u : 0u, 1000003u * static_cast<uint64_t>(r) + 17,
+                          5 + 3 * r};
     DeviceBuffer xd = testing::to_device(x, *stream);
     DeviceBuffer rd = DeviceBuffer();
     {
@@ -106,8 +108,9 @@ TEST(CudaPick, SampledEqualsEveryScoreOnTheHost) {
       const std::vector<int32_t> got = testing::to_host<int32_t>(picks, rows, *stream);
       for (int64_t r = 0; r < rows; ++r) {
         const float* row = x.data() + r * vocab;
-        const int32_t want =
-            rules[r].temperature > 0.0f ? sampled_pick(row, vocab, rules[r]) : greedy_pick(row, vocab);
+        const int32_t want = rules[r].needs_row != 0       ? -1
+                             : rules[r].temperature > 0.0f ? sampled_pick(row, vocab, rules[r])
+                                                           : greedy_pick(row, vocab);
         EXPECT_EQ(got[r], want) << "vocab " << vocab << " row " << r << " T " << rules[r].temperature;
       }
     }

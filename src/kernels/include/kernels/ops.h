@@ -191,9 +191,11 @@ int32_t greedy_pick(const float* x, int64_t n);
 // lowest id i with the largest double(x_i / temperature) + G(u(seed, position,
 // i)) (core/gumbel.h) among the values above -infinity, -1 if none: what
 // sampling::Sampler::pick gives a request with only a temperature set.
+// needs_row: no pick (-1); the caller needs the row itself (its sampler
+// processes it, or it wants logprobs), and only such rows come back.
 struct PickRule {
   float temperature = 0.0f;
-  uint32_t reserved = 0;  // padding, zero (the device copies the struct as is)
+  uint32_t needs_row = 0;  // 0 or 1 (a 32-bit field: the device copies the struct as is)
   uint64_t seed = 0;
   int64_t position = 0;
 };

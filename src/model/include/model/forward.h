@@ -76,10 +76,10 @@ struct ForwardOutput {
   // first_row[i]: index of step i's first output row (its count is 0, 1 or n).
   std::vector<int64_t> first_row;
   // With ForwardOptions::picks_only: picks[r] = output row r's pick by its
-  // kernels::PickRule (ADR 0070, 0072), or -1: the row allows none, or (a
-  // sampled rule where the picks are not made on a GPU) the caller picks from
-  // the row. On a GPU only the picks come back: logits row r is valid only
-  // where picks[r] < 0.
+  // kernels::PickRule (ADR 0070, 0072), or -1: the row allows none, its rule
+  // needs the row, or (a sampled rule where the picks are not made on a GPU)
+  // the caller picks from the row. On a GPU only the picks come back: logits
+  // row r is valid only where picks[r] < 0.
   std::span<const int32_t> picks;
   const float* logits_row(int64_t r) const { return logits.data() + r * vocab; }
   // kernels::argmax of output row r: its greedy pick where there is one, else from the row.
@@ -98,7 +98,9 @@ struct ForwardOptions {
   bool picks_only = false;
   // With picks_only: one rule per output row, in output order (empty: every
   // row greedy). A sampled rule's row is picked on the GPU; elsewhere its pick
-  // is -1 and the caller's sampler picks from the row.
+  // is -1 and the caller's sampler picks from the row. A rule that needs the
+  // row gets -1 and its row: a step mixing requests downloads only the rows
+  // some request needs (ADR 0072).
   std::span<const kernels::PickRule> pick_rules = {};
 };
 

@@ -9,6 +9,7 @@
 #include "server/collected_reply.h"
 #include "server/compat_routes.h"
 #include "server/generation.h"
+#include "server/listen_backlog.h"
 #include "server/webui.h"
 
 namespace tandem::server {
@@ -68,6 +69,10 @@ Status HttpServer::bind() {
   if (port_ <= 0)
     return io_error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                     " (address in use, or not an address of this machine)");
+  // httplib listens with a backlog of 5: a burst of clients would wait a second for a SYN retry.
+  if (raise_listen_backlog(port_) == 0)
+    spdlog::warn("could not raise the accept queue of port {} (bursts of new connections may wait ~1 s)",
+                 port_);
   return Status::Ok();
 }
 

@@ -1,7 +1,8 @@
 // greedy_rows.h — logits rows that try a greedy pick's edge cases (ties, NaN,
 // -infinity, signed zeros, the largest value first or last), for the tests
 // that hold kernels::greedy_pick to the sampler's greedy pick and the GPU's
-// greedy_pick_rows to kernels::greedy_pick (ADR 0070). Header-only.
+// pick_rows to kernels::greedy_pick (ADR 0070); and every_score_pick, a
+// PickRule's pick with every Gumbel score computed (ADR 0072). Header-only.
 #pragma once
 
 #include <cmath>
@@ -9,6 +10,9 @@
 #include <limits>
 #include <random>
 #include <vector>
+
+#include "core/gumbel.h"
+#include "kernels/ops.h"
 
 namespace tandem::testing {
 
@@ -68,6 +72,28 @@ inline std::vector<float> greedy_edge_rows(int64_t count, int64_t vocab, uint32_
     }
   }
   return rows;
+}
+
+// A row's pick by `rule` (its needs_row ignored) with every score computed:
+// greedy_pick at temperature 0, else the lowest id with the largest
+// double(x / T) + G among values above -infinity, -1 if none — the rule the
+// Sampler's pruned scan and the GPU's pick_rows are held to.
+inline int32_t every_score_pick(const float* x, int64_t vocab, const kernels::PickRule& rule) {
+  if (!(rule.temperature > 0.0f)) return kernels::greedy_pick(x, vocab);
+  const uint64_t key = gumbel::position_key(rule.seed, rule.position);
+  int32_t best = -1;
+  double best_score = -INFINITY;
+  for (int64_t i = 0; i < vocab; ++i) {
+    const float value = x[i] / rule.temperature;
+    if (!(value > -INFINITY)) continue;
+    const double score =
+        static_cast<double>(value) + gumbel::gumbel_of(gumbel::uniform_from(key, static_cast<int32_t>(i)));
+    if (score > best_score) {
+      best_score = score;
+      best = static_cast<int32_t>(i);
+    }
+  }
+  return best;
 }
 
 }  // namespace tandem::testing

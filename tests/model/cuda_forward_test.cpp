@@ -22,7 +22,7 @@
 #include <cstring>
 #include <memory>
 
-#include "core/gumbel.h"
+#include "../kernels/greedy_rows.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/ops.h"
 #include "model/device.h"
@@ -640,24 +640,6 @@ TEST(CudaForward, FusedLaunchesGiveTheSeparatePassesBits) {
 // TANDEM_CUDA_DEVICE_PICK=0 (host picks) the greedy ones, leaving sampled rows
 // to the caller (-1, the row on the host). Rows whose rule needs the row get
 // -1 and their row (the only rows downloaded).
-int32_t host_pick(const float* x, int64_t vocab, const kernels::PickRule& rule) {
-  if (!(rule.temperature > 0.0f)) return kernels::greedy_pick(x, vocab);
-  const uint64_t key = gumbel::position_key(rule.seed, rule.position);
-  int32_t best = -1;
-  double best_score = -INFINITY;
-  for (int64_t i = 0; i < vocab; ++i) {
-    const float value = x[i] / rule.temperature;
-    if (!(value > -INFINITY)) continue;
-    const double score =
-        static_cast<double>(value) + gumbel::gumbel_of(gumbel::uniform_from(key, static_cast<int32_t>(i)));
-    if (score > best_score) {
-      best_score = score;
-      best = static_cast<int32_t>(i);
-    }
-  }
-  return best;
-}
-
 std::vector<int32_t> picks_of_steps(bool picks_only, std::span<const kernels::PickRule> rules) {
   Rig r = make_rig_with("tandem_target", "bf16", 64);
   ForwardOptions options;
@@ -687,11 +669,12 @@ std::vector<int32_t> picks_of_steps(bool picks_only, std::span<const kernels::Pi
       if (picks_only) {
         EXPECT_EQ(out->picks.size(), static_cast<size_t>(out->rows));
         // -1: the caller picks from the row (a sampled rule off the device), as pick_row does.
-        picks.push_back(out->picks[row] >= 0 ? out->picks[row]
-                                             : host_pick(out->logits_row(row), r.vocab(), pick_rule));
+        picks.push_back(out->picks[row] >= 0
+                            ? out->picks[row]
+                            : tandem::testing::every_score_pick(out->logits_row(row), r.vocab(), pick_rule));
       } else {
         EXPECT_TRUE(out->picks.empty());
-        picks.push_back(host_pick(out->logits_row(row), r.vocab(), pick_rule));
+        picks.push_back(tandem::testing::every_score_pick(out->logits_row(row), r.vocab(), pick_rule));
       }
     }
   }

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "../greedy_rows.h"
-#include "core/gumbel.h"
 #include "cuda_test_util.h"
 #include "kernels/ops.h"
 
@@ -54,25 +53,6 @@ TEST(CudaPick, GreedyEqualsTheHostPickOnEveryEdgeCase) {
   }
 }
 
-// Every score of a sampled row computed on the host: the lowest id with the
-// largest double(x / T) + G among values above -infinity, -1 if none.
-int32_t sampled_pick(const float* x, int64_t vocab, const PickRule& rule) {
-  const uint64_t key = gumbel::position_key(rule.seed, rule.position);
-  int32_t best = -1;
-  double best_score = -INFINITY;
-  for (int64_t i = 0; i < vocab; ++i) {
-    const float value = x[i] / rule.temperature;
-    if (!(value > -INFINITY)) continue;
-    const double score =
-        static_cast<double>(value) + gumbel::gumbel_of(gumbel::uniform_from(key, static_cast<int32_t>(i)));
-    if (score > best_score) {
-      best_score = score;
-      best = static_cast<int32_t>(i);
-    }
-  }
-  return best;
-}
-
 // Sampled rows (a mix of temperatures, seeds and positions, greedy rows and
 // rows whose rule needs the row among them) equal the host's score-by-score
 // pick (-1 for the last), on the edge-case rows and on rows whose scores are
@@ -108,9 +88,8 @@ TEST(CudaPick, SampledEqualsEveryScoreOnTheHost) {
       const std::vector<int32_t> got = testing::to_host<int32_t>(picks, rows, *stream);
       for (int64_t r = 0; r < rows; ++r) {
         const float* row = x.data() + r * vocab;
-        const int32_t want = rules[r].needs_row != 0       ? -1
-                             : rules[r].temperature > 0.0f ? sampled_pick(row, vocab, rules[r])
-                                                           : greedy_pick(row, vocab);
+        const int32_t want =
+            rules[r].needs_row != 0 ? -1 : tandem::testing::every_score_pick(row, vocab, rules[r]);
         EXPECT_EQ(got[r], want) << "vocab " << vocab << " row " << r << " T " << rules[r].temperature;
       }
     }

@@ -76,13 +76,13 @@ TANDEM_HOST_DEVICE inline double double_of(uint64_t b) {
 // log 2 is split in two so that e · hi is exact.
 TANDEM_HOST_DEVICE inline double portable_log(double x) {
   constexpr double kSqrt2 = 0x1.6a09e667f3bcdp+0;
-  constexpr double kLn2Hi = 0x1.62e42ff000000p-1;   // log 2 to 32 bits
+  constexpr double kLn2Hi = 0x1.62e42ff000000p-1;    // log 2 to 32 bits
   constexpr double kLn2Lo = -0x1.718432a1b0e26p-35;  // log 2 - kLn2Hi
   // 2 / (2k + 1), k = 11 down to 1, each correctly rounded.
-  constexpr double kCoefficients[11] = {
-      0x1.642c8590b2164p-4, 0x1.8618618618618p-4, 0x1.af286bca1af28p-4, 0x1.e1e1e1e1e1e1ep-4,
-      0x1.1111111111111p-3, 0x1.3b13b13b13b14p-3, 0x1.745d1745d1746p-3, 0x1.c71c71c71c71cp-3,
-      0x1.2492492492492p-2, 0x1.999999999999ap-2, 0x1.5555555555555p-1};
+  constexpr double kCoefficients[11] = {0x1.642c8590b2164p-4, 0x1.8618618618618p-4, 0x1.af286bca1af28p-4,
+                                        0x1.e1e1e1e1e1e1ep-4, 0x1.1111111111111p-3, 0x1.3b13b13b13b14p-3,
+                                        0x1.745d1745d1746p-3, 0x1.c71c71c71c71cp-3, 0x1.2492492492492p-2,
+                                        0x1.999999999999ap-2, 0x1.5555555555555p-1};
   if (x == 0.0) return -static_cast<double>(INFINITY);
   const uint64_t bits = bits_of(x);
   int e = static_cast<int>((bits >> 52) & 0x7ff) - 1023;

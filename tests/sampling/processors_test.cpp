@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -38,6 +39,39 @@ TEST(Processors, TopKKeepsLargestAndBreaksTiesByLowerId) {
   row = {1, 3, 2};
   apply_top_k(row, 0, s);  // disabled
   EXPECT_EQ(kept(row).size(), 3u);
+}
+
+// apply_top_k's one-pass selection keeps exactly the k first ids of a full
+// sort by (logit desc, id asc): rows with many ties, masked entries, ±0, and
+// every k from 1 to the unmasked count.
+TEST(Processors, TopKEqualsTheFullSortOnLargeRows) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  ProcessorScratch s;
+  for (int shape = 0; shape < 4; ++shape) {
+    std::vector<float> base(shape == 3 ? 300 : 20000);
+    for (size_t i = 0; i < base.size(); ++i) {
+      float v = dist(rng);
+      if (shape >= 1) v = std::round(v);        // many exact ties
+      if (shape == 2 && i % 5 == 0) v = -kInf;  // masked entries
+      if (shape == 3 && i % 7 == 0) v = (i % 2) ? 0.0f : -0.0f;
+      base[i] = v;
+    }
+    std::vector<int> order;
+    for (size_t i = 0; i < base.size(); ++i)
+      if (base[i] != -kInf) order.push_back(static_cast<int>(i));
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return base[a] != base[b] ? base[a] > base[b] : a < b; });
+    for (int k : {1, 2, 3, 40, 41, 299, static_cast<int>(order.size()) - 1, static_cast<int>(order.size())}) {
+      if (k < 1 || k > static_cast<int>(order.size())) continue;
+      std::vector<float> row = base;
+      apply_top_k(row, k, s);
+      std::vector<int> want(order.begin(), order.begin() + k);
+      std::sort(want.begin(), want.end());
+      EXPECT_EQ(kept(row), want) << "shape " << shape << " k " << k;
+      for (int id : want) EXPECT_EQ(std::memcmp(&row[id], &base[id], sizeof(float)), 0);  // values untouched
+    }
+  }
 }
 
 TEST(Processors, TopPKeepsSmallestPrefixReachingTheMass) {

@@ -24,8 +24,14 @@ struct TokenHistory {
 };
 
 // Scratch space reused across calls (sized to the vocabulary on first use).
+struct RankedLogit {
+  float value;
+  int32_t id;
+};
+
 struct ProcessorScratch {
   std::vector<int32_t> order;
+  std::vector<RankedLogit> ranked;  // apply_top_k's heap
   std::vector<float> values;
   std::vector<uint8_t> seen;
   std::vector<int32_t> counts;

@@ -183,7 +183,7 @@ void embedding(const Ctx& ctx, const void* table, DType dtype, int64_t dim, cons
 int32_t argmax(const float* x, int64_t n);
 // The sampler's greedy pick of an unprocessed row: argmax(x, n) when that
 // value is above -infinity, else -1 (every entry -infinity or NaN, or n <= 0).
-// The GPU's greedy_pick_rows gives the same index (ADR 0070).
+// The GPU's pick_rows gives the same index for a greedy rule (ADR 0070).
 int32_t greedy_pick(const float* x, int64_t n);
 // How a forward may pick an output row's token itself (ADR 0070, 0072).
 // temperature 0: greedy_pick. Above 0: the seeded sampler's Gumbel-max

@@ -298,18 +298,12 @@ int run_bench(const BenchOptions& o) {
     params.temperature = o.temperature;
     params.seed = o.seed;
     sampling::Sampler sampler;
-    model::ForwardOptions picks;
-    picks.picks_only = true;
-    kernels::PickRule rule;
+    std::vector<kernels::PickRule> rules;
     t = Clock::now();
     for (int i = 0; i < o.decode; ++i) {
       const int64_t position = kv->length(seq);
       model::SequenceStep d{seq, {&next, 1}, position, model::LogitRows::last};
-      if (!params.greedy()) {
-        rule = *speculative::forward_pick_rule(params, false, position + 1);
-        picks.pick_rules = {&rule, 1};
-      }
-      out = fw.run({&d, 1}, picks);
+      out = fw.run({&d, 1}, speculative::pick_options(params, false, position + 1, 1, rules));
       if (!out.ok()) return fail(out.status());
       next = params.greedy() ? out->argmax_row(0)
                              : speculative::pick_row(sampler, *out, 0, params, {prompt, {}}, position + 1);

@@ -42,6 +42,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   // 0: attention's output and the final norm take their own passes again (same bits; ADR 0056).
   const char* fuse_launches = std::getenv("TANDEM_CUDA_FUSE_LAUNCHES");
   f->fuse_launches_ = fuse_launches == nullptr || std::string(fuse_launches) != "0";
+  // 0: a one-row step's q/k/v (RoPE, the K/V write) take their own launch before attention (ADR 0073).
+  const char* fuse_rope = std::getenv("TANDEM_CUDA_FUSE_ROPE");
+  f->fuse_rope_ = fuse_rope == nullptr || std::string(fuse_rope) != "0";
   // GEMM inputs: bf16 (rounded once, one mma per k-step; the default, ADR 0054) or f32
   // (hi + lo split, ADR 0006). Both are batch invariant; an unknown value is an error.
   auto activations = cuda_activations();
@@ -91,6 +94,7 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(alloc(f->attn_, rows * qd * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->gate_up_, rows * 2 * inter * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->act_, rows * inter * fl));
+  TANDEM_RETURN_IF_ERROR(alloc(f->act_bf16_, rows * inter * sizeof(uint16_t)));
   TANDEM_RETURN_IF_ERROR(alloc(f->logits_, rows * static_cast<size_t>(c.vocab_size) * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->d_picks_, rows * sizeof(int32_t)));
   {
@@ -499,16 +503,24 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
   // skip the to_bf16 pass; the same bits either way.
   uint16_t* xb = bf16_input();
   if (!input_normed) TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.attn_norm), h, m, hs, eps));
+  // Attention writes the o projection's bf16 input itself (ADR 0056).
+  uint16_t* attn_b = fuse_launches_ ? xb : nullptr;
   {
     auto p = gemm_partials(h, m, bf16(w.qkv), qkv_n, hs, qkv, input_normed && xb != nullptr);
     if (!p.ok()) return p.status();
-    TANDEM_RETURN_IF_ERROR(gpu::qkv_rope_kv_write(s, *p, bias(w.qkv_bias), c.num_heads, pool, d_rope_,
-                                                  f32(w_.inv_freq), c.head_dim, kernels::RopeLayout::neox,
-                                                  d_positions_, d_tables_, table_stride, q));
+    if (m == 1 && fuse_rope_) {  // one row: its key is its sequence's only new one (ADR 0073)
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      TANDEM_RETURN_IF_ERROR(gpu::attention_from_qkv(
+          s, *p, bias(w.qkv_bias), c.num_heads, pool, d_rope_, f32(w_.inv_freq), c.head_dim,
+          kernels::RopeLayout::neox, d_positions_, d_tables_, table_stride, scale, c.layer_window[l], attn,
+          attn_workspace_, q, 0.0f, attn_b));
+    } else {
+      TANDEM_RETURN_IF_ERROR(gpu::qkv_rope_kv_write(s, *p, bias(w.qkv_bias), c.num_heads, pool, d_rope_,
+                                                    f32(w_.inv_freq), c.head_dim, kernels::RopeLayout::neox,
+                                                    d_positions_, d_tables_, table_stride, q));
+      TANDEM_RETURN_IF_ERROR(attention(q, m, pool, table_stride, c.layer_window[l], attn, attn_b));
+    }
   }
-  // Attention writes the o projection's bf16 input itself (ADR 0056).
-  uint16_t* attn_b = fuse_launches_ ? xb : nullptr;
-  TANDEM_RETURN_IF_ERROR(attention(q, m, pool, table_stride, c.layer_window[l], attn, attn_b));
   {
     auto p = gemm_partials(attn, m, bf16(w.o), hs, qd, h, attn_b != nullptr);
     if (!p.ok()) return p.status();
@@ -521,12 +533,23 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
     }
   }
   float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
-  {
-    auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr);
-    if (!p.ok()) return p.status();
-    TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act, xb));
+  Expected<gpu::GemmPartials> p = gpu::GemmPartials{};
+  if (w.gate_up_interleaved && mode_ == kernels::GemmMode::invariant && xb != nullptr) {
+    // ADR 0074: the SwiGLU in the gate/up GEMM's epilogue where it can run; its bf16
+    // output goes to act_bf16_ (the GEMM is still reading x_bf16_), the down GEMM's input.
+    if (!fuse_norm_) TANDEM_RETURN_IF_ERROR(gpu::to_bf16(s, h, xb, m * hs));
+    uint16_t* act_b = act_bf16_.as<uint16_t>();
+    TANDEM_RETURN_IF_ERROR(gpu::gemm_bf16w_swiglu(
+        s, xb, DType::bf16, m, bf16(w.gate_up), 2 * inter, hs, gate_up, slices_.as<float>(),
+        slices_.bytes() / sizeof(float), bias(w.gate_up_bias), act, act_b));
+    p = gpu::gemm_bf16w_partials(s, act_b, DType::bf16, m, bf16(w.down), hs, inter, h, slices_.as<float>(),
+                                 slices_.bytes() / sizeof(float));
+  } else {
+    auto gu = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr);
+    if (!gu.ok()) return gu.status();
+    TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *gu, bias(w.gate_up_bias), act, xb, gate_up_layout(w)));
+    p = gemm_partials(act, m, bf16(w.down), hs, inter, h, xb != nullptr);
   }
-  auto p = gemm_partials(act, m, bf16(w.down), hs, inter, h, xb != nullptr);
   if (!p.ok()) return p.status();
   if (norm_after == nullptr) return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
   return gpu::residual_add_rmsnorm_partials(s, *p, bias(w.down_bias), x, norm_after, eps, h, xb);
@@ -570,7 +593,7 @@ Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
   TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up));
   if (w.gate_up_bias.bytes())
     TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, gate_up, f32(w.gate_up_bias), m, 2 * inter));
-  TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, m, inter, act));
+  TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, m, inter, act, gate_up_layout(w)));
   TANDEM_RETURN_IF_ERROR(gemm(act, m, bf16(w.down), hs, inter, h));
   if (w.down_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.down_bias), m, hs));
   return gpu::add_inplace(s, x, h, m * hs);

@@ -128,6 +128,9 @@ class CudaForward {
   // last residual add writes into h.
   Status layer_fused(int l, int64_t m, int64_t table_stride, bool input_normed, const float* norm_after);
   bool fused(int l) const;
+  static kernels::gpu::GateUp gate_up_layout(const DeviceLayer& w) {
+    return w.gate_up_interleaved ? kernels::gpu::GateUp::interleaved8 : kernels::gpu::GateUp::halves;
+  }
   // The Gemma 2/3/4 and sparse-MoE families (cuda_forward_families.cpp, ADR 0045):
   // the unfused op sequence of forward.cpp's attention_block / mlp_block /
   // moe_block with every family hook, used for every layer of such a model.
@@ -209,6 +212,7 @@ class CudaForward {
   bool graph_stride_pool_ = false;  // TANDEM_CUDA_GRAPH_STRIDE=pool: graphs take the pool's stride
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
   kernels::gpu::DeviceBuffer x_bf16_;                         // the bf16 copy of x (cuBLAS, bf16_x_)
+  kernels::gpu::DeviceBuffer act_bf16_;                       // the SwiGLU epilogue's bf16 output (ADR 0074)
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums
   kernels::gpu::DeviceBuffer attn_partials_, attn_counters_;  // split attention's workspace
   kernels::gpu::AttentionWorkspace attn_workspace_;
@@ -228,6 +232,7 @@ class CudaForward {
   kernels::gpu::PinnedBuffer host_picks_;
   bool device_pick_ = true;  // TANDEM_CUDA_DEVICE_PICK (0: greedy picks from downloaded rows, for comparison)
   bool graph_pick_ = true;   // TANDEM_CUDA_GRAPH_PICK (0: a graphed step's picks queued after the graph)
+  bool fuse_rope_ = true;    // TANDEM_CUDA_FUSE_ROPE (0: q/k/v and RoPE in their own launch, ADR 0073)
   StepTiming timing_{"cuda forward"};
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;

@@ -38,6 +38,7 @@
 #include "cuda/cp_async.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launch.cuh"
+#include "cuda/qkv_values.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -158,11 +159,14 @@ __device__ __forceinline__ void stage_rows(const DeviceKvPool& pool, int count, 
 // The partial of chunk [c0, c0 + 32) ∩ [lo, p]: returns m_c and l_c (the same
 // in every thread), acc[i] = a_c[threadIdx.x + i·kThreads]. Starts and ends
 // with a barrier, so it can be called in a loop. q_s must be filled; with
-// `offsets_ready`, sm.offset already holds the chunk's stage_offsets.
+// `offsets_ready`, sm.offset already holds the chunk's stage_offsets; with
+// `staged` >= 0 only the chunk's first `staged` keys are copied from the pool
+// (the rest are in k_s / v_s already: attention_from_qkv's own key).
 __device__ __forceinline__ void chunk_partial(const DeviceKvPool& pool, const RowHead& rh, int32_t c0,
                                               float scale, float softcap, ChunkSmem& sm, float* k_s,
                                               float* v_s, float& m_c, float& l_c,
-                                              float (&acc)[kDimsPerThread], bool offsets_ready = false) {
+                                              float (&acc)[kDimsPerThread], bool offsets_ready = false,
+                                              int staged = -1) {
   const int hd = pool.head_dim;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t first = chunk_first(rh, c0);
@@ -172,7 +176,7 @@ __device__ __forceinline__ void chunk_partial(const DeviceKvPool& pool, const Ro
     stage_offsets(pool, rh, first, count, sm);
     __syncthreads();
   }
-  stage_rows(pool, count, sm, k_s, v_s);
+  stage_rows(pool, staged < 0 ? count : staged, sm, k_s, v_s);
   __syncthreads();
   for (int j = warp; j < count; j += kThreads / 32) {
     const float* kr = k_s + j * hd;
@@ -233,6 +237,19 @@ struct Merge {
   }
 };
 
+// attention_from_qkv's inputs: the qkv projection's partials and the
+// rotation's (qkv_rope_kv_write's arguments).
+struct QkvIn {
+  const float* slabs;
+  int slices;
+  int64_t rows;
+  const float* bias;
+  const int32_t* rope_positions;
+  const float* inv_freq;
+  int rotary_dim;
+  bool neox;
+};
+
 __device__ __forceinline__ int32_t first_chunk(const RowHead& rh) {
   return rh.lo / kAttentionChunk * kAttentionChunk;
 }
@@ -268,14 +285,24 @@ __global__ void __launch_bounds__(kThreads)
 // (m_c, l_c, a_c), in separate buffers, so that one call's partials can never
 // land on the counters of the next (a first version shared one buffer and
 // broke a verify block run after a decode step).
+//
+// kFromQkv (attention_from_qkv): q is not read; each block computes its
+// head's query from the qkv projection's partials (`in`) as qkv_rope_kv_write
+// does (qkv_values.cuh), and the block of the row's last chunk its own key's
+// k and v rows, used from shared memory instead of the pool; the block of
+// each kv head's first q head also writes them to the pool. Rows must be the
+// only new key of their sequence in the call (every other key of the range
+// is read from the pool).
+template <bool kFromQkv>
 __global__ void __launch_bounds__(kThreads)
     attention_split_kernel(const float* __restrict__ q, int n_heads, DeviceKvPool pool,
                            const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
                            int64_t table_stride, float scale, int window, float softcap,
                            uint32_t* __restrict__ counters, float* __restrict__ partials, int slots,
-                           float* __restrict__ out, uint16_t* __restrict__ out_bf16) {
+                           float* __restrict__ out, uint16_t* __restrict__ out_bf16, QkvIn in) {
   __shared__ ChunkSmem sm;
   __shared__ bool merges;
+  __shared__ float cos_s[kFromQkv ? kMaxHeadDim / 2 : 1], sin_s[kFromQkv ? kMaxHeadDim / 2 : 1];
   extern __shared__ __align__(16) float kv_s[];
   const int64_t r = blockIdx.x;
   const int head = blockIdx.y;
@@ -293,16 +320,47 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   const int32_t c0 = c_first + z * kAttentionChunk;
-  stage_offsets(pool, rh, chunk_first(rh, c0), chunk_count(rh, c0), sm);
+  const int count = chunk_count(rh, c0);
+  stage_offsets(pool, rh, chunk_first(rh, c0), count, sm);
+  float *k_s = kv_s, *v_s = kv_s + kAttentionChunk * hd;
+  const bool own_key = kFromQkv && c0 + kAttentionChunk > rh.p;  // this chunk ends at p (uniform)
+  if constexpr (kFromQkv)
+    rope_table(static_cast<float>(in.rope_positions[r]), in.inv_freq, in.rotary_dim / 2, cos_s, sin_s);
   pdl_wait();
-  load_query(q, n_heads, pool, r, head, sm.q);
+  if constexpr (kFromQkv) {
+    const int n_kv = pool.n_kv_heads;
+    const int64_t width = static_cast<int64_t>(n_heads + 2 * n_kv) * hd;
+    float* const own_k = k_s + (count - 1) * hd;
+    float* const own_v = v_s + (count - 1) * hd;
+    head_values<kSlabBatch>(in.slabs, in.slices, in.rows, width, in.bias, r, static_cast<int64_t>(head) * hd,
+                            hd, sm.q);
+    if (own_key) {
+      head_values<kSlabBatch>(in.slabs, in.slices, in.rows, width, in.bias, r,
+                              static_cast<int64_t>(n_heads + rh.kv_head) * hd, hd, own_k);
+      head_values<kSlabBatch>(in.slabs, in.slices, in.rows, width, in.bias, r,
+                              static_cast<int64_t>(n_heads + n_kv + rh.kv_head) * hd, hd, own_v);
+    }
+    __syncthreads();
+    float* const rotate[2] = {sm.q, own_k};
+    rope_rotate<kMaxHeadDim / 2 / kThreads>(rotate, own_key ? 2 : 1, in.rotary_dim / 2, in.neox, cos_s,
+                                            sin_s);
+    if (own_key && head % (n_heads / n_kv) == 0) {  // one writer per (row, kv head)
+      const int64_t at = sm.offset[count - 1];
+      for (int d = threadIdx.x; d < hd; d += kThreads) {
+        pool.k[at + d] = own_k[d];
+        pool.v[at + d] = own_v[d];
+      }
+    }
+  } else {
+    load_query(q, n_heads, pool, r, head, sm.q);
+  }
   const int64_t rh_index = r * n_heads + head;
   const int stride = 2 + hd;
   float* mine = partials + (rh_index * slots + z) * stride;
   {
     float m_c, l_c, acc[kDimsPerThread];
-    chunk_partial(pool, rh, c0, scale, softcap, sm, kv_s, kv_s + kAttentionChunk * hd, m_c, l_c, acc,
-                  /*offsets_ready=*/true);
+    chunk_partial(pool, rh, c0, scale, softcap, sm, k_s, v_s, m_c, l_c, acc, /*offsets_ready=*/true,
+                  own_key ? count - 1 : count);
     if (chunks == 1) {  // the whole range in one chunk: the same merge, from the registers
       Merge merge;
       merge.add(m_c, l_c, acc);
@@ -392,6 +450,54 @@ int64_t split_slots(const DeviceKvPool& pool, int64_t table_stride, int window) 
   return std::max<int64_t>(slots, 1);
 }
 
+Status check_attention(const DeviceKvPool& pool, int n_heads, int64_t rows, int64_t table_stride,
+                       const AttentionWorkspace& workspace, const char* op) {
+  TANDEM_RETURN_IF_ERROR(check_pool(pool, op));
+  if (n_heads <= 0 || n_heads % pool.n_kv_heads != 0 || n_heads > 65535) {
+    return invalid_argument(std::string(op) +
+                            ": n_heads must be a positive multiple of n_kv_heads, at most 65535 (got " +
+                            std::to_string(n_heads) + " and " + std::to_string(pool.n_kv_heads) + ")");
+  }
+  if (rows < 0 || rows > 0x7fffffffLL || table_stride < 0)
+    return invalid_argument(std::string(op) + ": need 0 <= rows < 2^31 and table_stride >= 0");
+  if (workspace.partials != nullptr && (reinterpret_cast<uintptr_t>(workspace.partials) & 15u) != 0)
+    return invalid_argument(std::string(op) + ": the workspace's partials must be 16-byte aligned");
+  return Status::Ok();
+}
+
+// The chunk's K and V rows (dynamic shared memory of both shapes).
+int chunk_smem(const DeviceKvPool& pool) {
+  return 2 * kAttentionChunk * pool.head_dim * static_cast<int>(sizeof(float));
+}
+
+Status allow_smem(const void* kernel, int smem) {
+  if (smem <= 48 * 1024) return Status::Ok();
+  return cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                     "cudaFuncSetAttribute(attention, " + std::to_string(smem) + " bytes of shared memory)");
+}
+
+// Whether the workspace holds the split shape's partials and counters.
+bool split_fits(int64_t rows, int n_heads, const DeviceKvPool& pool, int64_t table_stride, int window,
+                const AttentionWorkspace& workspace, int64_t slots) {
+  return workspace.partials != nullptr && workspace.counters != nullptr && slots <= 65535 &&
+         workspace.counter_count >= static_cast<size_t>(rows) * n_heads &&
+         workspace.partial_floats >= attention_partial_floats(rows, n_heads, pool, table_stride, window);
+}
+
+template <bool kFromQkv>
+Status launch_split(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,
+                    const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
+                    int window, float softcap, const AttentionWorkspace& workspace, int64_t slots, float* out,
+                    uint16_t* out_bf16, const QkvIn& in) {
+  const int smem = chunk_smem(pool);
+  TANDEM_RETURN_IF_ERROR(allow_smem(reinterpret_cast<const void*>(attention_split_kernel<kFromQkv>), smem));
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads), static_cast<unsigned>(slots));
+  return launch_kernel(kFromQkv ? "attention (split, from qkv)" : "attention (split)",
+                       attention_split_kernel<kFromQkv>, grid, dim3(kThreads), smem, stream.handle(), q,
+                       n_heads, pool, positions, block_tables, table_stride, scale, window, softcap,
+                       workspace.counters, workspace.partials, static_cast<int>(slots), out, out_bf16, in);
+}
+
 }  // namespace
 
 size_t attention_partial_floats(int64_t rows, int n_heads, const DeviceKvPool& pool, int64_t table_stride,
@@ -406,18 +512,7 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
                  const int32_t* positions, const int32_t* block_tables, int64_t table_stride, float scale,
                  int window, float* out, const AttentionWorkspace& workspace, float softcap,
                  AttentionShape shape, uint16_t* out_bf16) {
-  TANDEM_RETURN_IF_ERROR(check_pool(pool, "attention"));
-  if (n_heads <= 0 || n_heads % pool.n_kv_heads != 0 || n_heads > 65535) {
-    return invalid_argument(
-        "attention: n_heads must be a positive multiple of n_kv_heads, at most 65535 (got " +
-        std::to_string(n_heads) + " and " + std::to_string(pool.n_kv_heads) + ")");
-  }
-  if (rows < 0 || rows > 0x7fffffffLL || table_stride < 0) {
-    return invalid_argument("attention: need 0 <= rows < 2^31 and table_stride >= 0");
-  }
-  if (workspace.partials != nullptr && (reinterpret_cast<uintptr_t>(workspace.partials) & 15u) != 0) {
-    return invalid_argument("attention: the workspace's partials must be 16-byte aligned");
-  }
+  TANDEM_RETURN_IF_ERROR(check_attention(pool, n_heads, rows, table_stride, workspace, "attention"));
   if (rows == 0) return Status::Ok();
   if (shape == AttentionShape::automatic) shape = environment_shape();
   const bool tile_ok = softcap == 0.0f && rows <= 65535 && attention_tile_fits(n_heads, pool) &&
@@ -430,31 +525,57 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
     return out_bf16 != nullptr ? to_bf16(stream, out, out_bf16, rows * n_heads * pool.head_dim)
                                : Status::Ok();
   }
-  const int smem = 2 * kAttentionChunk * pool.head_dim * static_cast<int>(sizeof(float));
   const int64_t slots = split_slots(pool, std::max<int64_t>(table_stride, 1), window);
-  const bool split =
-      shape != AttentionShape::serial && workspace.partials != nullptr && workspace.counters != nullptr &&
-      slots <= 65535 && workspace.counter_count >= static_cast<size_t>(rows) * n_heads &&
-      workspace.partial_floats >= attention_partial_floats(rows, n_heads, pool, table_stride, window);
-  if (smem > 48 * 1024) {
-    const void* kernel = split ? reinterpret_cast<const void*>(attention_split_kernel)
-                               : reinterpret_cast<const void*>(attention_serial_kernel);
-    TANDEM_RETURN_IF_ERROR(
-        cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                    "cudaFuncSetAttribute(attention, " + std::to_string(smem) + " bytes of shared memory)"));
-  }
+  const bool split = shape != AttentionShape::serial &&
+                     split_fits(rows, n_heads, pool, table_stride, window, workspace, slots);
   if (split) {
-    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads),
-                    static_cast<unsigned>(slots));
-    return launch_kernel("attention (split)", attention_split_kernel, grid, dim3(kThreads), smem,
-                         stream.handle(), q, n_heads, pool, positions, block_tables, table_stride, scale,
-                         window, softcap, workspace.counters, workspace.partials, static_cast<int>(slots),
-                         out, out_bf16);
+    return launch_split<false>(stream, q, rows, n_heads, pool, positions, block_tables, table_stride, scale,
+                               window, softcap, workspace, slots, out, out_bf16, QkvIn{});
   }
+  const int smem = chunk_smem(pool);
+  TANDEM_RETURN_IF_ERROR(allow_smem(reinterpret_cast<const void*>(attention_serial_kernel), smem));
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_heads));
   return launch_kernel("attention", attention_serial_kernel, grid, dim3(kThreads), smem, stream.handle(), q,
                        n_heads, pool, positions, block_tables, table_stride, scale, window, softcap, out,
                        out_bf16);
+}
+
+Status attention_from_qkv(const Stream& stream, const GemmPartials& qkv, const float* bias, int n_heads,
+                          const DeviceKvPool& pool, const int32_t* rope_positions, const float* inv_freq,
+                          int rotary_dim, RopeLayout layout, const int32_t* positions,
+                          const int32_t* block_tables, int64_t table_stride, float scale, int window,
+                          float* out, const AttentionWorkspace& workspace, float* q_fallback, float softcap,
+                          uint16_t* out_bf16) {
+  TANDEM_RETURN_IF_ERROR(
+      check_attention(pool, n_heads, qkv.m, table_stride, workspace, "attention_from_qkv"));
+  if (qkv.slabs == nullptr && qkv.m > 0) return invalid_argument("attention_from_qkv: no partials");
+  if (qkv.slices < 1 || rotary_dim <= 0 || rotary_dim % 2 != 0 || rotary_dim > pool.head_dim ||
+      qkv.n != static_cast<int64_t>(n_heads + 2 * pool.n_kv_heads) * pool.head_dim) {
+    return invalid_argument(
+        "attention_from_qkv: need n = (n_heads + 2 n_kv_heads) * head_dim, slices >= 1 and "
+        "rotary_dim even and <= head_dim (got n=" +
+        std::to_string(qkv.n) + ", slices=" + std::to_string(qkv.slices) +
+        ", rotary_dim=" + std::to_string(rotary_dim) + ")");
+  }
+  if (qkv.m == 0) return Status::Ok();
+  const int64_t slots = split_slots(pool, std::max<int64_t>(table_stride, 1), window);
+  const AttentionShape shape = environment_shape();
+  if (!split_fits(qkv.m, n_heads, pool, table_stride, window, workspace, slots) ||
+      shape == AttentionShape::serial || shape == AttentionShape::tile) {
+    if (q_fallback == nullptr)
+      return invalid_argument(
+          "attention_from_qkv: the split shape cannot run (workspace, TANDEM_CUDA_ATTENTION) "
+          "and there is no q buffer to fall back on");
+    TANDEM_RETURN_IF_ERROR(qkv_rope_kv_write(stream, qkv, bias, n_heads, pool, rope_positions, inv_freq,
+                                             rotary_dim, layout, positions, block_tables, table_stride,
+                                             q_fallback));
+    return attention(stream, q_fallback, qkv.m, n_heads, pool, positions, block_tables, table_stride, scale,
+                     window, out, workspace, softcap, AttentionShape::automatic, out_bf16);
+  }
+  const QkvIn in{qkv.slabs,      qkv.slices, qkv.m,      bias,
+                 rope_positions, inv_freq,   rotary_dim, layout == RopeLayout::neox};
+  return launch_split<true>(stream, nullptr, qkv.m, n_heads, pool, positions, block_tables, table_stride,
+                            scale, window, softcap, workspace, slots, out, out_bf16, in);
 }
 
 }  // namespace tandem::kernels::gpu

@@ -17,7 +17,9 @@
 #include "cuda/bf16_bits.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launch.cuh"
+#include "cuda/qkv_values.cuh"
 #include "cuda/rms_row.cuh"
+#include "cuda/swiglu.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -26,41 +28,10 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxHeadDim = 512;
 
-// The K-sliced GEMM's slabs (up to 16 at M = 1: the 0.5B down projection has
-// 10) are summed in slab order; in calls of few rows (decode, verify: up to
-// kFewRows) their loads are queued kSlabBatch at a time before the
-// adds, so a row waits for about two memory round trips instead of one per
-// slab. Larger calls (prefill) add them one at a time: the batched loads cost
-// those throughput-bound kernels 2.3% of an 8B 512-token prefill. The adds,
-// and so the bits, are the same either way (ADR 0061).
-constexpr int kSlabBatch = 8;
 // Calls of up to this many rows (decode, verify and batched decode steps) take
 // the latency-minded variants here: the batched slab loads and the staged
 // residual norm. Larger calls (prefill chunks) keep the throughput-minded ones.
 constexpr int64_t kFewRows = 64;
-
-// s + slab z0 + slab z0+1 + … for z0 <= z < min(z0 + Batch, slices), in order.
-template <int Batch>
-__device__ __forceinline__ float add_slab_batch(float s, const float* __restrict__ slabs, int slices,
-                                                int64_t count, int64_t i, int z0) {
-  float v[Batch];
-#pragma unroll
-  for (int b = 0; b < Batch; ++b) v[b] = z0 + b < slices ? slabs[(z0 + b) * count + i] : 0.0f;
-#pragma unroll
-  for (int b = 0; b < Batch; ++b)
-    if (z0 + b < slices) s = s + v[b];  // guarded, not + 0.0f: that would turn -0 into +0
-  return s;
-}
-
-// slab 0 + slab 1 + … in slab order (gemm_bf16w_sliced's sum), then + bias.
-template <int Batch>
-__device__ __forceinline__ float partial_value(const float* __restrict__ slabs, int slices, int64_t count,
-                                               int64_t i, const float* __restrict__ bias, int64_t j) {
-  float s = slabs[i];
-  for (int z0 = 1; z0 < slices; z0 += Batch) s = add_slab_batch<Batch>(s, slabs, slices, count, i, z0);
-  if (bias != nullptr) s = s + bias[j];
-  return s;
-}
 
 template <int Batch>
 __global__ void residual_add_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t n,
@@ -231,16 +202,15 @@ bool row_norm_enabled() {
 
 template <int Batch>
 __global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t inter,
-                              const float* __restrict__ bias, float* __restrict__ out,
+                              bool interleaved, const float* __restrict__ bias, float* __restrict__ out,
                               uint16_t* __restrict__ out_bf16) {
   pdl_enter();
   const int64_t r = blockIdx.x, count = rows * 2 * inter;
   for (int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; i < inter;
        i += static_cast<int64_t>(gridDim.y) * blockDim.x) {
-    const int64_t base = r * 2 * inter;
-    const double g = partial_value<Batch>(slabs, slices, count, base + i, bias, i);
-    const float up = partial_value<Batch>(slabs, slices, count, base + inter + i, bias, inter + i);
-    const float v = static_cast<float>(g / (1.0 + exp(-g)) * static_cast<double>(up));
+    const int64_t base = r * 2 * inter, g = gate_column(i, interleaved), u = up_column(i, inter, interleaved);
+    const float v = swiglu_value(partial_value<Batch>(slabs, slices, count, base + g, bias, g),
+                                 partial_value<Batch>(slabs, slices, count, base + u, bias, u));
     out[r * inter + i] = v;
     if (out_bf16 != nullptr) out_bf16[r * inter + i] = bf16_bits(v);
   }
@@ -261,7 +231,7 @@ __global__ void qkv_rope_kv_kernel(const float* __restrict__ slabs, int slices, 
   const int64_t r = blockIdx.x;
   const int slot = blockIdx.y;
   const int hd = pool.head_dim, n_kv = pool.n_kv_heads;
-  const int64_t width = static_cast<int64_t>(n_heads + 2 * n_kv) * hd, count = rows * width;
+  const int64_t width = static_cast<int64_t>(n_heads + 2 * n_kv) * hd;
   const int64_t col0 = static_cast<int64_t>(slot) * hd;
   const bool is_v = slot >= n_heads + n_kv;
   const int half = rotary_dim / 2;
@@ -270,18 +240,7 @@ __global__ void qkv_rope_kv_kernel(const float* __restrict__ slabs, int slices, 
   // pool (positions and block table, host copies), so neither chain of loads
   // sits between the GEMM and this kernel's result (ADR 0061).
   pdl_launch_dependents();
-  if (!is_v) {
-    // rope(): one f32 rounding of the angle, cos/sin in double rounded once,
-    // every product rounded (no FMA).
-    const float pos = static_cast<float>(rope_positions[r]);
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-      const double angle = static_cast<double>(pos * inv_freq[i]);
-      double s, c;
-      sincos(angle, &s, &c);
-      cos_s[i] = static_cast<float>(c);
-      sin_s[i] = static_cast<float>(s);
-    }
-  }
+  if (!is_v) rope_table(static_cast<float>(rope_positions[r]), inv_freq, half, cos_s, sin_s);
   // kv_write's placement: block table entry, slot within the block, kv head.
   int64_t base = 0;
   if (slot >= n_heads) {
@@ -295,29 +254,12 @@ __global__ void qkv_rope_kv_kernel(const float* __restrict__ slabs, int slices, 
            hd;
   }
   pdl_wait();
-  for (int d = threadIdx.x; d < hd; d += blockDim.x)
-    vals[d] = partial_value<Batch>(slabs, slices, count, r * width + col0 + d, bias, col0 + d);
-  if (!is_v) {
-    __syncthreads();
-    float rotated[2 * ((kMaxHeadDim / 2 + kThreads - 1) / kThreads)];
-    int n_rot = 0;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-      const int ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
-      const float a = vals[ia], b = vals[ib];
-      const float ac = a * cos_s[i], bs = b * sin_s[i];
-      const float bc = b * cos_s[i], as = a * sin_s[i];
-      rotated[n_rot++] = ac - bs;
-      rotated[n_rot++] = bc + as;
-    }
-    __syncthreads();  // every pair is read before any is rewritten
-    n_rot = 0;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-      const int ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
-      vals[ia] = rotated[n_rot++];
-      vals[ib] = rotated[n_rot++];
-    }
-  }
+  head_values<Batch>(slabs, slices, rows, width, bias, r, col0, hd, vals);
   __syncthreads();
+  if (!is_v) {  // uniform in the block
+    float* const rotate[1] = {vals};
+    rope_rotate<(kMaxHeadDim / 2 + 127) / 128>(rotate, 1, half, neox, cos_s, sin_s);
+  }
   if (slot < n_heads) {
     float* o = q_out + (r * n_heads + slot) * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) o[d] = vals[d];
@@ -364,16 +306,19 @@ Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p
 }
 
 Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out,
-                       uint16_t* out_bf16) {
+                       uint16_t* out_bf16, GateUp layout) {
   TANDEM_RETURN_IF_ERROR(check_partials(p, "swiglu_partials"));
   if (p.n % 2 != 0) return invalid_argument("swiglu_partials: n must be 2 * intermediate size (got odd n)");
+  if (layout == GateUp::interleaved8 && p.n % 16 != 0)
+    return invalid_argument("swiglu_partials: the interleaved layout needs n % 16 == 0 (got " +
+                            std::to_string(p.n) + ")");
   if (p.m == 0) return Status::Ok();
   const int64_t inter = p.n / 2;
   const dim3 grid(static_cast<unsigned>(p.m),
                   static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
   return launch_kernel("swiglu_partials", p.m <= kFewRows ? swiglu_kernel<kSlabBatch> : swiglu_kernel<1>,
-                       grid, dim3(kThreads), 0, stream.handle(), p.slabs, p.slices, p.m, inter, bias, out,
-                       out_bf16);
+                       grid, dim3(kThreads), 0, stream.handle(), p.slabs, p.slices, p.m, inter,
+                       layout == GateUp::interleaved8, bias, out, out_bf16);
 }
 
 Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const float* bias, int n_heads,

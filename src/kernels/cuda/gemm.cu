@@ -157,9 +157,9 @@ int64_t small_tile_max_rows() { return wide_mode() != 0 ? kWideMaxRows : 16; }
 
 template <bool F32X>
 Status launch_wide(int mode, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                   int64_t k, float* y, int64_t slice) {
+                   int64_t k, float* y, int64_t slice, SwigluEpilogue* swiglu) {
   if ((mode == 3 || mode == 4) && m64_tile_runs(x))
-    return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, mode == 3 ? 4 : 3);
+    return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, mode == 3 ? 4 : 3, swiglu);
   // 64 weight rows, 4 compute warps, 3 stages of 128 k: 72 / 96 KB (bf16 x), 96 / 144 KB (f32 x).
   if (m <= 32)
     return mode == 2 ? launch<Tile<64, 32, 4, 1, 128, 3, F32X, 256>>(stream, x, m, w, n, k, y, slice)
@@ -170,13 +170,13 @@ Status launch_wide(int mode, cudaStream_t stream, const void* x, int64_t m, cons
 
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                    int64_t k, float* y, int64_t slice) {
+                    int64_t k, float* y, int64_t slice, SwigluEpilogue* swiglu) {
   if (m > 16 && m <= kWideMaxRows && wide_mode() != 0)
-    return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice);
+    return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice, swiglu);
   if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
   if (variant == kM64Narrow || variant == kM64Wide) {
     if (m64_tile_runs(x))
-      return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant == kM64Narrow ? 4 : 3);
+      return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant == kM64Narrow ? 4 : 3, swiglu);
     variant = 15;  // register-direct: the whole class's pick before ADR 0069
   }
   const bool eight =
@@ -244,10 +244,10 @@ int large_tile_variant() {
 // Shared memory per block in the comments: bf16 x / f32 x.
 template <bool F32X>
 Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                    int64_t k, float* y, int64_t slice) {
+                    int64_t k, float* y, int64_t slice, SwigluEpilogue* swiglu) {
   if (variant == kLargeByShape) variant = n >= kWideN ? kWideLargeTile : kDefaultLargeTile;
   if (variant >= 15 && variant <= 17 && wgmma_available())
-    return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant - 15);
+    return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant - 15, swiglu);
   if (variant >= 5 && variant <= 8 && wgmma_available())
     return gemm_wgmma(stream, x, F32X, m, w, n, k, y, slice, variant - 5);
   if (variant >= 9 && variant <= 14 && wgmma_available())
@@ -282,18 +282,20 @@ Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, 
 
 // Tile shapes: Tile<BN, BM, warps along N, warps along M, BK, stages, f32 x>.
 template <bool F32X>
+// swiglu (not null): the TMA tile, where it runs, applies the SwiGLU epilogue
+// (gemm_wgmma.h) and sets swiglu->applied; every other tile ignores it.
 Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                   int64_t k, float* y, int64_t slice = 0) {
+                   int64_t k, float* y, int64_t slice = 0, SwigluEpilogue* swiglu = nullptr) {
   switch (tile) {
     case GemmTile::small:
-      return launch_small<F32X>(small_tile_variant(), stream, x, m, w, n, k, y, slice);
+      return launch_small<F32X>(small_tile_variant(), stream, x, m, w, n, k, y, slice, swiglu);
     case GemmTile::medium:
       return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case GemmTile::large:
     case GemmTile::automatic:
       break;
   }
-  return launch_large<F32X>(large_tile_variant(), stream, x, m, w, n, k, y, slice);
+  return launch_large<F32X>(large_tile_variant(), stream, x, m, w, n, k, y, slice, swiglu);
 }
 
 // y[i] = slab 0 + slab 1 + ... in slab order (one fixed order for every m).
@@ -457,6 +459,39 @@ Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 65535 * 8));
   return launch_kernel("gemm_bf16w_sliced (sum of slices)", sum_slices_kernel, dim3(blocks), dim3(256), 0,
                        stream.handle(), p->slabs, p->slices, count, y);
+}
+
+// TANDEM_CUDA_SWIGLU_EPILOGUE (read once): 0 keeps the separate swiglu_partials launch.
+bool swiglu_epilogue_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TANDEM_CUDA_SWIGLU_EPILOGUE");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  return on;
+}
+
+Status gemm_bf16w_swiglu(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,
+                         int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
+                         const float* bias, float* out, uint16_t* out_bf16, GemmTile tile) {
+  TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w, n, k, y));
+  if (n % 16 != 0 || out == nullptr)
+    return invalid_argument(
+        "gemm_bf16w_swiglu: need n % 16 == 0 (gate/up interleaved by 8) and an output (got n=" +
+        std::to_string(n) + ")");
+  if (m == 0) return Status::Ok();
+  if (gemm_slicing(n, k).slices == 1 && bias == nullptr && swiglu_epilogue_enabled()) {
+    if (tile == GemmTile::automatic) tile = gemm_tile_for(m, n, current_multiprocessors());
+    SwigluEpilogue ep{out, out_bf16};
+    TANDEM_RETURN_IF_ERROR(x_dtype == DType::f32
+                               ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, y, 0, &ep)
+                               : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, y, 0, &ep));
+    if (ep.applied) return Status::Ok();
+    return swiglu_partials(stream, GemmPartials{y, 1, m, n}, nullptr, out, out_bf16, GateUp::interleaved8);
+  }
+  Expected<GemmPartials> p =
+      gemm_bf16w_partials(stream, x, x_dtype, m, w, n, k, y, workspace, workspace_floats, tile);
+  if (!p.ok()) return p.status();
+  return swiglu_partials(stream, *p, bias, out, out_bf16, GateUp::interleaved8);
 }
 
 }  // namespace tandem::kernels::gpu

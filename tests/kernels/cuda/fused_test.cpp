@@ -219,10 +219,92 @@ TEST(CudaFused, QkvRopeKvWriteEqualsSplitRopeAndKvWrite) {
   }
 }
 
+// Natural gate/up rows [2 inter][k] interleaved by 8 (GateUp::interleaved8):
+// row r holds gate row 8(r / 16) + r % 8, or that up row for r % 16 >= 8.
+template <typename T>
+std::vector<T> interleave_rows(const std::vector<T>& rows, int64_t n, int64_t k) {
+  std::vector<T> out(rows.size());
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t src = (r / 16) * 8 + r % 8 + (r % 16 >= 8 ? n / 2 : 0);
+    std::copy(rows.begin() + src * k, rows.begin() + (src + 1) * k, out.begin() + r * k);
+  }
+  return out;
+}
+
+// gemm_bf16w_swiglu over interleaved weights (ADR 0074) == the sliced product
+// over the natural rows, then swiglu_rows: out and its bf16 copy, bit for bit,
+// through the SwiGLU epilogue (one slice: the m64 / wide / large TMA tiles by
+// M) and the two-call path (K slices; a bias); swiglu_partials and swiglu_rows
+// over the interleaved product agree too.
+TEST(CudaFused, GemmSwigluOverInterleavedRowsEqualsTheProductThenSwiglu) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  struct Shape {
+    int64_t n, k;
+    bool bias;
+  };
+  for (const Shape sh : {Shape{16384, 2048, false}, Shape{9728, 896, false}, Shape{4096, 1024, true}}) {
+    for (const int64_t m : {1, 3, 16, 17, 40, 64, 200}) {
+      for (const DType xt : {DType::bf16, DType::f32}) {
+        const int64_t n = sh.n, k = sh.k, inter = n / 2;
+        const std::string what = "n " + std::to_string(n) + " k " + std::to_string(k) + " m " +
+                                 std::to_string(m) + (xt == DType::f32 ? " f32 x" : " bf16 x");
+        const std::vector<uint16_t> w = testing::to_bf16(random_floats(n * k, 21, -0.1f, 0.1f));
+        const std::vector<float> xf = random_floats(m * k, 22);
+        DeviceBuffer x = xt == DType::f32 ? testing::to_device(xf, *stream)
+                                          : testing::to_device(testing::to_bf16(xf), *stream);
+        const std::vector<float> bias = random_floats(n, 23);
+        DeviceBuffer d_bias = testing::to_device(bias, *stream),
+                     d_bias_i = testing::to_device(interleave_rows(bias, n, 1), *stream);
+        const size_t slab_floats = static_cast<size_t>(gemm_slicing(n, k).slices) * m * n;
+        DeviceBuffer slabs = testing::to_device(std::vector<float>(slab_floats, 0.0f), *stream);
+        // The reference: natural rows, the summed product, + bias, swiglu_rows.
+        DeviceBuffer wn = testing::to_device_weights(w, n, k, *stream);
+        DeviceBuffer y = testing::poisoned(m * n * 4, *stream);
+        ASSERT_TRUE(gemm_bf16w_sliced(*stream, x.data(), xt, m, wn.as<uint16_t>(), n, k, y.as<float>(),
+                                      slabs.as<float>(), slab_floats)
+                        .ok());
+        if (sh.bias) ASSERT_TRUE(add_bias(*stream, y.as<float>(), d_bias.as<float>(), m, n).ok());
+        DeviceBuffer ref = testing::poisoned(m * inter * 4, *stream);
+        ASSERT_TRUE(swiglu_rows(*stream, y.as<float>(), m, inter, ref.as<float>()).ok());
+        // Interleaved rows through gemm_bf16w_swiglu.
+        DeviceBuffer wi = testing::to_device_weights(interleave_rows(w, n, k), n, k, *stream);
+        DeviceBuffer yi = testing::poisoned(m * n * 4, *stream),
+                     out = testing::poisoned(m * inter * 4, *stream);
+        DeviceBuffer out_bf16 = testing::poisoned(m * inter * 2, *stream);
+        const Status st = gemm_bf16w_swiglu(
+            *stream, x.data(), xt, m, wi.as<uint16_t>(), n, k, yi.as<float>(), slabs.as<float>(), slab_floats,
+            sh.bias ? d_bias_i.as<float>() : nullptr, out.as<float>(), out_bf16.as<uint16_t>());
+        ASSERT_TRUE(st.ok()) << st.to_string() << ", " << what;
+        const auto a = testing::to_host<float>(ref, m * inter, *stream);
+        const auto b = testing::to_host<float>(out, m * inter, *stream);
+        EXPECT_TRUE(same_bits(a.data(), b.data(), a.size())) << what;
+        expect_bf16_of(out, out_bf16, m * inter, *stream, what.c_str());
+        if (m != 3) continue;
+        // swiglu_rows over the interleaved product (the unfused forward's path).
+        DeviceBuffer yi2 = testing::poisoned(m * n * 4, *stream),
+                     out2 = testing::poisoned(m * inter * 4, *stream);
+        ASSERT_TRUE(gemm_bf16w_sliced(*stream, x.data(), xt, m, wi.as<uint16_t>(), n, k, yi2.as<float>(),
+                                      slabs.as<float>(), slab_floats)
+                        .ok());
+        if (sh.bias) ASSERT_TRUE(add_bias(*stream, yi2.as<float>(), d_bias_i.as<float>(), m, n).ok());
+        ASSERT_TRUE(
+            swiglu_rows(*stream, yi2.as<float>(), m, inter, out2.as<float>(), GateUp::interleaved8).ok());
+        const auto c = testing::to_host<float>(out2, m * inter, *stream);
+        EXPECT_TRUE(same_bits(a.data(), c.data(), a.size())) << "swiglu_rows interleaved, " << what;
+      }
+    }
+  }
+}
+
 TEST(CudaFusedArguments, BadShapesAreInvalidArgument) {
   const Stream stream;
   const GemmPartials odd{nullptr, 1, 0, 7};
   EXPECT_EQ(swiglu_partials(stream, odd, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
+  const GemmPartials odd_groups{nullptr, 1, 0, 24};  // interleaved by 8 needs n % 16 == 0
+  EXPECT_EQ(swiglu_partials(stream, odd_groups, nullptr, nullptr, nullptr, GateUp::interleaved8).code(),
+            StatusCode::kInvalidArgument);
   const GemmPartials no_slabs{nullptr, 1, 2, 8};
   EXPECT_EQ(residual_add_partials(stream, no_slabs, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
   const GemmPartials qkv{nullptr, 1, 0, 100};

@@ -162,10 +162,10 @@ Status launch_wide(int mode, cudaStream_t stream, const void* x, int64_t m, cons
     return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, mode == 3 ? 4 : 3, swiglu);
   // 64 weight rows, 4 compute warps, 3 stages of 128 k: 72 / 96 KB (bf16 x), 96 / 144 KB (f32 x).
   if (m <= 32)
-    return mode == 2 ? launch<Tile<64, 32, 4, 1, 128, 3, F32X, 256>>(stream, x, m, w, n, k, y, slice)
-                     : launch<Tile<64, 32, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
-  return mode == 2 ? launch<Tile<64, 64, 4, 1, 128, 3, F32X, 256>>(stream, x, m, w, n, k, y, slice)
-                   : launch<Tile<64, 64, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
+    return mode == 2 ? launch<Tile<64, 32, 4, 1, 128, 3, F32X, 256>>(stream, x, m, w, n, k, y, slice, swiglu)
+                     : launch<Tile<64, 32, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+  return mode == 2 ? launch<Tile<64, 64, 4, 1, 128, 3, F32X, 256>>(stream, x, m, w, n, k, y, slice, swiglu)
+                   : launch<Tile<64, 64, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
 }
 
 template <bool F32X>
@@ -184,31 +184,31 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
   if (eight && m > 8) variant = 5;
   switch (variant) {
     case 0:  // 32 weight rows, 16 x rows, 2 warps, 4 stages of 256 k (128 KB with f32 x)
-      return launch<Tile<32, 16, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<32, 16, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
     case 1:  // 8 x rows, 4 stages of 128 k (48 KB: 4 blocks per SM)
-      return launch<Tile<32, 8, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<32, 8, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
     case 2:  // 8 x rows, 6 stages of 64 k (36 KB)
-      return launch<Tile<32, 8, 2, 1, 64, 6, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<32, 8, 2, 1, 64, 6, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
     case 3:  // 64 weight rows, 4 warps, 8 x rows, 4 stages of 128 k (80 KB)
-      return launch<Tile<64, 8, 4, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<64, 8, 4, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
     case 5:  // 64 weight rows, 4 warps, 16 x rows, 3 stages of 128 k (72 KB with f32 x)
-      return launch<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
     case 6:  // 8 x rows, 8 stages of 128 k (96 KB)
-      return launch<Tile<32, 8, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<32, 8, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
     case 7:  // 32 weight rows, 8 x rows, 4 stages of 256 k (96 KB with f32 x)
-      return launch<Tile<32, 8, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<32, 8, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
     case 8:  // variant 3 with 4 more warps that only queue copies
-      return launch<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice, swiglu);
     case 10:  // direct: launch_direct<FN, U, warps, PIPE>
-      return launch_direct<1, 4, 4, true, F32X>(stream, x, m, w, n, k, y, slice);
+      return launch_direct<1, 4, 4, true, F32X>(stream, x, m, w, n, k, y, slice, swiglu);
     case 11:
-      return launch_direct<2, 4, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
+      return launch_direct<2, 4, 4, false, F32X>(stream, x, m, w, n, k, y, slice, swiglu);
     case 15:
-      return launch_direct<1, 4, 2, true, F32X>(stream, x, m, w, n, k, y, slice);
+      return launch_direct<1, 4, 2, true, F32X>(stream, x, m, w, n, k, y, slice, swiglu);
     case 18:  // 15 with x loaded with the weights (XPRE)
-      return launch_direct<1, 4, 2, true, F32X, true>(stream, x, m, w, n, k, y, slice);
+      return launch_direct<1, 4, 2, true, F32X, true>(stream, x, m, w, n, k, y, slice, swiglu);
     default:  // 4: 16 x rows, 4 stages of 128 k (64 KB: 3 blocks per SM)
-      return launch<Tile<32, 16, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<32, 16, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
   }
 }
 
@@ -254,7 +254,7 @@ Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, 
     return gemm_wgmma_ws(stream, x, F32X, m, w, n, k, y, slice, variant - 9);
   switch (variant) {
     case 1:  // 128 weight rows × 256 x rows, 8 warps of 64 × 64; 4 × 64 k / 4 × 32 k (192 / 160 KB)
-      return launch<Tile<128, 256, 2, 4, F32X ? 32 : 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<128, 256, 2, 4, F32X ? 32 : 64, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
     case 2:  // 256 × 128, 8 warps of 64 × 64; 4 × 64 k / 3 × 64 k (192 / 192 KB)
     case 5:  // (wgmma unavailable)
     case 6:
@@ -269,14 +269,14 @@ Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, 
     case 15:
     case 16:
     case 17:
-      return launch<Tile<256, 128, 4, 2, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<256, 128, 4, 2, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
     case 3:  // 128 × 128, 4 warps of 64 × 64; 3 × 64 k / 4 × 32 k (96 / 96 KB: two blocks per SM)
-      return launch<Tile<128, 128, 2, 2, F32X ? 32 : 64, F32X ? 4 : 3, F32X>>(stream, x, m, w, n, k, y,
-                                                                              slice);
+      return launch<Tile<128, 128, 2, 2, F32X ? 32 : 64, F32X ? 4 : 3, F32X>>(stream, x, m, w, n, k, y, slice,
+                                                                              swiglu);
     case 4:  // 256 × 128, 8 warps of 64 × 64, 4 × 32 k (96 / 128 KB)
-      return launch<Tile<256, 128, 4, 2, 32, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<256, 128, 4, 2, 32, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
     default:  // 0: 128 × 128, 8 warps of 64 × 32, 4 × 64 k / 3 × 64 k (128 / 144 KB)
-      return launch<Tile<128, 128, 2, 4, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<128, 128, 2, 4, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
   }
 }
 
@@ -290,7 +290,7 @@ Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m,
     case GemmTile::small:
       return launch_small<F32X>(small_tile_variant(), stream, x, m, w, n, k, y, slice, swiglu);
     case GemmTile::medium:
-      return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
     case GemmTile::large:
     case GemmTile::automatic:
       break;
@@ -470,6 +470,18 @@ bool swiglu_epilogue_enabled() {
   return on;
 }
 
+// TANDEM_CUDA_SWIGLU_WHOLE=1 (read once; a measurement): the product is never
+// K-sliced, so the epilogue runs on every gate/up matrix — a different
+// reduction order (so different bits) where gemm_slicing would slice, still
+// one order for every M.
+bool swiglu_whole() {
+  static const bool on = [] {
+    const char* e = std::getenv("TANDEM_CUDA_SWIGLU_WHOLE");
+    return e != nullptr && std::string(e) == "1";
+  }();
+  return on;
+}
+
 Status gemm_bf16w_swiglu(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,
                          int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
                          const float* bias, float* out, uint16_t* out_bf16, GemmTile tile) {
@@ -479,7 +491,7 @@ Status gemm_bf16w_swiglu(const Stream& stream, const void* x, DType x_dtype, int
         "gemm_bf16w_swiglu: need n % 16 == 0 (gate/up interleaved by 8) and an output (got n=" +
         std::to_string(n) + ")");
   if (m == 0) return Status::Ok();
-  if (gemm_slicing(n, k).slices == 1 && bias == nullptr && swiglu_epilogue_enabled()) {
+  if ((gemm_slicing(n, k).slices == 1 || swiglu_whole()) && bias == nullptr && swiglu_epilogue_enabled()) {
     if (tile == GemmTile::automatic) tile = gemm_tile_for(m, n, current_multiprocessors());
     SwigluEpilogue ep{out, out_bf16};
     TANDEM_RETURN_IF_ERROR(x_dtype == DType::f32

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "cuda/gemm_tuning.h"
 #include "cuda_test_util.h"
 #include "kernels/ops.h"
 
@@ -231,11 +232,59 @@ std::vector<T> interleave_rows(const std::vector<T>& rows, int64_t n, int64_t k)
   return out;
 }
 
+// One gate/up problem: natural weights and their interleaved rows on the
+// device, x, a bias in both layouts.
+struct GateUpCase {
+  int64_t m, n, k;
+  DType xt;
+  DeviceBuffer x, wn, wi, bias, bias_i, slabs;
+  size_t slab_floats;
+
+  GateUpCase(int64_t m_, int64_t n_, int64_t k_, DType xt_, const Stream& stream)
+      : m(m_), n(n_), k(k_), xt(xt_) {
+    const std::vector<uint16_t> w = testing::to_bf16(random_floats(n * k, 21, -0.1f, 0.1f));
+    const std::vector<float> xf = random_floats(m * k, 22);
+    x = xt == DType::f32 ? testing::to_device(xf, stream) : testing::to_device(testing::to_bf16(xf), stream);
+    wn = testing::to_device_weights(w, n, k, stream);
+    wi = testing::to_device_weights(interleave_rows(w, n, k), n, k, stream);
+    const std::vector<float> b = random_floats(n, 23);
+    bias = testing::to_device(b, stream);
+    bias_i = testing::to_device(interleave_rows(b, n, 1), stream);
+    slab_floats = static_cast<size_t>(gemm_slicing(n, k).slices) * m * n;
+    slabs = testing::to_device(std::vector<float>(slab_floats, 0.0f), stream);
+  }
+  std::string what() const {
+    return "n " + std::to_string(n) + " k " + std::to_string(k) + " m " + std::to_string(m) +
+           (xt == DType::f32 ? " f32 x" : " bf16 x");
+  }
+  // The reference: natural rows, the summed product (+ bias), swiglu_rows.
+  std::vector<float> reference(bool with_bias, const Stream& stream) {
+    DeviceBuffer y = testing::poisoned(m * n * 4, stream), out = testing::poisoned(m * n / 2 * 4, stream);
+    EXPECT_TRUE(gemm_bf16w_sliced(stream, x.data(), xt, m, wn.as<uint16_t>(), n, k, y.as<float>(),
+                                  slabs.as<float>(), slab_floats)
+                    .ok());
+    if (with_bias) EXPECT_TRUE(add_bias(stream, y.as<float>(), bias.as<float>(), m, n).ok());
+    EXPECT_TRUE(swiglu_rows(stream, y.as<float>(), m, n / 2, out.as<float>()).ok());
+    return testing::to_host<float>(out, m * n / 2, stream);
+  }
+  // gemm_bf16w_swiglu over the interleaved rows; its bf16 copy checked against to_bf16.
+  std::vector<float> fused(bool with_bias, const Stream& stream) {
+    DeviceBuffer y = testing::poisoned(m * n * 4, stream), out = testing::poisoned(m * n / 2 * 4, stream);
+    DeviceBuffer out_bf16 = testing::poisoned(m * n / 2 * 2, stream);
+    const Status st = gemm_bf16w_swiglu(
+        stream, x.data(), xt, m, wi.as<uint16_t>(), n, k, y.as<float>(), slabs.as<float>(), slab_floats,
+        with_bias ? bias_i.as<float>() : nullptr, out.as<float>(), out_bf16.as<uint16_t>());
+    EXPECT_TRUE(st.ok()) << st.to_string() << ", " << what();
+    expect_bf16_of(out, out_bf16, m * n / 2, stream, what().c_str());
+    return testing::to_host<float>(out, m * n / 2, stream);
+  }
+};
+
 // gemm_bf16w_swiglu over interleaved weights (ADR 0074) == the sliced product
 // over the natural rows, then swiglu_rows: out and its bf16 copy, bit for bit,
 // through the SwiGLU epilogue (one slice: the m64 / wide / large TMA tiles by
-// M) and the two-call path (K slices; a bias); swiglu_partials and swiglu_rows
-// over the interleaved product agree too.
+// M) and the two-call path (K slices; a bias); swiglu_rows over the
+// interleaved product agrees too (the unfused forward's path).
 TEST(CudaFused, GemmSwigluOverInterleavedRowsEqualsTheProductThenSwiglu) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Expected<Stream> stream = Stream::create();
@@ -247,55 +296,62 @@ TEST(CudaFused, GemmSwigluOverInterleavedRowsEqualsTheProductThenSwiglu) {
   for (const Shape sh : {Shape{16384, 2048, false}, Shape{9728, 896, false}, Shape{4096, 1024, true}}) {
     for (const int64_t m : {1, 3, 16, 17, 40, 64, 200}) {
       for (const DType xt : {DType::bf16, DType::f32}) {
-        const int64_t n = sh.n, k = sh.k, inter = n / 2;
-        const std::string what = "n " + std::to_string(n) + " k " + std::to_string(k) + " m " +
-                                 std::to_string(m) + (xt == DType::f32 ? " f32 x" : " bf16 x");
-        const std::vector<uint16_t> w = testing::to_bf16(random_floats(n * k, 21, -0.1f, 0.1f));
-        const std::vector<float> xf = random_floats(m * k, 22);
-        DeviceBuffer x = xt == DType::f32 ? testing::to_device(xf, *stream)
-                                          : testing::to_device(testing::to_bf16(xf), *stream);
-        const std::vector<float> bias = random_floats(n, 23);
-        DeviceBuffer d_bias = testing::to_device(bias, *stream),
-                     d_bias_i = testing::to_device(interleave_rows(bias, n, 1), *stream);
-        const size_t slab_floats = static_cast<size_t>(gemm_slicing(n, k).slices) * m * n;
-        DeviceBuffer slabs = testing::to_device(std::vector<float>(slab_floats, 0.0f), *stream);
-        // The reference: natural rows, the summed product, + bias, swiglu_rows.
-        DeviceBuffer wn = testing::to_device_weights(w, n, k, *stream);
-        DeviceBuffer y = testing::poisoned(m * n * 4, *stream);
-        ASSERT_TRUE(gemm_bf16w_sliced(*stream, x.data(), xt, m, wn.as<uint16_t>(), n, k, y.as<float>(),
-                                      slabs.as<float>(), slab_floats)
-                        .ok());
-        if (sh.bias) ASSERT_TRUE(add_bias(*stream, y.as<float>(), d_bias.as<float>(), m, n).ok());
-        DeviceBuffer ref = testing::poisoned(m * inter * 4, *stream);
-        ASSERT_TRUE(swiglu_rows(*stream, y.as<float>(), m, inter, ref.as<float>()).ok());
-        // Interleaved rows through gemm_bf16w_swiglu.
-        DeviceBuffer wi = testing::to_device_weights(interleave_rows(w, n, k), n, k, *stream);
-        DeviceBuffer yi = testing::poisoned(m * n * 4, *stream),
-                     out = testing::poisoned(m * inter * 4, *stream);
-        DeviceBuffer out_bf16 = testing::poisoned(m * inter * 2, *stream);
-        const Status st = gemm_bf16w_swiglu(
-            *stream, x.data(), xt, m, wi.as<uint16_t>(), n, k, yi.as<float>(), slabs.as<float>(), slab_floats,
-            sh.bias ? d_bias_i.as<float>() : nullptr, out.as<float>(), out_bf16.as<uint16_t>());
-        ASSERT_TRUE(st.ok()) << st.to_string() << ", " << what;
-        const auto a = testing::to_host<float>(ref, m * inter, *stream);
-        const auto b = testing::to_host<float>(out, m * inter, *stream);
-        EXPECT_TRUE(same_bits(a.data(), b.data(), a.size())) << what;
-        expect_bf16_of(out, out_bf16, m * inter, *stream, what.c_str());
+        GateUpCase g(m, sh.n, sh.k, xt, *stream);
+        const std::vector<float> a = g.reference(sh.bias, *stream), b = g.fused(sh.bias, *stream);
+        EXPECT_TRUE(same_bits(a.data(), b.data(), a.size())) << g.what();
         if (m != 3) continue;
-        // swiglu_rows over the interleaved product (the unfused forward's path).
-        DeviceBuffer yi2 = testing::poisoned(m * n * 4, *stream),
-                     out2 = testing::poisoned(m * inter * 4, *stream);
-        ASSERT_TRUE(gemm_bf16w_sliced(*stream, x.data(), xt, m, wi.as<uint16_t>(), n, k, yi2.as<float>(),
-                                      slabs.as<float>(), slab_floats)
+        DeviceBuffer y = testing::poisoned(m * sh.n * 4, *stream),
+                     out = testing::poisoned(m * sh.n / 2 * 4, *stream);
+        ASSERT_TRUE(gemm_bf16w_sliced(*stream, g.x.data(), xt, m, g.wi.as<uint16_t>(), sh.n, sh.k,
+                                      y.as<float>(), g.slabs.as<float>(), g.slab_floats)
                         .ok());
-        if (sh.bias) ASSERT_TRUE(add_bias(*stream, yi2.as<float>(), d_bias_i.as<float>(), m, n).ok());
+        if (sh.bias) ASSERT_TRUE(add_bias(*stream, y.as<float>(), g.bias_i.as<float>(), m, sh.n).ok());
         ASSERT_TRUE(
-            swiglu_rows(*stream, yi2.as<float>(), m, inter, out2.as<float>(), GateUp::interleaved8).ok());
-        const auto c = testing::to_host<float>(out2, m * inter, *stream);
-        EXPECT_TRUE(same_bits(a.data(), c.data(), a.size())) << "swiglu_rows interleaved, " << what;
+            swiglu_rows(*stream, y.as<float>(), m, sh.n / 2, out.as<float>(), GateUp::interleaved8).ok());
+        const auto c = testing::to_host<float>(out, m * sh.n / 2, *stream);
+        EXPECT_TRUE(same_bits(a.data(), c.data(), a.size())) << "swiglu_rows interleaved, " << g.what();
       }
     }
   }
+}
+
+// The epilogue in every tile that carries it (the mma.sync small tiles, the
+// register-direct ones, the m64 / wide / large TMA tiles) and the fallback of
+// those that do not: the same bits as the reference.
+TEST(CudaFused, GemmSwigluEpilogueInEveryTileGivesTheSameBits) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  const int64_t n = 16384, k = 512;  // one slice, the small class (variant 3 by shape)
+  ASSERT_EQ(gemm_slicing(n, k).slices, 1);
+  for (const int64_t m : {1, 7, 16}) {
+    GateUpCase g(m, n, k, DType::bf16, *stream);
+    const std::vector<float> ref = g.reference(false, *stream);
+    for (const int v : {-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 15, 18, 19, 20}) {
+      set_small_tile_variant(v);
+      const std::vector<float> got = g.fused(false, *stream);
+      EXPECT_TRUE(same_bits(ref.data(), got.data(), ref.size())) << "small variant " << v << ", " << g.what();
+    }
+    set_small_tile_variant(-1);
+  }
+  {
+    GateUpCase g(40, n, k, DType::f32, *stream);
+    const std::vector<float> ref = g.reference(false, *stream);
+    for (const int mode : {0, 1, 2, 3, 4}) {
+      set_wide_small_tile(mode);
+      const std::vector<float> got = g.fused(false, *stream);
+      EXPECT_TRUE(same_bits(ref.data(), got.data(), ref.size())) << "wide mode " << mode << ", " << g.what();
+    }
+    set_wide_small_tile(-1);
+  }
+  GateUpCase g(130, n, k, DType::bf16, *stream);
+  const std::vector<float> ref = g.reference(false, *stream);
+  for (int v = 0; v < 18; ++v) {
+    set_large_tile_variant(v);
+    const std::vector<float> got = g.fused(false, *stream);
+    EXPECT_TRUE(same_bits(ref.data(), got.data(), ref.size())) << "large variant " << v << ", " << g.what();
+  }
+  set_large_tile_variant(-1);
 }
 
 TEST(CudaFusedArguments, BadShapesAreInvalidArgument) {

@@ -59,6 +59,7 @@ const std::vector<Knob>& knobs() {
       boolean("TANDEM_CUDA_FUSE_ROPE"),
       boolean("TANDEM_CUDA_SWIGLU_EPILOGUE"),
       boolean("TANDEM_CUDA_SWIGLU_WHOLE"),
+      integer("TANDEM_CUDA_SLICE_BLOCKS", 32, 4096),
       boolean("TANDEM_CUDA_PDL"),
       choice("TANDEM_CUDA_ATTENTION", {"serial", "split", "tile"}),
       integer("TANDEM_CUDA_LARGE_TILE", 0, kLargeTileVariants - 1),

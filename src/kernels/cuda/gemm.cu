@@ -412,11 +412,24 @@ Status gemm_bf16w(const Stream& stream, const void* x, DType x_dtype, int64_t m,
                                : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, y);
 }
 
+// TANDEM_CUDA_SLICE_BLOCKS (read once; a measurement, default 512): gemm_slicing's
+// block target. Another value changes the reduction order, so the bits, of
+// every K-sliced matrix (still one order for every M within a process).
+int64_t slice_target_blocks() {
+  static const int64_t target = [] {
+    const char* e = std::getenv("TANDEM_CUDA_SLICE_BLOCKS");
+    const long v = e != nullptr ? std::strtol(e, nullptr, 10) : 0;
+    return v >= 32 && v <= 4096 ? static_cast<int64_t>(v) : int64_t{512};
+  }();
+  return target;
+}
+
 GemmSlicing gemm_slicing(int64_t n, int64_t k) {
   // Enough blocks of the small tile (32 weight rows) to keep the SMs streaming
   // at M = 1, a constant (not the SM count, so the bits do not depend on the
   // device's size), slices of >= 256 k in multiples of 256.
-  constexpr int64_t kTargetBlocks = 512, kMinSlice = 256, kMaxSlices = 16;
+  const int64_t kTargetBlocks = slice_target_blocks();
+  constexpr int64_t kMinSlice = 256, kMaxSlices = 16;
   const int64_t blocks = (n + 31) / 32;
   int64_t want = std::min<int64_t>({(kTargetBlocks + blocks - 1) / blocks, k / kMinSlice, kMaxSlices});
   if (want <= 1) return {1, k};

@@ -73,35 +73,49 @@ __device__ __forceinline__ void rope_table(float pos, const float* __restrict__ 
 // rounded (no FMA), then the difference / sum. Every thread of the block
 // calls it (two barriers: the pairs are all read before any is rewritten).
 // kMaxPairs: the most pairs one thread takes (ceil(half / blockDim.x)).
+// The pair of pair index i: (i, i + half) (neox) or (2i, 2i + 1).
+__device__ __forceinline__ void rope_pair(int i, int half, bool neox, int& ia, int& ib) {
+  ia = neox ? i : 2 * i;
+  ib = neox ? i + half : 2 * i + 1;
+}
+
+// (a, b) rotated by (c, s): every product rounded (no FMA), then the
+// difference / sum. Reads both before writing (ra, rb may alias a, b).
+__device__ __forceinline__ void rope_rotated(float a, float b, float c, float s, float& ra, float& rb) {
+  const float ac = a * c, bs = b * s;
+  const float bc = b * c, as = a * s;
+  ra = ac - bs;
+  rb = bc + as;
+}
+
+// Rotates the first 2·half values of `vectors` head vectors in shared memory
+// (vals[v]) by rope_pair / rope_rotated. Every thread of the block calls it
+// (two barriers: the pairs are all read before any is rewritten).
+// kMaxPairs: the most pairs one thread takes (ceil(half / blockDim.x)).
 template <int kMaxPairs, int kMaxVectors>
 __device__ __forceinline__ void rope_rotate(float* const (&vals)[kMaxVectors], int vectors, int half,
                                             bool neox, const float* cos_s, const float* sin_s) {
   float rotated[kMaxVectors][2 * kMaxPairs];
 #pragma unroll
-  for (int v = 0; v < kMaxVectors; ++v) {
-    if (v >= vectors) break;
-    int n_rot = 0;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-      const int ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
-      const float a = vals[v][ia], b = vals[v][ib];
-      const float ac = a * cos_s[i], bs = b * sin_s[i];
-      const float bc = b * cos_s[i], as = a * sin_s[i];
-      rotated[v][n_rot++] = ac - bs;
-      rotated[v][n_rot++] = bc + as;
-    }
-  }
-  __syncthreads();  // every pair is read before any is rewritten
+  for (int pass = 0; pass < 2; ++pass) {  // 0: read and rotate; 1: write back
 #pragma unroll
-  for (int v = 0; v < kMaxVectors; ++v) {
-    if (v >= vectors) break;
-    int n_rot = 0;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-      const int ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
-      vals[v][ia] = rotated[v][n_rot++];
-      vals[v][ib] = rotated[v][n_rot++];
+    for (int v = 0; v < kMaxVectors; ++v) {
+      if (v >= vectors) break;
+      int n_rot = 0;
+      for (int i = threadIdx.x; i < half; i += blockDim.x, n_rot += 2) {
+        int ia, ib;
+        rope_pair(i, half, neox, ia, ib);
+        if (pass == 0) {
+          rope_rotated(vals[v][ia], vals[v][ib], cos_s[i], sin_s[i], rotated[v][n_rot],
+                       rotated[v][n_rot + 1]);
+        } else {
+          vals[v][ia] = rotated[v][n_rot];
+          vals[v][ib] = rotated[v][n_rot + 1];
+        }
+      }
     }
+    __syncthreads();  // pass 0: every pair is read before any is rewritten
   }
-  __syncthreads();
 }
 
 }  // namespace tandem::kernels::gpu

@@ -10,6 +10,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/launch.cuh"
+#include "cuda/qkv_values.cuh"
 #include "cuda/rms_row.cuh"
 #include "kernels/cuda_ops.h"
 
@@ -45,27 +46,17 @@ __global__ void rope_kernel(float* x, int n_heads, int head_dim, const int32_t* 
   __shared__ float cos_s[kMaxRopeHeadDim / 2], sin_s[kMaxRopeHeadDim / 2];
   pdl_enter();
   const int half = rotary_dim / 2;
-  const float pos = static_cast<float>(positions[blockIdx.x]);
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    // One f32 rounding of the angle (as transformers' f32 outer product), then
-    // cos/sin in double rounded once: the CPU rope()'s convention.
-    const double angle = static_cast<double>(pos * inv_freq[i]);
-    double s, c;
-    sincos(angle, &s, &c);
-    cos_s[i] = static_cast<float>(c);
-    sin_s[i] = static_cast<float>(s);
-  }
+  // One f32 rounding of the angle (as transformers' f32 outer product), then
+  // cos/sin in double rounded once: the CPU rope()'s convention.
+  rope_table(static_cast<float>(positions[blockIdx.x]), inv_freq, half, cos_s, sin_s);
   __syncthreads();
   float* row = x + static_cast<int64_t>(blockIdx.x) * n_heads * head_dim;
   for (int idx = threadIdx.x; idx < n_heads * half; idx += blockDim.x) {
     const int h = idx / half, i = idx % half;
     float* v = row + static_cast<int64_t>(h) * head_dim;
-    const int ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
-    const float a = v[ia], b = v[ib];
-    const float ac = a * cos_s[i], bs = b * sin_s[i];
-    const float bc = b * cos_s[i], as = a * sin_s[i];
-    v[ia] = ac - bs;
-    v[ib] = bc + as;
+    int ia, ib;
+    rope_pair(i, half, neox, ia, ib);
+    rope_rotated(v[ia], v[ib], cos_s[i], sin_s[i], v[ia], v[ib]);
   }
 }
 

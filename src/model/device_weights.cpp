@@ -259,8 +259,9 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
     TANDEM_RETURN_IF_ERROR(up.matrix(src.o, p + "o_proj", dst.o));
     TANDEM_RETURN_IF_ERROR(up.floats(src.o_bias, dst.o_bias));
     TANDEM_RETURN_IF_ERROR(up.floats(src.mlp_norm, dst.mlp_norm));
-    dst.gate_up_interleaved = !general && src.gate_up.n() == 2 * c.intermediate_size &&
-                              c.intermediate_size > 0 && c.intermediate_size % 8 == 0;
+    dst.gate_up_interleaved = gpu::swiglu_epilogue_enabled() && !general &&
+                              src.gate_up.n() == 2 * c.intermediate_size && c.intermediate_size > 0 &&
+                              c.intermediate_size % 8 == 0;
     if (dst.gate_up_interleaved) {
       TANDEM_RETURN_IF_ERROR(up.interleaved_gate_up(src.gate_up, p + "gate_up", dst.gate_up));
       TANDEM_RETURN_IF_ERROR(up.floats(interleaved_bias(src.gate_up_bias), dst.gate_up_bias));

@@ -32,8 +32,9 @@ struct DeviceLayer {
   kernels::gpu::DeviceBuffer mlp_norm, gate_up, gate_up_bias, down, down_bias;
   // gate_up's rows (and gate_up_bias) interleaved by 8 (kernels::gpu::GateUp::interleaved8:
   // gate rows 8g..8g+7, then up rows 8g..8g+7, ...; ADR 0074) so a GEMM epilogue holds each
-  // output's gate and up values together; set where the forward is the standard one
-  // (!needs_general_layer) and the intermediate size is a multiple of 8.
+  // output's gate and up values together; set with TANDEM_CUDA_SWIGLU_EPILOGUE=1 (off by
+  // default: measured slower) where the forward is the standard one (!needs_general_layer)
+  // and the intermediate size is a multiple of 8.
   bool gate_up_interleaved = false;
   // Gemma's output norms (empty otherwise; ADR 0045).
   kernels::gpu::DeviceBuffer post_attn_norm, post_mlp_norm;

@@ -474,11 +474,12 @@ Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int
                        stream.handle(), p->slabs, p->slices, count, y);
 }
 
-// TANDEM_CUDA_SWIGLU_EPILOGUE (read once): 0 keeps the separate swiglu_partials launch.
+// TANDEM_CUDA_SWIGLU_EPILOGUE (read once): 1 turns the epilogue on (ADR 0074:
+// measured slower, so off by default).
 bool swiglu_epilogue_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("TANDEM_CUDA_SWIGLU_EPILOGUE");
-    return e == nullptr || std::string(e) != "0";
+    return e != nullptr && std::string(e) == "1";
   }();
   return on;
 }
@@ -495,6 +496,11 @@ bool swiglu_whole() {
   return on;
 }
 
+// The epilogue's rows: at large M its double-precision exps run in the GEMM's
+// one block per SM, 11% slower on an 8B 512-token prefill than the separate
+// kernel (H100, ADR 0074).
+constexpr int64_t kSwigluEpilogueMaxRows = 16;
+
 Status gemm_bf16w_swiglu(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,
                          int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
                          const float* bias, float* out, uint16_t* out_bf16, GemmTile tile) {
@@ -504,7 +510,7 @@ Status gemm_bf16w_swiglu(const Stream& stream, const void* x, DType x_dtype, int
         "gemm_bf16w_swiglu: need n % 16 == 0 (gate/up interleaved by 8) and an output (got n=" +
         std::to_string(n) + ")");
   if (m == 0) return Status::Ok();
-  if ((gemm_slicing(n, k).slices == 1 || swiglu_whole()) && bias == nullptr && swiglu_epilogue_enabled()) {
+  if ((gemm_slicing(n, k).slices == 1 || swiglu_whole()) && bias == nullptr && m <= kSwigluEpilogueMaxRows) {
     if (tile == GemmTile::automatic) tile = gemm_tile_for(m, n, current_multiprocessors());
     SwigluEpilogue ep{out, out_bf16};
     TANDEM_RETURN_IF_ERROR(x_dtype == DType::f32

@@ -282,8 +282,8 @@ struct GateUpCase {
 
 // gemm_bf16w_swiglu over interleaved weights (ADR 0074) == the sliced product
 // over the natural rows, then swiglu_rows: out and its bf16 copy, bit for bit,
-// through the SwiGLU epilogue (one slice: the m64 / wide / large TMA tiles by
-// M) and the two-call path (K slices; a bias); swiglu_rows over the
+// through the SwiGLU epilogue (one slice, up to 16 rows) and the two-call
+// path (more rows; K slices; a bias); swiglu_rows over the
 // interleaved product agrees too (the unfused forward's path).
 TEST(CudaFused, GemmSwigluOverInterleavedRowsEqualsTheProductThenSwiglu) {
   TANDEM_REQUIRE_CUDA_DEVICE();
@@ -315,9 +315,10 @@ TEST(CudaFused, GemmSwigluOverInterleavedRowsEqualsTheProductThenSwiglu) {
   }
 }
 
-// The epilogue in every tile that carries it (the mma.sync small tiles, the
-// register-direct ones, the m64 / wide / large TMA tiles) and the fallback of
-// those that do not: the same bits as the reference.
+// The epilogue in every small tile (up to 16 rows: the mma.sync tiles, the
+// register-direct ones, the m64 TMA tile; the fallback where a tile has
+// none) and the two-call path of the wide and large tiles: the same bits as
+// the reference.
 TEST(CudaFused, GemmSwigluEpilogueInEveryTileGivesTheSameBits) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Expected<Stream> stream = Stream::create();

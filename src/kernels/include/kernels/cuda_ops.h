@@ -388,10 +388,13 @@ Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float*
 // The gate/up projection and its SwiGLU (ADR 0074): w [n][k] with its rows
 // interleaved by 8 (GateUp::interleaved8, n % 16 == 0), out [m][n / 2] (and
 // out_bf16) = swiglu_partials' value of gemm_bf16w_partials' product. Where
-// the product is one K slice, there is no bias and the TMA wgmma tile runs it
-// (sm_90a), the GEMM's epilogue writes out itself (one launch; y untouched);
-// else the partials go to y / the workspace and swiglu_partials follows. The
-// same bits either way. TANDEM_CUDA_SWIGLU_EPILOGUE=0: always the two calls.
+// the product is one K slice of at most 16 rows, there is no bias and the
+// tile carries the epilogue (TMA, mma.sync small, register-direct), the GEMM
+// writes out itself (one launch; y untouched); else the partials go to y /
+// the workspace and swiglu_partials follows. The same bits either way.
+// CudaForward calls it only with TANDEM_CUDA_SWIGLU_EPILOGUE=1 (measured
+// slower: swiglu_epilogue_enabled()).
+bool swiglu_epilogue_enabled();
 Status gemm_bf16w_swiglu(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,
                          int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
                          const float* bias, float* out, uint16_t* out_bf16 = nullptr,

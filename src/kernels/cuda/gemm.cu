@@ -431,6 +431,7 @@ GemmSlicing gemm_slicing(int64_t n, int64_t k) {
   const int64_t kTargetBlocks = slice_target_blocks();
   constexpr int64_t kMinSlice = 256, kMaxSlices = 16;
   const int64_t blocks = (n + 31) / 32;
+  if (blocks >= 512) return {1, k};  // enough blocks at any target (the whole-matrix tile's class)
   int64_t want = std::min<int64_t>({(kTargetBlocks + blocks - 1) / blocks, k / kMinSlice, kMaxSlices});
   if (want <= 1) return {1, k};
   const int64_t slice = ((k + want - 1) / want + kMinSlice - 1) / kMinSlice * kMinSlice;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <limits>
 
 namespace tandem::sampling {
@@ -129,16 +131,33 @@ void apply_top_k(std::span<float> logits, int32_t k, ProcessorScratch& s) {
   }
 }
 
-void apply_top_p(std::span<float> logits, float p, ProcessorScratch& s) {
-  if (p >= 1.0f) return;
-  collect_unmasked(logits, s.order);
-  if (s.order.size() <= 1) return;
+namespace {
+
+// s.order = every unmasked entry at or above a threshold, in index order, when that is at
+// least `want` entries (then among them are the `want` best by ByLogitDesc: an entry left out
+// is below every one kept); false when the threshold let fewer through. The threshold: the
+// (2·want/16 + 8)-th best of every 16th entry — no heap or sort over the whole row.
+bool collect_best(std::span<const float> logits, size_t want, ProcessorScratch& s) {
+  s.values.clear();
+  for (size_t i = 0; i < logits.size(); i += 16)
+    if (logits[i] != kMasked) s.values.push_back(logits[i]);
+  const size_t rank = std::min(s.values.size(), want / 8 + 8);
+  if (rank == 0) return false;
+  std::nth_element(s.values.begin(), s.values.begin() + (rank - 1), s.values.end(), std::greater<float>());
+  const float threshold = s.values[rank - 1];
+  s.order.clear();
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (logits[i] != kMasked && logits[i] >= threshold) s.order.push_back(static_cast<int32_t>(i));
+  return s.order.size() >= want;
+}
+
+// The nucleus over s.order, sorted `sorted` entries at a time (then the whole of s.order):
+// keep the smallest prefix whose mass reaches p. Returns how many of s.order it keeps (its
+// first entries, in ByLogitDesc order), or 0 when the sorted prefix did not reach p and
+// s.order is not the whole row (`whole`): the caller then retries over the whole row.
+size_t nucleus(std::span<const float> logits, float p, float max_l, double total, size_t sorted, bool whole,
+               ProcessorScratch& s) {
   const ByLogitDesc cmp{logits.data()};
-  const float max_l = max_logit(logits);  // over the whole row: -infinity entries cannot raise it
-  double total = 0.0;
-  for (int32_t i : s.order) total += std::exp(static_cast<double>(logits[i] - max_l));
-  // Sort a prefix big enough for typical nuclei first; fall back to a full sort.
-  size_t sorted = std::min<size_t>(s.order.size(), 2048);
   for (;;) {
     std::partial_sort(s.order.begin(), s.order.begin() + sorted, s.order.end(), cmp);
     double mass = 0.0;
@@ -148,12 +167,39 @@ void apply_top_p(std::span<float> logits, float p, ProcessorScratch& s) {
       ++keep;
       if (mass >= p) break;
     }
-    if (mass >= p || sorted == s.order.size()) {
-      for (size_t i = keep; i < s.order.size(); ++i) logits[s.order[i]] = kMasked;
-      return;
-    }
+    if (mass >= p || (whole && sorted == s.order.size())) return keep;
+    if (!whole) return 0;
     sorted = s.order.size();
   }
+}
+
+}  // namespace
+
+void apply_top_p(std::span<float> logits, float p, ProcessorScratch& s) {
+  if (p >= 1.0f) return;
+  collect_unmasked(logits, s.order);
+  const size_t unmasked = s.order.size();
+  if (unmasked <= 1) return;
+  const float max_l = max_logit(logits);  // over the whole row: -infinity entries cannot raise it
+  double total = 0.0;                     // over the unmasked entries in index order
+  for (int32_t i : s.order) total += std::exp(static_cast<double>(logits[i] - max_l));
+  // Sort a prefix big enough for typical nuclei first: on a NaN-free row, its entries picked by
+  // collect_best (the same entries in the same order as a heap over the whole row, ByLogitDesc
+  // being a strict total order there); else, or when the nucleus is longer, the whole row.
+  const size_t sorted = std::min<size_t>(unmasked, 2048);
+  if (sorted < unmasked && std::none_of(logits.begin(), logits.end(), [](float l) { return l != l; }) &&
+      collect_best(logits, sorted, s)) {
+    if (const size_t keep = nucleus(logits, p, max_l, total, sorted, /*whole=*/false, s); keep > 0) {
+      const int32_t last = s.order[keep - 1];
+      const ByLogitDesc cmp{logits.data()};
+      for (size_t i = 0; i < logits.size(); ++i)
+        if (logits[i] != kMasked && cmp(last, static_cast<int32_t>(i))) logits[i] = kMasked;
+      return;
+    }
+  }
+  if (s.order.size() != unmasked) collect_unmasked(logits, s.order);
+  const size_t keep = nucleus(logits, p, max_l, total, sorted, /*whole=*/true, s);
+  for (size_t i = keep; i < s.order.size(); ++i) logits[s.order[i]] = kMasked;
 }
 
 void apply_min_p(std::span<float> logits, float min_p) {

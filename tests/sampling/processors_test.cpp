@@ -74,6 +74,51 @@ TEST(Processors, TopKEqualsTheFullSortOnLargeRows) {
   }
 }
 
+// apply_top_p (its prefix picked from a threshold, no heap over the row) keeps exactly what the
+// full sort gives: the smallest prefix by (logit desc, id asc) whose mass — e^(l - max) / total,
+// total over the unmasked entries in index order, added in sorted order — reaches p. Rows with
+// ties, masked entries, ±0, a peak (a short nucleus), and a flat one (a nucleus past 2,048).
+TEST(Processors, TopPEqualsTheFullSortOnLargeRows) {
+  std::mt19937 rng(12);
+  ProcessorScratch s;
+  for (int shape = 0; shape < 5; ++shape) {
+    std::normal_distribution<float> dist(0.0f, shape == 4 ? 0.05f : 3.0f);
+    std::vector<float> base(30000);
+    for (size_t i = 0; i < base.size(); ++i) {
+      float v = dist(rng);
+      if (shape == 1) v = std::round(v);        // many exact ties
+      if (shape == 2 && i % 5 == 0) v = -kInf;  // masked entries
+      if (shape == 2 && i % 7 == 0) v = (i % 2) ? 0.0f : -0.0f;
+      if (shape == 3 && i % 1000 == 0) v = 12.0f + static_cast<float>(i % 3);  // a peak
+      base[i] = v;
+    }
+    std::vector<int> order;
+    for (size_t i = 0; i < base.size(); ++i)
+      if (base[i] != -kInf) order.push_back(static_cast<int>(i));
+    float max_l = -kInf;
+    for (float v : base) max_l = std::max(max_l, v);
+    double total = 0.0;
+    for (int i : order) total += std::exp(static_cast<double>(base[i] - max_l));
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return base[a] != base[b] ? base[a] > base[b] : a < b; });
+    for (const float p : {0.05f, 0.5f, 0.9f, 0.95f, 0.999f}) {
+      double mass = 0.0;
+      size_t keep = 0;
+      while (keep < order.size()) {
+        mass += std::exp(static_cast<double>(base[order[keep]] - max_l)) / total;
+        ++keep;
+        if (mass >= p) break;
+      }
+      std::vector<int> want(order.begin(), order.begin() + keep);
+      std::sort(want.begin(), want.end());
+      std::vector<float> row = base;
+      apply_top_p(row, p, s);
+      EXPECT_EQ(kept(row), want) << "shape " << shape << " p " << p << " (nucleus " << keep << ")";
+      for (int id : want) EXPECT_EQ(std::memcmp(&row[id], &base[id], sizeof(float)), 0);  // values untouched
+    }
+  }
+}
+
 TEST(Processors, TopPKeepsSmallestPrefixReachingTheMass) {
   ProcessorScratch s;
   auto row = log_probs({0.05, 0.5, 0.15, 0.3});

@@ -32,7 +32,7 @@ struct RankedLogit {
 struct ProcessorScratch {
   std::vector<int32_t> order;
   std::vector<RankedLogit> ranked;  // apply_top_k's heap
-  std::vector<float> values;
+  std::vector<float> values;        // apply_top_p's sample of the row
   std::vector<uint8_t> seen;
   std::vector<int32_t> counts;
 };

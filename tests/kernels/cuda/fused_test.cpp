@@ -325,34 +325,24 @@ TEST(CudaFused, GemmSwigluEpilogueInEveryTileGivesTheSameBits) {
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
   const int64_t n = 16384, k = 512;  // one slice, the small class (variant 3 by shape)
   ASSERT_EQ(gemm_slicing(n, k).slices, 1);
-  for (const int64_t m : {1, 7, 16}) {
-    GateUpCase g(m, n, k, DType::bf16, *stream);
+  // Every value of one tile knob (set, then back to its default) against the reference.
+  auto every = [&](int64_t m, DType xt, const char* knob, const std::vector<int>& values, void (*set)(int)) {
+    GateUpCase g(m, n, k, xt, *stream);
     const std::vector<float> ref = g.reference(false, *stream);
-    for (const int v : {-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 15, 18, 19, 20}) {
-      set_small_tile_variant(v);
+    for (const int v : values) {
+      set(v);
       const std::vector<float> got = g.fused(false, *stream);
-      EXPECT_TRUE(same_bits(ref.data(), got.data(), ref.size())) << "small variant " << v << ", " << g.what();
+      EXPECT_TRUE(same_bits(ref.data(), got.data(), ref.size())) << knob << " " << v << ", " << g.what();
     }
-    set_small_tile_variant(-1);
-  }
-  {
-    GateUpCase g(40, n, k, DType::f32, *stream);
-    const std::vector<float> ref = g.reference(false, *stream);
-    for (const int mode : {0, 1, 2, 3, 4}) {
-      set_wide_small_tile(mode);
-      const std::vector<float> got = g.fused(false, *stream);
-      EXPECT_TRUE(same_bits(ref.data(), got.data(), ref.size())) << "wide mode " << mode << ", " << g.what();
-    }
-    set_wide_small_tile(-1);
-  }
-  GateUpCase g(130, n, k, DType::bf16, *stream);
-  const std::vector<float> ref = g.reference(false, *stream);
-  for (int v = 0; v < 18; ++v) {
-    set_large_tile_variant(v);
-    const std::vector<float> got = g.fused(false, *stream);
-    EXPECT_TRUE(same_bits(ref.data(), got.data(), ref.size())) << "large variant " << v << ", " << g.what();
-  }
-  set_large_tile_variant(-1);
+    set(-1);
+  };
+  for (const int64_t m : {1, 7, 16})
+    every(m, DType::bf16, "small variant", {-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 15, 18, 19, 20},
+          set_small_tile_variant);
+  every(40, DType::f32, "wide mode", {0, 1, 2, 3, 4}, set_wide_small_tile);
+  std::vector<int> large(18);
+  std::iota(large.begin(), large.end(), 0);
+  every(130, DType::bf16, "large variant", large, set_large_tile_variant);
 }
 
 TEST(CudaFusedArguments, BadShapesAreInvalidArgument) {

@@ -57,8 +57,6 @@ const std::vector<Knob>& knobs() {
       boolean("TANDEM_CUDA_DEVICE_PICK"),
       boolean("TANDEM_CUDA_GRAPH_PICK"),
       boolean("TANDEM_CUDA_FUSE_ROPE"),
-      boolean("TANDEM_CUDA_SWIGLU_EPILOGUE"),
-      boolean("TANDEM_CUDA_SWIGLU_WHOLE"),
       integer("TANDEM_CUDA_SLICE_BLOCKS", 32, 4096),
       boolean("TANDEM_CUDA_PDL"),
       choice("TANDEM_CUDA_ATTENTION", {"serial", "split", "tile"}),

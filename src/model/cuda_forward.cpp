@@ -94,7 +94,6 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(alloc(f->attn_, rows * qd * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->gate_up_, rows * 2 * inter * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->act_, rows * inter * fl));
-  TANDEM_RETURN_IF_ERROR(alloc(f->act_bf16_, rows * inter * sizeof(uint16_t)));
   TANDEM_RETURN_IF_ERROR(alloc(f->logits_, rows * static_cast<size_t>(c.vocab_size) * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->d_picks_, rows * sizeof(int32_t)));
   {
@@ -533,23 +532,12 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
     }
   }
   float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
-  Expected<gpu::GemmPartials> p = gpu::GemmPartials{};
-  if (w.gate_up_interleaved && mode_ == kernels::GemmMode::invariant && xb != nullptr) {
-    // ADR 0074: the SwiGLU in the gate/up GEMM's epilogue where it can run; its bf16
-    // output goes to act_bf16_ (the GEMM is still reading x_bf16_), the down GEMM's input.
-    if (!fuse_norm_) TANDEM_RETURN_IF_ERROR(gpu::to_bf16(s, h, xb, m * hs));
-    uint16_t* act_b = act_bf16_.as<uint16_t>();
-    TANDEM_RETURN_IF_ERROR(gpu::gemm_bf16w_swiglu(
-        s, xb, DType::bf16, m, bf16(w.gate_up), 2 * inter, hs, gate_up, slices_.as<float>(),
-        slices_.bytes() / sizeof(float), bias(w.gate_up_bias), act, act_b));
-    p = gpu::gemm_bf16w_partials(s, act_b, DType::bf16, m, bf16(w.down), hs, inter, h, slices_.as<float>(),
-                                 slices_.bytes() / sizeof(float));
-  } else {
-    auto gu = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr);
-    if (!gu.ok()) return gu.status();
-    TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *gu, bias(w.gate_up_bias), act, xb, gate_up_layout(w)));
-    p = gemm_partials(act, m, bf16(w.down), hs, inter, h, xb != nullptr);
+  {
+    auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr);
+    if (!p.ok()) return p.status();
+    TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act, xb));
   }
+  auto p = gemm_partials(act, m, bf16(w.down), hs, inter, h, xb != nullptr);
   if (!p.ok()) return p.status();
   if (norm_after == nullptr) return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
   return gpu::residual_add_rmsnorm_partials(s, *p, bias(w.down_bias), x, norm_after, eps, h, xb);
@@ -593,7 +581,7 @@ Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
   TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up));
   if (w.gate_up_bias.bytes())
     TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, gate_up, f32(w.gate_up_bias), m, 2 * inter));
-  TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, m, inter, act, gate_up_layout(w)));
+  TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, m, inter, act));
   TANDEM_RETURN_IF_ERROR(gemm(act, m, bf16(w.down), hs, inter, h));
   if (w.down_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.down_bias), m, hs));
   return gpu::add_inplace(s, x, h, m * hs);

@@ -128,9 +128,6 @@ class CudaForward {
   // last residual add writes into h.
   Status layer_fused(int l, int64_t m, int64_t table_stride, bool input_normed, const float* norm_after);
   bool fused(int l) const;
-  static kernels::gpu::GateUp gate_up_layout(const DeviceLayer& w) {
-    return w.gate_up_interleaved ? kernels::gpu::GateUp::interleaved8 : kernels::gpu::GateUp::halves;
-  }
   // The Gemma 2/3/4 and sparse-MoE families (cuda_forward_families.cpp, ADR 0045):
   // the unfused op sequence of forward.cpp's attention_block / mlp_block /
   // moe_block with every family hook, used for every layer of such a model.
@@ -212,7 +209,6 @@ class CudaForward {
   bool graph_stride_pool_ = false;  // TANDEM_CUDA_GRAPH_STRIDE=pool: graphs take the pool's stride
   std::unique_ptr<kernels::gpu::CublasGemm> cublas_;          // opened on the first splitk chunk
   kernels::gpu::DeviceBuffer x_bf16_;                         // the bf16 copy of x (cuBLAS, bf16_x_)
-  kernels::gpu::DeviceBuffer act_bf16_;                       // the SwiGLU epilogue's bf16 output (ADR 0074)
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums
   kernels::gpu::DeviceBuffer attn_partials_, attn_counters_;  // split attention's workspace
   kernels::gpu::AttentionWorkspace attn_workspace_;

@@ -33,14 +33,14 @@ using cuda_forward_detail::alloc;
 using cuda_forward_detail::bf16;
 using cuda_forward_detail::f32;
 
-}  // namespace
-
 bool needs_general_layer(const ModelConfig& c) {
   return c.family == Family::gemma4 || c.gemma_norms || c.scale_embeddings || c.local_rope ||
          c.attn_softcap != 0.0f || c.final_softcap != 0.0f || c.attn_scale != 0.0f ||
          c.mlp_activation != Activation::silu || c.moe.num_experts > 0 || !c.layer_attention.empty() ||
          !c.layer_intermediate.empty() || c.per_layer_input > 0 || c.v_norm || c.layer_scalar;
 }
+
+}  // namespace
 
 Status CudaForward::allocate_family_scratch() {
   const ModelConfig& c = model_.config();

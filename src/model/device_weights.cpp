@@ -116,19 +116,6 @@ class StagedUploader {
   std::unique_ptr<ThreadPool> pool_;
 };
 
-// The natural row of gate_up [2 inter][k] that row r of its interleaved-by-8 copy holds.
-int64_t interleaved_source_row(int64_t r, int64_t inter) {
-  return (r / 16) * 8 + r % 8 + (r % 16 >= 8 ? inter : 0);
-}
-
-std::vector<float> interleaved_bias(const std::vector<float>& bias) {
-  std::vector<float> out(bias.size());
-  const int64_t inter = static_cast<int64_t>(bias.size()) / 2;
-  for (size_t r = 0; r < out.size(); ++r)
-    out[r] = bias[static_cast<size_t>(interleaved_source_row(static_cast<int64_t>(r), inter))];
-  return out;
-}
-
 struct Uploader {
   StagedUploader& staged;
   size_t bytes = 0;
@@ -161,20 +148,6 @@ struct Uploader {
                                  "; the CUDA backend takes bf16 weights only (use --device cpu)");
     return relaid_rows(m.n(), m.k(), out, [&](int64_t first, int64_t rows, uint16_t* dst) {
       kernels::unpack_rows(m, first, rows, dst);
-    });
-  }
-  // gate_up [2 inter][k] with its rows interleaved by 8 (DeviceLayer::gate_up_interleaved):
-  // row R holds gate row 8(R / 16) + R % 8 for R % 16 < 8, else that up row.
-  Status interleaved_gate_up(const kernels::PackedMatrix& m, const std::string& name,
-                             gpu::DeviceBuffer& out) {
-    if (m.dtype() != kernels::DType::bf16) return matrix(m, name, out);  // matrix() names the error
-    const int64_t inter = m.n() / 2, k = m.k();
-    return relaid_rows(m.n(), k, out, [&](int64_t first, int64_t rows, uint16_t* dst) {
-      for (int64_t r = first; r < first + rows;) {
-        const int64_t run = std::min<int64_t>(8 - r % 8, first + rows - r);  // source rows contiguous
-        kernels::unpack_rows(m, interleaved_source_row(r, inter), run, dst + (r - first) * k);
-        r += run;
-      }
     });
   }
   // A bf16 table [n][k] (the tied LM head) as a GEMM weight: relaid.
@@ -245,7 +218,6 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
   w->device = device;
   Uploader up{**staged};
   const ModelConfig& c = model.config();
-  const bool general = needs_general_layer(c);
   w->layers.resize(model.layers().size());
   for (size_t l = 0; l < model.layers().size(); ++l) {
     const LayerWeights& src = model.layers()[l];
@@ -259,16 +231,8 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
     TANDEM_RETURN_IF_ERROR(up.matrix(src.o, p + "o_proj", dst.o));
     TANDEM_RETURN_IF_ERROR(up.floats(src.o_bias, dst.o_bias));
     TANDEM_RETURN_IF_ERROR(up.floats(src.mlp_norm, dst.mlp_norm));
-    dst.gate_up_interleaved = gpu::swiglu_epilogue_enabled() && !general &&
-                              src.gate_up.n() == 2 * c.intermediate_size && c.intermediate_size > 0 &&
-                              c.intermediate_size % 8 == 0;
-    if (dst.gate_up_interleaved) {
-      TANDEM_RETURN_IF_ERROR(up.interleaved_gate_up(src.gate_up, p + "gate_up", dst.gate_up));
-      TANDEM_RETURN_IF_ERROR(up.floats(interleaved_bias(src.gate_up_bias), dst.gate_up_bias));
-    } else {
-      TANDEM_RETURN_IF_ERROR(up.matrix(src.gate_up, p + "gate_up", dst.gate_up));
-      TANDEM_RETURN_IF_ERROR(up.floats(src.gate_up_bias, dst.gate_up_bias));
-    }
+    TANDEM_RETURN_IF_ERROR(up.matrix(src.gate_up, p + "gate_up", dst.gate_up));
+    TANDEM_RETURN_IF_ERROR(up.floats(src.gate_up_bias, dst.gate_up_bias));
     TANDEM_RETURN_IF_ERROR(up.matrix(src.down, p + "down_proj", dst.down));
     TANDEM_RETURN_IF_ERROR(up.floats(src.down_bias, dst.down_bias));
     TANDEM_RETURN_IF_ERROR(up.floats(src.post_attn_norm, dst.post_attn_norm));

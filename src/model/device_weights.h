@@ -30,12 +30,6 @@ struct DeviceExpert {
 struct DeviceLayer {
   kernels::gpu::DeviceBuffer attn_norm, qkv, qkv_bias, q_norm, k_norm, o, o_bias;
   kernels::gpu::DeviceBuffer mlp_norm, gate_up, gate_up_bias, down, down_bias;
-  // gate_up's rows (and gate_up_bias) interleaved by 8 (kernels::gpu::GateUp::interleaved8:
-  // gate rows 8g..8g+7, then up rows 8g..8g+7, ...; ADR 0074) so a GEMM epilogue holds each
-  // output's gate and up values together; set with TANDEM_CUDA_SWIGLU_EPILOGUE=1 (off by
-  // default: measured slower) where the forward is the standard one (!needs_general_layer)
-  // and the intermediate size is a multiple of 8.
-  bool gate_up_interleaved = false;
   // Gemma's output norms (empty otherwise; ADR 0045).
   kernels::gpu::DeviceBuffer post_attn_norm, post_mlp_norm;
   // Sparse MoE layers (ADR 0023 / 0045): router [experts][hidden], the experts,
@@ -49,10 +43,6 @@ struct DeviceLayer {
   kernels::gpu::DeviceBuffer router_scale, per_expert_scale, moe_norm, post_mlp_dense_norm, post_moe_norm;
   kernels::gpu::DeviceBuffer per_layer_gate, per_layer_projection, post_per_layer_norm;
 };
-
-struct ModelConfig;
-// A Gemma / MoE feature: the CUDA forward runs layer_general for every layer (ADR 0045).
-bool needs_general_layer(const ModelConfig& c);
 
 struct DeviceWeights {
   int device = 0;

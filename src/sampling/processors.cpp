@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <limits>
 
@@ -136,7 +135,7 @@ namespace {
 // s.order = every unmasked entry at or above a threshold, in index order, when that is at
 // least `want` entries (then among them are the `want` best by ByLogitDesc: an entry left out
 // is below every one kept); false when the threshold let fewer through. The threshold: the
-// (2·want/16 + 8)-th best of every 16th entry — no heap or sort over the whole row.
+// (want/8 + 8)-th best of every 16th entry — no heap or sort over the whole row.
 bool collect_best(std::span<const float> logits, size_t want, ProcessorScratch& s) {
   s.values.clear();
   for (size_t i = 0; i < logits.size(); i += 16)

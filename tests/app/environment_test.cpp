@@ -56,7 +56,7 @@ TEST_F(GpuKnobsTest, EveryKnobIsCovered) {
                            "TANDEM_CUDA_DEVICE_PICK",
                            "TANDEM_CUDA_GRAPH_PICK",
                            "TANDEM_CUDA_FUSE_ROPE",
-                           "TANDEM_CUDA_SWIGLU_EPILOGUE",
+                           "TANDEM_CUDA_SLICE_BLOCKS",
                            "TANDEM_CUDA_ATTENTION",
                            "TANDEM_CUDA_GRAPH_STRIDE",
                            "TANDEM_CUDA_UPLOAD",

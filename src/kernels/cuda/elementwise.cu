@@ -12,7 +12,6 @@
 #include "cuda/bf16_bits.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launch.cuh"
-#include "cuda/swiglu.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -65,8 +64,8 @@ __global__ void split_qkv_kernel(const float* __restrict__ qkv, int64_t q_dim, i
   }
 }
 
-// swiglu.cuh's formula over either gate/up layout.
-__global__ void swiglu_rows_kernel(const float* __restrict__ gate_up, int64_t inter, bool interleaved,
+// The CPU reference's formula: the product evaluated in double, rounded once.
+__global__ void swiglu_rows_kernel(const float* __restrict__ gate_up, int64_t inter,
                                    float* __restrict__ out) {
   pdl_enter();
   const int64_t r = blockIdx.x;
@@ -74,9 +73,10 @@ __global__ void swiglu_rows_kernel(const float* __restrict__ gate_up, int64_t in
   // blockIdx.y picks a 256-wide slice of the row (one element per thread: the
   // double-precision exp is the cost, so spread it over the machine).
   for (int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; i < inter;
-       i += static_cast<int64_t>(gridDim.y) * blockDim.x)
-    out[r * inter + i] =
-        swiglu_value(row[gate_column(i, interleaved)], row[up_column(i, inter, interleaved)]);
+       i += static_cast<int64_t>(gridDim.y) * blockDim.x) {
+    const double g = row[i];
+    out[r * inter + i] = static_cast<float>(g / (1.0 + exp(-g)) * static_cast<double>(row[inter + i]));
+  }
 }
 
 __global__ void gather_rows_kernel(const float* __restrict__ src, const int32_t* __restrict__ indices,
@@ -131,17 +131,13 @@ Status split_qkv(const Stream& stream, const float* qkv, int64_t rows, int64_t q
                        stream.handle(), qkv, q_dim, kv_dim, q, k, v);
 }
 
-Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int64_t inter, float* out,
-                   GateUp layout) {
+Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int64_t inter, float* out) {
   TANDEM_RETURN_IF_ERROR(check_rows(rows, "swiglu_rows"));
-  if (layout == GateUp::interleaved8 && inter % 8 != 0)
-    return invalid_argument("swiglu_rows: the interleaved layout needs inter % 8 == 0 (got " +
-                            std::to_string(inter) + ")");
   if (rows == 0) return Status::Ok();
   const dim3 grid(static_cast<unsigned>(rows),
                   static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
   return launch_kernel("swiglu_rows", swiglu_rows_kernel, grid, dim3(kThreads), 0, stream.handle(), gate_up,
-                       inter, layout == GateUp::interleaved8, out);
+                       inter, out);
 }
 
 Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t count) {

@@ -19,7 +19,6 @@
 #include "cuda/launch.cuh"
 #include "cuda/qkv_values.cuh"
 #include "cuda/rms_row.cuh"
-#include "cuda/swiglu.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -202,15 +201,16 @@ bool row_norm_enabled() {
 
 template <int Batch>
 __global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t inter,
-                              bool interleaved, const float* __restrict__ bias, float* __restrict__ out,
+                              const float* __restrict__ bias, float* __restrict__ out,
                               uint16_t* __restrict__ out_bf16) {
   pdl_enter();
   const int64_t r = blockIdx.x, count = rows * 2 * inter;
   for (int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; i < inter;
        i += static_cast<int64_t>(gridDim.y) * blockDim.x) {
-    const int64_t base = r * 2 * inter, g = gate_column(i, interleaved), u = up_column(i, inter, interleaved);
-    const float v = swiglu_value(partial_value<Batch>(slabs, slices, count, base + g, bias, g),
-                                 partial_value<Batch>(slabs, slices, count, base + u, bias, u));
+    const int64_t base = r * 2 * inter;
+    const double g = partial_value<Batch>(slabs, slices, count, base + i, bias, i);
+    const float up = partial_value<Batch>(slabs, slices, count, base + inter + i, bias, inter + i);
+    const float v = static_cast<float>(g / (1.0 + exp(-g)) * static_cast<double>(up));
     out[r * inter + i] = v;
     if (out_bf16 != nullptr) out_bf16[r * inter + i] = bf16_bits(v);
   }
@@ -306,19 +306,16 @@ Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p
 }
 
 Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out,
-                       uint16_t* out_bf16, GateUp layout) {
+                       uint16_t* out_bf16) {
   TANDEM_RETURN_IF_ERROR(check_partials(p, "swiglu_partials"));
   if (p.n % 2 != 0) return invalid_argument("swiglu_partials: n must be 2 * intermediate size (got odd n)");
-  if (layout == GateUp::interleaved8 && p.n % 16 != 0)
-    return invalid_argument("swiglu_partials: the interleaved layout needs n % 16 == 0 (got " +
-                            std::to_string(p.n) + ")");
   if (p.m == 0) return Status::Ok();
   const int64_t inter = p.n / 2;
   const dim3 grid(static_cast<unsigned>(p.m),
                   static_cast<unsigned>(std::min<int64_t>((inter + kThreads - 1) / kThreads, 65535)));
   return launch_kernel("swiglu_partials", p.m <= kFewRows ? swiglu_kernel<kSlabBatch> : swiglu_kernel<1>,
-                       grid, dim3(kThreads), 0, stream.handle(), p.slabs, p.slices, p.m, inter,
-                       layout == GateUp::interleaved8, bias, out, out_bf16);
+                       grid, dim3(kThreads), 0, stream.handle(), p.slabs, p.slices, p.m, inter, bias, out,
+                       out_bf16);
 }
 
 Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const float* bias, int n_heads,

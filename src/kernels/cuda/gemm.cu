@@ -157,26 +157,26 @@ int64_t small_tile_max_rows() { return wide_mode() != 0 ? kWideMaxRows : 16; }
 
 template <bool F32X>
 Status launch_wide(int mode, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                   int64_t k, float* y, int64_t slice, SwigluEpilogue* swiglu) {
+                   int64_t k, float* y, int64_t slice) {
   if ((mode == 3 || mode == 4) && m64_tile_runs(x))
-    return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, mode == 3 ? 4 : 3, swiglu);
+    return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, mode == 3 ? 4 : 3);
   // 64 weight rows, 4 compute warps, 3 stages of 128 k: 72 / 96 KB (bf16 x), 96 / 144 KB (f32 x).
   if (m <= 32)
-    return mode == 2 ? launch<Tile<64, 32, 4, 1, 128, 3, F32X, 256>>(stream, x, m, w, n, k, y, slice, swiglu)
-                     : launch<Tile<64, 32, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
-  return mode == 2 ? launch<Tile<64, 64, 4, 1, 128, 3, F32X, 256>>(stream, x, m, w, n, k, y, slice, swiglu)
-                   : launch<Tile<64, 64, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+    return mode == 2 ? launch<Tile<64, 32, 4, 1, 128, 3, F32X, 256>>(stream, x, m, w, n, k, y, slice)
+                     : launch<Tile<64, 32, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
+  return mode == 2 ? launch<Tile<64, 64, 4, 1, 128, 3, F32X, 256>>(stream, x, m, w, n, k, y, slice)
+                   : launch<Tile<64, 64, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
 }
 
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                    int64_t k, float* y, int64_t slice, SwigluEpilogue* swiglu) {
+                    int64_t k, float* y, int64_t slice) {
   if (m > 16 && m <= kWideMaxRows && wide_mode() != 0)
-    return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice, swiglu);
+    return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice);
   if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
   if (variant == kM64Narrow || variant == kM64Wide) {
     if (m64_tile_runs(x))
-      return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant == kM64Narrow ? 4 : 3, swiglu);
+      return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant == kM64Narrow ? 4 : 3);
     variant = 15;  // register-direct: the whole class's pick before ADR 0069
   }
   const bool eight =
@@ -184,31 +184,31 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
   if (eight && m > 8) variant = 5;
   switch (variant) {
     case 0:  // 32 weight rows, 16 x rows, 2 warps, 4 stages of 256 k (128 KB with f32 x)
-      return launch<Tile<32, 16, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<32, 16, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 1:  // 8 x rows, 4 stages of 128 k (48 KB: 4 blocks per SM)
-      return launch<Tile<32, 8, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<32, 8, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 2:  // 8 x rows, 6 stages of 64 k (36 KB)
-      return launch<Tile<32, 8, 2, 1, 64, 6, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<32, 8, 2, 1, 64, 6, F32X>>(stream, x, m, w, n, k, y, slice);
     case 3:  // 64 weight rows, 4 warps, 8 x rows, 4 stages of 128 k (80 KB)
-      return launch<Tile<64, 8, 4, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<64, 8, 4, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 5:  // 64 weight rows, 4 warps, 16 x rows, 3 stages of 128 k (72 KB with f32 x)
-      return launch<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
     case 6:  // 8 x rows, 8 stages of 128 k (96 KB)
-      return launch<Tile<32, 8, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<32, 8, 2, 1, 128, 8, F32X>>(stream, x, m, w, n, k, y, slice);
     case 7:  // 32 weight rows, 8 x rows, 4 stages of 256 k (96 KB with f32 x)
-      return launch<Tile<32, 8, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<32, 8, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 8:  // variant 3 with 4 more warps that only queue copies
-      return launch<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<64, 8, 4, 1, 128, 4, F32X, 256>>(stream, x, m, w, n, k, y, slice);
     case 10:  // direct: launch_direct<FN, U, warps, PIPE>
-      return launch_direct<1, 4, 4, true, F32X>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch_direct<1, 4, 4, true, F32X>(stream, x, m, w, n, k, y, slice);
     case 11:
-      return launch_direct<2, 4, 4, false, F32X>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch_direct<2, 4, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
     case 15:
-      return launch_direct<1, 4, 2, true, F32X>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch_direct<1, 4, 2, true, F32X>(stream, x, m, w, n, k, y, slice);
     case 18:  // 15 with x loaded with the weights (XPRE)
-      return launch_direct<1, 4, 2, true, F32X, true>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch_direct<1, 4, 2, true, F32X, true>(stream, x, m, w, n, k, y, slice);
     default:  // 4: 16 x rows, 4 stages of 128 k (64 KB: 3 blocks per SM)
-      return launch<Tile<32, 16, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<32, 16, 2, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
   }
 }
 
@@ -244,17 +244,17 @@ int large_tile_variant() {
 // Shared memory per block in the comments: bf16 x / f32 x.
 template <bool F32X>
 Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                    int64_t k, float* y, int64_t slice, SwigluEpilogue* swiglu) {
+                    int64_t k, float* y, int64_t slice) {
   if (variant == kLargeByShape) variant = n >= kWideN ? kWideLargeTile : kDefaultLargeTile;
   if (variant >= 15 && variant <= 17 && wgmma_available())
-    return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant - 15, swiglu);
+    return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant - 15);
   if (variant >= 5 && variant <= 8 && wgmma_available())
     return gemm_wgmma(stream, x, F32X, m, w, n, k, y, slice, variant - 5);
   if (variant >= 9 && variant <= 14 && wgmma_available())
     return gemm_wgmma_ws(stream, x, F32X, m, w, n, k, y, slice, variant - 9);
   switch (variant) {
     case 1:  // 128 weight rows × 256 x rows, 8 warps of 64 × 64; 4 × 64 k / 4 × 32 k (192 / 160 KB)
-      return launch<Tile<128, 256, 2, 4, F32X ? 32 : 64, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<128, 256, 2, 4, F32X ? 32 : 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 2:  // 256 × 128, 8 warps of 64 × 64; 4 × 64 k / 3 × 64 k (192 / 192 KB)
     case 5:  // (wgmma unavailable)
     case 6:
@@ -269,33 +269,31 @@ Status launch_large(int variant, cudaStream_t stream, const void* x, int64_t m, 
     case 15:
     case 16:
     case 17:
-      return launch<Tile<256, 128, 4, 2, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<256, 128, 4, 2, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case 3:  // 128 × 128, 4 warps of 64 × 64; 3 × 64 k / 4 × 32 k (96 / 96 KB: two blocks per SM)
-      return launch<Tile<128, 128, 2, 2, F32X ? 32 : 64, F32X ? 4 : 3, F32X>>(stream, x, m, w, n, k, y, slice,
-                                                                              swiglu);
+      return launch<Tile<128, 128, 2, 2, F32X ? 32 : 64, F32X ? 4 : 3, F32X>>(stream, x, m, w, n, k, y,
+                                                                              slice);
     case 4:  // 256 × 128, 8 warps of 64 × 64, 4 × 32 k (96 / 128 KB)
-      return launch<Tile<256, 128, 4, 2, 32, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<256, 128, 4, 2, 32, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     default:  // 0: 128 × 128, 8 warps of 64 × 32, 4 × 64 k / 3 × 64 k (128 / 144 KB)
-      return launch<Tile<128, 128, 2, 4, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<128, 128, 2, 4, 64, F32X ? 3 : 4, F32X>>(stream, x, m, w, n, k, y, slice);
   }
 }
 
 // Tile shapes: Tile<BN, BM, warps along N, warps along M, BK, stages, f32 x>.
 template <bool F32X>
-// swiglu (not null): the TMA tile, where it runs, applies the SwiGLU epilogue
-// (gemm_wgmma.h) and sets swiglu->applied; every other tile ignores it.
 Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                   int64_t k, float* y, int64_t slice = 0, SwigluEpilogue* swiglu = nullptr) {
+                   int64_t k, float* y, int64_t slice = 0) {
   switch (tile) {
     case GemmTile::small:
-      return launch_small<F32X>(small_tile_variant(), stream, x, m, w, n, k, y, slice, swiglu);
+      return launch_small<F32X>(small_tile_variant(), stream, x, m, w, n, k, y, slice);
     case GemmTile::medium:
-      return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y, slice, swiglu);
+      return launch<Tile<64, 64, 2, 2, 64, 4, F32X>>(stream, x, m, w, n, k, y, slice);
     case GemmTile::large:
     case GemmTile::automatic:
       break;
   }
-  return launch_large<F32X>(large_tile_variant(), stream, x, m, w, n, k, y, slice, swiglu);
+  return launch_large<F32X>(large_tile_variant(), stream, x, m, w, n, k, y, slice);
 }
 
 // y[i] = slab 0 + slab 1 + ... in slab order (one fixed order for every m).
@@ -473,57 +471,6 @@ Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 65535 * 8));
   return launch_kernel("gemm_bf16w_sliced (sum of slices)", sum_slices_kernel, dim3(blocks), dim3(256), 0,
                        stream.handle(), p->slabs, p->slices, count, y);
-}
-
-// TANDEM_CUDA_SWIGLU_EPILOGUE (read once): 1 turns the epilogue on (ADR 0074:
-// measured slower, so off by default).
-bool swiglu_epilogue_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("TANDEM_CUDA_SWIGLU_EPILOGUE");
-    return e != nullptr && std::string(e) == "1";
-  }();
-  return on;
-}
-
-// TANDEM_CUDA_SWIGLU_WHOLE=1 (read once; a measurement): the product is never
-// K-sliced, so the epilogue runs on every gate/up matrix — a different
-// reduction order (so different bits) where gemm_slicing would slice, still
-// one order for every M.
-bool swiglu_whole() {
-  static const bool on = [] {
-    const char* e = std::getenv("TANDEM_CUDA_SWIGLU_WHOLE");
-    return e != nullptr && std::string(e) == "1";
-  }();
-  return on;
-}
-
-// The epilogue's rows: at large M its double-precision exps run in the GEMM's
-// one block per SM, 11% slower on an 8B 512-token prefill than the separate
-// kernel (H100, ADR 0074).
-constexpr int64_t kSwigluEpilogueMaxRows = 16;
-
-Status gemm_bf16w_swiglu(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,
-                         int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
-                         const float* bias, float* out, uint16_t* out_bf16, GemmTile tile) {
-  TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w, n, k, y));
-  if (n % 16 != 0 || out == nullptr)
-    return invalid_argument(
-        "gemm_bf16w_swiglu: need n % 16 == 0 (gate/up interleaved by 8) and an output (got n=" +
-        std::to_string(n) + ")");
-  if (m == 0) return Status::Ok();
-  if ((gemm_slicing(n, k).slices == 1 || swiglu_whole()) && bias == nullptr && m <= kSwigluEpilogueMaxRows) {
-    if (tile == GemmTile::automatic) tile = gemm_tile_for(m, n, current_multiprocessors());
-    SwigluEpilogue ep{out, out_bf16};
-    TANDEM_RETURN_IF_ERROR(x_dtype == DType::f32
-                               ? launch_tile<true>(tile, stream.handle(), x, m, w, n, k, y, 0, &ep)
-                               : launch_tile<false>(tile, stream.handle(), x, m, w, n, k, y, 0, &ep));
-    if (ep.applied) return Status::Ok();
-    return swiglu_partials(stream, GemmPartials{y, 1, m, n}, nullptr, out, out_bf16, GateUp::interleaved8);
-  }
-  Expected<GemmPartials> p =
-      gemm_bf16w_partials(stream, x, x_dtype, m, w, n, k, y, workspace, workspace_floats, tile);
-  if (!p.ok()) return p.status();
-  return swiglu_partials(stream, *p, bias, out, out_bf16, GateUp::interleaved8);
 }
 
 }  // namespace tandem::kernels::gpu

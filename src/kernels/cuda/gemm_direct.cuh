@@ -155,8 +155,7 @@ __device__ __forceinline__ void direct_chunk(const uint4 (&a)[D::FN][2], const X
 template <class D>
 __global__ void __launch_bounds__(D::kThreads)
     gemm_direct_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y_base,
-                       int64_t m, int64_t n, int64_t k, int64_t slice, float* __restrict__ swiglu_out,
-                       uint16_t* __restrict__ swiglu_bf16) {
+                       int64_t m, int64_t n, int64_t k, int64_t slice) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c = lane & 3;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * D::WARPS + warp) * D::BNW;
@@ -258,15 +257,6 @@ __global__ void __launch_bounds__(D::kThreads)
   }
 
   // Accumulator slots as in gemm_kernel (store_accumulator).
-  if (swiglu_out != nullptr) {  // one slice (the host's rule)
-#pragma unroll
-    for (int fn = 0; fn < D::FN; ++fn)
-#pragma unroll
-      for (int fm = 0; fm < D::FM; ++fm)
-        store_swiglu_accumulator(swiglu_out, swiglu_bf16, m, n, m0 + fm * 8 + 2 * c, n0 + fn * 16, g,
-                                 acc[fn][fm]);
-    return;
-  }
 #pragma unroll
   for (int fn = 0; fn < D::FN; ++fn) {
     const int64_t col = n0 + fn * 16 + g;
@@ -280,21 +270,20 @@ __global__ void __launch_bounds__(D::kThreads)
 // does not depend on FM).
 template <int FN, int U, int WARPS, bool PIPE, bool F32X, bool XPRE = false>
 Status launch_direct(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
-                     float* y, int64_t slice, SwigluEpilogue* swiglu = nullptr) {
-  const SwigluEpilogue ep = take_swiglu(swiglu, slice, n, k);
+                     float* y, int64_t slice) {
   if (slice <= 0) slice = k;
   const unsigned slices = static_cast<unsigned>((k + slice - 1) / slice);
   if (m <= 8) {
     using D = Direct<FN, 1, U, WARPS, PIPE, F32X, XPRE>;
     const dim3 grid(static_cast<unsigned>((n + D::BN - 1) / D::BN), 1, slices);
     return launch_kernel("gemm_bf16w (direct)", gemm_direct_kernel<D>, grid, dim3(D::kThreads), 0, stream, x,
-                         w, y, m, n, k, slice, ep.out, ep.out_bf16);
+                         w, y, m, n, k, slice);
   }
   using D = Direct<FN, 2, U, WARPS, PIPE, F32X, XPRE>;
   const dim3 grid(static_cast<unsigned>((n + D::BN - 1) / D::BN),
                   static_cast<unsigned>((m + D::BM - 1) / D::BM), slices);
   return launch_kernel("gemm_bf16w (direct)", gemm_direct_kernel<D>, grid, dim3(D::kThreads), 0, stream, x, w,
-                       y, m, n, k, slice, ep.out, ep.out_bf16);
+                       y, m, n, k, slice);
 }
 
 }  // namespace

@@ -41,12 +41,9 @@
 #include <atomic>
 #include <string>
 
-#include "cuda/bf16_bits.cuh"
 #include "cuda/cp_async.cuh"
 #include "cuda/cuda_check.h"
-#include "cuda/gemm_wgmma.h"
 #include "cuda/launch.cuh"
-#include "cuda/swiglu.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -260,29 +257,10 @@ __device__ __forceinline__ void store_accumulator(float* y, int64_t m, int64_t n
   }
 }
 
-// The SwiGLU epilogue (gemm_wgmma.h's SwigluEpilogue) of one accumulator
-// whose fragment starts at weight row `first` (a multiple of 16) over gate/up
-// rows interleaved by 8: d0 / d1 are the gate values of output first / 2 + g
-// for x rows row and row + 1, d2 / d3 their up values (weight row + 8).
-__device__ __forceinline__ void store_swiglu_accumulator(float* out, uint16_t* out_bf16, int64_t m, int64_t n,
-                                                         int64_t row, int64_t first, int g,
-                                                         const float (&d)[4]) {
-  if (first >= n) return;  // n % 16 == 0: a fragment's 16 rows are whole or absent
-  const int64_t inter = n / 2, j = first / 2 + g;
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    if (row + e >= m) continue;
-    const float v = swiglu_value(d[e], d[2 + e]);
-    out[(row + e) * inter + j] = v;
-    if (out_bf16 != nullptr) out_bf16[(row + e) * inter + j] = bf16_bits(v);
-  }
-}
-
 template <class T>
 __global__ void __launch_bounds__(T::kThreads)
     gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y_base,
-                int64_t m, int64_t n, int64_t k, int64_t slice, float* __restrict__ swiglu_out,
-                uint16_t* __restrict__ swiglu_bf16) {
+                int64_t m, int64_t n, int64_t k, int64_t slice) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN;
@@ -335,15 +313,6 @@ __global__ void __launch_bounds__(T::kThreads)
   }
   cp_async_wait<0>();
   if (T::kCopyOnlyWarps && warp >= T::kComputeWarps) return;
-  if (swiglu_out != nullptr) {  // one slice (the host's rule)
-#pragma unroll
-    for (int fn = 0; fn < T::FN; ++fn)
-#pragma unroll
-      for (int fm = 0; fm < T::FM; ++fm)
-        store_swiglu_accumulator(swiglu_out, swiglu_bf16, m, n, m0 + warp_m + fm * 8 + 2 * c,
-                                 n0 + warp_n + fn * 16, g, acc[fn][fm]);
-    return;
-  }
 #pragma unroll
   for (int fn = 0; fn < T::FN; ++fn) {
     const int64_t col = n0 + warp_n + fn * 16 + g;
@@ -354,8 +323,7 @@ __global__ void __launch_bounds__(T::kThreads)
 }
 
 // slice == 0: one slice (all of k, into y); else ceil(k / slice) slices into
-// consecutive [m][n] slabs of y. swiglu (not null, one slice, n % 16 == 0):
-// the SwiGLU epilogue instead of y, and swiglu->applied is set.
+// consecutive [m][n] slabs of y.
 // Raises `kernel`'s dynamic shared-memory limit to `bytes` once per device (bit d
 // of `raised`, a static of the caller's instantiation). Idempotent; done once so the
 // host stays off the per-launch path (decode issues hundreds of launches).
@@ -373,26 +341,18 @@ Status raise_smem_once(std::atomic<uint64_t>& raised, Kernel kernel, int bytes, 
   return Status::Ok();
 }
 
-// The SwiGLU epilogue's outputs for a launch of `slice` (null: none).
-inline SwigluEpilogue take_swiglu(SwigluEpilogue* swiglu, int64_t slice, int64_t n, int64_t k) {
-  if (swiglu == nullptr || swiglu->out == nullptr || (slice > 0 && slice < k) || n % 16 != 0) return {};
-  swiglu->applied = true;
-  return *swiglu;
-}
-
 template <class T>
 Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
-              float* y, int64_t slice = 0, SwigluEpilogue* swiglu = nullptr) {
+              float* y, int64_t slice = 0) {
   const auto kernel = gemm_kernel<T>;
   static std::atomic<uint64_t> raised{0};
   TANDEM_RETURN_IF_ERROR(raise_smem_once(raised, kernel, T::kSmem, "gemm"));
-  const SwigluEpilogue ep = take_swiglu(swiglu, slice, n, k);
   if (slice <= 0) slice = k;
   const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
                   static_cast<unsigned>((m + T::BM - 1) / T::BM),
                   static_cast<unsigned>((k + slice - 1) / slice));
-  return launch_kernel(ep.out != nullptr ? "gemm_bf16w (SwiGLU)" : "gemm_bf16w", kernel, grid,
-                       dim3(T::kThreads), T::kSmem, stream, x, w, y, m, n, k, slice, ep.out, ep.out_bf16);
+  return launch_kernel("gemm_bf16w", kernel, grid, dim3(T::kThreads), T::kSmem, stream, x, w, y, m, n, k,
+                       slice);
 }
 
 }  // namespace

@@ -34,18 +34,8 @@ Status gemm_wgmma_ws(CUstream_st* stream, const void* x, bool f32x, int64_t m, c
 // swizzle, a producer thread and two consumer warpgroups over an mbarrier
 // ring; config 0: 128 x rows × 256 weight rows, 1: the same with one tile's
 // wgmmas in flight, 2: 256 × 128. slice: a multiple of 64 (or 0 / k).
-// swiglu (not null, one slice): the epilogue writes swiglu->out [m][n / 2]
-// (and out_bf16) = swiglu_partials' value of the product whose gate/up
-// columns are interleaved by 8 (GateUp::interleaved8, ADR 0074) instead of y,
-// and sets swiglu->applied; with K slices it is ignored.
-struct SwigluEpilogue {
-  float* out = nullptr;
-  uint16_t* out_bf16 = nullptr;
-  bool applied = false;
-};
 Status gemm_wgmma_tma(CUstream_st* stream, const void* x, bool f32x, int64_t m, const uint16_t* w_relaid,
-                      int64_t n, int64_t k, float* y, int64_t slice, int config,
-                      SwigluEpilogue* swiglu = nullptr);
+                      int64_t n, int64_t k, float* y, int64_t slice, int config);
 
 // The probe (tests/kernels/cuda/wgmma_probe_test.cpp): `trials` independent
 // problems of `steps` k16 steps each. Trial t: x [steps][64][16] bf16 and

@@ -33,7 +33,6 @@
 
 #include "cuda/gemm_kernel.cuh"
 #include "cuda/gemm_wgmma.h"
-#include "cuda/swiglu.cuh"
 #include "cuda/wgmma_ops.cuh"
 #include "cuda/wgmma_sync.cuh"
 #include "cuda/wgmma_tile.cuh"
@@ -179,8 +178,7 @@ __device__ __forceinline__ void consume(int kt, int tiles, uint32_t smem, const 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1)
     gemm_wgmma_tma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
-                          float* __restrict__ y_base, int64_t m, int64_t n, int64_t k, int64_t slice,
-                          float* __restrict__ swiglu_out, uint16_t* __restrict__ swiglu_bf16) {
+                          float* __restrict__ y_base, int64_t m, int64_t n, int64_t k, int64_t slice) {
   extern __shared__ __align__(1024) unsigned char tma_smem[];
   __shared__ __align__(8) uint64_t bars[2 * T::STAGES];  // full[s], then empty[s]
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(tma_smem));
@@ -266,14 +264,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
   }
   wgmma_wait<0>();
-  pdl_wait();                   // y may still be read by the previous kernel
-  if (swiglu_out != nullptr) {  // one slice (the host's rule)
-#pragma unroll
-    for (int mb = 0; mb < T::WGM; ++mb)
-      store_swiglu<typename T::Store>(swiglu_out, swiglu_bf16, acc[mb], m0, n0 + n_off, row0 + 64 * mb, c, m,
-                                      n);
-    return;
-  }
+  pdl_wait();  // y may still be read by the previous kernel
   float* y = y_base + static_cast<int64_t>(blockIdx.z) * m * n;
 #pragma unroll
   for (int mb = 0; mb < T::WGM; ++mb)
@@ -321,18 +312,11 @@ Status make_map(CUtensorMap& map, const void* base, bool f32, int64_t rows, int6
 
 template <class T>
 Status launch_tma(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
-                  float* y, int64_t slice, SwigluEpilogue* swiglu) {
+                  float* y, int64_t slice) {
   const auto kernel = gemm_wgmma_tma_kernel<T>;
   static std::atomic<uint64_t> raised{0};
   TANDEM_RETURN_IF_ERROR(raise_smem_once(raised, kernel, T::kSmem, "gemm_wgmma_tma"));
   if (slice <= 0) slice = k;
-  float* swiglu_out = nullptr;
-  uint16_t* swiglu_bf16 = nullptr;
-  if (swiglu != nullptr && swiglu->out != nullptr && slice >= k && n % 16 == 0) {
-    swiglu_out = swiglu->out;
-    swiglu_bf16 = swiglu->out_bf16;
-    swiglu->applied = true;
-  }
   CUtensorMap wmap, xmap;
   const int64_t pitch = relaid_row_pitch(k);
   TANDEM_RETURN_IF_ERROR(make_map(wmap, w, false, n, pitch, pitch * 2, 64, T::BN));
@@ -340,42 +324,40 @@ Status launch_tma(cudaStream_t stream, const void* x, int64_t m, const uint16_t*
   const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
                   static_cast<unsigned>((m + T::BM - 1) / T::BM),
                   static_cast<unsigned>((k + slice - 1) / slice));
-  return launch_kernel(swiglu_out != nullptr ? "gemm_bf16w (wgmma, TMA, relaid weights, SwiGLU)"
-                                             : "gemm_bf16w (wgmma, TMA, relaid weights)",
-                       kernel, grid, dim3(T::kThreads), T::kSmem, stream, wmap, xmap, y, m, n, k, slice,
-                       swiglu_out, swiglu_bf16);
+  return launch_kernel("gemm_bf16w (wgmma, TMA, relaid weights)", kernel, grid, dim3(T::kThreads), T::kSmem,
+                       stream, wmap, xmap, y, m, n, k, slice);
 }
 
 template <bool F32X>
 Status launch_tma_config(int config, cudaStream_t s, const void* x, int64_t m, const uint16_t* w, int64_t n,
-                         int64_t k, float* y, int64_t slice, SwigluEpilogue* swiglu) {
+                         int64_t k, float* y, int64_t slice) {
   constexpr int kStages = F32X ? 3 : 4, kStages256Rows = F32X ? 2 : 4;  // <= 227 KB
   switch (config) {
     case 1:  // 128 x rows × 256 weight rows, one tile's wgmmas in flight
-      return launch_tma<TmaTile<256, 1, F32X, kStages, 1>>(s, x, m, w, n, k, y, slice, swiglu);
+      return launch_tma<TmaTile<256, 1, F32X, kStages, 1>>(s, x, m, w, n, k, y, slice);
     case 2:  // 256 x rows × 128 weight rows (two m64 blocks per consumer warpgroup)
-      return launch_tma<TmaTile<128, 2, F32X, kStages256Rows, 0>>(s, x, m, w, n, k, y, slice, swiglu);
+      return launch_tma<TmaTile<128, 2, F32X, kStages256Rows, 0>>(s, x, m, w, n, k, y, slice);
     case 3:  // m64: 64 x rows × 256 weight rows, 128 per consumer warpgroup (ADR 0066)
-      return launch_tma<TmaTile<256, 1, F32X, F32X ? 4 : 5, 0, 128>>(s, x, m, w, n, k, y, slice, swiglu);
+      return launch_tma<TmaTile<256, 1, F32X, F32X ? 4 : 5, 0, 128>>(s, x, m, w, n, k, y, slice);
     case 4:  // m64: 64 x rows × 128 weight rows, 64 per consumer warpgroup, a deeper ring
-      return launch_tma<TmaTile<128, 1, F32X, F32X ? 6 : 8, 0, 64>>(s, x, m, w, n, k, y, slice, swiglu);
+      return launch_tma<TmaTile<128, 1, F32X, F32X ? 6 : 8, 0, 64>>(s, x, m, w, n, k, y, slice);
     default:  // 0: 128 x rows × 256 weight rows, wgmmas waited per tile
-      return launch_tma<TmaTile<256, 1, F32X, kStages, 0>>(s, x, m, w, n, k, y, slice, swiglu);
+      return launch_tma<TmaTile<256, 1, F32X, kStages, 0>>(s, x, m, w, n, k, y, slice);
   }
 }
 
 }  // namespace
 
 Status gemm_wgmma_tma(CUstream_st* stream, const void* x, bool f32x, int64_t m, const uint16_t* w_relaid,
-                      int64_t n, int64_t k, float* y, int64_t slice, int config, SwigluEpilogue* swiglu) {
+                      int64_t n, int64_t k, float* y, int64_t slice, int config) {
   if (!wgmma_available())
     return unimplemented("gemm_wgmma_tma: needs an sm_90a build and a compute 9.0 device");
   if (slice > 0 && slice < k && slice % 64 != 0)
     return invalid_argument("gemm_wgmma_tma: K slices must be multiples of 64");
   if (m > (int64_t{1} << 31) - 256 || n > (int64_t{1} << 31) - 256)
     return invalid_argument("gemm_wgmma_tma: m or n beyond the TMA coordinate range");
-  return f32x ? launch_tma_config<true>(config, stream, x, m, w_relaid, n, k, y, slice, swiglu)
-              : launch_tma_config<false>(config, stream, x, m, w_relaid, n, k, y, slice, swiglu);
+  return f32x ? launch_tma_config<true>(config, stream, x, m, w_relaid, n, k, y, slice)
+              : launch_tma_config<false>(config, stream, x, m, w_relaid, n, k, y, slice);
 }
 
 }  // namespace tandem::kernels::gpu

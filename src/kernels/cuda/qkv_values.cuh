@@ -1,7 +1,7 @@
 // qkv_values.cuh — one head's q, k or v values from the qkv projection's
 // partial slabs: the slab sum in slab order, the bias, then RoPE with rope()'s
-// arithmetic. Shared by qkv_rope_kv_write (fused.cu) and attention_from_qkv
-// (attention.cu), so that both give the same bits by construction (internal
+// arithmetic. Shared by qkv_rope_kv_write (fused.cu), attention_from_qkv
+// (attention.cu) and rope() (rowwise.cu), so that all give the same bits by construction (internal
 // to tandem_kernels_cuda; the library is compiled with --fmad=false).
 #pragma once
 
@@ -68,11 +68,6 @@ __device__ __forceinline__ void rope_table(float pos, const float* __restrict__ 
   }
 }
 
-// Rotates the first 2·half values of `vectors` head vectors in shared memory
-// (vals[v]), pairs (i, i + half) (neox) or (2i, 2i + 1): every product
-// rounded (no FMA), then the difference / sum. Every thread of the block
-// calls it (two barriers: the pairs are all read before any is rewritten).
-// kMaxPairs: the most pairs one thread takes (ceil(half / blockDim.x)).
 // The pair of pair index i: (i, i + half) (neox) or (2i, 2i + 1).
 __device__ __forceinline__ void rope_pair(int i, int half, bool neox, int& ia, int& ib) {
   ia = neox ? i : 2 * i;

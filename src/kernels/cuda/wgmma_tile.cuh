@@ -12,9 +12,7 @@
 
 #include <cstdint>
 
-#include "cuda/bf16_bits.cuh"
 #include "cuda/gemm_kernel.cuh"
-#include "cuda/swiglu.cuh"
 #include "cuda/wgmma_ops.cuh"
 
 namespace tandem::kernels::gpu {
@@ -163,35 +161,6 @@ __device__ __forceinline__ void store_acc(float* __restrict__ y, const float (&a
       const int64_t col = n0 + i * 8 + 2 * c;
       if (col < n) yr[col] = acc[4 * i + 2 * half];
       if (col + 1 < n) yr[col + 1] = acc[4 * i + 2 * half + 1];
-    }
-  }
-}
-
-// The SwiGLU epilogue (gemm_wgmma.h's SwigluEpilogue) over gate/up columns
-// interleaved by 8: for even i, acc[4i + {0,1}] (weight rows n0 + 8i + 2c,
-// +1) are the gate values of outputs (n0 + 8i) / 2 + 2c, +1, and acc[4(i+1) +
-// {0,1}] their up values (n0 is a multiple of 16); {2,3} likewise for x row
-// xrow + 8. swiglu_value (swiglu.cuh): swiglu_partials' formula.
-template <class T>
-__device__ __forceinline__ void store_swiglu(float* __restrict__ out, uint16_t* __restrict__ out_bf16,
-                                             const float (&acc)[Acc<T::BN>::kRegs], int64_t m0, int64_t n0,
-                                             int xrow, int c, int64_t m, int64_t n) {
-  static_assert(T::BN % 16 == 0, "whole gate/up groups");
-  const int64_t inter = n / 2;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int64_t row = m0 + xrow + half * 8;
-    if (row >= m) continue;
-#pragma unroll
-    for (int i = 0; i < T::BN / 8; i += 2) {
-      if (n0 + i * 8 >= n) continue;  // n % 16 == 0: a group is whole or absent
-      const int64_t j = row * inter + (n0 + i * 8) / 2 + 2 * c;
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float v = swiglu_value(acc[4 * i + 2 * half + e], acc[4 * (i + 1) + 2 * half + e]);
-        out[j + e] = v;
-        if (out_bf16 != nullptr) out_bf16[j + e] = bf16_bits(v);
-      }
     }
   }
 }

@@ -8,7 +8,6 @@
 #include <numeric>
 #include <vector>
 
-#include "cuda/gemm_tuning.h"
 #include "cuda_test_util.h"
 #include "kernels/ops.h"
 
@@ -220,138 +219,10 @@ TEST(CudaFused, QkvRopeKvWriteEqualsSplitRopeAndKvWrite) {
   }
 }
 
-// Natural gate/up rows [2 inter][k] interleaved by 8 (GateUp::interleaved8):
-// row r holds gate row 8(r / 16) + r % 8, or that up row for r % 16 >= 8.
-template <typename T>
-std::vector<T> interleave_rows(const std::vector<T>& rows, int64_t n, int64_t k) {
-  std::vector<T> out(rows.size());
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t src = (r / 16) * 8 + r % 8 + (r % 16 >= 8 ? n / 2 : 0);
-    std::copy(rows.begin() + src * k, rows.begin() + (src + 1) * k, out.begin() + r * k);
-  }
-  return out;
-}
-
-// One gate/up problem: natural weights and their interleaved rows on the
-// device, x, a bias in both layouts.
-struct GateUpCase {
-  int64_t m, n, k;
-  DType xt;
-  DeviceBuffer x, wn, wi, bias, bias_i, slabs;
-  size_t slab_floats;
-
-  GateUpCase(int64_t m_, int64_t n_, int64_t k_, DType xt_, const Stream& stream)
-      : m(m_), n(n_), k(k_), xt(xt_) {
-    const std::vector<uint16_t> w = testing::to_bf16(random_floats(n * k, 21, -0.1f, 0.1f));
-    const std::vector<float> xf = random_floats(m * k, 22);
-    x = xt == DType::f32 ? testing::to_device(xf, stream) : testing::to_device(testing::to_bf16(xf), stream);
-    wn = testing::to_device_weights(w, n, k, stream);
-    wi = testing::to_device_weights(interleave_rows(w, n, k), n, k, stream);
-    const std::vector<float> b = random_floats(n, 23);
-    bias = testing::to_device(b, stream);
-    bias_i = testing::to_device(interleave_rows(b, n, 1), stream);
-    slab_floats = static_cast<size_t>(gemm_slicing(n, k).slices) * m * n;
-    slabs = testing::to_device(std::vector<float>(slab_floats, 0.0f), stream);
-  }
-  std::string what() const {
-    return "n " + std::to_string(n) + " k " + std::to_string(k) + " m " + std::to_string(m) +
-           (xt == DType::f32 ? " f32 x" : " bf16 x");
-  }
-  // The reference: natural rows, the summed product (+ bias), swiglu_rows.
-  std::vector<float> reference(bool with_bias, const Stream& stream) {
-    DeviceBuffer y = testing::poisoned(m * n * 4, stream), out = testing::poisoned(m * n / 2 * 4, stream);
-    EXPECT_TRUE(gemm_bf16w_sliced(stream, x.data(), xt, m, wn.as<uint16_t>(), n, k, y.as<float>(),
-                                  slabs.as<float>(), slab_floats)
-                    .ok());
-    if (with_bias) EXPECT_TRUE(add_bias(stream, y.as<float>(), bias.as<float>(), m, n).ok());
-    EXPECT_TRUE(swiglu_rows(stream, y.as<float>(), m, n / 2, out.as<float>()).ok());
-    return testing::to_host<float>(out, m * n / 2, stream);
-  }
-  // gemm_bf16w_swiglu over the interleaved rows; its bf16 copy checked against to_bf16.
-  std::vector<float> fused(bool with_bias, const Stream& stream) {
-    DeviceBuffer y = testing::poisoned(m * n * 4, stream), out = testing::poisoned(m * n / 2 * 4, stream);
-    DeviceBuffer out_bf16 = testing::poisoned(m * n / 2 * 2, stream);
-    const Status st = gemm_bf16w_swiglu(
-        stream, x.data(), xt, m, wi.as<uint16_t>(), n, k, y.as<float>(), slabs.as<float>(), slab_floats,
-        with_bias ? bias_i.as<float>() : nullptr, out.as<float>(), out_bf16.as<uint16_t>());
-    EXPECT_TRUE(st.ok()) << st.to_string() << ", " << what();
-    expect_bf16_of(out, out_bf16, m * n / 2, stream, what().c_str());
-    return testing::to_host<float>(out, m * n / 2, stream);
-  }
-};
-
-// gemm_bf16w_swiglu over interleaved weights (ADR 0074) == the sliced product
-// over the natural rows, then swiglu_rows: out and its bf16 copy, bit for bit,
-// through the SwiGLU epilogue (one slice, up to 16 rows) and the two-call
-// path (more rows; K slices; a bias); swiglu_rows over the
-// interleaved product agrees too (the unfused forward's path).
-TEST(CudaFused, GemmSwigluOverInterleavedRowsEqualsTheProductThenSwiglu) {
-  TANDEM_REQUIRE_CUDA_DEVICE();
-  Expected<Stream> stream = Stream::create();
-  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
-  struct Shape {
-    int64_t n, k;
-    bool bias;
-  };
-  for (const Shape sh : {Shape{16384, 2048, false}, Shape{9728, 896, false}, Shape{4096, 1024, true}}) {
-    for (const int64_t m : {1, 3, 16, 17, 40, 64, 200}) {
-      for (const DType xt : {DType::bf16, DType::f32}) {
-        GateUpCase g(m, sh.n, sh.k, xt, *stream);
-        const std::vector<float> a = g.reference(sh.bias, *stream), b = g.fused(sh.bias, *stream);
-        EXPECT_TRUE(same_bits(a.data(), b.data(), a.size())) << g.what();
-        if (m != 3) continue;
-        DeviceBuffer y = testing::poisoned(m * sh.n * 4, *stream),
-                     out = testing::poisoned(m * sh.n / 2 * 4, *stream);
-        ASSERT_TRUE(gemm_bf16w_sliced(*stream, g.x.data(), xt, m, g.wi.as<uint16_t>(), sh.n, sh.k,
-                                      y.as<float>(), g.slabs.as<float>(), g.slab_floats)
-                        .ok());
-        if (sh.bias) ASSERT_TRUE(add_bias(*stream, y.as<float>(), g.bias_i.as<float>(), m, sh.n).ok());
-        ASSERT_TRUE(
-            swiglu_rows(*stream, y.as<float>(), m, sh.n / 2, out.as<float>(), GateUp::interleaved8).ok());
-        const auto c = testing::to_host<float>(out, m * sh.n / 2, *stream);
-        EXPECT_TRUE(same_bits(a.data(), c.data(), a.size())) << "swiglu_rows interleaved, " << g.what();
-      }
-    }
-  }
-}
-
-// The epilogue in every small tile (up to 16 rows: the mma.sync tiles, the
-// register-direct ones, the m64 TMA tile; the fallback where a tile has
-// none) and the two-call path of the wide and large tiles: the same bits as
-// the reference.
-TEST(CudaFused, GemmSwigluEpilogueInEveryTileGivesTheSameBits) {
-  TANDEM_REQUIRE_CUDA_DEVICE();
-  Expected<Stream> stream = Stream::create();
-  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
-  const int64_t n = 16384, k = 512;  // one slice, the small class (variant 3 by shape)
-  ASSERT_EQ(gemm_slicing(n, k).slices, 1);
-  // Every value of one tile knob (set, then back to its default) against the reference.
-  auto every = [&](int64_t m, DType xt, const char* knob, const std::vector<int>& values, void (*set)(int)) {
-    GateUpCase g(m, n, k, xt, *stream);
-    const std::vector<float> ref = g.reference(false, *stream);
-    for (const int v : values) {
-      set(v);
-      const std::vector<float> got = g.fused(false, *stream);
-      EXPECT_TRUE(same_bits(ref.data(), got.data(), ref.size())) << knob << " " << v << ", " << g.what();
-    }
-    set(-1);
-  };
-  for (const int64_t m : {1, 7, 16})
-    every(m, DType::bf16, "small variant", {-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 15, 18, 19, 20},
-          set_small_tile_variant);
-  every(40, DType::f32, "wide mode", {0, 1, 2, 3, 4}, set_wide_small_tile);
-  std::vector<int> large(18);
-  std::iota(large.begin(), large.end(), 0);
-  every(130, DType::bf16, "large variant", large, set_large_tile_variant);
-}
-
 TEST(CudaFusedArguments, BadShapesAreInvalidArgument) {
   const Stream stream;
   const GemmPartials odd{nullptr, 1, 0, 7};
   EXPECT_EQ(swiglu_partials(stream, odd, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
-  const GemmPartials odd_groups{nullptr, 1, 0, 24};  // interleaved by 8 needs n % 16 == 0
-  EXPECT_EQ(swiglu_partials(stream, odd_groups, nullptr, nullptr, nullptr, GateUp::interleaved8).code(),
-            StatusCode::kInvalidArgument);
   const GemmPartials no_slabs{nullptr, 1, 2, 8};
   EXPECT_EQ(residual_add_partials(stream, no_slabs, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
   const GemmPartials qkv{nullptr, 1, 0, 100};

@@ -331,15 +331,9 @@ Status add_inplace(const Stream& stream, float* y, const float* x, int64_t count
 // Splits fused rows [rows][q_dim + 2 kv_dim] into q [rows][q_dim], k and v [rows][kv_dim].
 Status split_qkv(const Stream& stream, const float* qkv, int64_t rows, int64_t q_dim, int64_t kv_dim,
                  float* q, float* k, float* v);
-// Where a gate/up product row keeps output i's gate and up values: columns i
-// and inter + i (halves), or interleaved by 8 — gate 8g..8g+7 then up
-// 8g..8g+7 in columns 16g..16g+15 — so that a GEMM epilogue holds both
-// (ADR 0074; the weights' rows permuted alike at upload).
-enum class GateUp { halves, interleaved8 };
-// out[r][i] = silu(gate) * up of row r's output i (layout above), evaluated in
-// double and rounded once (the CPU reference's formula).
-Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int64_t inter, float* out,
-                   GateUp layout = GateUp::halves);
+// out[r][i] = silu(gate_up[r][i]) * gate_up[r][inter + i], evaluated in double
+// and rounded once (the CPU reference's formula).
+Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int64_t inter, float* out);
 // out[i] = bf16(x[i]) (round to nearest even), as uint16_t bit patterns.
 Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t count);
 // dst[r] = src[indices[r]] for r < rows; rows of `dim` floats; indices on the device.
@@ -381,24 +375,10 @@ Status residual_add_partials(const Stream& stream, const GemmPartials& p, const 
 Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x,
                                      const float* norm_weight, float eps, float* h,
                                      uint16_t* h_bf16 = nullptr);
-// out[r][i] = swiglu_rows' formula on row r's values at output i's gate and up
-// columns (layout); p.n = 2 · inter; out_bf16 as h_bf16 above.
+// out[r][i] = swiglu_rows' formula on value(r, i) and value(r, inter + i); p.n = 2 · inter;
+// out_bf16 as h_bf16 above.
 Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out,
-                       uint16_t* out_bf16 = nullptr, GateUp layout = GateUp::halves);
-// The gate/up projection and its SwiGLU (ADR 0074): w [n][k] with its rows
-// interleaved by 8 (GateUp::interleaved8, n % 16 == 0), out [m][n / 2] (and
-// out_bf16) = swiglu_partials' value of gemm_bf16w_partials' product. Where
-// the product is one K slice of at most 16 rows, there is no bias and the
-// tile carries the epilogue (TMA, mma.sync small, register-direct), the GEMM
-// writes out itself (one launch; y untouched); else the partials go to y /
-// the workspace and swiglu_partials follows. The same bits either way.
-// CudaForward calls it only with TANDEM_CUDA_SWIGLU_EPILOGUE=1 (measured
-// slower: swiglu_epilogue_enabled()).
-bool swiglu_epilogue_enabled();
-Status gemm_bf16w_swiglu(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,
-                         int64_t n, int64_t k, float* y, float* workspace, size_t workspace_floats,
-                         const float* bias, float* out, uint16_t* out_bf16 = nullptr,
-                         GemmTile tile = GemmTile::automatic);
+                       uint16_t* out_bf16 = nullptr);
 // The fused q/k/v projection (p.n = (n_heads + 2 n_kv_heads) · head_dim):
 // split_qkv, rope() on q and k (rope_positions, inv_freq, rotary_dim, layout),
 // q to q_out [rows][n_heads][head_dim], k and v into the pool where kv_write

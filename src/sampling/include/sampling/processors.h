@@ -23,12 +23,13 @@ struct TokenHistory {
   std::span<const int32_t> generated;
 };
 
-// Scratch space reused across calls (sized to the vocabulary on first use).
+// A logit and its token id (apply_top_k's heap entries).
 struct RankedLogit {
   float value;
   int32_t id;
 };
 
+// Scratch space reused across calls (sized to the vocabulary on first use).
 struct ProcessorScratch {
   std::vector<int32_t> order;
   std::vector<RankedLogit> ranked;  // apply_top_k's heap

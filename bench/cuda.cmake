@@ -22,6 +22,13 @@ if(TANDEM_HAVE_CUDA)
     ${PROJECT_SOURCE_DIR}/src/kernels/include ${PROJECT_SOURCE_DIR}/src/core/include)
 endif()
 
+# bench_handoff_latency: what one kernel boundary costs a chain of small
+# dependent kernels (plain launch, programmatic launch, a counter handoff);
+# no tandem library. docs/benchmarks.md ("What a kernel boundary costs").
+if(TANDEM_HAVE_CUDA)
+  add_executable(bench_handoff_latency ${CMAKE_CURRENT_LIST_DIR}/cuda/handoff_latency.cu)
+endif()
+
 # libtandem_kernel_trace.so: preloaded into `tandem`, records every kernel's
 # GPU start/end (graph replays included) through CUPTI's activity API and
 # writes them as CSV at exit (TANDEM_KERNEL_TRACE); bench/cuda/trace_summary.py

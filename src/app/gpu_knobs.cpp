@@ -58,6 +58,7 @@ const std::vector<Knob>& knobs() {
       boolean("TANDEM_CUDA_GRAPH_PICK"),
       boolean("TANDEM_CUDA_FUSE_ROPE"),
       integer("TANDEM_CUDA_SLICE_BLOCKS", 32, 4096),
+      choice("TANDEM_CUDA_SLICE_MIN", {"64", "128", "256", "512"}),
       boolean("TANDEM_CUDA_PDL"),
       choice("TANDEM_CUDA_ATTENTION", {"serial", "split", "tile"}),
       integer("TANDEM_CUDA_LARGE_TILE", 0, kLargeTileVariants - 1),

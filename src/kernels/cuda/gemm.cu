@@ -422,12 +422,25 @@ int64_t slice_target_blocks() {
   return target;
 }
 
+// TANDEM_CUDA_SLICE_MIN (read once; a measurement, default 256; 64, 128, 256
+// or 512): the K granule of gemm_slicing's slices. Another value changes the
+// bits of every sliced matrix, as above.
+int64_t slice_granule() {
+  static const int64_t granule = [] {
+    const char* e = std::getenv("TANDEM_CUDA_SLICE_MIN");
+    const long v = e != nullptr ? std::strtol(e, nullptr, 10) : 0;
+    return v == 64 || v == 128 || v == 256 || v == 512 ? static_cast<int64_t>(v) : int64_t{256};
+  }();
+  return granule;
+}
+
 GemmSlicing gemm_slicing(int64_t n, int64_t k) {
   // Enough blocks of the small tile (32 weight rows) to keep the SMs streaming
   // at M = 1, a constant (not the SM count, so the bits do not depend on the
   // device's size), slices of >= 256 k in multiples of 256.
   const int64_t kTargetBlocks = slice_target_blocks();
-  constexpr int64_t kMinSlice = 256, kMaxSlices = 16;
+  const int64_t kMinSlice = slice_granule();
+  constexpr int64_t kMaxSlices = 16;
   const int64_t blocks = (n + 31) / 32;
   if (blocks >= 512) return {1, k};  // enough blocks at any target (the whole-matrix tile's class)
   int64_t want = std::min<int64_t>({(kTargetBlocks + blocks - 1) / blocks, k / kMinSlice, kMaxSlices});

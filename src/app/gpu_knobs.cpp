@@ -19,7 +19,7 @@ namespace {
 //     read_by_shape's bound on E (24 <= E < 40);
 //   gemm.cu kLargeTileVariants and kWideModes;
 //   attention.cu environment_shape (serial, split, tile).
-constexpr int64_t kSmallTileVariants = 21;
+constexpr int64_t kSmallTileVariants = 23;
 constexpr int64_t kLargeTileVariants = 18;
 constexpr int64_t kWideModes = 5;
 constexpr int64_t kByShapeLog2Min = 24, kByShapeLog2Max = 39;

@@ -56,7 +56,10 @@ namespace {
 // warpgroups splitting the weight rows); where the build or the device has no
 // sm_90a, or x is not 16-byte aligned, they run 15. 20 is the default for the
 // unsliced matrices of >= 2^25 weights since ADR 0069.
-constexpr int kSmallTileVariants = 21;
+// 21 and 22 are 8 and 3 with 6 stages (5 of them, 80 KB of weights per block,
+// issued before the wait on the previous kernel; 108 KB: two blocks per SM):
+// how much of a matrix can stream while the glue kernel before it runs.
+constexpr int kSmallTileVariants = 23;
 constexpr int kM64Narrow = 19, kM64Wide = 20;
 constexpr int kBySize = -2;  // the default: by the matrix's shape (by_size_variant)
 constexpr int64_t kLargeMatrix = int64_t{1} << 24;
@@ -179,8 +182,8 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
       return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant == kM64Narrow ? 4 : 3);
     variant = 15;  // register-direct: the whole class's pick before ADR 0069
   }
-  const bool eight =
-      variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 || variant == 8;
+  const bool eight = variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 ||
+                     variant == 8 || variant == 21 || variant == 22;
   if (eight && m > 8) variant = 5;
   switch (variant) {
     case 0:  // 32 weight rows, 16 x rows, 2 warps, 4 stages of 256 k (128 KB with f32 x)
@@ -205,6 +208,10 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
       return launch_direct<2, 4, 4, false, F32X>(stream, x, m, w, n, k, y, slice);
     case 15:
       return launch_direct<1, 4, 2, true, F32X>(stream, x, m, w, n, k, y, slice);
+    case 21:  // variant 8 with 6 stages (108 KB)
+      return launch<Tile<64, 8, 4, 1, 128, 6, F32X, 256>>(stream, x, m, w, n, k, y, slice);
+    case 22:  // variant 3 with 6 stages (108 KB)
+      return launch<Tile<64, 8, 4, 1, 128, 6, F32X>>(stream, x, m, w, n, k, y, slice);
     case 18:  // 15 with x loaded with the weights (XPRE)
       return launch_direct<1, 4, 2, true, F32X, true>(stream, x, m, w, n, k, y, slice);
     default:  // 4: 16 x rows, 4 stages of 128 k (64 KB: 3 blocks per SM)

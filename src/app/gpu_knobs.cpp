@@ -57,6 +57,7 @@ const std::vector<Knob>& knobs() {
       boolean("TANDEM_CUDA_DEVICE_PICK"),
       boolean("TANDEM_CUDA_GRAPH_PICK"),
       boolean("TANDEM_CUDA_FUSE_ROPE"),
+      boolean("TANDEM_CUDA_ATTN_PRESTAGE"),
       integer("TANDEM_CUDA_SLICE_BLOCKS", 32, 4096),
       choice("TANDEM_CUDA_SLICE_MIN", {"64", "128", "256", "512"}),
       boolean("TANDEM_CUDA_PDL"),

@@ -131,8 +131,10 @@ __device__ __forceinline__ void stage_offsets(const DeviceKvPool& pool, const Ro
     sm.offset[threadIdx.x] = kv_offset(pool, rh.table, first + threadIdx.x, rh.kv_head);
 }
 
-__device__ __forceinline__ void stage_rows(const DeviceKvPool& pool, int count, const ChunkSmem& sm,
-                                           float* k_s, float* v_s) {
+// stage_rows without its wait: the 16-byte copies are queued and committed
+// (one cp.async group), scalar rows are loaded; cp_async_wait<0>() finishes.
+__device__ __forceinline__ void stage_rows_issue(const DeviceKvPool& pool, int count, const ChunkSmem& sm,
+                                                 float* k_s, float* v_s) {
   const int hd = pool.head_dim;
   if (stage_vectors(pool)) {
     const int parts = hd / 4;  // 16-byte pieces per row
@@ -146,7 +148,6 @@ __device__ __forceinline__ void stage_rows(const DeviceKvPool& pool, int count, 
       cp_async16(vs + at, pool.v + off, true);
     }
     cp_async_commit();
-    cp_async_wait<0>();
   } else {
     for (int e = threadIdx.x; e < count * hd; e += kThreads) {
       const int j = e / hd, d = e - j * hd;
@@ -156,17 +157,24 @@ __device__ __forceinline__ void stage_rows(const DeviceKvPool& pool, int count, 
   }
 }
 
+__device__ __forceinline__ void stage_rows(const DeviceKvPool& pool, int count, const ChunkSmem& sm,
+                                           float* k_s, float* v_s) {
+  stage_rows_issue(pool, count, sm, k_s, v_s);
+  cp_async_wait<0>();
+}
+
 // The partial of chunk [c0, c0 + 32) ∩ [lo, p]: returns m_c and l_c (the same
 // in every thread), acc[i] = a_c[threadIdx.x + i·kThreads]. Starts and ends
 // with a barrier, so it can be called in a loop. q_s must be filled; with
 // `offsets_ready`, sm.offset already holds the chunk's stage_offsets; with
 // `staged` >= 0 only the chunk's first `staged` keys are copied from the pool
-// (the rest are in k_s / v_s already: attention_from_qkv's own key).
+// (the rest are in k_s / v_s already: attention_from_qkv's own key); with
+// `rows_issued`, the caller has queued those copies (stage_rows_issue).
 __device__ __forceinline__ void chunk_partial(const DeviceKvPool& pool, const RowHead& rh, int32_t c0,
                                               float scale, float softcap, ChunkSmem& sm, float* k_s,
                                               float* v_s, float& m_c, float& l_c,
                                               float (&acc)[kDimsPerThread], bool offsets_ready = false,
-                                              int staged = -1) {
+                                              int staged = -1, bool rows_issued = false) {
   const int hd = pool.head_dim;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t first = chunk_first(rh, c0);
@@ -176,7 +184,10 @@ __device__ __forceinline__ void chunk_partial(const DeviceKvPool& pool, const Ro
     stage_offsets(pool, rh, first, count, sm);
     __syncthreads();
   }
-  stage_rows(pool, staged < 0 ? count : staged, sm, k_s, v_s);
+  if (rows_issued)
+    cp_async_wait<0>();
+  else
+    stage_rows(pool, staged < 0 ? count : staged, sm, k_s, v_s);
   __syncthreads();
   for (int j = warp; j < count; j += kThreads / 32) {
     const float* kr = k_s + j * hd;
@@ -248,7 +259,18 @@ struct QkvIn {
   const float* inv_freq;
   int rotary_dim;
   bool neox;
+  bool prestage;  // the past keys' K/V rows queued before the wait (TANDEM_CUDA_ATTN_PRESTAGE)
 };
+
+// TANDEM_CUDA_ATTN_PRESTAGE (read once; a measurement): 0 stages attention_from_qkv's
+// past K/V rows after the wait, as before. Never a bit of the result.
+bool attention_prestage() {
+  static const bool on = [] {
+    const char* e = std::getenv("TANDEM_CUDA_ATTN_PRESTAGE");
+    return e == nullptr || std::atoi(e) != 0;
+  }();
+  return on;
+}
 
 __device__ __forceinline__ int32_t first_chunk(const RowHead& rh) {
   return rh.lo / kAttentionChunk * kAttentionChunk;
@@ -324,8 +346,17 @@ __global__ void __launch_bounds__(kThreads)
   stage_offsets(pool, rh, chunk_first(rh, c0), count, sm);
   float *k_s = kv_s, *v_s = kv_s + kAttentionChunk * hd;
   const bool own_key = kFromQkv && c0 + kAttentionChunk > rh.p;  // this chunk ends at p (uniform)
-  if constexpr (kFromQkv)
+  if constexpr (kFromQkv) {
     rope_table(static_cast<float>(in.rope_positions[r]), in.inv_freq, in.rotary_dim / 2, cos_s, sin_s);
+    // Every key but the row's own was written by an earlier call, whose
+    // kernels all completed before this call's first one started (launch.cuh:
+    // the row-input copy between them), so the chunk's K and V rows are
+    // queued before the wait too; the own key's slot is filled after it.
+    if (in.prestage) {
+      __syncthreads();  // sm.offset
+      stage_rows_issue(pool, own_key ? count - 1 : count, sm, k_s, v_s);
+    }
+  }
   pdl_wait();
   if constexpr (kFromQkv) {
     const int n_kv = pool.n_kv_heads;
@@ -360,7 +391,7 @@ __global__ void __launch_bounds__(kThreads)
   {
     float m_c, l_c, acc[kDimsPerThread];
     chunk_partial(pool, rh, c0, scale, softcap, sm, k_s, v_s, m_c, l_c, acc, /*offsets_ready=*/true,
-                  own_key ? count - 1 : count);
+                  own_key ? count - 1 : count, /*rows_issued=*/kFromQkv && in.prestage);
     if (chunks == 1) {  // the whole range in one chunk: the same merge, from the registers
       Merge merge;
       merge.add(m_c, l_c, acc);
@@ -572,8 +603,9 @@ Status attention_from_qkv(const Stream& stream, const GemmPartials& qkv, const f
     return attention(stream, q_fallback, qkv.m, n_heads, pool, positions, block_tables, table_stride, scale,
                      window, out, workspace, softcap, AttentionShape::automatic, out_bf16);
   }
-  const QkvIn in{qkv.slabs,      qkv.slices, qkv.m,      bias,
-                 rope_positions, inv_freq,   rotary_dim, layout == RopeLayout::neox};
+  const QkvIn in{qkv.slabs,           qkv.slices, qkv.m,      bias,
+                 rope_positions,      inv_freq,   rotary_dim, layout == RopeLayout::neox,
+                 attention_prestage()};
   return launch_split<true>(stream, nullptr, qkv.m, n_heads, pool, positions, block_tables, table_stride,
                             scale, window, softcap, workspace, slots, out, out_bf16, in);
 }

@@ -56,6 +56,7 @@ const std::vector<Knob>& knobs() {
       boolean("TANDEM_CUDA_FUSE_LAUNCHES"),
       boolean("TANDEM_CUDA_DEVICE_PICK"),
       boolean("TANDEM_CUDA_GRAPH_PICK"),
+      boolean("TANDEM_CUDA_PICKS_TO_HOST"),
       boolean("TANDEM_CUDA_FUSE_ROPE"),
       boolean("TANDEM_CUDA_ATTN_PRESTAGE"),
       integer("TANDEM_CUDA_SLICE_BLOCKS", 32, 4096),

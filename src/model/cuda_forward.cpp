@@ -45,6 +45,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   // 0: a one-row step's q/k/v (RoPE, the K/V write) take their own launch before attention (ADR 0073).
   const char* fuse_rope = std::getenv("TANDEM_CUDA_FUSE_ROPE");
   f->fuse_rope_ = fuse_rope == nullptr || std::string(fuse_rope) != "0";
+  // 0: the picks go to a device buffer and a copy brings them to the host, as before.
+  const char* picks_to_host = std::getenv("TANDEM_CUDA_PICKS_TO_HOST");
+  f->picks_to_host_ = picks_to_host == nullptr || std::string(picks_to_host) != "0";
   // GEMM inputs: bf16 (rounded once, one mma per k-step; the default, ADR 0054) or f32
   // (hi + lo split, ADR 0006). Both are batch invariant; an unknown value is an error.
   auto activations = cuda_activations();
@@ -107,7 +110,7 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
     TANDEM_RETURN_IF_ERROR(alloc(f->d_rules_, rows * sizeof(kernels::PickRule)));
   }
   {
-    auto picks = gpu::PinnedBuffer::allocate(rows * sizeof(int32_t));
+    auto picks = gpu::PinnedBuffer::allocate(rows * sizeof(int32_t), /*mapped=*/true);
     if (!picks.ok()) return picks.status();
     f->host_picks_ = std::move(picks).value();
   }
@@ -263,6 +266,9 @@ Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m
 
 Status CudaForward::enqueue_picks(int64_t k, Picks picks) {
   const kernels::PickRule* rules = picks == Picks::sampled ? d_rules_.as<kernels::PickRule>() : nullptr;
+  if (picks_to_host_ && host_picks_.device_data() != nullptr)  // the kernel stores them there: no copy node
+    return gpu::pick_rows(stream_, logits_.as<float>(), k, model_.config().vocab_size, rules,
+                          static_cast<int32_t*>(host_picks_.device_data()), pick_workspace_);
   TANDEM_RETURN_IF_ERROR(gpu::pick_rows(stream_, logits_.as<float>(), k, model_.config().vocab_size, rules,
                                         d_picks_.as<int32_t>(), pick_workspace_));
   return gpu::copy_async(stream_, host_picks_.data(), d_picks_.data(),

@@ -229,6 +229,7 @@ class CudaForward {
   bool device_pick_ = true;  // TANDEM_CUDA_DEVICE_PICK (0: greedy picks from downloaded rows, for comparison)
   bool graph_pick_ = true;   // TANDEM_CUDA_GRAPH_PICK (0: a graphed step's picks queued after the graph)
   bool fuse_rope_ = true;    // TANDEM_CUDA_FUSE_ROPE (0: q/k/v and RoPE in their own launch, ADR 0073)
+  bool picks_to_host_ = true;  // TANDEM_CUDA_PICKS_TO_HOST (0: picks copied from a device buffer)
   StepTiming timing_{"cuda forward"};
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;

@@ -44,27 +44,17 @@ class GpuKnobsTest : public ::testing::Test {
 
 TEST_F(GpuKnobsTest, EveryKnobIsCovered) {
   const std::set<std::string> names(gpu_knob_names().begin(), gpu_knob_names().end());
-  for (const char* name : {"TANDEM_CUDA_SMALL_TILE",
-                           "TANDEM_CUDA_LARGE_TILE",
-                           "TANDEM_CUDA_WIDE_TILE",
-                           "TANDEM_CUDA_TILE_SLICES",
-                           "TANDEM_CUDA_PDL",
-                           "TANDEM_CUDA_ROW_NORM",
-                           "TANDEM_CUDA_FUSE",
-                           "TANDEM_CUDA_FUSE_NORM",
-                           "TANDEM_CUDA_FUSE_LAUNCHES",
-                           "TANDEM_CUDA_DEVICE_PICK",
-                           "TANDEM_CUDA_GRAPH_PICK",
-                           "TANDEM_CUDA_FUSE_ROPE",
-                           "TANDEM_CUDA_ATTN_PRESTAGE",
-                           "TANDEM_CUDA_SLICE_BLOCKS",
-                           "TANDEM_CUDA_SLICE_MIN",
-                           "TANDEM_CUDA_ATTENTION",
-                           "TANDEM_CUDA_GRAPH_STRIDE",
-                           "TANDEM_CUDA_UPLOAD",
-                           "TANDEM_CUDA_UPLOAD_CHUNK_MIB",
-                           "TANDEM_CUDA_CHUNK_ROWS",
-                           "TANDEM_CUDA_ACTIVATIONS",
+  for (const char* name : {"TANDEM_CUDA_SMALL_TILE",    "TANDEM_CUDA_LARGE_TILE",
+                           "TANDEM_CUDA_WIDE_TILE",     "TANDEM_CUDA_TILE_SLICES",
+                           "TANDEM_CUDA_PDL",           "TANDEM_CUDA_ROW_NORM",
+                           "TANDEM_CUDA_FUSE",          "TANDEM_CUDA_FUSE_NORM",
+                           "TANDEM_CUDA_FUSE_LAUNCHES", "TANDEM_CUDA_DEVICE_PICK",
+                           "TANDEM_CUDA_GRAPH_PICK",    "TANDEM_CUDA_PICKS_TO_HOST",
+                           "TANDEM_CUDA_FUSE_ROPE",     "TANDEM_CUDA_ATTN_PRESTAGE",
+                           "TANDEM_CUDA_SLICE_BLOCKS",  "TANDEM_CUDA_SLICE_MIN",
+                           "TANDEM_CUDA_ATTENTION",     "TANDEM_CUDA_GRAPH_STRIDE",
+                           "TANDEM_CUDA_UPLOAD",        "TANDEM_CUDA_UPLOAD_CHUNK_MIB",
+                           "TANDEM_CUDA_CHUNK_ROWS",    "TANDEM_CUDA_ACTIVATIONS",
                            "TANDEM_STEP_TIMING"})
     EXPECT_TRUE(names.count(name)) << name;
 }

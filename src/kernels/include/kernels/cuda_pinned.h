@@ -6,7 +6,10 @@
 // memory the driver first copies through its own small pinned bounce buffer
 // and the call waits. PinnedBuffer owns one cudaHostAlloc allocation (freed
 // with cudaFreeHost); the caller keeps it alive, and unchanged, until the
-// copies that read or write it have completed on their stream. Errors
+// copies that read or write it have completed on their stream. device_data()
+// (a mapped buffer's; else null) is the address a kernel writes it through (the same pointer where the
+// device has unified addressing): a kernel's stores there are visible to the
+// host once the stream is synchronised after it. Errors
 // (out of pinned memory, no device) are Status values naming the call.
 // Thread-compatible.
 #pragma once
@@ -20,7 +23,8 @@ namespace tandem::kernels::gpu {
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
-  static Expected<PinnedBuffer> allocate(size_t bytes);
+  // mapped: also mapped into the device's address space (device_data()).
+  static Expected<PinnedBuffer> allocate(size_t bytes, bool mapped = false);
   PinnedBuffer(PinnedBuffer&& other) noexcept;
   PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
   PinnedBuffer(const PinnedBuffer&) = delete;
@@ -28,6 +32,7 @@ class PinnedBuffer {
   ~PinnedBuffer();
 
   void* data() const { return data_; }
+  void* device_data() const { return device_data_; }
   template <typename T>
   T* as() const {
     return static_cast<T*>(data_);
@@ -36,6 +41,7 @@ class PinnedBuffer {
 
  private:
   void* data_ = nullptr;
+  void* device_data_ = nullptr;
   size_t bytes_ = 0;
 };
 

@@ -104,7 +104,9 @@ int small_tile_variant() {
 // one call (H100, 2026-12-05).
 // TANDEM_CUDA_SMALL_TILE=W,L,S[,E] (read once) replaces the three and the
 // whole class's lower bound 2^E (E >= 24; default 25); L,S means L,L,S,24.
-constexpr int kByShapeWhole = 20, kByShapeSliced = 8, kByShapeSmall = 3;
+// The sliced class takes 21 (8 with 6 stages) since ADR 0075: +3.4% on the 8B
+// and +1.3% on the 1B B = 1 decode (H100, 2026-12-06), the same prefill.
+constexpr int kByShapeWhole = 20, kByShapeSliced = 21, kByShapeSmall = 3;
 constexpr int kWholeDirectLog2 = 25;
 struct ByShape {
   int whole, sliced, small;
@@ -429,14 +431,17 @@ int64_t slice_target_blocks() {
   return target;
 }
 
-// TANDEM_CUDA_SLICE_MIN (read once; a measurement, default 256; 64, 128, 256
+// TANDEM_CUDA_SLICE_MIN (read once; a measurement, default 128; 64, 128, 256
 // or 512): the K granule of gemm_slicing's slices. Another value changes the
-// bits of every sliced matrix, as above.
+// bits of every sliced matrix, as above. 128 since ADR 0075 (256 before): the
+// 0.5B shape's qkv / o projections (k = 896) get 7 slices instead of 2, B = 1
+// decode +10.7% (0.5B) and +3% (1B), 512-token prefill -8.8% / -2.9%, the 8B
+// unchanged (H100, 2026-12-06).
 int64_t slice_granule() {
   static const int64_t granule = [] {
     const char* e = std::getenv("TANDEM_CUDA_SLICE_MIN");
     const long v = e != nullptr ? std::strtol(e, nullptr, 10) : 0;
-    return v == 64 || v == 128 || v == 256 || v == 512 ? static_cast<int64_t>(v) : int64_t{256};
+    return v == 64 || v == 128 || v == 256 || v == 512 ? static_cast<int64_t>(v) : int64_t{128};
   }();
   return granule;
 }
@@ -444,7 +449,7 @@ int64_t slice_granule() {
 GemmSlicing gemm_slicing(int64_t n, int64_t k) {
   // Enough blocks of the small tile (32 weight rows) to keep the SMs streaming
   // at M = 1, a constant (not the SM count, so the bits do not depend on the
-  // device's size), slices of >= 256 k in multiples of 256.
+  // device's size), slices of >= one granule of k in multiples of it.
   const int64_t kTargetBlocks = slice_target_blocks();
   const int64_t kMinSlice = slice_granule();
   constexpr int64_t kMaxSlices = 16;

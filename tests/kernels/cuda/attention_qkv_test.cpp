@@ -109,7 +109,7 @@ class AttentionFromQkv {
   }
 
  private:
-  static constexpr int64_t kK = 1024;  // 4 slices of 256 at these widths
+  static constexpr int64_t kK = 1024;  // 8 slices of 128 at these widths
   Case c_;
   const Stream& stream_;
   int64_t n_ = 0, rows_ = 0;

@@ -22,18 +22,10 @@
 #include <cstdio>
 #include <vector>
 
+#include "check_or_exit.cuh"
 #include "cuda/gemm_kernel.cuh"  // mma_bf16: the small tile's instruction
 
 using tandem::kernels::gpu::mma_bf16;
-
-#define CHECK(x)                                                                      \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 __device__ __forceinline__ uint4 ld_nc(const void* p) {
   uint4 v;

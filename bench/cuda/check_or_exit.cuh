@@ -1,0 +1,18 @@
+// check_or_exit.cuh — CHECK(call) for the standalone CUDA benchmarks
+// (stream_patterns.cu, handoff_latency.cu): a failed runtime call prints
+// where and why, and the program exits 1.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#define CHECK(x)                                                                      \
+  do {                                                                                \
+    cudaError_t e_ = (x);                                                             \
+    if (e_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)

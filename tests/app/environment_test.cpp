@@ -72,12 +72,12 @@ TEST_F(GpuKnobsTest, BlankIsTheDefault) {
 TEST_F(GpuKnobsTest, BadValuesAreRefusedNamingTheVariable) {
   const std::pair<const char*, const char*> bad[] = {
       {"TANDEM_CUDA_SMALL_TILE", "abc"},
-      {"TANDEM_CUDA_SMALL_TILE", "21"},
+      {"TANDEM_CUDA_SMALL_TILE", "23"},
       {"TANDEM_CUDA_SMALL_TILE", "-1"},
       {"TANDEM_CUDA_SMALL_TILE", "1.5"},
       {"TANDEM_CUDA_SMALL_TILE", "20x"},
       {"TANDEM_CUDA_SMALL_TILE", "20,9,3"},  // a retired pick: read_by_shape would drop the whole list
-      {"TANDEM_CUDA_SMALL_TILE", "20,8,21"},
+      {"TANDEM_CUDA_SMALL_TILE", "20,8,23"},
       {"TANDEM_CUDA_SMALL_TILE", "20,8,3,23"},
       {"TANDEM_CUDA_SMALL_TILE", "20,8,3,40"},
       {"TANDEM_CUDA_SMALL_TILE", "20,8,3,25,1"},

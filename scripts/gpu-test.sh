@@ -5,7 +5,8 @@
 # TANDEM_CUDA_ACTIVATIONS=f32) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
 # with a CUDA GPU; with --e2e DIR also the tandem binary's GPU checks
 # (scripts/gpu-e2e.sh: probe, generate classic == speculative, bench); and the
-# memory-pattern benchmark (bench_stream_patterns) unless --quick.
+# memory-pattern benchmark (bench_stream_patterns) and the kernel-boundary one
+# (bench_handoff_latency) unless --quick.
 #
 #   scripts/gpu-test.sh                 configure + build build-gpu/ (TANDEM_CUDA=ON), then run
 #   scripts/gpu-test.sh --pack DIR      build, then copy the binaries, the shared libraries tandem
@@ -59,12 +60,13 @@ if [[ -z "$bin" ]]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON \
     -DTANDEM_CUDA_TUNING=$([[ -n "$tune" ]] && echo ON || echo OFF) >/dev/null || exit 1
   cmake --build build-gpu --target test_cuda_kernels test_cuda_devices test_cuda_forward test_gpu_serve \
-    bench_cuda_gemm bench_stream_patterns tandem tandem-random-model || exit 1
+    bench_cuda_gemm bench_stream_patterns bench_handoff_latency tandem tandem-random-model || exit 1
   if [[ -n "$pack" ]]; then
     mkdir -p "$pack"
     cp build-gpu/tests/kernels/test_cuda_kernels build-gpu/tests/kernels/test_cuda_devices \
       build-gpu/tests/model/test_cuda_forward build-gpu/tests/runtime/test_gpu_serve \
-      build-gpu/bench/bench_cuda_gemm build-gpu/bench/bench_stream_patterns build-gpu/src/app/tandem \
+      build-gpu/bench/bench_cuda_gemm build-gpu/bench/bench_stream_patterns build-gpu/bench/bench_handoff_latency \
+      build-gpu/src/app/tandem \
       build-gpu/tools/random_model/tandem-random-model scripts/gpu-test.sh scripts/gpu-e2e.sh "$pack"/
     # The shared libraries tandem needs beyond glibc/libstdc++ (the GPU machine has no -dev packages).
     mkdir -p "$pack/lib"
@@ -155,6 +157,11 @@ patterns="$(dirname "$bench")/bench_stream_patterns"
 if [[ -z "$quick" && -x "$patterns" ]]; then
   "$patterns" >"$out/stream_patterns.txt" 2>&1 || status=1
   grep -E "^ceiling|gate_up +(contiguous|rows +U=4)" "$out/stream_patterns.txt"
+fi
+# What one kernel boundary costs a chain of dependent kernels (ADR 0075); skipped with --quick.
+handoff="$(dirname "$bench")/bench_handoff_latency"
+if [[ -z "$quick" && -x "$handoff" ]]; then
+  "$handoff" 2>&1 | tee "$out/handoff_latency.txt" || status=1
 fi
 
 if [[ -n "$ncu" ]] && command -v ncu >/dev/null; then

@@ -7,11 +7,11 @@
 // and the call waits. PinnedBuffer owns one cudaHostAlloc allocation (freed
 // with cudaFreeHost); the caller keeps it alive, and unchanged, until the
 // copies that read or write it have completed on their stream. device_data()
-// (a mapped buffer's; else null) is the address a kernel writes it through (the same pointer where the
-// device has unified addressing): a kernel's stores there are visible to the
-// host once the stream is synchronised after it. Errors
-// (out of pinned memory, no device) are Status values naming the call.
-// Thread-compatible.
+// (a mapped buffer's; else null) is the address a kernel writes it through
+// (the same pointer where the device has unified addressing): a kernel's
+// stores there are visible to the host once the stream is synchronised after
+// it. Errors (out of pinned memory, no device) are Status values naming the
+// call. Thread-compatible.
 #pragma once
 
 #include <cstddef>

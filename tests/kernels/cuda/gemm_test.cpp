@@ -246,6 +246,33 @@ TEST(GemmSliced, AShortWorkspaceIsInvalidArgument) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
 }
 
+// The K-slicing plans of the forward's sliced matrices (ADR 0075: slices of
+// multiples of 128 k, ~512 blocks of 32 weight rows, at most 16), the shapes
+// the decode figures in docs/benchmarks.md were measured with; a host function
+// of (n, k) only, so no device is needed.
+TEST(GemmSlicing, PlansOfTheForwardShapes) {
+  struct Plan {
+    int64_t n, k;
+    int slices;
+    int64_t slice;
+  };
+  for (const Plan& p : {Plan{1152, 896, 7, 128},     // Qwen2.5-0.5B qkv (2 slices of 512 before)
+                        Plan{896, 896, 7, 128},      // 0.5B o
+                        Plan{9728, 896, 2, 512},     // 0.5B gate/up
+                        Plan{896, 4864, 13, 384},    // 0.5B down
+                        Plan{3072, 2048, 6, 384},    // Llama-3.2-1B qkv
+                        Plan{2048, 2048, 8, 256},    // 1B o
+                        Plan{16384, 2048, 1, 2048},  // 1B gate/up: 512 blocks, whole
+                        Plan{2048, 8192, 8, 1024},   // 1B down
+                        Plan{6144, 4096, 3, 1408},   // Llama-3.1-8B qkv
+                        Plan{4096, 4096, 4, 1024},   // 8B o
+                        Plan{4096, 14336, 4, 3584}}) {
+    const GemmSlicing plan = gemm_slicing(p.n, p.k);
+    EXPECT_EQ(plan.slices, p.slices) << p.n << " x " << p.k;
+    EXPECT_EQ(plan.slice, p.slice) << p.n << " x " << p.k;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Activations, GemmSliced, ::testing::Values(DType::bf16, DType::f32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

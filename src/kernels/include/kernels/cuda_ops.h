@@ -203,7 +203,7 @@ class CublasGemm {
 // none; then it is exactly gemm_bf16w); InvalidArgument otherwise.
 struct GemmSlicing {
   int slices = 1;
-  int64_t slice = 0;  // k per slice (a multiple of 256, or k)
+  int64_t slice = 0;  // k per slice (a multiple of 128 — TANDEM_CUDA_SLICE_MIN, ADR 0075 — or k)
 };
 GemmSlicing gemm_slicing(int64_t n, int64_t k);
 Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int64_t m, const uint16_t* w,

@@ -26,8 +26,8 @@ constexpr int64_t kByShapeLog2Min = 24, kByShapeLog2Max = 39;
 bool small_tile_retired(int64_t v) { return v == 9 || (v >= 12 && v <= 14) || v == 16 || v == 17; }
 
 constexpr const char* kSmallTileAccepted =
-    "accepted: 0..20 (9, 12-14, 16, 17 are retired and mean the default), or W,L,S[,E] / L,S "
-    "(picks 0..20, none retired; E 24..39)";
+    "accepted: 0..22 (9, 12-14, 16, 17 are retired and mean the default), or W,L,S[,E] / L,S "
+    "(picks 0..22, none retired; E 24..39)";
 
 enum class Kind { boolean, integer, choice, small_tile };
 

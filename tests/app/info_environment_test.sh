@@ -37,7 +37,7 @@ accepted() {
   fi
 }
 
-for pair in TANDEM_CUDA_PDL=of TANDEM_CUDA_SMALL_TILE=21 TANDEM_STEP_TIMING=2 TANDEM_GEMM=fast \
+for pair in TANDEM_CUDA_PDL=of TANDEM_CUDA_SMALL_TILE=23 TANDEM_STEP_TIMING=2 TANDEM_GEMM=fast \
   TANDEM_KERNELS=sse9 TANDEM_DEVICE=gpu9 TANDEM_WEIGHTS=q9 TANDEM_MTP_ADAPTIVE=bogus; do
   refused "${pair%%=*}" "${pair#*=}"
 done

@@ -58,7 +58,7 @@ describe('environment variables: a malformed or out-of-range value exits 2 namin
     ['TANDEM_DRAFT_BLOCK_SIZE', '1', true, /out of range; accepted: 2\.\.16/],
     ['TANDEM_DRAFT_BLOCK_SIZE', 'four', true, /not an integer/],
     // The GPU knobs, checked in every build (a CPU-only binary refuses the same typos).
-    ['TANDEM_CUDA_SMALL_TILE', 'abc', false, /not a small-tile variant; accepted: 0\.\.20/],
+    ['TANDEM_CUDA_SMALL_TILE', 'abc', false, /not a small-tile variant; accepted: 0\.\.22/],
     ['TANDEM_CUDA_SMALL_TILE', '20,9,3', false, /not a small-tile variant/],
     ['TANDEM_CUDA_FUSE', 'x', false, /not a boolean/],
     ['TANDEM_CUDA_FUSE_NORM', 'x', false, /not a boolean/],

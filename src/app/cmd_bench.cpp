@@ -91,29 +91,41 @@ struct BenchOptions {
   uint64_t seed = 0;         // --seed
 };
 
-// Sums 64-bit words of [p, p + n) with independent accumulators: integer
-// adds, so the compiler may vectorise without reassociating floats. The AVX2
-// copy (chosen at run time) keeps the read loop from being the bottleneck.
+// The read loops the ceiling takes the best of: four streams at once
+// (quarters of the range, one vector each per step: several concurrent
+// streams keep more cache-line fills in flight, as a matmul walking several
+// weight panels does), the same prefetching a page ahead, and one stream of
+// four consecutive vectors per step (on the Zen 4 VM one core read 27 GB/s
+// that way against ~20 with four streams: bench_kernels' BM_ReadBandwidth,
+// 2026-12-06).
+enum class Reader { four, four_prefetch, one };
+constexpr Reader kReaders[] = {Reader::four, Reader::four_prefetch, Reader::one};
+
+// Sums 64-bit words of [p, p + n) with four independent accumulators: integer
+// adds, so the compiler may vectorise without reassociating floats. The AVX2 /
+// AVX-512 copies (chosen at run time) keep the loop from being the bottleneck.
 // always_inline: only inlined into its target("avx2") / target("avx512f")
 // callers is it compiled for their ISA; as a call, GCC built the 32- and
 // 64-byte vectors out of SSE2 pieces through the stack, and one Zen 4 core
 // read 9.3 GB/s with it against 19.8 GB/s inlined (2026-12-06; the bf16 decode
 // itself streamed 22 GB/s, so "reached" printed 230%).
-template <typename V, bool kPrefetch>
+template <typename V, Reader R>
 inline __attribute__((always_inline)) uint64_t sum_words_generic(const uint64_t* p, int64_t n) {
-  // Four streams at once (quarters of the range), one vector each per step:
-  // several concurrent streams keep more cache-line fills in flight than one,
-  // as a matmul walking several weight panels does.
   constexpr int64_t kLanes = sizeof(V) / sizeof(uint64_t);
-  const int64_t quarter = n / 4 / kLanes * kLanes;
+  constexpr bool kOne = R == Reader::one;
+  const int64_t quarter = n / 4 / kLanes * kLanes;  // words per accumulator
+  // Accumulator j loads p + j * gap + i: quarters apart, or adjacent vectors.
+  const int64_t gap = kOne ? kLanes : quarter;
+  const int64_t step = kOne ? 4 * kLanes : kLanes;
+  const int64_t end = kOne ? 4 * quarter : quarter;
   const uint64_t* s0 = p;
-  const uint64_t* s1 = p + quarter;
-  const uint64_t* s2 = p + 2 * quarter;
-  const uint64_t* s3 = p + 3 * quarter;
+  const uint64_t* s1 = p + gap;
+  const uint64_t* s2 = p + 2 * gap;
+  const uint64_t* s3 = p + 3 * gap;
   V a0{}, a1{}, a2{}, a3{};
   constexpr int64_t kAhead = 4096 / sizeof(uint64_t);  // one page, as the matmul kernels prefetch
-  for (int64_t i = 0; i < quarter; i += kLanes) {
-    if (kPrefetch && (i * sizeof(uint64_t)) % 64 == 0) {
+  for (int64_t i = 0; i < end; i += step) {
+    if (R == Reader::four_prefetch && (i * sizeof(uint64_t)) % 64 == 0) {
       __builtin_prefetch(s0 + i + kAhead);
       __builtin_prefetch(s1 + i + kAhead);
       __builtin_prefetch(s2 + i + kAhead);
@@ -136,91 +148,61 @@ inline __attribute__((always_inline)) uint64_t sum_words_generic(const uint64_t*
   return total;
 }
 
-// One stream, four vectors per step: on the Zen 4 VM one core read 27 GB/s
-// this way against ~20 with four streams (bench_kernels' BM_ReadBandwidth,
-// 2026-12-06), so the ceiling takes the better of the two.
-template <typename V>
-inline __attribute__((always_inline)) uint64_t sum_words_one_stream(const uint64_t* p, int64_t n) {
-  constexpr int64_t kLanes = sizeof(V) / sizeof(uint64_t);
-  const int64_t body = n / (4 * kLanes) * (4 * kLanes);
-  V a0{}, a1{}, a2{}, a3{};
-  for (int64_t i = 0; i < body; i += 4 * kLanes) {
-    V x0, x1, x2, x3;
-    std::memcpy(&x0, p + i, sizeof(V));
-    std::memcpy(&x1, p + i + kLanes, sizeof(V));
-    std::memcpy(&x2, p + i + 2 * kLanes, sizeof(V));
-    std::memcpy(&x3, p + i + 3 * kLanes, sizeof(V));
-    a0 += x0;
-    a1 += x1;
-    a2 += x2;
-    a3 += x3;
-  }
-  V a = a0 + a1 + a2 + a3;
-  uint64_t total = 0;
-  for (int64_t l = 0; l < kLanes; ++l) total += a[l];
-  for (int64_t i = body; i < n; ++i) total += p[i];
-  return total;
-}
-
 using U64x2 = uint64_t __attribute__((vector_size(16)));
 using U64x4 = uint64_t __attribute__((vector_size(32)));
-
-template <bool kPrefetch>
-uint64_t sum_words_sse2(const uint64_t* p, int64_t n) {
-  return sum_words_generic<U64x2, kPrefetch>(p, n);
-}
-template <bool kPrefetch>
-__attribute__((target("avx2"))) uint64_t sum_words_avx2(const uint64_t* p, int64_t n) {
-  return sum_words_generic<U64x4, kPrefetch>(p, n);
-}
 using U64x8 = uint64_t __attribute__((vector_size(64)));
-template <bool kPrefetch>
-__attribute__((target("avx512f"))) uint64_t sum_words_avx512(const uint64_t* p, int64_t n) {
-  return sum_words_generic<U64x8, kPrefetch>(p, n);
+
+template <Reader R>
+uint64_t sum_words_sse2(const uint64_t* p, int64_t n) {
+  return sum_words_generic<U64x2, R>(p, n);
 }
-template <bool kPrefetch>
+template <Reader R>
+__attribute__((target("avx2"))) uint64_t sum_words_avx2(const uint64_t* p, int64_t n) {
+  return sum_words_generic<U64x4, R>(p, n);
+}
+template <Reader R>
+__attribute__((target("avx512f"))) uint64_t sum_words_avx512(const uint64_t* p, int64_t n) {
+  return sum_words_generic<U64x8, R>(p, n);
+}
+template <Reader R>
 uint64_t sum_words(const uint64_t* p, int64_t n) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   static const bool avx2 = __builtin_cpu_supports("avx2");
-  return avx512 ? sum_words_avx512<kPrefetch>(p, n)
-         : avx2 ? sum_words_avx2<kPrefetch>(p, n)
-                : sum_words_sse2<kPrefetch>(p, n);
-}
-__attribute__((target("avx2"))) uint64_t sum_one_avx2(const uint64_t* p, int64_t n) {
-  return sum_words_one_stream<U64x4>(p, n);
-}
-__attribute__((target("avx512f"))) uint64_t sum_one_avx512(const uint64_t* p, int64_t n) {
-  return sum_words_one_stream<U64x8>(p, n);
-}
-uint64_t sum_words_one(const uint64_t* p, int64_t n) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  return avx512 ? sum_one_avx512(p, n) : avx2 ? sum_one_avx2(p, n) : sum_words_one_stream<U64x2>(p, n);
+  return avx512 ? sum_words_avx512<R>(p, n) : avx2 ? sum_words_avx2<R>(p, n) : sum_words_sse2<R>(p, n);
 }
 
-// Streaming read bandwidth in bytes/s over `buf`, best of `passes` pairs of
-// passes.
+uint64_t sum_words(Reader r, const uint64_t* p, int64_t n) {
+  switch (r) {
+    case Reader::four:
+      return sum_words<Reader::four>(p, n);
+    case Reader::four_prefetch:
+      return sum_words<Reader::four_prefetch>(p, n);
+    case Reader::one:
+      break;
+  }
+  return sum_words<Reader::one>(p, n);
+}
+
+// Streaming read bandwidth in bytes/s over `buf`: the fastest of `passes`
+// rounds of every reader, so the yardstick is at least as good at streaming
+// as the kernels' own policy.
 double measure_read_bandwidth(ThreadPool* pool, const AlignedBuffer<uint64_t>& buf, int passes) {
   const int64_t words = static_cast<int64_t>(buf.size());
   const size_t bytes = buf.size() * sizeof(uint64_t);
   std::vector<uint64_t> sink(pool ? pool->size() : 1);
-  // Four-stream plain, four-stream prefetching and one-stream loops take
-  // turns; the fastest pass counts, so the yardstick is at least as good at
-  // streaming as the kernels' own policy.
   double best = 0;
-  for (int p = 0; p < 3 * passes; ++p) {
-    const int kind = p % 3;
-    auto sum = [&](const uint64_t* q, int64_t n) {
-      return kind == 0 ? sum_words<false>(q, n) : kind == 1 ? sum_words<true>(q, n) : sum_words_one(q, n);
-    };
-    const auto t = Clock::now();
-    if (pool) {
-      pool->parallel_for(words, 4096,
-                         [&](int64_t b, int64_t e, int th) { sink[th] += sum(buf.data() + b, e - b); });
-    } else {
-      sink[0] += sum(buf.data(), words);
+  for (int p = 0; p < passes; ++p) {
+    for (Reader r : kReaders) {
+      const auto t = Clock::now();
+      if (pool) {
+        pool->parallel_for(words, 4096, [&](int64_t b, int64_t e, int th) {
+          sink[th] += sum_words(r, buf.data() + b, e - b);
+        });
+      } else {
+        sink[0] += sum_words(r, buf.data(), words);
+      }
+      best = std::max(best, static_cast<double>(bytes) / seconds_since(t));
     }
-    best = std::max(best, static_cast<double>(bytes) / seconds_since(t));
   }
   volatile uint64_t keep = 0;
   for (uint64_t s : sink) keep = keep + s;

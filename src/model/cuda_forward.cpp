@@ -266,11 +266,12 @@ Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m
 
 Status CudaForward::enqueue_picks(int64_t k, Picks picks) {
   const kernels::PickRule* rules = picks == Picks::sampled ? d_rules_.as<kernels::PickRule>() : nullptr;
-  if (picks_to_host_ && host_picks_.device_data() != nullptr)  // the kernel stores them there: no copy node
-    return gpu::pick_rows(stream_, logits_.as<float>(), k, model_.config().vocab_size, rules,
-                          static_cast<int32_t*>(host_picks_.device_data()), pick_workspace_);
+  // Straight into the mapped pinned buffer (no copy node), or a device buffer and a copy.
+  int32_t* direct = picks_to_host_ ? static_cast<int32_t*>(host_picks_.device_data()) : nullptr;
   TANDEM_RETURN_IF_ERROR(gpu::pick_rows(stream_, logits_.as<float>(), k, model_.config().vocab_size, rules,
-                                        d_picks_.as<int32_t>(), pick_workspace_));
+                                        direct != nullptr ? direct : d_picks_.as<int32_t>(),
+                                        pick_workspace_));
+  if (direct != nullptr) return Status::Ok();
   return gpu::copy_async(stream_, host_picks_.data(), d_picks_.data(),
                          sizeof(int32_t) * static_cast<size_t>(k));
 }

@@ -59,8 +59,10 @@ int main(int argc, char** argv) {
     const auto policy_of = [](const std::string& text) {
       auto p = tandem::kernels::parse_prefetch_policy(text, tandem::kernels::prefetch_policy());
       if (!p) {
-        std::fprintf(stderr, "bad prefetch policy '%s' (want near=N,far=N,stream_far=N,next=0|1,quant=N)\n",
-                     text.c_str());
+        std::fprintf(
+            stderr,
+            "bad prefetch policy '%s' (want near=N,far=N,stream_far=N,next=0|1,quant=N,streams=1..4)\n",
+            text.c_str());
         std::exit(1);
       }
       return *p;

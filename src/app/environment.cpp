@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "gpu_knobs.h"
 #include "kernels/ops.h"
+#include "kernels/prefetch.h"
 #include "model/device.h"
 
 namespace tandem::app {
@@ -59,6 +60,14 @@ Status validate_environment() {
   // The ISA limit goes to the kernels once, here, before any kernel thread runs.
   if (auto v = non_blank("TANDEM_KERNELS"))
     kernels::select_isa(kernels::isa_limit_from_env(v->c_str(), kernels::best_supported_isa()));
+  if (auto v = non_blank("TANDEM_CPU_PREFETCH")) {  // on top of the vendor's tuned policy
+    const auto p = kernels::parse_prefetch_policy(*v, kernels::prefetch_policy());
+    if (!p)
+      return invalid_argument("TANDEM_CPU_PREFETCH='" + *v +
+                              "' is not a list of key=value with keys near, far, stream_far, quant (bytes >= "
+                              "0), next (0 or 1), streams (1..4)");
+    kernels::set_prefetch_policy(*p);
+  }
   if (auto v = non_blank("TANDEM_GEMM")) {
     kernels::GemmMode mode;
     if (!kernels::parse_gemm_mode(v->c_str(), &mode))

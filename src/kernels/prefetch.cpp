@@ -9,13 +9,14 @@ namespace tandem::kernels {
 namespace {
 
 PrefetchPolicy& active() {
-  static PrefetchPolicy policy = prefetch_policy_for(cpu_features().vendor);
+  static PrefetchPolicy policy =
+      prefetch_policy_for(cpu_features().vendor, cpu_features().has_avx512_level());
   return policy;
 }
 
 }  // namespace
 
-PrefetchPolicy prefetch_policy_for(CpuVendor vendor) {
+PrefetchPolicy prefetch_policy_for(CpuVendor vendor, bool avx512) {
   PrefetchPolicy p;  // Intel (and unknown vendors): the defaults
   if (vendor == CpuVendor::amd) {
     // Measured on an AMD EPYC (Zen 3, AVX2) VM, docs/benchmarks.md "AMD Zen":
@@ -28,6 +29,13 @@ PrefetchPolicy prefetch_policy_for(CpuVendor vendor) {
     // ran 11% slower (6 of 8 pairs).
     p.stream_far_bytes = 0;
     p.quant_bytes = 512;
+    // AVX-512 parts (Zen 4 on): one weight stream per lone row (ADR 0076).
+    // Measured on an AMD EPYC Zen 4 VM, docs/benchmarks.md "One weight stream
+    // per thread on Zen 4": a core reads one plain stream at 27-28 GB/s and
+    // four at ~20, and the 0.5B shape's Q8_0 / Q4_K_M decode ran 1.2-1.4x
+    // faster on one stream than on four (1 thread), bf16 +3-11%. Zen 3 (AVX2
+    // only) keeps four: there one stream was the limit (ADR 0049).
+    if (avx512) p.streams = 1;
   }
   return p;
 }
@@ -56,6 +64,8 @@ std::optional<PrefetchPolicy> parse_prefetch_policy(const std::string& text, Pre
       base.stream_far_bytes = *value;
     } else if (key == "quant") {
       base.quant_bytes = *value;
+    } else if (key == "streams" && *value >= 1 && *value <= 4) {
+      base.streams = static_cast<int>(*value);
     } else if (key == "next" && *value <= 1) {
       base.next_panel = *value == 1;
     } else {
@@ -68,7 +78,7 @@ std::optional<PrefetchPolicy> parse_prefetch_policy(const std::string& text, Pre
 std::string describe(const PrefetchPolicy& p) {
   return "near=" + std::to_string(p.near_bytes) + ",far=" + std::to_string(p.far_bytes) +
          ",stream_far=" + std::to_string(p.stream_far_bytes) + ",next=" + (p.next_panel ? "1" : "0") +
-         ",quant=" + std::to_string(p.quant_bytes);
+         ",quant=" + std::to_string(p.quant_bytes) + ",streams=" + std::to_string(p.streams);
 }
 
 }  // namespace tandem::kernels

@@ -38,11 +38,12 @@ accepted() {
 }
 
 for pair in TANDEM_CUDA_PDL=of TANDEM_CUDA_SMALL_TILE=23 TANDEM_STEP_TIMING=2 TANDEM_GEMM=fast \
-  TANDEM_KERNELS=sse9 TANDEM_DEVICE=gpu9 TANDEM_WEIGHTS=q9 TANDEM_MTP_ADAPTIVE=bogus; do
+  TANDEM_KERNELS=sse9 TANDEM_DEVICE=gpu9 TANDEM_WEIGHTS=q9 TANDEM_MTP_ADAPTIVE=bogus \
+  TANDEM_CPU_PREFETCH=streams=5 TANDEM_CPU_PREFETCH=farther=1; do
   refused "${pair%%=*}" "${pair#*=}"
 done
 for pair in TANDEM_CUDA_PDL=off TANDEM_CUDA_SMALL_TILE=20 TANDEM_GEMM=invariant TANDEM_KERNELS=scalar \
-  TANDEM_CUDA_PDL= TANDEM_GEMM=' '; do
+  TANDEM_CUDA_PDL= TANDEM_GEMM=' ' TANDEM_CPU_PREFETCH=streams=2,quant=1024; do
   accepted "${pair%%=*}" "${pair#*=}"
 done
 

@@ -398,13 +398,14 @@ TEST(QuantMatmul, LoneRowRunsKeepBits) {
 }
 
 // Software prefetch only moves data earlier (ADR 0049): every policy —
-// none, near only, far only, odd distances — gives the reference's bits, for
-// dense and quantized weights, M = 1 (the multi-stream paths) and M = 9.
+// none, near only, far only, odd distances, 1..3 streams for a lone row —
+// gives the reference's bits, for dense and quantized weights, M = 1 (the
+// multi-stream paths, and one stream) and M = 9.
 TEST(PrefetchPolicy, DoesNotChangeBits) {
   const PrefetchPolicy saved = prefetch_policy();
   const PrefetchPolicy policies[] = {
-      saved, PrefetchPolicy{0, 0, 0, false, 0}, PrefetchPolicy{4096, 65536, 0, true, 512},
-      PrefetchPolicy{0, 65536, 65536, true, 0}, PrefetchPolicy{192, 8192, 1024, false, 4096}};
+      saved, PrefetchPolicy{0, 0, 0, false, 0, 1}, PrefetchPolicy{4096, 65536, 0, true, 512, 1},
+      PrefetchPolicy{0, 65536, 65536, true, 0, 2}, PrefetchPolicy{192, 8192, 1024, false, 4096, 3}};
   const int64_t n = 6 * 64 + 16 * 3 + 5, k = 256;
   const std::vector<float> x = random_floats(9 * k, 41);
   std::vector<PackedMatrix> mats;
@@ -436,16 +437,23 @@ TEST(PrefetchPolicy, DoesNotChangeBits) {
 
 TEST(PrefetchPolicy, ParsesOnTopOfABaseAndRejectsJunk) {
   const PrefetchPolicy base = prefetch_policy_for(CpuVendor::intel);
-  EXPECT_EQ(describe(base), "near=4096,far=65536,stream_far=65536,next=1,quant=2048");  // pre-ADR-0049
+  EXPECT_EQ(describe(base),
+            "near=4096,far=65536,stream_far=65536,next=1,quant=2048,streams=4");  // pre-ADR-0049
   EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::other)), describe(base));
+  EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::intel, true)), describe(base));
+  EXPECT_EQ(prefetch_policy_for(CpuVendor::amd, false).streams, 4);  // Zen 3: ADR 0049
+  EXPECT_EQ(prefetch_policy_for(CpuVendor::amd, true).streams, 1);   // Zen 4 on: ADR 0076
   const auto p = parse_prefetch_policy("far=0, quant=512", base);
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(describe(*p), "near=4096,far=0,stream_far=65536,next=1,quant=512");
+  EXPECT_EQ(describe(*p), "near=4096,far=0,stream_far=65536,next=1,quant=512,streams=4");
+  EXPECT_EQ(parse_prefetch_policy("streams=1", base)->streams, 1);
   EXPECT_EQ(parse_prefetch_policy("stream_far=0", base)->stream_far_bytes, 0);
   EXPECT_EQ(describe(*parse_prefetch_policy(describe(*p), base)), describe(*p));
   EXPECT_EQ(describe(*parse_prefetch_policy("", base)), describe(base));
   EXPECT_FALSE(parse_prefetch_policy("near=-1", base).has_value());
   EXPECT_FALSE(parse_prefetch_policy("next=2", base).has_value());
+  EXPECT_FALSE(parse_prefetch_policy("streams=0", base).has_value());
+  EXPECT_FALSE(parse_prefetch_policy("streams=5", base).has_value());
   EXPECT_FALSE(parse_prefetch_policy("far", base).has_value());
   EXPECT_FALSE(parse_prefetch_policy("farther=1", base).has_value());
   EXPECT_FALSE(parse_prefetch_policy("near=4k", base).has_value());

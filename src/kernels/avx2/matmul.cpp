@@ -28,7 +28,7 @@ constexpr int64_t element_size() {
 }
 
 // Prefetching for M = 1 (distances: kernels/prefetch.h): near_bytes ahead
-// into L1 and far_bytes ahead into L2 on a one-panel pass; the M > 1 path
+// into L1 and stream_far_bytes ahead into L2 on a one-panel pass; the M > 1 path
 // prefetches the next K chunk instead (next_panel, see tile).
 struct Prefetch {
   int64_t near = 0;  // 0 = none
@@ -298,14 +298,15 @@ void matmul_typed(const MatmulArgs& a) {
     static constexpr RowStreamsFn kRow[] = {nullptr, nullptr, row_streams<D, 2>, row_streams<D, 3>,
                                             row_streams<D, 4>};
     p = row_stream_groups(a, es, kRow, policy);
-    // A last single full panel and a partial panel: one pass each.
+    // A last single full panel and a partial panel (every panel with one
+    // stream): one pass each, stream_far ahead like the grouped streams.
     for (; p < a.panel_end; ++p) {
       const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
       const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
       Prefetch pf;
       pf.near = policy.near_bytes;
-      if (policy.far_bytes != 0) {
-        pf.far = w + policy.far_bytes;  // a fixed distance down this panel's stream
+      if (policy.stream_far_bytes != 0) {
+        pf.far = w + policy.stream_far_bytes;  // a fixed distance down this panel's stream
         pf.far_step = kPanel * es;
       }
       block<D, 1, 2>(a.x + a.k_begin, a.ldx, w, kn, a.y + p * kPanel, a.ldy, cols, pf);

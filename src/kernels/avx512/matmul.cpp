@@ -36,7 +36,8 @@ constexpr int64_t element_size() {
 // so (1) the first pass over a panel prefetches its own stream near_bytes
 // ahead into L1 ("near"); (2) "far" prefetches into L2: with a single pass
 // (M <= 4) — or on the last panel of the range, which has no next panel —
-// far_bytes down the stream; with several passes (M > 4: two groups, or more
+// far_bytes down the stream (stream_far_bytes for a lone row, M = 1, as on
+// its multi-stream path); with several passes (M > 4: two groups, or more
 // row blocks), an equal share of the *next* panel of this thread's range
 // during every pass (next_panel) — the later passes read the panel from L2
 // and would otherwise leave DRAM idle. Measured on the Intel development VM
@@ -187,8 +188,9 @@ void matmul_typed(const MatmulArgs& a) {
       Prefetch pf;
       pf.near = pass == 0 ? policy.near_bytes : 0;
       if (passes == 1 || (next == nullptr && pass == 0)) {
-        if (policy.far_bytes != 0) {
-          pf.far = w + policy.far_bytes;  // a fixed distance down this panel's stream
+        const int64_t far = a.m == 1 ? policy.stream_far_bytes : policy.far_bytes;  // a lone row: stream_far
+        if (far != 0) {
+          pf.far = w + far;  // a fixed distance down this panel's stream
           pf.far_step = kPanel * es;
         }
       } else if (next != nullptr && policy.next_panel) {

@@ -201,10 +201,11 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const i
   }
 }
 
-// A lone row (decode): the thread's groups are cut into up to kStreams
-// contiguous runs walked side by side — kStreams long weight streams in
-// flight instead of one (consecutive groups are only k/32 tiles long), the
-// same bits (each output's chain is its own).
+// A lone row (decode): the thread's groups are cut into up to
+// PrefetchPolicy::streams (at most kStreams) contiguous runs walked side by
+// side — that many long weight streams in flight instead of one (consecutive
+// groups are only k/32 tiles long, and lie back to back: one run is one
+// contiguous stream), the same bits (each output's chain is its own).
 constexpr int kStreams = 4;
 
 template <bool Vnni, DType D>
@@ -212,7 +213,7 @@ void lone_row(const quant::QuantMatmulArgs& a, const quant::Layout& L, const Act
               float* const* yr) {
   const int64_t len = a.group_end - a.group_begin;
   if (len <= 0) return;
-  const int64_t streams = std::min<int64_t>(kStreams, len);
+  const int64_t streams = std::min<int64_t>(std::clamp(prefetch_policy().streams, 1, kStreams), len);
   int64_t start[kStreams], size[kStreams];
   for (int64_t s = 0; s < streams; ++s) {
     start[s] = a.group_begin + s * len / streams;

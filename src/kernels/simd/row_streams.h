@@ -26,19 +26,22 @@ inline constexpr int kMaxStreams = 4;
 using RowStreamsFn = void (*)(const float* x, const uint8_t* w, int64_t panel_stride, int64_t kn, float* y,
                               int64_t near, int64_t far);
 
-// A lone row (a.m == 1) over a.panel_begin..: groups of kMaxStreams full
-// panels, then one group of the 2-3 full panels left, each through
-// by_size[S] (S = 2..kMaxStreams). Returns the first panel not taken: a last
-// single full panel and a partial panel are the caller's one-panel path.
+// A lone row (a.m == 1) over a.panel_begin..: groups of S = policy.streams
+// (at most kMaxStreams) full panels, then one group of the 2..S-1 full panels
+// left, each through by_size[S]. Returns the first panel not taken: a last
+// single full panel and a partial panel are the caller's one-panel path, as
+// is every panel when policy.streams is 1 (one contiguous stream per thread:
+// a thread's panels lie back to back when it owns all of K).
 inline int64_t row_stream_groups(const MatmulArgs& a, int64_t element_size,
                                  const RowStreamsFn (&by_size)[kMaxStreams + 1],
                                  const PrefetchPolicy& policy) {
   const int64_t kn = a.k_end - a.k_begin;
   const int64_t full_end = std::min(a.panel_end, a.n / kPanel);
   const int64_t stride = a.k * kPanel * element_size;
+  const int64_t most = std::clamp<int64_t>(policy.streams, 1, kMaxStreams);
   int64_t p = a.panel_begin;
-  while (full_end - p >= 2) {
-    const int64_t group = std::min<int64_t>(kMaxStreams, full_end - p);
+  while (most >= 2 && full_end - p >= 2) {
+    const int64_t group = std::min<int64_t>(most, full_end - p);
     by_size[group](a.x + a.k_begin, a.w + (p * a.k + a.k_begin) * kPanel * element_size, stride, kn,
                    a.y + p * kPanel, policy.near_bytes, policy.stream_far_bytes);
     p += group;

@@ -19,10 +19,10 @@ struct PrefetchPolicy {
   // Dense (f32/bf16/f16) panel kernels, first pass over a panel: prefetch
   // this many bytes ahead into L1 (T0). 0 = none.
   int64_t near_bytes = 4096;
-  // Dense kernels, single-pass streams (M <= 4 one panel at a time, a
+  // Dense kernels, single-pass streams of 2..4 rows (one panel at a time, a
   // range's last panel): this many bytes ahead into L2 (T1). 0 = none.
   int64_t far_bytes = 65536;
-  // Dense kernels, the M = 1 multi-stream path (2-4 panels at once): the
+  // Dense kernels, a lone row (M = 1, 1..4 panels at once, `streams`): the
   // same T1 prefetch on each stream. 0 = none.
   int64_t stream_far_bytes = 65536;
   // Dense kernels with several passes over a panel (M > 4 on AVX-512):
@@ -33,20 +33,26 @@ struct PrefetchPolicy {
   // Quantized kernels: this many bytes ahead down each group's stream into
   // L1 (T0). 0 = none.
   int64_t quant_bytes = 2048;
+  // A lone row (M = 1, decode), dense and quantized kernels alike: how many
+  // weight streams each thread walks side by side, 1..4 (dense: whole panels
+  // at once, simd/row_streams.h; quantized: contiguous runs of the thread's
+  // groups). Never a bit of the result: every output keeps its own chain.
+  int streams = 4;
 };
 
-// The tuned default for a vendor (Intel and "other": the policy the kernels
-// had before ADR 0049).
-PrefetchPolicy prefetch_policy_for(CpuVendor vendor);
+// The tuned default for a vendor and whether the CPU has the AVX-512 level
+// (Intel and "other": the policy the kernels had before ADR 0049; AMD: ADRs
+// 0049 and 0076).
+PrefetchPolicy prefetch_policy_for(CpuVendor vendor, bool avx512 = false);
 // What the kernels use: prefetch_policy_for(cpu_features().vendor) unless
 // set_prefetch_policy() replaced it.
 const PrefetchPolicy& prefetch_policy();
 // Start-up only (before other threads run kernels), like select_isa(): the
 // kernel benchmarks' --prefetch flag.
 void set_prefetch_policy(const PrefetchPolicy& policy);
-// "near=4096,far=65536,stream_far=65536,next=1,quant=2048" (any subset, applied on top of
-// `base`); nullopt on an unknown key or a value that is not a non-negative
-// integer (next: 0 or 1).
+// "near=4096,far=65536,stream_far=65536,next=1,quant=2048,streams=4" (any subset, applied on
+// top of `base`); nullopt on an unknown key or a value that is not a non-negative
+// integer (next: 0 or 1; streams: 1..4). TANDEM_CPU_PREFETCH takes the same text.
 std::optional<PrefetchPolicy> parse_prefetch_policy(const std::string& text, PrefetchPolicy base);
 std::string describe(const PrefetchPolicy& policy);  // the same format
 

@@ -35,7 +35,13 @@ PrefetchPolicy prefetch_policy_for(CpuVendor vendor, bool avx512) {
     // four at ~20, and the 0.5B shape's Q8_0 / Q4_K_M decode ran 1.2-1.4x
     // faster on one stream than on four (1 thread), bf16 +3-11%. Zen 3 (AVX2
     // only) keeps four: there one stream was the limit (ADR 0049).
-    if (avx512) p.streams = 1;
+    // With one stream the quantized kernels' L1 prefetch runs 256 B ahead:
+    // 1B Q8_0 decode 19.3-19.5 tok/s against 17.7-18.4 at 512 and 14.8-15.0
+    // at 1024 (1 thread, same VM and ADR).
+    if (avx512) {
+      p.streams = 1;
+      p.quant_bytes = 256;
+    }
   }
   return p;
 }

@@ -442,7 +442,8 @@ TEST(PrefetchPolicy, ParsesOnTopOfABaseAndRejectsJunk) {
   EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::other)), describe(base));
   EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::intel, true)), describe(base));
   EXPECT_EQ(prefetch_policy_for(CpuVendor::amd, false).streams, 4);  // Zen 3: ADR 0049
-  EXPECT_EQ(prefetch_policy_for(CpuVendor::amd, true).streams, 1);   // Zen 4 on: ADR 0076
+  EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::amd, true)),     // Zen 4 on: ADR 0076
+            "near=4096,far=65536,stream_far=0,next=1,quant=256,streams=1");
   const auto p = parse_prefetch_policy("far=0, quant=512", base);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(describe(*p), "near=4096,far=0,stream_far=65536,next=1,quant=512,streams=4");

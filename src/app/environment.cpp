@@ -65,7 +65,8 @@ Status validate_environment() {
     if (!p)
       return invalid_argument("TANDEM_CPU_PREFETCH='" + *v +
                               "' is not a list of key=value with keys near, far, stream_far, quant (bytes >= "
-                              "0), next (0 or 1), streams (1..4)");
+                              "0), next (0 or 1), streams (1.." +
+                              std::to_string(kernels::kMaxRowStreams) + ")");
     kernels::set_prefetch_policy(*p);
   }
   if (auto v = non_blank("TANDEM_GEMM")) {

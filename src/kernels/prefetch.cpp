@@ -70,7 +70,7 @@ std::optional<PrefetchPolicy> parse_prefetch_policy(const std::string& text, Pre
       base.stream_far_bytes = *value;
     } else if (key == "quant") {
       base.quant_bytes = *value;
-    } else if (key == "streams" && *value >= 1 && *value <= 4) {
+    } else if (key == "streams" && *value >= 1 && *value <= kMaxRowStreams) {
       base.streams = static_cast<int>(*value);
     } else if (key == "next" && *value <= 1) {
       base.next_panel = *value == 1;

@@ -202,11 +202,11 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const i
 }
 
 // A lone row (decode): the thread's groups are cut into up to
-// PrefetchPolicy::streams (at most kStreams) contiguous runs walked side by
+// PrefetchPolicy::streams (at most kMaxRowStreams) contiguous runs walked side by
 // side — that many long weight streams in flight instead of one (consecutive
 // groups are only k/32 tiles long, and lie back to back: one run is one
 // contiguous stream), the same bits (each output's chain is its own).
-constexpr int kStreams = 4;
+constexpr int kStreams = kMaxRowStreams;
 
 template <bool Vnni, DType D>
 void lone_row(const quant::QuantMatmulArgs& a, const quant::Layout& L, const ActBlock* const* xr,

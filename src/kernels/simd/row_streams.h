@@ -18,7 +18,7 @@ namespace tandem::kernels {
 namespace {
 
 // Most panels one row_streams call takes (weight streams in flight).
-inline constexpr int kMaxStreams = 4;
+inline constexpr int kMaxStreams = kMaxRowStreams;
 
 // row_streams<D, S>: one row x S whole panels (w at the first panel's k_begin
 // row, panels panel_stride bytes apart, kn k steps, y at the first panel's
@@ -28,7 +28,7 @@ using RowStreamsFn = void (*)(const float* x, const uint8_t* w, int64_t panel_st
 
 // A lone row (a.m == 1) over a.panel_begin..: groups of S = policy.streams
 // (at most kMaxStreams) full panels, then one group of the 2..S-1 full panels
-// left, each through by_size[S]. Returns the first panel not taken: a last
+// left, each group of G panels through by_size[G]. Returns the first panel not taken: a last
 // single full panel and a partial panel are the caller's one-panel path, as
 // is every panel when policy.streams is 1 (one contiguous stream per thread:
 // a thread's panels lie back to back when it owns all of K).

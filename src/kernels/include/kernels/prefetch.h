@@ -4,7 +4,7 @@
 // instructions compute an output, so every policy gives the same bits. The
 // policy is tuning per CPU vendor: the defaults were measured with the
 // interleaved kernel benchmarks (docs/benchmarks.md) on an Intel Sapphire
-// Rapids VM and on an AMD EPYC (Zen 5) VM.
+// Rapids VM and on AMD EPYC VMs (Zen 3, ADR 0049; Zen 4, ADR 0076).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,9 @@
 #include "core/cpu_features.h"
 
 namespace tandem::kernels {
+
+// The most weight streams a lone row walks per thread (PrefetchPolicy::streams).
+inline constexpr int kMaxRowStreams = 4;
 
 struct PrefetchPolicy {
   // Dense (f32/bf16/f16) panel kernels, first pass over a panel: prefetch
@@ -34,7 +37,7 @@ struct PrefetchPolicy {
   // L1 (T0). 0 = none.
   int64_t quant_bytes = 2048;
   // A lone row (M = 1, decode), dense and quantized kernels alike: how many
-  // weight streams each thread walks side by side, 1..4 (dense: whole panels
+  // weight streams each thread walks side by side, 1..kMaxRowStreams (dense: whole panels
   // at once, simd/row_streams.h; quantized: contiguous runs of the thread's
   // groups). Never a bit of the result: every output keeps its own chain.
   int streams = 4;
@@ -44,8 +47,8 @@ struct PrefetchPolicy {
 // (Intel and "other": the policy the kernels had before ADR 0049; AMD: ADRs
 // 0049 and 0076).
 PrefetchPolicy prefetch_policy_for(CpuVendor vendor, bool avx512 = false);
-// What the kernels use: prefetch_policy_for(cpu_features().vendor) unless
-// set_prefetch_policy() replaced it.
+// What the kernels use: prefetch_policy_for(cpu_features().vendor, AVX-512
+// level) unless set_prefetch_policy() replaced it (TANDEM_CPU_PREFETCH).
 const PrefetchPolicy& prefetch_policy();
 // Start-up only (before other threads run kernels), like select_isa(): the
 // kernel benchmarks' --prefetch flag.

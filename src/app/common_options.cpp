@@ -32,7 +32,8 @@ CLI::Option* add_device_option(CLI::App* sub, std::string& device) {
   return sub
       ->add_option("--device", device,
                    "Where the forward runs: auto|cpu|cuda|cuda:N (default auto: cuda when a device is "
-                   "present and the weights are bf16; env TANDEM_DEVICE)")
+                   "present and the weights are bf16 or GPU-quantized (q8_0, q4_0, q5_0, q4_k, q5_k, q6_k); "
+                   "env TANDEM_DEVICE)")
       ->check(CLI::Validator(
           [](std::string& value) -> std::string {
             auto parsed = model::parse_device(value);

@@ -26,8 +26,8 @@ CLI::Option* add_model_option(CLI::App* sub, std::string& dir, bool from_env = f
 CLI::Option* add_threads_option(CLI::App* sub, int& threads, int min = 0, bool from_env = false);
 
 // --device auto|cpu|cuda|cuda:N (default auto: cuda when a device is present
-// and the weights are bf16); env TANDEM_DEVICE when the flag is absent
-// (resolve_device_option).
+// and the weights are bf16 or quantized in a type the GPU runs, ADR 0077); env TANDEM_DEVICE when the flag is
+// absent (resolve_device_option).
 CLI::Option* add_device_option(CLI::App* sub, std::string& device);
 // The device to open with: the flag when given, else TANDEM_DEVICE, else "auto".
 std::string resolve_device_option(const std::string& flag);

@@ -196,7 +196,8 @@ void add_serve_options(CLI::App* sub, ServeOptions& o) {
       mirror(sub->add_option(
                  "--device", o.device,
                  "-dev: where the model runs: auto|cpu|cuda|cuda:N, or llama-server's none|CUDA0 (default "
-                 "auto: cuda when a device is present and the weights are bf16; env TANDEM_DEVICE, "
+                 "auto: cuda when a device is present and the weights are bf16 or GPU-quantized (q8_0, q4_0, "
+                 "q5_0, q4_k, q5_k, q6_k); env TANDEM_DEVICE, "
                  "LLAMA_ARG_DEVICE)"),
              {"TANDEM_DEVICE", "LLAMA_ARG_DEVICE"});
   o.gpu_layers_option =

@@ -127,6 +127,8 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   }
   if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
   TANDEM_RETURN_IF_ERROR(f->allocate_family_scratch());
+  if (weights.quantized)  // the widest quantized GEMM input of a chunk, as int8 blocks
+    TANDEM_RETURN_IF_ERROR(alloc(f->act_blocks_, gpu::quant_act_bytes(max_rows, std::max({hs, qd, inter}))));
   if (f->bf16_x_)  // before any graph capture: the widest GEMM input of a chunk
     TANDEM_RETURN_IF_ERROR(alloc(f->x_bf16_, rows * std::max({hs, qd, inter}) * sizeof(uint16_t)));
   // Split attention's partials for every row of a chunk, or (a long pool) for
@@ -226,6 +228,44 @@ Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n
   return cublas_->gemm(stream_, x_bf16_.as<uint16_t>(), m, w, n, kp, y);
 }
 
+Status CudaForward::gemm(const float* x, int64_t m, const DeviceMatrix& w, int64_t n, int64_t k, float* y,
+                         bool bf16_ready) {
+  if (w.quantized()) return gemm_quantized(x, m, w, n, k, y);
+  return gemm(x, m, w.data.as<uint16_t>(), n, k, y, bf16_ready);
+}
+
+Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m, const DeviceMatrix& w,
+                                                       int64_t n, int64_t k, float* y, bool bf16_ready) {
+  if (!w.quantized()) return gemm_partials(x, m, w.data.as<uint16_t>(), n, k, y, bf16_ready);
+  TANDEM_RETURN_IF_ERROR(gemm_quantized(x, m, w, n, k, y));
+  return gpu::GemmPartials{y, 1, m, n};
+}
+
+// The f32 rows x are always there (the epilogues write the bf16 copy next to
+// them); the int8 blocks are the CPU's rule (ADR 0077), in any GEMM mode. Up
+// to kQuantFusedMaxRows rows (decode, verify) each GEMM quantizes them itself.
+Status CudaForward::gemm_quantized(const float* x, int64_t m, const DeviceMatrix& w, int64_t n, int64_t k,
+                                   float* y) {
+  if (m > gpu::kQuantFusedMaxRows) {
+    if (gpu::quant_act_bytes(m, k) > act_blocks_.bytes())
+      return internal_error("cuda: the quantized GEMM's input blocks outgrow their buffer");
+    TANDEM_RETURN_IF_ERROR(gpu::quantize_act_rows(stream_, x, m, k, act_blocks_.data()));
+  }
+  for (const DeviceMatrix::Part& part : w.parts) {
+    TANDEM_RETURN_IF_ERROR(gpu::gemm_quant(stream_, x, act_blocks_.data(), m,
+                                           w.data.as<uint8_t>() + part.offset, part.dtype, part.n, k,
+                                           y + part.column, n));
+  }
+  return Status::Ok();
+}
+
+Status CudaForward::embed(int64_t m) {
+  const int64_t hs = model_.config().hidden_size;
+  if (w_.embedding_f32 != nullptr)
+    return gpu::gather_rows(stream_, w_.embedding_f32, d_tokens_, m, hs, x_.as<float>());
+  return gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x_.as<float>());
+}
+
 Status CudaForward::attention(const float* q, int64_t m, const gpu::DeviceKvPool& pool, int64_t table_stride,
                               int window, float* out, uint16_t* out_bf16) {
   const ModelConfig& c = model_.config();
@@ -280,7 +320,7 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride, Picks pi
   const ModelConfig& c = model_.config();
   const int64_t hs = c.hidden_size;
   float *x = x_.as<float>(), *g = gather_.as<float>();
-  TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x));
+  TANDEM_RETURN_IF_ERROR(embed(m));
   TANDEM_RETURN_IF_ERROR(scale_embeddings(m));
   TANDEM_RETURN_IF_ERROR(per_layer_inputs(m));
   // Every row wants logits (k == m): the output index is the identity, and the
@@ -290,11 +330,11 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride, Picks pi
   if (k == 0) return Status::Ok();
   if (final_normed) {
     TANDEM_RETURN_IF_ERROR(
-        gemm(h_.as<float>(), k, w_.lm_head, c.vocab_size, hs, logits_.as<float>(), bf16_input() != nullptr));
+        gemm(h_.as<float>(), k, *w_.lm_head, c.vocab_size, hs, logits_.as<float>(), bf16_input() != nullptr));
   } else {
     TANDEM_RETURN_IF_ERROR(gpu::gather_rows(stream_, x, d_out_index_, k, hs, g));
     TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
-    TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
+    TANDEM_RETURN_IF_ERROR(gemm(g, k, *w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
   }
   TANDEM_RETURN_IF_ERROR(cap_logits(k));
   return picks != Picks::none ? enqueue_picks(k, picks) : Status::Ok();
@@ -384,7 +424,7 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
     return k;
   }
   float* x = x_.as<float>();
-  TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x));
+  TANDEM_RETURN_IF_ERROR(embed(m));
   TANDEM_RETURN_IF_ERROR(scale_embeddings(m));
   for (int64_t r = 0; r < m; ++r) {
     if (in.embed_rows[r] != nullptr)
@@ -411,7 +451,7 @@ Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptio
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
   if (hidden == HiddenOutput::after_final_norm)
     TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.hidden, g, row_bytes * k));
-  TANDEM_RETURN_IF_ERROR(gemm(g, k, w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
+  TANDEM_RETURN_IF_ERROR(gemm(g, k, *w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
   TANDEM_RETURN_IF_ERROR(cap_logits(k));
   timing_.mark(StepTiming::enqueue);
   TANDEM_RETURN_IF_ERROR(download_outputs(k, out));
@@ -512,7 +552,7 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
   // Attention writes the o projection's bf16 input itself (ADR 0056).
   uint16_t* attn_b = fuse_launches_ ? xb : nullptr;
   {
-    auto p = gemm_partials(h, m, bf16(w.qkv), qkv_n, hs, qkv, input_normed && xb != nullptr);
+    auto p = gemm_partials(h, m, w.qkv, qkv_n, hs, qkv, input_normed && xb != nullptr);
     if (!p.ok()) return p.status();
     if (m == 1 && fuse_rope_) {  // one row: its key is its sequence's only new one (ADR 0073)
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -528,7 +568,7 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
     }
   }
   {
-    auto p = gemm_partials(attn, m, bf16(w.o), hs, qd, h, attn_b != nullptr);
+    auto p = gemm_partials(attn, m, w.o, hs, qd, h, attn_b != nullptr);
     if (!p.ok()) return p.status();
     if (fuse_norm_) {
       TANDEM_RETURN_IF_ERROR(
@@ -540,11 +580,11 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
   }
   float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
   {
-    auto p = gemm_partials(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr);
+    auto p = gemm_partials(h, m, w.gate_up, 2 * inter, hs, gate_up, fuse_norm_ && xb != nullptr);
     if (!p.ok()) return p.status();
     TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act, xb));
   }
-  auto p = gemm_partials(act, m, bf16(w.down), hs, inter, h, xb != nullptr);
+  auto p = gemm_partials(act, m, w.down, hs, inter, h, xb != nullptr);
   if (!p.ok()) return p.status();
   if (norm_after == nullptr) return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
   return gpu::residual_add_rmsnorm_partials(s, *p, bias(w.down_bias), x, norm_after, eps, h, xb);
@@ -562,7 +602,7 @@ Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
   const gpu::Stream& s = stream_;
   // Attention block.
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.attn_norm), h, m, hs, eps));
-  TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.qkv), qkv_n, hs, qkv));
+  TANDEM_RETURN_IF_ERROR(gemm(h, m, w.qkv, qkv_n, hs, qkv));
   if (w.qkv_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, qkv, f32(w.qkv_bias), m, qkv_n));
   TANDEM_RETURN_IF_ERROR(gpu::split_qkv(s, qkv, m, qd, kvd, q, kk, v));
   if (w.q_norm.bytes()) {
@@ -579,17 +619,17 @@ Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {
   pool.v = v_pool_[l].as<float>();
   TANDEM_RETURN_IF_ERROR(gpu::kv_write(s, pool, kk, v, m, d_positions_, d_tables_, table_stride));
   TANDEM_RETURN_IF_ERROR(attention(q, m, pool, table_stride, c.layer_window[l], attn));
-  TANDEM_RETURN_IF_ERROR(gemm(attn, m, bf16(w.o), hs, qd, h));
+  TANDEM_RETURN_IF_ERROR(gemm(attn, m, w.o, hs, qd, h));
   if (w.o_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.o_bias), m, hs));
   TANDEM_RETURN_IF_ERROR(gpu::add_inplace(s, x, h, m * hs));
   // MLP block.
   float *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
-  TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up));
+  TANDEM_RETURN_IF_ERROR(gemm(h, m, w.gate_up, 2 * inter, hs, gate_up));
   if (w.gate_up_bias.bytes())
     TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, gate_up, f32(w.gate_up_bias), m, 2 * inter));
   TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, m, inter, act));
-  TANDEM_RETURN_IF_ERROR(gemm(act, m, bf16(w.down), hs, inter, h));
+  TANDEM_RETURN_IF_ERROR(gemm(act, m, w.down, hs, inter, h));
   if (w.down_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.down_bias), m, hs));
   return gpu::add_inplace(s, x, h, m * hs);
 }

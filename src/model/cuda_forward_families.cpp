@@ -140,7 +140,7 @@ Status CudaForward::attention_general(int l, int64_t m, int64_t table_stride) {
   float *q = q_.as<float>(), *kk = k_.as<float>(), *v = v_.as<float>(), *attn = attn_.as<float>();
   const gpu::Stream& s = stream_;
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.attn_norm), h, m, hs, eps));
-  TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.qkv), qkv_n, hs, qkv));
+  TANDEM_RETURN_IF_ERROR(gemm(h, m, w.qkv, qkv_n, hs, qkv));
   if (w.qkv_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, qkv, f32(w.qkv_bias), m, qkv_n));
   if (own_kv && !k_is_v) {
     TANDEM_RETURN_IF_ERROR(gpu::split_qkv(s, qkv, m, qd, kvd, q, kk, v));
@@ -170,7 +170,7 @@ Status CudaForward::attention_general(int l, int64_t m, int64_t table_stride) {
   const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
   TANDEM_RETURN_IF_ERROR(gpu::attention(s, q, m, c.num_heads, pool, d_positions_, d_tables_, table_stride,
                                         scale, c.layer_window[l], attn, attn_workspace_, c.attn_softcap));
-  TANDEM_RETURN_IF_ERROR(gemm(attn, m, bf16(w.o), hs, qd, h));
+  TANDEM_RETURN_IF_ERROR(gemm(attn, m, w.o, hs, qd, h));
   if (w.o_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.o_bias), m, hs));
   if (w.post_attn_norm.bytes())
     TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, h, f32(w.post_attn_norm), h, m, hs, eps));
@@ -185,14 +185,14 @@ Status CudaForward::mlp_general(int l, int64_t m) {
   float *x = x_.as<float>(), *h = h_.as<float>(), *gate_up = gate_up_.as<float>(), *act = act_.as<float>();
   const gpu::Stream& s = stream_;
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
-  TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.gate_up), 2 * inter, hs, gate_up));
+  TANDEM_RETURN_IF_ERROR(gemm(h, m, w.gate_up, 2 * inter, hs, gate_up));
   if (w.gate_up_bias.bytes())
     TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, gate_up, f32(w.gate_up_bias), m, 2 * inter));
   if (c.mlp_activation == Activation::gelu_tanh)
     TANDEM_RETURN_IF_ERROR(gpu::gelu_tanh_rows(s, gate_up, m, inter, act));
   else
     TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, m, inter, act));
-  TANDEM_RETURN_IF_ERROR(gemm(act, m, bf16(w.down), hs, inter, h));
+  TANDEM_RETURN_IF_ERROR(gemm(act, m, w.down, hs, inter, h));
   if (w.down_bias.bytes()) TANDEM_RETURN_IF_ERROR(gpu::add_bias(s, h, f32(w.down_bias), m, hs));
   if (c.moe_beside_mlp) {
     // gemma4: norm(mlp) + norm(experts), then the shared post-feedforward norm.

@@ -123,16 +123,19 @@ struct Uploader {
   Expected<gpu::DeviceBuffer> raw(const void* host, size_t size) {
     auto buffer = gpu::DeviceBuffer::allocate(size);
     if (!buffer.ok()) return buffer.status();
-    const auto* src = static_cast<const uint8_t*>(host);
-    ThreadPool& pool = staged.pool();
-    TANDEM_RETURN_IF_ERROR(
-        staged.put(buffer->data(), size, 1, 1, [&](uint8_t* stage, size_t first, size_t n) {
-          pool.parallel_for(static_cast<int64_t>(n), int64_t{1} << 20, [&](int64_t b, int64_t e, int) {
-            std::memcpy(stage + b, src + first + static_cast<size_t>(b), static_cast<size_t>(e - b));
-          });
-        }));
+    TANDEM_RETURN_IF_ERROR(copy(buffer->data(), host, size));
     bytes += size;
     return buffer;
+  }
+  // `size` bytes from `host` to `device` through the staging chunks.
+  Status copy(void* device, const void* host, size_t size) {
+    const auto* src = static_cast<const uint8_t*>(host);
+    ThreadPool& pool = staged.pool();
+    return staged.put(device, size, 1, 1, [&](uint8_t* stage, size_t first, size_t n) {
+      pool.parallel_for(static_cast<int64_t>(n), int64_t{1} << 20, [&](int64_t b, int64_t e, int) {
+        std::memcpy(stage + b, src + first + static_cast<size_t>(b), static_cast<size_t>(e - b));
+      });
+    });
   }
   Status floats(const std::vector<float>& host, gpu::DeviceBuffer& out) {
     if (host.empty()) return Status::Ok();
@@ -149,6 +152,55 @@ struct Uploader {
     return relaid_rows(m.n(), m.k(), out, [&](int64_t first, int64_t rows, uint16_t* dst) {
       kernels::unpack_rows(m, first, rows, dst);
     });
+  }
+  // A projection: bf16 relaid as above, or quantized (ADR 0077): each part's
+  // packed bytes (PackedMatrix::data()) copied as they are, 256-byte aligned.
+  Status matrix(const kernels::PackedMatrix& m, const std::string& name, DeviceMatrix& out) {
+    if (m.n() == 0) return Status::Ok();
+    if (m.parts().empty() && !kernels::dtype_is_quantized(m.dtype())) return matrix(m, name, out.data);
+    std::vector<const kernels::PackedMatrix*> parts;
+    if (m.parts().empty()) parts.push_back(&m);
+    for (const kernels::PackedMatrix& p : m.parts()) parts.push_back(&p);
+    size_t total = 0;
+    int64_t column = 0;
+    for (const kernels::PackedMatrix* p : parts) {
+      if (!gpu::gemm_quant_supports(p->dtype()))
+        return failed_precondition(
+            "cuda: weight " + name + " is " + kernels::dtype_name(p->dtype()) +
+            "; the CUDA backend takes bf16, q8_0, q4_0, q5_0, q4_k, q5_k and q6_k weights "
+            "(use --device cpu)");
+      out.parts.push_back({p->dtype(), p->n(), column, total});
+      total += (p->data_bytes() + 255) / 256 * 256;
+      column += p->n();
+    }
+    auto buffer = gpu::DeviceBuffer::allocate(total);
+    if (!buffer.ok()) return buffer.status();
+    for (size_t i = 0; i < parts.size(); ++i)
+      TANDEM_RETURN_IF_ERROR(
+          copy(buffer->as<uint8_t>() + out.parts[i].offset, parts[i]->data(), parts[i]->data_bytes()));
+    bytes += total;
+    out.data = std::move(buffer).value();
+    return Status::Ok();
+  }
+  // A table [rows][k] of any dtype but bf16 (a quantized GGUF embedding)
+  // dequantized to f32 rows (kernels::to_f32, the CPU's lookup).
+  Status f32_table(const void* host, kernels::DType dtype, int64_t rows, int64_t k, gpu::DeviceBuffer& out) {
+    const size_t row_bytes = static_cast<size_t>(k) * sizeof(float);
+    const size_t src_row = kernels::dtype_row_bytes(dtype, k);
+    auto buffer = gpu::DeviceBuffer::allocate(static_cast<size_t>(rows) * row_bytes);
+    if (!buffer.ok()) return buffer.status();
+    const auto* src = static_cast<const uint8_t*>(host);
+    ThreadPool& pool = staged.pool();
+    TANDEM_RETURN_IF_ERROR(staged.put(
+        buffer->data(), static_cast<size_t>(rows), row_bytes, 1, [&](uint8_t* stage, size_t first, size_t n) {
+          pool.parallel_for(static_cast<int64_t>(n), 64, [&](int64_t b, int64_t e, int) {
+            kernels::to_f32(src + (first + static_cast<size_t>(b)) * src_row, dtype, (e - b) * k,
+                            reinterpret_cast<float*>(stage + static_cast<size_t>(b) * row_bytes));
+          });
+        }));
+    bytes += buffer->bytes();
+    out = std::move(buffer).value();
+    return Status::Ok();
   }
   // A bf16 table [n][k] (the tied LM head) as a GEMM weight: relaid.
   Status relaid_table(const uint16_t* host, int64_t n, int64_t k, gpu::DeviceBuffer& out) {
@@ -274,26 +326,34 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
   TANDEM_RETURN_IF_ERROR(upload_gemma4(model, up, *w));
   if (borrowed != nullptr) {
     w->embedding = borrowed->embedding;
+    w->embedding_f32 = borrowed->embedding_f32;
     w->lm_head = borrowed->lm_head;
   } else {
-    if (model.embedding_dtype() != kernels::DType::bf16)
-      return failed_precondition(std::string("cuda: the embedding table is ") +
-                                 kernels::dtype_name(model.embedding_dtype()) +
-                                 "; the CUDA backend takes bf16 weights only (use --device cpu)");
-    const size_t table = static_cast<size_t>(c.vocab_size) * c.hidden_size * sizeof(uint16_t);
-    auto emb = up.raw(model.embedding(), table);
-    if (!emb.ok()) return emb.status();
-    w->own_embedding = std::move(emb).value();
-    w->embedding = w->own_embedding.as<uint16_t>();
-    if (c.tie_word_embeddings) {  // the gather reads natural rows, the head GEMM relaid ones (ADR 0057)
-      TANDEM_RETURN_IF_ERROR(up.relaid_table(static_cast<const uint16_t*>(model.embedding()), c.vocab_size,
-                                             c.hidden_size, w->own_lm_head));
-      w->lm_head = w->own_lm_head.as<uint16_t>();
+    const bool bf16_table = model.embedding_dtype() == kernels::DType::bf16;
+    if (bf16_table) {
+      const size_t table = static_cast<size_t>(c.vocab_size) * c.hidden_size * sizeof(uint16_t);
+      auto emb = up.raw(model.embedding(), table);
+      if (!emb.ok()) return emb.status();
+      w->own_embedding = std::move(emb).value();
+      w->embedding = w->own_embedding.as<uint16_t>();
     } else {
-      TANDEM_RETURN_IF_ERROR(up.matrix(model.lm_head(), "lm_head", w->own_lm_head));
-      w->lm_head = w->own_lm_head.as<uint16_t>();
+      TANDEM_RETURN_IF_ERROR(up.f32_table(model.embedding(), model.embedding_dtype(), c.vocab_size,
+                                          c.hidden_size, w->own_embedding));
+      w->embedding_f32 = w->own_embedding.as<float>();
     }
+    if (c.tie_word_embeddings && bf16_table && model.lm_head().dtype() == kernels::DType::bf16) {
+      // The gather reads natural rows, the head GEMM relaid ones (ADR 0057).
+      TANDEM_RETURN_IF_ERROR(up.relaid_table(static_cast<const uint16_t*>(model.embedding()), c.vocab_size,
+                                             c.hidden_size, w->own_lm_head.data));
+    } else {  // untied, or a quantized head (a tied quantized table is packed as one)
+      TANDEM_RETURN_IF_ERROR(up.matrix(model.lm_head(), "lm_head", w->own_lm_head));
+    }
+    w->lm_head = &w->own_lm_head;
   }
+  w->quantized = w->lm_head->quantized();
+  for (const DeviceLayer& l : w->layers)
+    w->quantized =
+        w->quantized || l.qkv.quantized() || l.o.quantized() || l.gate_up.quantized() || l.down.quantized();
   TANDEM_RETURN_IF_ERROR((*staged)->finish());
   w->bytes = up.bytes;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,14 +1,16 @@
 // device_weights.h — a Model's weights on one CUDA device (internal to
 // tandem_model; compiled only with TANDEM_HAVE_CUDA).
 //
-// Owns one device copy of every matrix (bf16, Hugging Face row-major [n][k]:
-// the PackedMatrix unpacked), the norm weights, biases and RoPE frequencies
-// (f32), and the bf16 embedding table. An MTP block borrows its target's
+// Owns one device copy of every matrix (bf16 relaid from the PackedMatrix,
+// ADR 0057; a dense layer's projections and the LM head may instead be
+// quantized, in the CPU's packed layout: ADR 0077), the norm weights, biases
+// and RoPE frequencies (f32), and the embedding table (bf16; a quantized
+// table dequantized to f32). An MTP block borrows its target's
 // embedding and LM head (`embedding` / `lm_head` then point into the
 // target's DeviceWeights, which must outlive it). Uploaded once by
 // Model::place_on; immutable afterwards, so any number of Forwards on the
 // same device share it. Errors (non-bf16 weights, out of device memory) are
-// Status values naming the tensor.
+// Status values naming the tensor and its type.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +29,25 @@ struct DeviceExpert {
   kernels::gpu::DeviceBuffer gate_up, down;
 };
 
+// A projection weight: bf16 relaid (ADR 0057; `parts` empty), or quantized
+// (ADR 0077): one part per block type of a stacked matrix (a Q4_K_M q/k/v),
+// each the CPU's packed bytes at `offset`, writing output columns
+// [column, column + n).
+struct DeviceMatrix {
+  struct Part {
+    kernels::DType dtype = kernels::DType::q8_0;
+    int64_t n = 0, column = 0;
+    size_t offset = 0;
+  };
+  kernels::gpu::DeviceBuffer data;
+  std::vector<Part> parts;
+  bool quantized() const { return !parts.empty(); }
+};
+
 struct DeviceLayer {
-  kernels::gpu::DeviceBuffer attn_norm, qkv, qkv_bias, q_norm, k_norm, o, o_bias;
-  kernels::gpu::DeviceBuffer mlp_norm, gate_up, gate_up_bias, down, down_bias;
+  kernels::gpu::DeviceBuffer attn_norm, qkv_bias, q_norm, k_norm, o_bias;
+  kernels::gpu::DeviceBuffer mlp_norm, gate_up_bias, down_bias;
+  DeviceMatrix qkv, o, gate_up, down;
   // Gemma's output norms (empty otherwise; ADR 0045).
   kernels::gpu::DeviceBuffer post_attn_norm, post_mlp_norm;
   // Sparse MoE layers (ADR 0023 / 0045): router [experts][hidden], the experts,
@@ -47,15 +65,18 @@ struct DeviceLayer {
 struct DeviceWeights {
   int device = 0;
   std::vector<DeviceLayer> layers;
-  kernels::gpu::DeviceBuffer final_norm, inv_freq, own_embedding, own_lm_head;
+  kernels::gpu::DeviceBuffer final_norm, inv_freq, own_embedding;
+  DeviceMatrix own_lm_head;
   kernels::gpu::DeviceBuffer local_inv_freq;  // sliding layers' RoPE (gemma3's local base); empty if none
   // Gemma 4 per-layer inputs: the bf16 table [per_layer_vocab][layers * P], the
   // projection [layers * P][hidden] and its norm [P]; `ones` (f32, max(head_dim,
   // hidden) entries) is the weight of the weightless norms (v_norm, the router's).
   kernels::gpu::DeviceBuffer per_layer_embedding, per_layer_model_projection, per_layer_projection_norm, ones;
-  const uint16_t* embedding = nullptr;  // bf16 [vocab][hidden]
-  const uint16_t* lm_head = nullptr;    // bf16 [vocab][hidden], relaid (a GEMM weight, ADR 0057)
-  size_t bytes = 0;                     // device bytes this object owns
+  const uint16_t* embedding = nullptr;    // bf16 [vocab][hidden], or null:
+  const float* embedding_f32 = nullptr;   // a quantized table dequantized, f32 [vocab][hidden]
+  const DeviceMatrix* lm_head = nullptr;  // [vocab][hidden] (a GEMM weight)
+  bool quantized = false;                 // some projection is quantized (ADR 0077)
+  size_t bytes = 0;                       // device bytes this object owns
 
   // Uploads `model` to `device`. `borrowed` (an MTP block's target, already
   // placed on the same device) supplies the embedding and LM head.

@@ -10,11 +10,8 @@
 // library builds with --fmad=false). So a row's bits do not depend on the
 // batch, and the GPU's result equals the CPU's for the same f32 rows.
 //
-// Work split: a thread block owns one group of 16 outputs and up to RT rows.
-// Its 256 threads take (32-block, output) pairs, 16 blocks a pass, BPT
-// passes per round: each loads its output's codes of a block once, forms
-// every row's two f32 terms (acc = fma(u, v, acc)) into shared memory; then
-// one thread per (row, output) folds the round's terms in block order.
+// Work split: see quant_gemm_kernel. Up to kQuantFusedMaxRows rows the GEMM
+// quantizes its input itself (no separate launch on the decode path).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -30,37 +27,74 @@ namespace {
 
 using quant::ActBlock;
 
-constexpr int kThreads = 256;
-constexpr int kPass = kThreads / 16;  // 32-blocks per pass
+constexpr int kThreads = 512;
+constexpr int kSlots = kThreads / 16;  // 32-blocks per pass: 16 outputs each
 
 // ---- activations -------------------------------------------------------------
 
-// quant::quantize_activations, one thread per 32-block.
-__global__ void quantize_act_kernel(const float* __restrict__ x, int64_t blocks, ActBlock* __restrict__ out) {
+// One 32-block of x as the GEMM reads it: the 8 quads' codes, the scale and the sums.
+struct Act {
+  int q[8];
+  float d;
+  int sum, sum_lo, sum_hi;
+};
+
+__device__ __forceinline__ float max_keep(float m, float a) { return m < a ? a : m; }  // std::max(m, a)
+
+// quant::quantize_activations' rule for one element, given the block's 1/d.
+__device__ __forceinline__ int quantize_one(float v, float id) {
+  float r = roundf(__fmul_rn(v, id));
+  r = r == r ? (r < -127.0f ? -127.0f : (127.0f < r ? 127.0f : r)) : 0.0f;  // std::clamp; NaN -> 0
+  return static_cast<int>(r);
+}
+
+// The 16 lanes of a half-warp quantize one 32-block, lane l holding elements
+// 2l and 2l + 1 (v); every lane gets the whole block. The max of the |x| is
+// exact in any order (NaNs skipped, as std::max(amax, NaN) keeps amax), the
+// sums are integers: the bytes quant::quantize_activations writes. Every lane
+// of the warp must call it (shuffles).
+__device__ __forceinline__ Act quantize_halfwarp(float2 v) {
+  constexpr unsigned kAll = 0xffffffffu;
+  float amax = max_keep(max_keep(0.0f, fabsf(v.x)), fabsf(v.y));
+  for (int s = 8; s >= 1; s >>= 1) amax = max_keep(amax, __shfl_xor_sync(kAll, amax, s, 16));
+  Act a;
+  a.d = __fdiv_rn(amax, 127.0f);
+  const float id = a.d == 0.0f ? 0.0f : __fdiv_rn(1.0f, a.d);
+  const int q0 = quantize_one(v.x, id), q1 = quantize_one(v.y, id);
+  int sum = q0 + q1;  // over lanes 0..7 (elements 0..15) and 8..15
+  for (int s = 4; s >= 1; s >>= 1) sum += __shfl_xor_sync(kAll, sum, s, 16);
+  a.sum_lo = __shfl_sync(kAll, sum, 0, 16);
+  a.sum_hi = __shfl_sync(kAll, sum, 8, 16);
+  a.sum = a.sum_lo + a.sum_hi;
+  const uint32_t pair = (static_cast<uint32_t>(q0) & 0xFFu) | ((static_cast<uint32_t>(q1) & 0xFFu) << 8);
+  const uint32_t quad = pair | (__shfl_down_sync(kAll, pair, 1, 16) << 16);  // lane 2j: quad j
+#pragma unroll
+  for (int j = 0; j < 8; ++j) a.q[j] = static_cast<int>(__shfl_sync(kAll, quad, 2 * j, 16));
+  return a;
+}
+
+__device__ __forceinline__ Act load_act(const ActBlock* xb) {
+  const int4* p = reinterpret_cast<const int4*>(xb->q);
+  const int4 q0 = p[0], q1 = p[1], meta = p[2];  // meta: d, sum, sum_lo, sum_hi
+  return Act{
+      {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w}, __int_as_float(meta.x), meta.y, meta.z, meta.w};
+}
+
+// quant::quantize_activations for many rows: one half-warp per 32-block.
+__global__ void quantize_act_kernel(const float* x, int64_t blocks, ActBlock* out) {
   pdl_enter();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= blocks) return;
-  const float* v = x + i * 32;
-  float amax = 0.0f;
-  for (int j = 0; j < 32; ++j) {
-    const float a = fabsf(v[j]);
-    amax = amax < a ? a : amax;  // std::max(amax, a)
+  const int64_t b = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 4;
+  const int lane = threadIdx.x & 15;
+  const int64_t bc = b < blocks ? b : blocks - 1;  // every lane shuffles
+  const Act a = quantize_halfwarp(*reinterpret_cast<const float2*>(x + bc * 32 + 2 * lane));
+  if (b >= blocks) return;
+  if (lane < 8) reinterpret_cast<int*>(out[b].q)[lane] = a.q[lane];
+  if (lane == 8) {
+    out[b].d = a.d;
+    out[b].sum = a.sum;
+    out[b].sum_lo = a.sum_lo;
+    out[b].sum_hi = a.sum_hi;
   }
-  const float d = __fdiv_rn(amax, 127.0f);
-  const float id = d == 0.0f ? 0.0f : __fdiv_rn(1.0f, d);
-  ActBlock b;
-  int32_t lo = 0, hi = 0;
-  for (int j = 0; j < 32; ++j) {
-    float r = roundf(__fmul_rn(v[j], id));
-    r = r == r ? (r < -127.0f ? -127.0f : (127.0f < r ? 127.0f : r)) : 0.0f;  // std::clamp; NaN -> 0
-    b.q[j] = static_cast<int8_t>(r);
-    (j < 16 ? lo : hi) += b.q[j];
-  }
-  b.d = d;
-  b.sum = lo + hi;
-  b.sum_lo = lo;
-  b.sum_hi = hi;
-  out[i] = b;
 }
 
 // ---- the GEMM ----------------------------------------------------------------
@@ -107,31 +141,70 @@ __device__ __forceinline__ uint32_t spread_bit4(uint32_t nibble) {
   return ((nibble & 1u) << 4) | ((nibble & 2u) << 11) | ((nibble & 4u) << 18) | ((nibble & 8u) << 25);
 }
 
-// One output's codes of one 32-block: quads 0..7, 4 bytes each (layout.h).
-// q8_0 as signed bytes, the others as unsigned codes (< 64: dp4a's signed
-// bytes hold them).
+// What one thread reads of one 32-block for its output o (layout.h): the
+// stored code words, and the header values its step needs. Read first, for
+// every block of a round, so all of a round's loads are in flight together.
+struct Weights {
+  uint32_t w[8];  // q8_0: quads 0..7; else nibble words 0..3, then q5: high bits of quads 0..7, q6: h0, h1
+  float d, dmin;  // dmin: q4_k / q5_k
+  int s0, s1;     // q4_k / q5_k: scale, min; q6_k: the two 16-element scales
+};
+
 template <DType D>
-__device__ __forceinline__ void load_codes(const uint8_t* tile, int o, uint32_t (&c)[8]) {
+__device__ __forceinline__ Weights load_weights(const uint8_t* sb, int sub, int o) {
+  using T = Traits<D>;
+  const uint8_t* tile = sb + T::header + sub * T::tile;
+  Weights r;
   if constexpr (D == DType::q8_0) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) c[j] = ld32(tile + j * 64 + o * 4) ^ 0x80808080u;
+    for (int j = 0; j < 8; ++j) r.w[j] = ld32(tile + j * 64 + o * 4);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r.w[j] = ld32(tile + j * 64 + o * 4);
+    if constexpr (D == DType::q5_0 || D == DType::q5_k) {
+      uint32_t bits = 0;  // 4 bits per quad: quad j at bits 4j..4j+3
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        bits |= (static_cast<uint32_t>(ld64(tile + 256 + j * 8) >> (o * 4)) & 15u) << (4 * j);
+      r.w[4] = bits;
+    } else if constexpr (D == DType::q6_k) {
+      r.w[4] = ld32(tile + 256 + o * 4);
+      r.w[5] = ld32(tile + 256 + 64 + o * 4);
+    }
+  }
+  r.d = f16_at(sb + 2 * o);
+  if constexpr (D == DType::q4_k || D == DType::q5_k) {
+    r.dmin = f16_at(sb + 32 + 2 * o);
+    r.s0 = __ldg(sb + 64 + sub * 16 + o);
+    r.s1 = __ldg(sb + 192 + sub * 16 + o);
+  } else if constexpr (D == DType::q6_k) {
+    r.s0 = static_cast<int8_t>(__ldg(sb + 32 + (2 * sub) * 16 + o));
+    r.s1 = static_cast<int8_t>(__ldg(sb + 32 + (2 * sub + 1) * 16 + o));
+  }
+  return r;
+}
+
+// The codes of quads 0..7 (q8_0 as signed bytes, the others as unsigned
+// codes < 64, which dp4a's signed bytes hold).
+template <DType D>
+__device__ __forceinline__ void codes(const Weights& wt, uint32_t (&c)[8]) {
+  if constexpr (D == DType::q8_0) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) c[j] = wt.w[j] ^ 0x80808080u;
   } else {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const uint32_t v = ld32(tile + j * 64 + o * 4);
-      c[j] = v & 0x0F0F0F0Fu;
-      c[j + 4] = (v >> 4) & 0x0F0F0F0Fu;
+      c[j] = wt.w[j] & 0x0F0F0F0Fu;
+      c[j + 4] = (wt.w[j] >> 4) & 0x0F0F0F0Fu;
     }
     if constexpr (D == DType::q5_0 || D == DType::q5_k) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
-        c[j] |= spread_bit4(static_cast<uint32_t>(ld64(tile + 256 + j * 8) >> (o * 4)) & 15u);
+      for (int j = 0; j < 8; ++j) c[j] |= spread_bit4((wt.w[4] >> (4 * j)) & 15u);
     } else if constexpr (D == DType::q6_k) {
-      const uint32_t h0 = ld32(tile + 256 + o * 4), h1 = ld32(tile + 256 + 64 + o * 4);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        c[j] |= ((h0 >> (2 * j)) & 0x03030303u) << 4;
-        c[j + 4] |= ((h1 >> (2 * j)) & 0x03030303u) << 4;
+        c[j] |= ((wt.w[4] >> (2 * j)) & 0x03030303u) << 4;
+        c[j + 4] |= ((wt.w[5] >> (2 * j)) & 0x03030303u) << 4;
       }
     }
   }
@@ -139,73 +212,98 @@ __device__ __forceinline__ void load_codes(const uint8_t* tile, int o, uint32_t 
 
 // The reference's step for one 32-block as acc = fma(u, v, acc).
 template <DType D>
-__device__ __forceinline__ float2 terms(const uint8_t* sb, int sub, int o, const uint32_t (&c)[8],
-                                        const ActBlock* xb) {
-  const int4 q0 = __ldg(reinterpret_cast<const int4*>(xb->q));
-  const int4 q1 = __ldg(reinterpret_cast<const int4*>(xb->q) + 1);
-  const int4 meta = __ldg(reinterpret_cast<const int4*>(xb->q) + 2);  // d, sum, sum_lo, sum_hi
-  const float xd = __int_as_float(meta.x);
-  int lo = __dp4a(static_cast<int>(c[0]), q0.x, 0);
-  lo = __dp4a(static_cast<int>(c[1]), q0.y, lo);
-  lo = __dp4a(static_cast<int>(c[2]), q0.z, lo);
-  lo = __dp4a(static_cast<int>(c[3]), q0.w, lo);
-  int hi = __dp4a(static_cast<int>(c[4]), q1.x, 0);
-  hi = __dp4a(static_cast<int>(c[5]), q1.y, hi);
-  hi = __dp4a(static_cast<int>(c[6]), q1.z, hi);
-  hi = __dp4a(static_cast<int>(c[7]), q1.w, hi);
-  const float d = f16_at(sb + 2 * o);
+__device__ __forceinline__ float2 terms(const Weights& wt, const Act& x) {
+  uint32_t c[8];
+  codes<D>(wt, c);
+  int lo = 0, hi = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    lo = __dp4a(static_cast<int>(c[j]), x.q[j], lo);
+    hi = __dp4a(static_cast<int>(c[j + 4]), x.q[j + 4], hi);
+  }
   if constexpr (D == DType::q8_0 || D == DType::q4_0 || D == DType::q5_0) {
-    const int offset = D == DType::q4_0 ? 8 * meta.y : D == DType::q5_0 ? 16 * meta.y : 0;
-    return make_float2(__fmul_rn(d, xd), static_cast<float>(lo + hi - offset));
+    const int offset = D == DType::q4_0 ? 8 * x.sum : D == DType::q5_0 ? 16 * x.sum : 0;
+    return make_float2(__fmul_rn(wt.d, x.d), static_cast<float>(lo + hi - offset));
   } else if constexpr (D == DType::q4_k || D == DType::q5_k) {
-    const float a = __fmul_rn(d, static_cast<float>(sb[64 + sub * 16 + o]));
-    const float b = __fmul_rn(f16_at(sb + 32 + 2 * o), static_cast<float>(sb[192 + sub * 16 + o]));
-    return make_float2(xd,
-                       __fmaf_rn(a, static_cast<float>(lo + hi), -__fmul_rn(b, static_cast<float>(meta.y))));
+    const float a = __fmul_rn(wt.d, static_cast<float>(wt.s0));
+    const float b = __fmul_rn(wt.dmin, static_cast<float>(wt.s1));
+    return make_float2(x.d,
+                       __fmaf_rn(a, static_cast<float>(lo + hi), -__fmul_rn(b, static_cast<float>(x.sum))));
   } else {
-    const int sc_lo = static_cast<int8_t>(sb[32 + (2 * sub) * 16 + o]);
-    const int sc_hi = static_cast<int8_t>(sb[32 + (2 * sub + 1) * 16 + o]);
-    const int j = sc_lo * (lo - 32 * meta.z) + sc_hi * (hi - 32 * meta.w);
-    return make_float2(__fmul_rn(d, xd), static_cast<float>(j));
+    const int j = wt.s0 * (lo - 32 * x.sum_lo) + wt.s1 * (hi - 32 * x.sum_hi);
+    return make_float2(__fmul_rn(wt.d, x.d), static_cast<float>(j));
   }
 }
 
-template <DType D, int RT, int BPT>
-__global__ void __launch_bounds__(kThreads)
-    quant_gemm_kernel(const ActBlock* __restrict__ x, int64_t m, const uint8_t* __restrict__ w, int64_t n,
-                      int64_t k, float* __restrict__ y, int64_t ldy) {
+// One block per group of 16 outputs and RT rows (blockIdx.y). A round is
+// kSlots * BPT consecutive 32-blocks: thread (slot, o) loads its output's
+// words of blocks slot, slot + kSlots, … (phase 1, all in flight), then
+// forms every row's terms into shared memory (phase 2); one thread per
+// (row, output) folds the round's terms in block order. Fused: the rows come
+// as f32 and each half-warp quantizes its block itself (the same bytes as
+// quantize_act_kernel; no launch for it), else as ActBlocks.
+template <DType D, int RT, int BPT, bool Fused>
+__global__ void __launch_bounds__(kThreads, 2)
+    quant_gemm_kernel(const float* xf, const ActBlock* xq, int64_t m, const uint8_t* __restrict__ w,
+                      int64_t n, int64_t k, float* __restrict__ y, int64_t ldy) {
   using T = Traits<D>;
-  constexpr int kRound = kPass * BPT;
+  constexpr int kRound = kSlots * BPT;
   __shared__ float2 uv[RT][kRound][16];
-  pdl_enter();
   const int64_t nb = k / 32, subs = T::sb / 32;
   const int64_t sb_bytes = T::header + subs * T::tile;
   const uint8_t* group = w + static_cast<int64_t>(blockIdx.x) * (nb / subs) * sb_bytes;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * RT;
   const int rows = static_cast<int>(m - r0 < RT ? m - r0 : RT);
-  const ActBlock* xr = x + r0 * nb;
   const int o = threadIdx.x & 15, slot = threadIdx.x >> 4;
   const bool folds = static_cast<int>(threadIdx.x) < rows * 16;  // row `slot`, output o
+  pdl_launch_dependents();
   float acc = 0.0f;
   for (int64_t start = 0; start < nb; start += kRound) {
+    Weights wt[BPT];
 #pragma unroll
-    for (int i = 0; i < BPT; ++i) {
-      const int local = slot + kPass * i;
-      const int64_t b = start + local;
-      if (b < nb) {
-        const uint8_t* sb = group + (b / subs) * sb_bytes;
-        const int sub = static_cast<int>(b % subs);
-        uint32_t c[8];
-        load_codes<D>(sb + T::header + sub * T::tile, o, c);
+    for (int i = 0; i < BPT; ++i) {  // the weights: no kernel writes them, so before pdl_wait
+      const int64_t b = start + slot + kSlots * i;
+      const int64_t bc = b < nb ? b : nb - 1;
+      wt[i] = load_weights<D>(group + (bc / subs) * sb_bytes, static_cast<int>(bc % subs), o);
+    }
+    if (start == 0) pdl_wait();
+    if constexpr (Fused) {
+      float2 xv[RT][BPT];
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+#pragma unroll
+        for (int i = 0; i < BPT; ++i) {
+          const int64_t b = start + slot + kSlots * i;
+          const int64_t bc = b < nb ? b : nb - 1;
+          if (r < rows) xv[r][i] = *reinterpret_cast<const float2*>(xf + (r0 + r) * k + bc * 32 + 2 * o);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+#pragma unroll
+        for (int i = 0; i < BPT; ++i) {
+          const int local = slot + kSlots * i;
+          if (r < rows) {
+            const float2 t = terms<D>(wt[i], quantize_halfwarp(xv[r][i]));
+            if (start + local < nb) uv[r][local][o] = t;
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < BPT; ++i) {
+        const int local = slot + kSlots * i;
+        if (start + local >= nb) continue;
 #pragma unroll
         for (int r = 0; r < RT; ++r) {
-          if (r < rows) uv[r][local][o] = terms<D>(sb, sub, o, c, xr + r * nb + b);
+          if (r < rows) uv[r][local][o] = terms<D>(wt[i], load_act(xq + (r0 + r) * nb + start + local));
         }
       }
     }
     __syncthreads();
     if (folds) {
       const int count = static_cast<int>(nb - start < kRound ? nb - start : kRound);
+#pragma unroll 8
       for (int i = 0; i < count; ++i) {
         const float2 t = uv[slot][i][o];
         acc = __fmaf_rn(t.x, t.y, acc);
@@ -218,15 +316,24 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <DType D>
-Status launch_typed(const Stream& stream, const ActBlock* x, int64_t m, const uint8_t* w, int64_t n,
-                    int64_t k, float* y, int64_t ldy) {
+Status launch_typed(const Stream& stream, const float* xf, const ActBlock* xq, int64_t m, const uint8_t* w,
+                    int64_t n, int64_t k, float* y, int64_t ldy) {
   const unsigned groups = static_cast<unsigned>(quant::group_count(n));
-  if (m == 1)  // decode: one row, four passes of loads in flight per round
-    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 4>, dim3(groups, 1), dim3(kThreads), 0,
-                         stream.handle(), x, m, w, n, k, y, ldy);
-  return launch_kernel("gemm_quant", quant_gemm_kernel<D, 8, 1>,
-                       dim3(groups, static_cast<unsigned>((m + 7) / 8)), dim3(kThreads), 0, stream.handle(),
-                       x, m, w, n, k, y, ldy);
+  const dim3 block(kThreads);
+  const cudaStream_t s = stream.handle();
+  if (m == 1) {  // decode: one round covers k <= 2048 (BPT 2) or 4096 (BPT 4)
+    if (k / 32 <= 2 * kSlots)
+      return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 2, true>, dim3(groups), block, 0, s, xf, xq,
+                           m, w, n, k, y, ldy);
+    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 4, true>, dim3(groups), block, 0, s, xf, xq, m,
+                         w, n, k, y, ldy);
+  }
+  const dim3 grid(groups, static_cast<unsigned>((m + 7) / 8));
+  if (m <= kQuantFusedMaxRows)
+    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 8, 1, true>, grid, block, 0, s, xf, xq, m, w, n,
+                         k, y, ldy);
+  return launch_kernel("gemm_quant", quant_gemm_kernel<D, 8, 1, false>, grid, block, 0, s, xf, xq, m, w, n, k,
+                       y, ldy);
 }
 
 }  // namespace
@@ -239,7 +346,7 @@ Status quantize_act_rows(const Stream& stream, const float* x, int64_t m, int64_
                             std::to_string(k) + "), m >= 0");
   if (m == 0) return Status::Ok();
   const int64_t count = m * (k / 32);
-  const unsigned grid = static_cast<unsigned>((count + kThreads - 1) / kThreads);
+  const unsigned grid = static_cast<unsigned>((count * 16 + kThreads - 1) / kThreads);
   return launch_kernel("quantize_act_rows", quantize_act_kernel, dim3(grid), dim3(kThreads), 0,
                        stream.handle(), x, count, static_cast<ActBlock*>(blocks));
 }
@@ -258,8 +365,8 @@ bool gemm_quant_supports(DType dtype) {
   }
 }
 
-Status gemm_quant(const Stream& stream, const void* blocks, int64_t m, const uint8_t* w, DType dtype,
-                  int64_t n, int64_t k, float* y, int64_t ldy) {
+Status gemm_quant(const Stream& stream, const float* x, const void* blocks, int64_t m, const uint8_t* w,
+                  DType dtype, int64_t n, int64_t k, float* y, int64_t ldy) {
   if (!gemm_quant_supports(dtype))
     return invalid_argument(std::string("gemm_quant: ") + dtype_name(dtype) +
                             " is not a quantized type it runs");
@@ -270,20 +377,24 @@ Status gemm_quant(const Stream& stream, const void* blocks, int64_t m, const uin
                             std::to_string(ldy) + ")");
   if (m == 0) return Status::Ok();
   if (m > 65535LL * 8) return invalid_argument("gemm_quant: m " + std::to_string(m) + " is too large");
-  const auto* x = static_cast<const ActBlock*>(blocks);
+  if ((m <= kQuantFusedMaxRows ? static_cast<const void*>(x) : blocks) == nullptr ||
+      reinterpret_cast<uintptr_t>(x) % 8 != 0)
+    return invalid_argument(
+        "gemm_quant: x (8-byte aligned) and, for m > kQuantFusedMaxRows, its blocks are needed");
+  const auto* xq = static_cast<const ActBlock*>(blocks);
   switch (dtype) {
     case DType::q8_0:
-      return launch_typed<DType::q8_0>(stream, x, m, w, n, k, y, ldy);
+      return launch_typed<DType::q8_0>(stream, x, xq, m, w, n, k, y, ldy);
     case DType::q4_0:
-      return launch_typed<DType::q4_0>(stream, x, m, w, n, k, y, ldy);
+      return launch_typed<DType::q4_0>(stream, x, xq, m, w, n, k, y, ldy);
     case DType::q5_0:
-      return launch_typed<DType::q5_0>(stream, x, m, w, n, k, y, ldy);
+      return launch_typed<DType::q5_0>(stream, x, xq, m, w, n, k, y, ldy);
     case DType::q4_k:
-      return launch_typed<DType::q4_k>(stream, x, m, w, n, k, y, ldy);
+      return launch_typed<DType::q4_k>(stream, x, xq, m, w, n, k, y, ldy);
     case DType::q5_k:
-      return launch_typed<DType::q5_k>(stream, x, m, w, n, k, y, ldy);
+      return launch_typed<DType::q5_k>(stream, x, xq, m, w, n, k, y, ldy);
     default:
-      return launch_typed<DType::q6_k>(stream, x, m, w, n, k, y, ldy);
+      return launch_typed<DType::q6_k>(stream, x, xq, m, w, n, k, y, ldy);
   }
 }
 

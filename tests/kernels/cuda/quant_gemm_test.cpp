@@ -1,7 +1,9 @@
 // The quantized GEMM on the device (ADR 0077): the activation blocks are the
 // CPU's byte for byte, and every output of every quantized type equals the
-// CPU scalar reference bit for bit (memcmp) for M = 1 … 100 — so a row's bits
-// do not depend on the batch. Skipped without a CUDA device.
+// CPU scalar reference bit for bit (memcmp) for M = 1 … 100 — the rows the
+// GEMM quantizes itself (M <= kQuantFusedMaxRows) and those it reads as
+// blocks alike — so a row's bits do not depend on the batch. Skipped without
+// a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -88,7 +90,8 @@ TEST(CudaGemmQuant, EveryTypeEqualsTheCpuReferenceForEveryM) {
         std::vector<float> want(static_cast<size_t>(m * n));
         matmul(scalar_ctx(), x.data(), m, w, want.data());
         DeviceBuffer dy = testing::poisoned(m * n * sizeof(float), *stream);
-        const Status st = gemm_quant(*stream, db.data(), m, dw.as<uint8_t>(), dtype, n, k, dy.as<float>(), n);
+        const Status st = gemm_quant(*stream, dx.as<float>(), db.data(), m, dw.as<uint8_t>(), dtype, n, k,
+                                     dy.as<float>(), n);
         ASSERT_TRUE(st.ok()) << st.to_string();
         const auto got = testing::to_host<float>(dy, m * n, *stream);
         ASSERT_TRUE(same_bits(got.data(), want.data(), want.size()))
@@ -115,8 +118,9 @@ TEST(CudaGemmQuant, WritesOnlyItsColumnsOfAWiderOutput) {
   DeviceBuffer dy = testing::poisoned(m * ldy * sizeof(float), *stream);
   ASSERT_TRUE(quantize_act_rows(*stream, dx.as<float>(), m, k, db.data()).ok());
   // Columns [8, 8 + n) of each 40-wide row, as a stacked matrix's part.
-  ASSERT_TRUE(
-      gemm_quant(*stream, db.data(), m, dw.as<uint8_t>(), DType::q4_k, n, k, dy.as<float>() + 8, ldy).ok());
+  ASSERT_TRUE(gemm_quant(*stream, dx.as<float>(), db.data(), m, dw.as<uint8_t>(), DType::q4_k, n, k,
+                         dy.as<float>() + 8, ldy)
+                  .ok());
   const auto got = testing::to_host<float>(dy, m * ldy, *stream);
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t c = 0; c < ldy; ++c) {
@@ -134,9 +138,13 @@ TEST(CudaGemmQuant, RejectsBadShapesAndTypes) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Expected<Stream> stream = Stream::create();
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
-  EXPECT_FALSE(gemm_quant(*stream, nullptr, 1, nullptr, DType::q4_k, 16, 288, nullptr, 16).ok());  // k % 256
-  EXPECT_FALSE(gemm_quant(*stream, nullptr, 1, nullptr, DType::bf16, 16, 256, nullptr, 16).ok());
-  EXPECT_FALSE(gemm_quant(*stream, nullptr, 1, nullptr, DType::q8_0, 16, 64, nullptr, 8).ok());  // ldy < n
+  EXPECT_FALSE(
+      gemm_quant(*stream, nullptr, nullptr, 1, nullptr, DType::q4_k, 16, 288, nullptr, 16).ok());  // k % 256
+  EXPECT_FALSE(gemm_quant(*stream, nullptr, nullptr, 1, nullptr, DType::bf16, 16, 256, nullptr, 16).ok());
+  EXPECT_FALSE(
+      gemm_quant(*stream, nullptr, nullptr, 1, nullptr, DType::q8_0, 16, 64, nullptr, 8).ok());  // ldy < n
+  EXPECT_FALSE(
+      gemm_quant(*stream, nullptr, nullptr, 1, nullptr, DType::q8_0, 16, 64, nullptr, 16).ok());  // no x
   EXPECT_FALSE(quantize_act_rows(*stream, nullptr, 1, 48, nullptr).ok());
   EXPECT_FALSE(gemm_quant_supports(DType::f32));
   EXPECT_TRUE(gemm_quant_supports(DType::q6_k));

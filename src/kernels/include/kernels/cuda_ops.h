@@ -246,16 +246,19 @@ Status to_bf16_relaid(const Stream& stream, const float* x, int64_t m, int64_t k
 // matrix part at a time), uploaded byte for byte. quantize_act_rows turns f32
 // rows x [m][k] (k % 32 == 0) into the int8 activation blocks the CPU makes
 // (quant::ActBlock, quant_act_bytes(m, k) bytes at `blocks`); gemm_quant
-// writes y[r * ldy + j] for r < m, j < n from those blocks and the weights:
-// for every output the CPU reference's chain (ADR 0013), so the bits are the
-// CPU's for the same rows and do not depend on m. k must be a multiple of the
-// type's super-block (256 for the K types, else 32); InvalidArgument
-// otherwise. Asynchronous on `stream`; no allocation.
+// writes y[r * ldy + j] for r < m, j < n from the rows x (f32 [m][k], 8-byte
+// aligned) and the weights: for every output the CPU reference's chain
+// (ADR 0013), so the bits are the CPU's for the same rows and do not depend
+// on m. Up to kQuantFusedMaxRows rows it quantizes x itself; above, it reads
+// `blocks`, which quantize_act_rows must have filled from x. k must be a
+// multiple of the type's super-block (256 for the K types, else 32);
+// InvalidArgument otherwise. Asynchronous on `stream`; no allocation.
+inline constexpr int64_t kQuantFusedMaxRows = 8;
 size_t quant_act_bytes(int64_t m, int64_t k);
 Status quantize_act_rows(const Stream& stream, const float* x, int64_t m, int64_t k, void* blocks);
 bool gemm_quant_supports(DType dtype);
-Status gemm_quant(const Stream& stream, const void* blocks, int64_t m, const uint8_t* w, DType dtype,
-                  int64_t n, int64_t k, float* y, int64_t ldy);
+Status gemm_quant(const Stream& stream, const float* x, const void* blocks, int64_t m, const uint8_t* w,
+                  DType dtype, int64_t n, int64_t k, float* y, int64_t ldy);
 
 // ---------------------------------------------------------------- row-wise ops
 // One block per row; fixed block size and fixed reduction tree, so each row's

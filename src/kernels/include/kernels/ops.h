@@ -129,6 +129,10 @@ class PackedMatrix {
   // packed blocks incl. the unpacked K-quant scales, padding excluded).
   size_t weight_bytes() const { return weight_bytes_; }
   const uint8_t* data() const { return data_.data(); }
+  // Bytes at data(), padding included (a quantized matrix's last group of 16
+  // outputs is whole): what a device copy of the packed layout takes. 0 for
+  // a stacked matrix (see parts()) and after release_data().
+  size_t data_bytes() const { return data_.size(); }
   // Writes the matrix back in row-major [n][k] of dtype() (the inverse of
   // pack; n * k * dtype_size bytes), e.g. to upload it to a device. Float
   // dtypes only (CHECKed).

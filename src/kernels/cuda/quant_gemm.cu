@@ -73,13 +73,6 @@ __device__ __forceinline__ Act quantize_halfwarp(float2 v) {
   return a;
 }
 
-__device__ __forceinline__ Act load_act(const ActBlock* xb) {
-  const int4* p = reinterpret_cast<const int4*>(xb->q);
-  const int4 q0 = p[0], q1 = p[1], meta = p[2];  // meta: d, sum, sum_lo, sum_hi
-  return Act{
-      {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w}, __int_as_float(meta.x), meta.y, meta.z, meta.w};
-}
-
 // quant::quantize_activations for many rows: one half-warp per 32-block.
 __global__ void quantize_act_kernel(const float* x, int64_t blocks, ActBlock* out) {
   pdl_enter();
@@ -210,17 +203,10 @@ __device__ __forceinline__ void codes(const Weights& wt, uint32_t (&c)[8]) {
   }
 }
 
-// The reference's step for one 32-block as acc = fma(u, v, acc).
+// The reference's step for one 32-block as acc = fma(u, v, acc), from the
+// block's two integer sums (elements 0..15 and 16..31).
 template <DType D>
-__device__ __forceinline__ float2 terms(const Weights& wt, const Act& x) {
-  uint32_t c[8];
-  codes<D>(wt, c);
-  int lo = 0, hi = 0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    lo = __dp4a(static_cast<int>(c[j]), x.q[j], lo);
-    hi = __dp4a(static_cast<int>(c[j + 4]), x.q[j + 4], hi);
-  }
+__device__ __forceinline__ float2 step_terms(int lo, int hi, const Weights& wt, const Act& x) {
   if constexpr (D == DType::q8_0 || D == DType::q4_0 || D == DType::q5_0) {
     const int offset = D == DType::q4_0 ? 8 * x.sum : D == DType::q5_0 ? 16 * x.sum : 0;
     return make_float2(__fmul_rn(wt.d, x.d), static_cast<float>(lo + hi - offset));
@@ -235,17 +221,30 @@ __device__ __forceinline__ float2 terms(const Weights& wt, const Act& x) {
   }
 }
 
+template <DType D>
+__device__ __forceinline__ float2 terms(const Weights& wt, const Act& x) {
+  uint32_t c[8];
+  codes<D>(wt, c);
+  int lo = 0, hi = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    lo = __dp4a(static_cast<int>(c[j]), x.q[j], lo);
+    hi = __dp4a(static_cast<int>(c[j + 4]), x.q[j + 4], hi);
+  }
+  return step_terms<D>(lo, hi, wt, x);
+}
+
 // One block per group of 16 outputs and RT rows (blockIdx.y). A round is
 // kSlots * BPT consecutive 32-blocks: thread (slot, o) loads its output's
 // words of blocks slot, slot + kSlots, … (phase 1, all in flight), then
 // forms every row's terms into shared memory (phase 2); one thread per
-// (row, output) folds the round's terms in block order. Fused: the rows come
-// as f32 and each half-warp quantizes its block itself (the same bytes as
-// quantize_act_kernel; no launch for it), else as ActBlocks.
-template <DType D, int RT, int BPT, bool Fused>
+// (row, output) folds the round's terms in block order. The rows come as f32
+// and each half-warp quantizes its block itself (the same bytes as
+// quantize_act_kernel; no launch for it).
+template <DType D, int RT, int BPT>
 __global__ void __launch_bounds__(kThreads, 2)
-    quant_gemm_kernel(const float* xf, const ActBlock* xq, int64_t m, const uint8_t* __restrict__ w,
-                      int64_t n, int64_t k, float* __restrict__ y, int64_t ldy) {
+    quant_gemm_kernel(const float* xf, int64_t m, const uint8_t* __restrict__ w, int64_t n, int64_t k,
+                      float* __restrict__ y, int64_t ldy) {
   using T = Traits<D>;
   constexpr int kRound = kSlots * BPT;
   __shared__ float2 uv[RT][kRound][16];
@@ -267,36 +266,24 @@ __global__ void __launch_bounds__(kThreads, 2)
       wt[i] = load_weights<D>(group + (bc / subs) * sb_bytes, static_cast<int>(bc % subs), o);
     }
     if (start == 0) pdl_wait();
-    if constexpr (Fused) {
-      float2 xv[RT][BPT];
+    float2 xv[RT][BPT];
 #pragma unroll
-      for (int r = 0; r < RT; ++r) {
+    for (int r = 0; r < RT; ++r) {
 #pragma unroll
-        for (int i = 0; i < BPT; ++i) {
-          const int64_t b = start + slot + kSlots * i;
-          const int64_t bc = b < nb ? b : nb - 1;
-          if (r < rows) xv[r][i] = *reinterpret_cast<const float2*>(xf + (r0 + r) * k + bc * 32 + 2 * o);
-        }
+      for (int i = 0; i < BPT; ++i) {
+        const int64_t b = start + slot + kSlots * i;
+        const int64_t bc = b < nb ? b : nb - 1;
+        if (r < rows) xv[r][i] = *reinterpret_cast<const float2*>(xf + (r0 + r) * k + bc * 32 + 2 * o);
       }
+    }
 #pragma unroll
-      for (int r = 0; r < RT; ++r) {
-#pragma unroll
-        for (int i = 0; i < BPT; ++i) {
-          const int local = slot + kSlots * i;
-          if (r < rows) {
-            const float2 t = terms<D>(wt[i], quantize_halfwarp(xv[r][i]));
-            if (start + local < nb) uv[r][local][o] = t;
-          }
-        }
-      }
-    } else {
+    for (int r = 0; r < RT; ++r) {
 #pragma unroll
       for (int i = 0; i < BPT; ++i) {
         const int local = slot + kSlots * i;
-        if (start + local >= nb) continue;
-#pragma unroll
-        for (int r = 0; r < RT; ++r) {
-          if (r < rows) uv[r][local][o] = terms<D>(wt[i], load_act(xq + (r0 + r) * nb + start + local));
+        if (r < rows) {
+          const float2 t = terms<D>(wt[i], quantize_halfwarp(xv[r][i]));
+          if (start + local < nb) uv[r][local][o] = t;
         }
       }
     }
@@ -315,25 +302,150 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (folds && col < n) y[(r0 + slot) * ldy + col] = acc;
 }
 
+// mma.sync m16n8k16, int8 in, int32 out: d = a·b, exact (at most 16
+// products of |q| <= 127 and codes < 128 per output).
+__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a0), "r"(a1), "r"(b), "r"(0));
+}
+
+// Output o's code words of quad `tig` (elements 4·tig.. of 0..15: `lo`) and
+// quad 4 + tig (16..31: `hi`) of one tile — one B fragment each.
+template <DType D>
+__device__ __forceinline__ void fragment_codes(const uint8_t* tile, int o, int tig, uint32_t& lo,
+                                               uint32_t& hi) {
+  if constexpr (D == DType::q8_0) {
+    lo = ld32(tile + tig * 64 + o * 4) ^ 0x80808080u;
+    hi = ld32(tile + (4 + tig) * 64 + o * 4) ^ 0x80808080u;
+  } else {
+    const uint32_t v = ld32(tile + tig * 64 + o * 4);
+    lo = v & 0x0F0F0F0Fu;
+    hi = (v >> 4) & 0x0F0F0F0Fu;
+    if constexpr (D == DType::q5_0 || D == DType::q5_k) {
+      lo |= spread_bit4(static_cast<uint32_t>(ld64(tile + 256 + tig * 8) >> (o * 4)) & 15u);
+      hi |= spread_bit4(static_cast<uint32_t>(ld64(tile + 256 + (4 + tig) * 8) >> (o * 4)) & 15u);
+    } else if constexpr (D == DType::q6_k) {
+      lo |= ((ld32(tile + 256 + o * 4) >> (2 * tig)) & 0x03030303u) << 4;
+      hi |= ((ld32(tile + 256 + 64 + o * 4) >> (2 * tig)) & 0x03030303u) << 4;
+    }
+  }
+}
+
+// Many rows (prefill): a warp per (16-output group, 16 rows), the integer
+// sums on the tensor cores. Per 32-block four m16n8k16 (outputs 0..7 and
+// 8..15, elements 0..15 and 16..31) give every (row, output)'s two exact sums;
+// the lane holding an output's sums in the accumulator fragment (rows g and
+// g + 8, outputs 2t, 2t + 1, 8 + 2t, 9 + 2t for g = lane / 4, t = lane % 4)
+// takes the step and keeps those 8 chains in registers, block after block in
+// order. The rows come as ActBlocks (quantize_act_rows).
+constexpr int kMmaWarps = 4;  // groups per thread block
+
+template <DType D>
+__global__ void __launch_bounds__(kMmaWarps * 32)
+    quant_gemm_mma_kernel(const ActBlock* xq, int64_t m, const uint8_t* __restrict__ w, int64_t n, int64_t k,
+                          float* __restrict__ y, int64_t ldy) {
+  using T = Traits<D>;
+  const int64_t nb = k / 32, subs = T::sb / 32;
+  const int64_t sb_bytes = T::header + subs * T::tile;
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * kMmaWarps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * 16;
+  pdl_launch_dependents();
+  pdl_wait();
+  if (g * 16 >= n) return;
+  const uint8_t* group = w + g * (nb / subs) * sb_bytes;
+  // This lane's A rows (clamped: rows past m compute garbage nobody stores).
+  const int64_t ra = r0 + gid < m ? r0 + gid : m - 1, rb = r0 + gid + 8 < m ? r0 + gid + 8 : m - 1;
+  const ActBlock* xa = xq + ra * nb;
+  const ActBlock* xb = xq + rb * nb;
+  float acc[8] = {};  // [row g, g + 8][output 2t, 2t + 1, 8 + 2t, 9 + 2t]
+#pragma unroll 4
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* sb = group + (b / subs) * sb_bytes;
+    const int sub = static_cast<int>(b % subs);
+    const uint8_t* tile = sb + T::header + sub * T::tile;
+    uint32_t blo[2], bhi[2];
+    fragment_codes<D>(tile, gid, tig, blo[0], bhi[0]);
+    fragment_codes<D>(tile, 8 + gid, tig, blo[1], bhi[1]);
+    const int* qa = reinterpret_cast<const int*>(xa[b].q);
+    const int* qb = reinterpret_cast<const int*>(xb[b].q);
+    const uint32_t alo0 = qa[tig], alo1 = qb[tig], ahi0 = qa[4 + tig], ahi1 = qb[4 + tig];
+    int lo[2][4], hi[2][4];
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      mma_s8(lo[t], alo0, alo1, blo[t]);
+      mma_s8(hi[t], ahi0, ahi1, bhi[t]);
+    }
+    Act meta[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int4 v = reinterpret_cast<const int4*>((h == 0 ? xa : xb)[b].q)[2];  // d, sum, sum_lo, sum_hi
+      meta[h].d = __int_as_float(v.x);
+      meta[h].sum = v.y;
+      meta[h].sum_lo = v.z;
+      meta[h].sum_hi = v.w;
+    }
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int o = t * 8 + tig * 2 + i;
+        Weights wt;
+        wt.d = f16_at(sb + 2 * o);
+        if constexpr (D == DType::q4_k || D == DType::q5_k) {
+          wt.dmin = f16_at(sb + 32 + 2 * o);
+          wt.s0 = __ldg(sb + 64 + sub * 16 + o);
+          wt.s1 = __ldg(sb + 192 + sub * 16 + o);
+        } else if constexpr (D == DType::q6_k) {
+          wt.s0 = static_cast<int8_t>(__ldg(sb + 32 + (2 * sub) * 16 + o));
+          wt.s1 = static_cast<int8_t>(__ldg(sb + 32 + (2 * sub + 1) * 16 + o));
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // accumulator element h * 2 + i: row gid + 8h, output o
+          const float2 uv = step_terms<D>(lo[t][h * 2 + i], hi[t][h * 2 + i], wt, meta[h]);
+          acc[h * 4 + t * 2 + i] = __fmaf_rn(uv.x, uv.y, acc[h * 4 + t * 2 + i]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t r = r0 + gid + 8 * h;
+    if (r >= m) continue;
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int64_t col = g * 16 + t * 8 + tig * 2 + i;
+        if (col < n) y[r * ldy + col] = acc[h * 4 + t * 2 + i];
+      }
+    }
+  }
+}
+
 template <DType D>
 Status launch_typed(const Stream& stream, const float* xf, const ActBlock* xq, int64_t m, const uint8_t* w,
                     int64_t n, int64_t k, float* y, int64_t ldy) {
-  const unsigned groups = static_cast<unsigned>(quant::group_count(n));
+  const int64_t groups = quant::group_count(n);
   const dim3 block(kThreads);
   const cudaStream_t s = stream.handle();
   if (m == 1) {  // decode: one round covers k <= 2048 (BPT 2) or 4096 (BPT 4)
     if (k / 32 <= 2 * kSlots)
-      return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 2, true>, dim3(groups), block, 0, s, xf, xq,
-                           m, w, n, k, y, ldy);
-    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 4, true>, dim3(groups), block, 0, s, xf, xq, m,
-                         w, n, k, y, ldy);
+      return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 2>, dim3(static_cast<unsigned>(groups)),
+                           block, 0, s, xf, m, w, n, k, y, ldy);
+    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 4>, dim3(static_cast<unsigned>(groups)), block,
+                         0, s, xf, m, w, n, k, y, ldy);
   }
-  const dim3 grid(groups, static_cast<unsigned>((m + 7) / 8));
   if (m <= kQuantFusedMaxRows)
-    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 8, 1, true>, grid, block, 0, s, xf, xq, m, w, n,
-                         k, y, ldy);
-  return launch_kernel("gemm_quant", quant_gemm_kernel<D, 8, 1, false>, grid, block, 0, s, xf, xq, m, w, n, k,
-                       y, ldy);
+    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 8, 1>,
+                         dim3(static_cast<unsigned>(groups), static_cast<unsigned>((m + 7) / 8)), block, 0, s,
+                         xf, m, w, n, k, y, ldy);
+  return launch_kernel(
+      "gemm_quant_mma", quant_gemm_mma_kernel<D>,
+      dim3(static_cast<unsigned>((groups + kMmaWarps - 1) / kMmaWarps), static_cast<unsigned>((m + 15) / 16)),
+      dim3(kMmaWarps * 32), 0, s, xq, m, w, n, k, y, ldy);
 }
 
 }  // namespace
@@ -376,7 +488,7 @@ Status gemm_quant(const Stream& stream, const float* x, const void* blocks, int6
                             ", k " + std::to_string(k) + " (a multiple of " + std::to_string(sb) + "), ldy " +
                             std::to_string(ldy) + ")");
   if (m == 0) return Status::Ok();
-  if (m > 65535LL * 8) return invalid_argument("gemm_quant: m " + std::to_string(m) + " is too large");
+  if (m > 65535LL * 16) return invalid_argument("gemm_quant: m " + std::to_string(m) + " is too large");
   if ((m <= kQuantFusedMaxRows ? static_cast<const void*>(x) : blocks) == nullptr ||
       reinterpret_cast<uintptr_t>(x) % 8 != 0)
     return invalid_argument(

@@ -243,10 +243,10 @@ Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m
 
 // The f32 rows x are always there (the epilogues write the bf16 copy next to
 // them); the int8 blocks are the CPU's rule (ADR 0077), in any GEMM mode. Up
-// to kQuantFusedMaxRows rows (decode, verify) each GEMM quantizes them itself.
+// to quant_fused_max_rows() rows (decode, verify) each GEMM quantizes them itself.
 Status CudaForward::gemm_quantized(const float* x, int64_t m, const DeviceMatrix& w, int64_t n, int64_t k,
                                    float* y) {
-  if (m > gpu::kQuantFusedMaxRows) {
+  if (m > gpu::quant_fused_max_rows()) {
     if (gpu::quant_act_bytes(m, k) > act_blocks_.bytes())
       return internal_error("cuda: the quantized GEMM's input blocks outgrow their buffer");
     TANDEM_RETURN_IF_ERROR(gpu::quantize_act_rows(stream_, x, m, k, act_blocks_.data()));

@@ -10,11 +10,12 @@
 // library builds with --fmad=false). So a row's bits do not depend on the
 // batch, and the GPU's result equals the CPU's for the same f32 rows.
 //
-// Work split: see quant_gemm_kernel. Up to kQuantFusedMaxRows rows the GEMM
-// quantizes its input itself (no separate launch on the decode path).
+// Work split: quant_gemm_kernel for few rows (it quantizes its input itself:
+// no separate launch on the decode path), quant_gemm_mma_kernel for many.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "cuda/cuda_check.h"
@@ -29,6 +30,9 @@ using quant::ActBlock;
 
 constexpr int kThreads = 512;
 constexpr int kSlots = kThreads / 16;  // 32-blocks per pass: 16 outputs each
+// A lone row over at least this many groups takes four groups per block
+// (about four blocks per multiprocessor on an H100/H200).
+constexpr int64_t kWideGroups = 528;
 
 // ---- activations -------------------------------------------------------------
 
@@ -234,36 +238,46 @@ __device__ __forceinline__ float2 terms(const Weights& wt, const Act& x) {
   return step_terms<D>(lo, hi, wt, x);
 }
 
-// One block per group of 16 outputs and RT rows (blockIdx.y). A round is
-// kSlots * BPT consecutive 32-blocks: thread (slot, o) loads its output's
-// words of blocks slot, slot + kSlots, … (phase 1, all in flight), then
-// forms every row's terms into shared memory (phase 2); one thread per
-// (row, output) folds the round's terms in block order. The rows come as f32
-// and each half-warp quantizes its block itself (the same bytes as
-// quantize_act_kernel; no launch for it).
-template <DType D, int RT, int BPT>
+// One block per G groups of 16 outputs and RT rows (blockIdx.y). A round is
+// kSlots * BPT consecutive 32-blocks: thread (slot, o) loads output o's words
+// of blocks slot, slot + kSlots, … in each of its G groups (phase 1, all in
+// flight), then forms every row's terms into shared memory (phase 2); one
+// thread per (row, group, output) folds the round's terms in block order. The
+// rows come as f32 and each half-warp quantizes its block itself (the same
+// bytes as quantize_act_kernel; no launch for it) — once for all G groups.
+template <DType D, int RT, int BPT, int G>
 __global__ void __launch_bounds__(kThreads, 2)
     quant_gemm_kernel(const float* xf, int64_t m, const uint8_t* __restrict__ w, int64_t n, int64_t k,
                       float* __restrict__ y, int64_t ldy) {
   using T = Traits<D>;
   constexpr int kRound = kSlots * BPT;
-  __shared__ float2 uv[RT][kRound][16];
+  __shared__ float2 uv[RT][G][kRound][16];
   const int64_t nb = k / 32, subs = T::sb / 32;
   const int64_t sb_bytes = T::header + subs * T::tile;
-  const uint8_t* group = w + static_cast<int64_t>(blockIdx.x) * (nb / subs) * sb_bytes;
+  const int64_t groups = (n + 15) / 16;
+  const uint8_t* group[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t gi = static_cast<int64_t>(blockIdx.x) * G + g;
+    group[g] = w + (gi < groups ? gi : groups - 1) * (nb / subs) * sb_bytes;
+  }
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * RT;
   const int rows = static_cast<int>(m - r0 < RT ? m - r0 : RT);
   const int o = threadIdx.x & 15, slot = threadIdx.x >> 4;
-  const bool folds = static_cast<int>(threadIdx.x) < rows * 16;  // row `slot`, output o
+  // Fold thread f: row f / (16 G), group (f / 16) % G, output o.
+  const int f = threadIdx.x, frow = f / (16 * G), fgroup = (f / 16) % G;
+  const bool folds = f < rows * 16 * G;
   pdl_launch_dependents();
   float acc = 0.0f;
   for (int64_t start = 0; start < nb; start += kRound) {
-    Weights wt[BPT];
+    Weights wt[BPT][G];
 #pragma unroll
     for (int i = 0; i < BPT; ++i) {  // the weights: no kernel writes them, so before pdl_wait
       const int64_t b = start + slot + kSlots * i;
       const int64_t bc = b < nb ? b : nb - 1;
-      wt[i] = load_weights<D>(group + (bc / subs) * sb_bytes, static_cast<int>(bc % subs), o);
+#pragma unroll
+      for (int g = 0; g < G; ++g)
+        wt[i][g] = load_weights<D>(group[g] + (bc / subs) * sb_bytes, static_cast<int>(bc % subs), o);
     }
     if (start == 0) pdl_wait();
     float2 xv[RT][BPT];
@@ -282,8 +296,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int i = 0; i < BPT; ++i) {
         const int local = slot + kSlots * i;
         if (r < rows) {
-          const float2 t = terms<D>(wt[i], quantize_halfwarp(xv[r][i]));
-          if (start + local < nb) uv[r][local][o] = t;
+          const Act a = quantize_halfwarp(xv[r][i]);
+#pragma unroll
+          for (int g = 0; g < G; ++g) {
+            const float2 t = terms<D>(wt[i][g], a);
+            if (start + local < nb) uv[r][g][local][o] = t;
+          }
         }
       }
     }
@@ -292,14 +310,14 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int count = static_cast<int>(nb - start < kRound ? nb - start : kRound);
 #pragma unroll 8
       for (int i = 0; i < count; ++i) {
-        const float2 t = uv[slot][i][o];
+        const float2 t = uv[frow][fgroup][i][o];
         acc = __fmaf_rn(t.x, t.y, acc);
       }
     }
     __syncthreads();
   }
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * 16 + o;
-  if (folds && col < n) y[(r0 + slot) * ldy + col] = acc;
+  const int64_t col = (static_cast<int64_t>(blockIdx.x) * G + fgroup) * 16 + o;
+  if (folds && col < n) y[(r0 + frow) * ldy + col] = acc;
 }
 
 // mma.sync m16n8k16, int8 in, int32 out: d = a·b, exact (at most 16
@@ -431,24 +449,40 @@ Status launch_typed(const Stream& stream, const float* xf, const ActBlock* xq, i
   const int64_t groups = quant::group_count(n);
   const dim3 block(kThreads);
   const cudaStream_t s = stream.handle();
-  if (m == 1) {  // decode: one round covers k <= 2048 (BPT 2) or 4096 (BPT 4)
+  const auto grid = [](int64_t x, int64_t yy) {
+    return dim3(static_cast<unsigned>(x), static_cast<unsigned>(yy));
+  };
+  if (m == 1) {
+    // Many groups (a wide matrix): four per block, x quantized once for them.
+    if (groups >= kWideGroups)
+      return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 1, 4>, grid((groups + 3) / 4, 1), block, 0,
+                           s, xf, m, w, n, k, y, ldy);
+    // Else one group per block, one round for k <= 2048 (BPT 2) or 4096 (BPT 4).
     if (k / 32 <= 2 * kSlots)
-      return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 2>, dim3(static_cast<unsigned>(groups)),
-                           block, 0, s, xf, m, w, n, k, y, ldy);
-    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 4>, dim3(static_cast<unsigned>(groups)), block,
-                         0, s, xf, m, w, n, k, y, ldy);
+      return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 2, 1>, grid(groups, 1), block, 0, s, xf, m,
+                           w, n, k, y, ldy);
+    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 4, 1>, grid(groups, 1), block, 0, s, xf, m, w,
+                         n, k, y, ldy);
   }
-  if (m <= kQuantFusedMaxRows)
-    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 8, 1>,
-                         dim3(static_cast<unsigned>(groups), static_cast<unsigned>((m + 7) / 8)), block, 0, s,
+  if (m <= quant_fused_max_rows())
+    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 8, 1, 1>, grid(groups, (m + 7) / 8), block, 0, s,
                          xf, m, w, n, k, y, ldy);
-  return launch_kernel(
-      "gemm_quant_mma", quant_gemm_mma_kernel<D>,
-      dim3(static_cast<unsigned>((groups + kMmaWarps - 1) / kMmaWarps), static_cast<unsigned>((m + 15) / 16)),
-      dim3(kMmaWarps * 32), 0, s, xq, m, w, n, k, y, ldy);
+  return launch_kernel("gemm_quant_mma", quant_gemm_mma_kernel<D>,
+                       grid((groups + kMmaWarps - 1) / kMmaWarps, (m + 15) / 16), dim3(kMmaWarps * 32), 0, s,
+                       xq, m, w, n, k, y, ldy);
 }
 
 }  // namespace
+
+int64_t quant_fused_max_rows() {
+  static const int64_t rows = [] {
+    const char* v = std::getenv("TANDEM_CUDA_QUANT_FUSED_ROWS");
+    if (v == nullptr || *v == '\0') return kQuantFusedMaxRows;
+    const long r = std::strtol(v, nullptr, 10);
+    return static_cast<int64_t>(r < 1 ? 1 : r > 8 ? 8 : r);
+  }();
+  return rows;
+}
 
 size_t quant_act_bytes(int64_t m, int64_t k) { return static_cast<size_t>(m * (k / 32)) * sizeof(ActBlock); }
 
@@ -489,10 +523,10 @@ Status gemm_quant(const Stream& stream, const float* x, const void* blocks, int6
                             std::to_string(ldy) + ")");
   if (m == 0) return Status::Ok();
   if (m > 65535LL * 16) return invalid_argument("gemm_quant: m " + std::to_string(m) + " is too large");
-  if ((m <= kQuantFusedMaxRows ? static_cast<const void*>(x) : blocks) == nullptr ||
+  if ((m <= quant_fused_max_rows() ? static_cast<const void*>(x) : blocks) == nullptr ||
       reinterpret_cast<uintptr_t>(x) % 8 != 0)
     return invalid_argument(
-        "gemm_quant: x (8-byte aligned) and, for m > kQuantFusedMaxRows, its blocks are needed");
+        "gemm_quant: x (8-byte aligned) and, for m > quant_fused_max_rows(), its blocks are needed");
   const auto* xq = static_cast<const ActBlock*>(blocks);
   switch (dtype) {
     case DType::q8_0:

@@ -74,10 +74,13 @@ TEST(CudaGemmQuant, EveryTypeEqualsTheCpuReferenceForEveryM) {
   Expected<Stream> stream = Stream::create();
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
   const DType types[] = {DType::q8_0, DType::q4_0, DType::q5_0, DType::q4_k, DType::q5_k, DType::q6_k};
-  const int64_t shapes[][2] = {{40, 512}, {272, 768}, {16, 2304}};  // n (40: a padded group), k
+  // n (40: a padded group), k; 8456: a lone row takes four groups per block
+  // (529 groups, the last block one group).
+  const int64_t shapes[][2] = {{40, 512}, {272, 768}, {16, 2304}, {8456, 256}};
   for (DType dtype : types) {
     for (const auto& nk : shapes) {
       const int64_t n = nk[0], k = nk[1];
+      const bool wide = n > 1000;
       const PackedMatrix w = PackedMatrix::pack(gguf_rows(dtype, n, k, 11).data(), dtype, n, k);
       DeviceBuffer dw =
           testing::to_device(std::vector<uint8_t>(w.data(), w.data() + packed_bytes(dtype, n, k)), *stream);
@@ -87,6 +90,7 @@ TEST(CudaGemmQuant, EveryTypeEqualsTheCpuReferenceForEveryM) {
       DeviceBuffer db = testing::poisoned(quant_act_bytes(max_m, k), *stream);
       ASSERT_TRUE(quantize_act_rows(*stream, dx.as<float>(), max_m, k, db.data()).ok());
       for (int64_t m : {1, 2, 3, 7, 8, 9, 17, 33, 100}) {
+        if (wide && m != 1 && m != 3 && m != 17) continue;
         std::vector<float> want(static_cast<size_t>(m * n));
         matmul(scalar_ctx(), x.data(), m, w, want.data());
         DeviceBuffer dy = testing::poisoned(m * n * sizeof(float), *stream);

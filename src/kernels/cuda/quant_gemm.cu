@@ -77,6 +77,13 @@ __device__ __forceinline__ Act quantize_halfwarp(float2 v) {
   return a;
 }
 
+__device__ __forceinline__ Act load_act(const ActBlock* xb) {
+  const int4* p = reinterpret_cast<const int4*>(xb->q);
+  const int4 q0 = p[0], q1 = p[1], meta = p[2];  // meta: d, sum, sum_lo, sum_hi
+  return Act{
+      {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w}, __int_as_float(meta.x), meta.y, meta.z, meta.w};
+}
+
 // quant::quantize_activations for many rows: one half-warp per 32-block.
 __global__ void quantize_act_kernel(const float* x, int64_t blocks, ActBlock* out) {
   pdl_enter();
@@ -245,10 +252,10 @@ __device__ __forceinline__ float2 terms(const Weights& wt, const Act& x) {
 // thread per (row, group, output) folds the round's terms in block order. The
 // rows come as f32 and each half-warp quantizes its block itself (the same
 // bytes as quantize_act_kernel; no launch for it) — once for all G groups.
-template <DType D, int RT, int BPT, int G>
+template <DType D, int RT, int BPT, int G, bool Fused = true>
 __global__ void __launch_bounds__(kThreads, 2)
-    quant_gemm_kernel(const float* xf, int64_t m, const uint8_t* __restrict__ w, int64_t n, int64_t k,
-                      float* __restrict__ y, int64_t ldy) {
+    quant_gemm_kernel(const float* xf, const ActBlock* xq, int64_t m, const uint8_t* __restrict__ w,
+                      int64_t n, int64_t k, float* __restrict__ y, int64_t ldy) {
   using T = Traits<D>;
   constexpr int kRound = kSlots * BPT;
   __shared__ float2 uv[RT][G][kRound][16];
@@ -281,13 +288,15 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     if (start == 0) pdl_wait();
     float2 xv[RT][BPT];
+    if constexpr (Fused) {
 #pragma unroll
-    for (int r = 0; r < RT; ++r) {
+      for (int r = 0; r < RT; ++r) {
 #pragma unroll
-      for (int i = 0; i < BPT; ++i) {
-        const int64_t b = start + slot + kSlots * i;
-        const int64_t bc = b < nb ? b : nb - 1;
-        if (r < rows) xv[r][i] = *reinterpret_cast<const float2*>(xf + (r0 + r) * k + bc * 32 + 2 * o);
+        for (int i = 0; i < BPT; ++i) {
+          const int64_t b = start + slot + kSlots * i;
+          const int64_t bc = b < nb ? b : nb - 1;
+          if (r < rows) xv[r][i] = *reinterpret_cast<const float2*>(xf + (r0 + r) * k + bc * 32 + 2 * o);
+        }
       }
     }
 #pragma unroll
@@ -296,7 +305,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int i = 0; i < BPT; ++i) {
         const int local = slot + kSlots * i;
         if (r < rows) {
-          const Act a = quantize_halfwarp(xv[r][i]);
+          const int64_t bc = start + local < nb ? start + local : nb - 1;
+          const Act a = Fused ? quantize_halfwarp(xv[r][i]) : load_act(xq + (r0 + r) * nb + bc);
 #pragma unroll
           for (int g = 0; g < G; ++g) {
             const float2 t = terms<D>(wt[i][g], a);
@@ -456,17 +466,20 @@ Status launch_typed(const Stream& stream, const float* xf, const ActBlock* xq, i
     // Many groups (a wide matrix): four per block, x quantized once for them.
     if (groups >= kWideGroups)
       return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 1, 4>, grid((groups + 3) / 4, 1), block, 0,
-                           s, xf, m, w, n, k, y, ldy);
+                           s, xf, xq, m, w, n, k, y, ldy);
     // Else one group per block, one round for k <= 2048 (BPT 2) or 4096 (BPT 4).
     if (k / 32 <= 2 * kSlots)
-      return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 2, 1>, grid(groups, 1), block, 0, s, xf, m,
-                           w, n, k, y, ldy);
-    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 4, 1>, grid(groups, 1), block, 0, s, xf, m, w,
-                         n, k, y, ldy);
+      return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 2, 1>, grid(groups, 1), block, 0, s, xf, xq,
+                           m, w, n, k, y, ldy);
+    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 4, 1>, grid(groups, 1), block, 0, s, xf, xq, m,
+                         w, n, k, y, ldy);
   }
   if (m <= quant_fused_max_rows())
     return launch_kernel("gemm_quant", quant_gemm_kernel<D, 8, 1, 1>, grid(groups, (m + 7) / 8), block, 0, s,
-                         xf, m, w, n, k, y, ldy);
+                         xf, xq, m, w, n, k, y, ldy);
+  if (m <= kQuantFewRows)  // the rows quantized once (quantize_act_rows), read by every block
+    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 8, 1, 1, false>, grid(groups, 1), block, 0, s, xf,
+                         xq, m, w, n, k, y, ldy);
   return launch_kernel("gemm_quant_mma", quant_gemm_mma_kernel<D>,
                        grid((groups + kMmaWarps - 1) / kMmaWarps, (m + 15) / 16), dim3(kMmaWarps * 32), 0, s,
                        xq, m, w, n, k, y, ldy);

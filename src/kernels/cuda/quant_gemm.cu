@@ -103,31 +103,12 @@ __global__ void quantize_act_kernel(const float* x, int64_t blocks, ActBlock* ou
 
 // ---- the GEMM ----------------------------------------------------------------
 
+// The packed layout's sizes (quant/layout.h) as compile-time constants.
 template <DType D>
-struct Traits;
-template <>
-struct Traits<DType::q8_0> {
-  static constexpr int sb = 32, header = 32, tile = 512;
-};
-template <>
-struct Traits<DType::q4_0> {
-  static constexpr int sb = 32, header = 32, tile = 256;
-};
-template <>
-struct Traits<DType::q5_0> {
-  static constexpr int sb = 32, header = 32, tile = 320;
-};
-template <>
-struct Traits<DType::q4_k> {
-  static constexpr int sb = 256, header = 320, tile = 256;
-};
-template <>
-struct Traits<DType::q5_k> {
-  static constexpr int sb = 256, header = 320, tile = 320;
-};
-template <>
-struct Traits<DType::q6_k> {
-  static constexpr int sb = 256, header = 288, tile = 384;
+struct Traits {
+  static constexpr int sb = static_cast<int>(quant::layout_of(D).sb_elems);
+  static constexpr int header = static_cast<int>(quant::layout_of(D).header_bytes);
+  static constexpr int tile = static_cast<int>(quant::layout_of(D).tile_bytes);
 };
 
 __device__ __forceinline__ uint32_t ld32(const uint8_t* p) {

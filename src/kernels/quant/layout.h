@@ -35,11 +35,11 @@ struct Layout {
   int64_t sb_elems = 0;      // elements of k per super-block
   int64_t header_bytes = 0;  // per super-block
   int64_t tile_bytes = 0;    // per 32 elements of k
-  int64_t sb_bytes() const { return header_bytes + (sb_elems / 32) * tile_bytes; }
-  int64_t group_bytes(int64_t k) const { return (k / sb_elems) * sb_bytes(); }
+  constexpr int64_t sb_bytes() const { return header_bytes + (sb_elems / 32) * tile_bytes; }
+  constexpr int64_t group_bytes(int64_t k) const { return (k / sb_elems) * sb_bytes(); }
 };
 
-inline Layout layout_of(DType dtype) {
+constexpr Layout layout_of(DType dtype) {
   switch (dtype) {
     case DType::q8_0:
       return {32, 32, 512};

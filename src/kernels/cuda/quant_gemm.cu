@@ -135,6 +135,20 @@ struct Weights {
   int s0, s1;     // q4_k / q5_k: scale, min; q6_k: the two 16-element scales
 };
 
+// Output o's header values for 32-block `sub` of super-block sb (layout.h).
+template <DType D>
+__device__ __forceinline__ void load_header(const uint8_t* sb, int sub, int o, Weights& r) {
+  r.d = f16_at(sb + 2 * o);
+  if constexpr (D == DType::q4_k || D == DType::q5_k) {
+    r.dmin = f16_at(sb + 32 + 2 * o);
+    r.s0 = __ldg(sb + 64 + sub * 16 + o);
+    r.s1 = __ldg(sb + 192 + sub * 16 + o);
+  } else if constexpr (D == DType::q6_k) {
+    r.s0 = static_cast<int8_t>(__ldg(sb + 32 + (2 * sub) * 16 + o));
+    r.s1 = static_cast<int8_t>(__ldg(sb + 32 + (2 * sub + 1) * 16 + o));
+  }
+}
+
 template <DType D>
 __device__ __forceinline__ Weights load_weights(const uint8_t* sb, int sub, int o) {
   using T = Traits<D>;
@@ -157,15 +171,7 @@ __device__ __forceinline__ Weights load_weights(const uint8_t* sb, int sub, int 
       r.w[5] = ld32(tile + 256 + 64 + o * 4);
     }
   }
-  r.d = f16_at(sb + 2 * o);
-  if constexpr (D == DType::q4_k || D == DType::q5_k) {
-    r.dmin = f16_at(sb + 32 + 2 * o);
-    r.s0 = __ldg(sb + 64 + sub * 16 + o);
-    r.s1 = __ldg(sb + 192 + sub * 16 + o);
-  } else if constexpr (D == DType::q6_k) {
-    r.s0 = static_cast<int8_t>(__ldg(sb + 32 + (2 * sub) * 16 + o));
-    r.s1 = static_cast<int8_t>(__ldg(sb + 32 + (2 * sub + 1) * 16 + o));
-  }
+  load_header<D>(sb, sub, o, r);
   return r;
 }
 
@@ -402,15 +408,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
       for (int i = 0; i < 2; ++i) {
         const int o = t * 8 + tig * 2 + i;
         Weights wt;
-        wt.d = f16_at(sb + 2 * o);
-        if constexpr (D == DType::q4_k || D == DType::q5_k) {
-          wt.dmin = f16_at(sb + 32 + 2 * o);
-          wt.s0 = __ldg(sb + 64 + sub * 16 + o);
-          wt.s1 = __ldg(sb + 192 + sub * 16 + o);
-        } else if constexpr (D == DType::q6_k) {
-          wt.s0 = static_cast<int8_t>(__ldg(sb + 32 + (2 * sub) * 16 + o));
-          wt.s1 = static_cast<int8_t>(__ldg(sb + 32 + (2 * sub + 1) * 16 + o));
-        }
+        load_header<D>(sb, sub, o, wt);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // accumulator element h * 2 + i: row gid + 8h, output o
           const float2 uv = step_terms<D>(lo[t][h * 2 + i], hi[t][h * 2 + i], wt, meta[h]);

@@ -357,7 +357,32 @@ __device__ __forceinline__ void fragment_codes(const uint8_t* tile, int o, int t
 // order. The rows come as ActBlocks (quantize_act_rows).
 constexpr int kMmaWarps = 4;  // groups per thread block
 
+// Outputs o and o + 1's header values (o even: the pairs are adjacent bytes /
+// f16s, one load each).
 template <DType D>
+__device__ __forceinline__ void load_header_pair(const uint8_t* sb, int sub, int o, Weights (&r)[2]) {
+  const uint32_t d2 = __ldg(reinterpret_cast<const uint32_t*>(sb + 2 * o));
+  r[0].d = __half2float(__ushort_as_half(static_cast<unsigned short>(d2 & 0xFFFFu)));
+  r[1].d = __half2float(__ushort_as_half(static_cast<unsigned short>(d2 >> 16)));
+  if constexpr (D == DType::q4_k || D == DType::q5_k) {
+    const uint32_t m2 = __ldg(reinterpret_cast<const uint32_t*>(sb + 32 + 2 * o));
+    r[0].dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(m2 & 0xFFFFu)));
+    r[1].dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(m2 >> 16)));
+    const unsigned sc = __ldg(reinterpret_cast<const unsigned short*>(sb + 64 + sub * 16 + o));
+    const unsigned mn = __ldg(reinterpret_cast<const unsigned short*>(sb + 192 + sub * 16 + o));
+    r[0].s0 = static_cast<int>(sc & 0xFFu), r[1].s0 = static_cast<int>(sc >> 8);
+    r[0].s1 = static_cast<int>(mn & 0xFFu), r[1].s1 = static_cast<int>(mn >> 8);
+  } else if constexpr (D == DType::q6_k) {
+    const unsigned lo = __ldg(reinterpret_cast<const unsigned short*>(sb + 32 + (2 * sub) * 16 + o));
+    const unsigned hi = __ldg(reinterpret_cast<const unsigned short*>(sb + 32 + (2 * sub + 1) * 16 + o));
+    r[0].s0 = static_cast<int8_t>(lo & 0xFFu), r[1].s0 = static_cast<int8_t>(lo >> 8);
+    r[0].s1 = static_cast<int8_t>(hi & 0xFFu), r[1].s1 = static_cast<int8_t>(hi >> 8);
+  }
+}
+
+// MT m16 tiles of rows per warp: the group's B fragments and headers serve
+// 16 * MT rows.
+template <DType D, int MT>
 __global__ void __launch_bounds__(kMmaWarps * 32)
     quant_gemm_mma_kernel(const ActBlock* xq, int64_t m, const uint8_t* __restrict__ w, int64_t n, int64_t k,
                           float* __restrict__ y, int64_t ldy) {
@@ -366,17 +391,23 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   const int64_t sb_bytes = T::header + subs * T::tile;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kMmaWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * 16;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * 16 * MT;
   pdl_launch_dependents();
   pdl_wait();
   if (g * 16 >= n) return;
   const uint8_t* group = w + g * (nb / subs) * sb_bytes;
-  // This lane's A rows (clamped: rows past m compute garbage nobody stores).
-  const int64_t ra = r0 + gid < m ? r0 + gid : m - 1, rb = r0 + gid + 8 < m ? r0 + gid + 8 : m - 1;
-  const ActBlock* xa = xq + ra * nb;
-  const ActBlock* xb = xq + rb * nb;
-  float acc[8] = {};  // [row g, g + 8][output 2t, 2t + 1, 8 + 2t, 9 + 2t]
-#pragma unroll 4
+  // This lane's A rows, 2 per tile (clamped: rows past m compute garbage nobody stores).
+  const ActBlock* xr[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = r0 + 16 * mt + gid + 8 * h;
+      xr[mt][h] = xq + (r < m ? r : m - 1) * nb;
+    }
+  }
+  float acc[MT][2][4] = {};  // [tile][row gid, gid + 8][output 2t, 2t + 1, 8 + 2t, 9 + 2t]
+#pragma unroll 2
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* sb = group + (b / subs) * sb_bytes;
     const int sub = static_cast<int>(b % subs);
@@ -384,49 +415,52 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     uint32_t blo[2], bhi[2];
     fragment_codes<D>(tile, gid, tig, blo[0], bhi[0]);
     fragment_codes<D>(tile, 8 + gid, tig, blo[1], bhi[1]);
-    const int* qa = reinterpret_cast<const int*>(xa[b].q);
-    const int* qb = reinterpret_cast<const int*>(xb[b].q);
-    const uint32_t alo0 = qa[tig], alo1 = qb[tig], ahi0 = qa[4 + tig], ahi1 = qb[4 + tig];
-    int lo[2][4], hi[2][4];
+    Weights wt[2][2];  // [n-tile][output of the pair]
+    load_header_pair<D>(sb, sub, tig * 2, wt[0]);
+    load_header_pair<D>(sb, sub, 8 + tig * 2, wt[1]);
 #pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      mma_s8(lo[t], alo0, alo1, blo[t]);
-      mma_s8(hi[t], ahi0, ahi1, bhi[t]);
-    }
-    Act meta[2];
+    for (int mt = 0; mt < MT; ++mt) {
+      const int* qa = reinterpret_cast<const int*>(xr[mt][0][b].q);
+      const int* qb = reinterpret_cast<const int*>(xr[mt][1][b].q);
+      const uint32_t alo0 = qa[tig], alo1 = qb[tig], ahi0 = qa[4 + tig], ahi1 = qb[4 + tig];
+      int lo[2][4], hi[2][4];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int4 v = reinterpret_cast<const int4*>((h == 0 ? xa : xb)[b].q)[2];  // d, sum, sum_lo, sum_hi
-      meta[h].d = __int_as_float(v.x);
-      meta[h].sum = v.y;
-      meta[h].sum_lo = v.z;
-      meta[h].sum_hi = v.w;
-    }
+      for (int t = 0; t < 2; ++t) {
+        mma_s8(lo[t], alo0, alo1, blo[t]);
+        mma_s8(hi[t], ahi0, ahi1, bhi[t]);
+      }
 #pragma unroll
-    for (int t = 0; t < 2; ++t) {
+      for (int h = 0; h < 2; ++h) {  // accumulator elements h * 2 + i: row gid + 8h
+        const int4 v = reinterpret_cast<const int4*>(xr[mt][h][b].q)[2];  // d, sum, sum_lo, sum_hi
+        Act meta;
+        meta.d = __int_as_float(v.x);
+        meta.sum = v.y;
+        meta.sum_lo = v.z;
+        meta.sum_hi = v.w;
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int o = t * 8 + tig * 2 + i;
-        Weights wt;
-        load_header<D>(sb, sub, o, wt);
+        for (int t = 0; t < 2; ++t) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {  // accumulator element h * 2 + i: row gid + 8h, output o
-          const float2 uv = step_terms<D>(lo[t][h * 2 + i], hi[t][h * 2 + i], wt, meta[h]);
-          acc[h * 4 + t * 2 + i] = __fmaf_rn(uv.x, uv.y, acc[h * 4 + t * 2 + i]);
+          for (int i = 0; i < 2; ++i) {
+            const float2 uv = step_terms<D>(lo[t][h * 2 + i], hi[t][h * 2 + i], wt[t][i], meta);
+            acc[mt][h][t * 2 + i] = __fmaf_rn(uv.x, uv.y, acc[mt][h][t * 2 + i]);
+          }
         }
       }
     }
   }
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t r = r0 + gid + 8 * h;
-    if (r >= m) continue;
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int t = 0; t < 2; ++t) {
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = r0 + 16 * mt + gid + 8 * h;
+      if (r >= m) continue;
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int64_t col = g * 16 + t * 8 + tig * 2 + i;
-        if (col < n) y[r * ldy + col] = acc[h * 4 + t * 2 + i];
+      for (int t = 0; t < 2; ++t) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int64_t col = g * 16 + t * 8 + tig * 2 + i;
+          if (col < n) y[r * ldy + col] = acc[mt][h][t * 2 + i];
+        }
       }
     }
   }
@@ -459,8 +493,12 @@ Status launch_typed(const Stream& stream, const float* xf, const ActBlock* xq, i
   if (m <= kQuantFewRows)  // the rows quantized once (quantize_act_rows), read by every block
     return launch_kernel("gemm_quant", quant_gemm_kernel<D, 8, 1, 1, false>, grid(groups, 1), block, 0, s, xf,
                          xq, m, w, n, k, y, ldy);
-  return launch_kernel("gemm_quant_mma", quant_gemm_mma_kernel<D>,
-                       grid((groups + kMmaWarps - 1) / kMmaWarps, (m + 15) / 16), dim3(kMmaWarps * 32), 0, s,
+  if (m <= 16)
+    return launch_kernel("gemm_quant_mma", quant_gemm_mma_kernel<D, 1>,
+                         grid((groups + kMmaWarps - 1) / kMmaWarps, (m + 15) / 16), dim3(kMmaWarps * 32), 0,
+                         s, xq, m, w, n, k, y, ldy);
+  return launch_kernel("gemm_quant_mma", quant_gemm_mma_kernel<D, 2>,
+                       grid((groups + kMmaWarps - 1) / kMmaWarps, (m + 31) / 32), dim3(kMmaWarps * 32), 0, s,
                        xq, m, w, n, k, y, ldy);
 }
 

@@ -157,18 +157,22 @@ struct Uploader {
   // packed bytes (PackedMatrix::data()) copied as they are, 256-byte aligned.
   Status matrix(const kernels::PackedMatrix& m, const std::string& name, DeviceMatrix& out) {
     if (m.n() == 0) return Status::Ok();
-    if (m.parts().empty() && !kernels::dtype_is_quantized(m.dtype())) return matrix(m, name, out.data);
+    const auto refuse = [&](kernels::DType d) {
+      return failed_precondition("cuda: weight " + name + " is " + kernels::dtype_name(d) +
+                                 "; the CUDA backend takes bf16, q8_0, q4_0, q5_0, q4_k, q5_k and q6_k "
+                                 "weights (use --device cpu)");
+    };
+    if (m.parts().empty() && !kernels::dtype_is_quantized(m.dtype())) {
+      if (m.dtype() != kernels::DType::bf16) return refuse(m.dtype());
+      return matrix(m, name, out.data);
+    }
     std::vector<const kernels::PackedMatrix*> parts;
     if (m.parts().empty()) parts.push_back(&m);
     for (const kernels::PackedMatrix& p : m.parts()) parts.push_back(&p);
     size_t total = 0;
     int64_t column = 0;
     for (const kernels::PackedMatrix* p : parts) {
-      if (!gpu::gemm_quant_supports(p->dtype()))
-        return failed_precondition(
-            "cuda: weight " + name + " is " + kernels::dtype_name(p->dtype()) +
-            "; the CUDA backend takes bf16, q8_0, q4_0, q5_0, q4_k, q5_k and q6_k weights "
-            "(use --device cpu)");
+      if (!gpu::gemm_quant_supports(p->dtype())) return refuse(p->dtype());
       out.parts.push_back({p->dtype(), p->n(), column, total});
       total += (p->data_bytes() + 255) / 256 * 256;
       column += p->n();

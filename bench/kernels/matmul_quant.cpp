@@ -44,6 +44,7 @@ const std::vector<PackedMatrix>& quant_weights(DType dtype, int64_t n, int64_t k
 namespace {
 
 constexpr DType kTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k};
+constexpr DType kHotTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
 
 void BM_MatmulQuant(benchmark::State& state) {
   const DType dtype = kTypes[state.range(0)];
@@ -76,6 +77,34 @@ void BM_MatmulQuant(benchmark::State& state) {
   state.counters["GFLOP/s"] = 2.0 * m * n * k * calls / seconds / 1e9;
   state.counters["bw_frac"] = gbps * 1e9 / bandwidth;
   state.counters["us/call"] = seconds / calls * 1e6;
+}
+
+// The same kernel on one small matrix that stays in this core's L2 (1 thread):
+// the kernel's arithmetic rate with memory out of the way. A decode kernel
+// whose cold GB/s (BM_MatmulQuant) is far below its hot GB/s waits on memory;
+// one whose hot rate is near the cold one is short of instructions.
+void BM_MatmulQuantHot(benchmark::State& state) {
+  const DType dtype = kHotTypes[state.range(0)];
+  const int64_t k = state.range(1), n = state.range(2), m = state.range(3);
+  std::vector<float> src(static_cast<size_t>(n * k));
+  std::mt19937 rng(static_cast<uint32_t>(n * 31 + k));
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  for (float& v : src) v = dist(rng);
+  std::vector<uint8_t> blocks(static_cast<size_t>(n) * kernels::dtype_row_bytes(dtype, k));
+  kernels::quantize(src.data(), dtype, n * k, blocks.data());
+  const PackedMatrix w = PackedMatrix::pack(blocks.data(), dtype, n, k);
+  ThreadPool& pool = pool_for(1);
+  const kernels::Ctx ctx{&pool, kernels::active_isa(), kernels::GemmMode::invariant};
+  std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+  for (float& v : x) v = dist(rng);
+  kernels::matmul(ctx, x.data(), m, w, y.data());  // warm-up: into L2
+  for (auto _ : state) {
+    kernels::matmul(ctx, x.data(), m, w, y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(kernels::dtype_name(dtype));
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.weight_bytes()) * state.iterations(),
+                                              benchmark::Counter::kIsRate);
 }
 
 // Runs `call` once per iteration of `state` (labelled with `isa`); returns
@@ -152,6 +181,11 @@ void register_quant_matmuls() {
           ->Args({isa, k})
           ->ArgNames({"isa", "k"})
           ->Unit(benchmark::kMicrosecond);
+  for (int t = 0; t < 4; ++t)  // 2048 x 512: 0.6-1.1 MB, inside a 1-2 MiB L2
+    benchmark::RegisterBenchmark("BM_MatmulQuantHot", BM_MatmulQuantHot)
+        ->Args({t, 2048, 512, 1})
+        ->ArgNames({"type", "k", "n", "m"})
+        ->Unit(benchmark::kMicrosecond);
   const int64_t shapes[][2] = {{896, 4864}, {4864, 896}, {896, 151936}, {2048, 8192}, {8192, 2048}};
   for (int t = 0; t < 3; ++t) {
     for (const auto& s : shapes) {

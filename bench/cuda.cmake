@@ -5,11 +5,12 @@
 # (CUDA events), no Google Benchmark, so it carries to a GPU machine with no
 # shared libraries beyond libcuda. See docs/benchmarks.md ("GPU (CUDA)").
 if(TANDEM_HAVE_CUDA)
-  add_executable(bench_cuda_gemm ${CMAKE_CURRENT_LIST_DIR}/cuda/gemm_bench.cpp)
+  add_executable(bench_cuda_gemm ${CMAKE_CURRENT_LIST_DIR}/cuda/gemm_bench.cpp ${CMAKE_CURRENT_LIST_DIR}/cuda/bench_util.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/quant_bench.cpp)
   target_compile_options(bench_cuda_gemm PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${TANDEM_WARNINGS}>")
   target_include_directories(bench_cuda_gemm PRIVATE ${PROJECT_SOURCE_DIR}/tests/kernels/cuda
     ${PROJECT_SOURCE_DIR}/src/kernels)
-  target_link_libraries(bench_cuda_gemm PRIVATE tandem_kernels_cuda ${CMAKE_DL_LIBS})
+  target_link_libraries(bench_cuda_gemm PRIVATE tandem_kernels tandem_kernels_cuda ${CMAKE_DL_LIBS})
 endif()
 
 # bench_stream_patterns: how fast the GPU streams a weight matrix under the

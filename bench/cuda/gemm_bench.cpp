@@ -16,6 +16,8 @@
 //               each first checked to give the shipping kernel's bits
 //   --forward-shapes: only the forward's sliced calls at M = 1 and 5 on the 0.5B and
 //               8B matrices (TANDEM_CUDA_SMALL_TILE picks the small tile's variant)
+//   --quant:    only the quantized GEMM (ADR 0077; quant_bench.cpp) at the 1B and 8B
+//               forward's shapes, q8_0 / q4_k / q6_k, M = 1, 4, 512
 //   --large-variants: only the large tile's variants at 4096³ and on the 8B
 //               matrices (bf16 x) at M = 512, 1024, 2048, with the medium tile
 //               at M <= 1024 (TANDEM_BENCH_LARGE_VARIANTS=a,b,.. picks which;
@@ -35,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "cublas_reference.h"
 #include "cuda/gemm_tuning.h"
 #include "dtype_convert.h"
@@ -46,85 +49,12 @@ namespace {
 using kernels::DType;
 namespace gpu = kernels::gpu;
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "bench_cuda_gemm: %s\n", what.c_str());
-  std::exit(1);
-}
-
-void check(const Status& st) {
-  if (!st.ok()) die(st.to_string());
-}
-
-void check(cudaError_t err, const char* call) {
-  if (err != cudaSuccess) die(std::string(call) + ": " + cudaGetErrorString(err));
-}
-
-gpu::DeviceBuffer allocate(size_t bytes) {
-  Expected<gpu::DeviceBuffer> b = gpu::DeviceBuffer::allocate(bytes);
-  if (!b.ok()) die(b.status().to_string());
-  return std::move(b).value();
-}
-
-// Median microseconds per call of f(i) (i = call index, for rotation).
-double time_us(const std::function<void(int)>& f, cudaStream_t stream) {
-  cudaEvent_t e0, e1;
-  check(cudaEventCreate(&e0), "cudaEventCreate");
-  check(cudaEventCreate(&e1), "cudaEventCreate");
-  for (int i = 0; i < 3; ++i) f(i);
-  check(cudaEventRecord(e0, stream), "cudaEventRecord");
-  for (int i = 0; i < 3; ++i) f(i);
-  check(cudaEventRecord(e1, stream), "cudaEventRecord");
-  check(cudaEventSynchronize(e1), "cudaEventSynchronize");
-  float ms = 0;
-  check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-  const double estimate = ms * 1000.0 / 3;
-  const int reps = std::clamp(static_cast<int>(std::ceil(3000.0 / std::max(estimate, 1.0))), 3, 500);
-  std::vector<double> trials;
-  for (int t = 0; t < 7; ++t) {
-    check(cudaEventRecord(e0, stream), "cudaEventRecord");
-    for (int i = 0; i < reps; ++i) f(i);
-    check(cudaEventRecord(e1, stream), "cudaEventRecord");
-    check(cudaEventSynchronize(e1), "cudaEventSynchronize");
-    check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-    trials.push_back(ms * 1000.0 / reps);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  std::sort(trials.begin(), trials.end());
-  return trials[trials.size() / 2];
-}
-
 std::vector<uint16_t> random_bf16(size_t count, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<uint16_t> v(count);
   for (auto& h : v) h = kernels::f32_to_bf16(dist(rng));
   return v;
-}
-
-struct Ceilings {
-  double copy_gbs = 0, read_gbs = 0;
-};
-
-// The read ceiling is the library's measure_read_bandwidth (the one `tandem bench --device
-// cuda` divides decode by), on its own 2 GiB buffer; it sizes its grid from the device.
-Ceilings measure_ceilings(const gpu::Stream& stream, int /*multiprocessors*/) {
-  const size_t bytes = size_t{2} << 30;
-  gpu::DeviceBuffer a = allocate(bytes), b = allocate(bytes);
-  check(a.fill_bytes(0x3c, stream));
-  check(b.fill_bytes(0x3c, stream));
-  Ceilings c;
-  const double copy_us = time_us(
-      [&](int) {
-        check(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream.handle()),
-              "cudaMemcpyAsync");
-      },
-      stream.handle());
-  c.copy_gbs = 2.0 * bytes / copy_us / 1e3;
-  const Expected<double> read = gpu::measure_read_bandwidth(stream, bytes, 10);
-  if (!read.ok()) die(read.status().to_string());
-  c.read_gbs = *read / 1e9;
-  return c;
 }
 
 struct Shape {
@@ -458,7 +388,7 @@ void run_large_variants(const gpu::Stream& stream, kernels::gpu::testing::Cublas
 
 int main(int argc, char** argv) {
   using namespace tandem::bench;
-  bool quick = false, variants = false, forward_shapes = false, large_variants = false;
+  bool quick = false, variants = false, forward_shapes = false, large_variants = false, quant = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
@@ -468,9 +398,12 @@ int main(int argc, char** argv) {
       forward_shapes = true;
     } else if (std::strcmp(argv[i], "--large-variants") == 0) {
       large_variants = true;
+    } else if (std::strcmp(argv[i], "--quant") == 0) {
+      quant = true;
     } else {
-      std::fprintf(stderr,
-                   "usage: bench_cuda_gemm [--quick] [--variants] [--forward-shapes] [--large-variants]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_cuda_gemm [--quick] [--variants] [--forward-shapes] [--large-variants] [--quant]\n");
       return 2;
     }
   }
@@ -491,10 +424,14 @@ int main(int argc, char** argv) {
               prop.l2CacheSize >> 20, driver);
   tandem::Expected<tandem::kernels::gpu::Stream> stream = tandem::kernels::gpu::Stream::create();
   if (!stream.ok()) die(stream.status().to_string());
-  const Ceilings ceil = measure_ceilings(*stream, prop.multiProcessorCount);
+  const Ceilings ceil = measure_ceilings(*stream);
   std::printf("ceilings: copy %.0f GB/s (read+write), read %.0f GB/s\n", ceil.copy_gbs, ceil.read_gbs);
   if (forward_shapes) {
     run_forward_shapes(*stream, ceil);
+    return 0;
+  }
+  if (quant) {
+    run_quant_shapes(*stream, ceil);
     return 0;
   }
   tandem::kernels::gpu::testing::CublasReference cublas;

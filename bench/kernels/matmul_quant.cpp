@@ -19,6 +19,19 @@ namespace tandem::bench {
 using kernels::DType;
 using kernels::PackedMatrix;
 
+namespace {
+// n rows of k random N(0, 0.02²) weights quantized to `dtype` (GGUF rows).
+std::vector<uint8_t> quantized_rows(DType dtype, int64_t n, int64_t k) {
+  std::vector<float> src(static_cast<size_t>(n * k));
+  std::mt19937 rng(static_cast<uint32_t>(n * 31 + k));
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  for (float& v : src) v = dist(rng);
+  std::vector<uint8_t> blocks(static_cast<size_t>(n) * kernels::dtype_row_bytes(dtype, k));
+  kernels::quantize(src.data(), dtype, n * k, blocks.data());
+  return blocks;
+}
+}  // namespace
+
 const std::vector<PackedMatrix>& quant_weights(DType dtype, int64_t n, int64_t k) {
   static std::vector<PackedMatrix> mats;
   static int64_t shape[3] = {-1, 0, 0};
@@ -27,12 +40,7 @@ const std::vector<PackedMatrix>& quant_weights(DType dtype, int64_t n, int64_t k
     shape[0] = static_cast<int64_t>(dtype);
     shape[1] = n;
     shape[2] = k;
-    std::vector<float> src(static_cast<size_t>(n * k));
-    std::mt19937 rng(static_cast<uint32_t>(n * 31 + k));
-    std::normal_distribution<float> dist(0.0f, 0.02f);
-    for (float& v : src) v = dist(rng);
-    std::vector<uint8_t> blocks(static_cast<size_t>(n) * kernels::dtype_row_bytes(dtype, k));
-    kernels::quantize(src.data(), dtype, n * k, blocks.data());
+    const std::vector<uint8_t> blocks = quantized_rows(dtype, n, k);
     mats.push_back(PackedMatrix::pack(blocks.data(), dtype, n, k));
     const size_t count =
         std::max<size_t>(2, (kWorkingSetBytes + mats[0].weight_bytes() - 1) / mats[0].weight_bytes());
@@ -86,17 +94,10 @@ void BM_MatmulQuant(benchmark::State& state) {
 void BM_MatmulQuantHot(benchmark::State& state) {
   const DType dtype = kHotTypes[state.range(0)];
   const int64_t k = state.range(1), n = state.range(2), m = state.range(3);
-  std::vector<float> src(static_cast<size_t>(n * k));
-  std::mt19937 rng(static_cast<uint32_t>(n * 31 + k));
-  std::normal_distribution<float> dist(0.0f, 0.02f);
-  for (float& v : src) v = dist(rng);
-  std::vector<uint8_t> blocks(static_cast<size_t>(n) * kernels::dtype_row_bytes(dtype, k));
-  kernels::quantize(src.data(), dtype, n * k, blocks.data());
-  const PackedMatrix w = PackedMatrix::pack(blocks.data(), dtype, n, k);
+  const PackedMatrix w = PackedMatrix::pack(quantized_rows(dtype, n, k).data(), dtype, n, k);
   ThreadPool& pool = pool_for(1);
   const kernels::Ctx ctx{&pool, kernels::active_isa(), kernels::GemmMode::invariant};
-  std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
-  for (float& v : x) v = dist(rng);
+  std::vector<float> x(static_cast<size_t>(m * k), 0.5f), y(static_cast<size_t>(m * n));
   kernels::matmul(ctx, x.data(), m, w, y.data());  // warm-up: into L2
   for (auto _ : state) {
     kernels::matmul(ctx, x.data(), m, w, y.data());

@@ -151,6 +151,11 @@ done
 echo "== tests: $([[ $status -eq 0 ]] && echo passed || echo FAILED)"
 
 "$bench" $quick ${tune:+--variants} 2>&1 | tee "$out/bench.txt" || status=1
+# The quantized GEMM (ADR 0077) at the 1B / 8B projection shapes; skipped with --quick.
+if [[ -z "$quick" ]]; then
+  "$bench" --quant >"$out/bench_quant.txt" 2>&1 || status=1
+  grep -E "^(8B|1B) +(gate_up|down) +q4_k .* 1 " "$out/bench_quant.txt"
+fi
 # How fast the GPU streams a weight matrix under the small tile's access patterns
 # (docs/benchmarks.md, "Where decode's GEMM time goes"); skipped with --quick.
 patterns="$(dirname "$bench")/bench_stream_patterns"

@@ -62,6 +62,7 @@ TEST(Matmul, UnpackRestoresTheRowMajorBytes) {
 
 // release_data() (ADR 0067: a model placed on a device) frees the weights and
 // keeps what the shape-only callers read; a stacked matrix frees its parts.
+// data_bytes() is what a device copy takes (ADR 0077), 0 once released.
 TEST(Matmul, ReleasedMatrixKeepsItsShapeAndFreesItsWeights) {
   const int64_t n = 4096, k = 520;  // 4 MiB of bf16: a buffer of its own mapping
   std::vector<uint16_t> src(static_cast<size_t>(n * k), 0x3F80);
@@ -69,9 +70,11 @@ TEST(Matmul, ReleasedMatrixKeepsItsShapeAndFreesItsWeights) {
   const size_t bytes = packed.weight_bytes();
   ASSERT_NE(packed.data(), nullptr);
   EXPECT_FALSE(packed.released());
+  EXPECT_GE(packed.data_bytes(), bytes);
   packed.release_data();
   EXPECT_TRUE(packed.released());
   EXPECT_EQ(packed.data(), nullptr);
+  EXPECT_EQ(packed.data_bytes(), size_t{0});
   EXPECT_EQ(packed.n(), n);
   EXPECT_EQ(packed.k(), k);
   EXPECT_EQ(packed.dtype(), DType::bf16);
@@ -81,7 +84,11 @@ TEST(Matmul, ReleasedMatrixKeepsItsShapeAndFreesItsWeights) {
   std::vector<PackedMatrix> parts;
   parts.push_back(PackedMatrix::pack(q.data(), DType::q8_0, 8, 64));
   parts.push_back(PackedMatrix::pack(q.data(), DType::q8_0, 8, 64));
+  // A quantized part's bytes at data() are whole 16-output groups (what a device copy takes, ADR 0077):
+  // 8 rows pad to one group of 16 outputs: two 32-element blocks, each a 32-byte header and a 512-byte tile.
+  EXPECT_EQ(parts[0].data_bytes(), size_t{2} * (32 + 512));
   PackedMatrix stacked = PackedMatrix::stack(std::move(parts));
+  EXPECT_EQ(stacked.data_bytes(), size_t{0});  // the parts hold the bytes
   stacked.release_data();
   EXPECT_EQ(stacked.n(), 16);
   for (const PackedMatrix& p : stacked.parts()) EXPECT_TRUE(p.released() && p.data() == nullptr);

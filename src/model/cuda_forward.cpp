@@ -127,7 +127,7 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   }
   if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
   TANDEM_RETURN_IF_ERROR(f->allocate_family_scratch());
-  if (weights.quantized)  // the widest quantized GEMM input of a chunk, as int8 blocks
+  if (weights.any_quantized())  // the widest quantized GEMM input of a chunk, as int8 blocks
     TANDEM_RETURN_IF_ERROR(alloc(f->act_blocks_, gpu::quant_act_bytes(max_rows, std::max({hs, qd, inter}))));
   if (f->bf16_x_)  // before any graph capture: the widest GEMM input of a chunk
     TANDEM_RETURN_IF_ERROR(alloc(f->x_bf16_, rows * std::max({hs, qd, inter}) * sizeof(uint16_t)));

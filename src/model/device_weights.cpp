@@ -264,6 +264,13 @@ Status upload_gemma4(const Model& model, Uploader& up, DeviceWeights& w) {
 
 }  // namespace
 
+bool DeviceWeights::any_quantized() const {
+  if (lm_head != nullptr && lm_head->quantized()) return true;
+  return std::any_of(layers.begin(), layers.end(), [](const DeviceLayer& l) {
+    return l.qkv.quantized() || l.o.quantized() || l.gate_up.quantized() || l.down.quantized();
+  });
+}
+
 Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& model, int device,
                                                                const DeviceWeights* borrowed) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -354,10 +361,6 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
     }
     w->lm_head = &w->own_lm_head;
   }
-  w->quantized = w->lm_head->quantized();
-  for (const DeviceLayer& l : w->layers)
-    w->quantized =
-        w->quantized || l.qkv.quantized() || l.o.quantized() || l.gate_up.quantized() || l.down.quantized();
   TANDEM_RETURN_IF_ERROR((*staged)->finish());
   w->bytes = up.bytes;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

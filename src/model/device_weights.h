@@ -75,8 +75,10 @@ struct DeviceWeights {
   const uint16_t* embedding = nullptr;    // bf16 [vocab][hidden], or null:
   const float* embedding_f32 = nullptr;   // a quantized table dequantized, f32 [vocab][hidden]
   const DeviceMatrix* lm_head = nullptr;  // [vocab][hidden] (a GEMM weight)
-  bool quantized = false;                 // some projection is quantized (ADR 0077)
   size_t bytes = 0;                       // device bytes this object owns
+
+  // Whether some projection or the LM head is quantized (ADR 0077).
+  bool any_quantized() const;
 
   // Uploads `model` to `device`. `borrowed` (an MTP block's target, already
   // placed on the same device) supplies the embedding and LM head.

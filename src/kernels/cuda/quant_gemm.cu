@@ -77,11 +77,25 @@ __device__ __forceinline__ Act quantize_halfwarp(float2 v) {
   return a;
 }
 
+// An ActBlock's scale and sums (its codes left unset).
+__device__ __forceinline__ Act load_meta(const ActBlock* xb) {
+  const int4 meta = reinterpret_cast<const int4*>(xb->q)[2];  // d, sum, sum_lo, sum_hi
+  Act a;
+  a.d = __int_as_float(meta.x);
+  a.sum = meta.y;
+  a.sum_lo = meta.z;
+  a.sum_hi = meta.w;
+  return a;
+}
+
 __device__ __forceinline__ Act load_act(const ActBlock* xb) {
   const int4* p = reinterpret_cast<const int4*>(xb->q);
-  const int4 q0 = p[0], q1 = p[1], meta = p[2];  // meta: d, sum, sum_lo, sum_hi
-  return Act{
-      {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w}, __int_as_float(meta.x), meta.y, meta.z, meta.w};
+  const int4 q0 = p[0], q1 = p[1];
+  Act a = load_meta(xb);
+  const int q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) a.q[j] = q[j];
+  return a;
 }
 
 // quant::quantize_activations for many rows: one half-warp per 32-block.
@@ -236,9 +250,10 @@ __device__ __forceinline__ float2 terms(const Weights& wt, const Act& x) {
 // kSlots * BPT consecutive 32-blocks: thread (slot, o) loads output o's words
 // of blocks slot, slot + kSlots, … in each of its G groups (phase 1, all in
 // flight), then forms every row's terms into shared memory (phase 2); one
-// thread per (row, group, output) folds the round's terms in block order. The
-// rows come as f32 and each half-warp quantizes its block itself (the same
-// bytes as quantize_act_kernel; no launch for it) — once for all G groups.
+// thread per (row, group, output) folds the round's terms in block order.
+// Fused: the rows come as f32 and each half-warp quantizes its block itself
+// (the same bytes as quantize_act_kernel; no launch for it) — once for all G
+// groups; else they come as ActBlocks (quantize_act_rows).
 template <DType D, int RT, int BPT, int G, bool Fused = true>
 __global__ void __launch_bounds__(kThreads, 2)
     quant_gemm_kernel(const float* xf, const ActBlock* xq, int64_t m, const uint8_t* __restrict__ w,
@@ -431,12 +446,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {  // accumulator elements h * 2 + i: row gid + 8h
-        const int4 v = reinterpret_cast<const int4*>(xr[mt][h][b].q)[2];  // d, sum, sum_lo, sum_hi
-        Act meta;
-        meta.d = __int_as_float(v.x);
-        meta.sum = v.y;
-        meta.sum_lo = v.z;
-        meta.sum_hi = v.w;
+        const Act meta = load_meta(&xr[mt][h][b]);
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
 #pragma unroll

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the GPU tests (ctest label "gpu": test_cuda_kernels, test_cuda_devices,
 # test_cuda_forward, test_gpu_serve; test_cuda_kernels and test_cuda_forward once more with
-# TANDEM_CUDA_PDL=0; test_cuda_forward and test_gpu_serve once more with
+# TANDEM_CUDA_PDL=0; the quantized kernel tests under TANDEM_CUDA_QUANT_FUSED_ROWS / _STREAM;
+# test_cuda_forward and test_gpu_serve once more with
 # TANDEM_CUDA_ACTIVATIONS=f32) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
 # with a CUDA GPU; with --e2e DIR also the tandem binary's GPU checks
 # (scripts/gpu-e2e.sh: probe, generate classic == speculative, bench); and the
@@ -134,6 +135,21 @@ for t in test_cuda_kernels test_cuda_forward; do
   rc=$?
   grep -E "^\[  (PASSED|FAILED) |: Failure" "$out/${t}_pdl0.log"
   echo "== $t with TANDEM_CUDA_PDL=0: rc=$rc"
+  [[ $rc -eq 0 ]] || status=1
+done
+# The quantized GEMM's lone-row kernels (ADR 0078): the round kernel everywhere (stream 0) and
+# the streamed one everywhere (2), the row read as blocks (fused rows 0, the default) or
+# quantized by the GEMM itself (1); the default streams only wide matrices.
+for mode in "0 0" "0 2" "1 0" "1 1" "1 2"; do
+  set -- $mode
+  exe="${bin:+$bin/test_cuda_kernels}"
+  [[ -z "$bin" ]] && exe=$(find build-gpu/tests -name test_cuda_kernels -type f -perm -u+x | head -1)
+  [[ -n "$exe" && -x "$exe" ]] || continue
+  log="$out/test_cuda_kernels_fused$1_stream$2.log"
+  TANDEM_CUDA_QUANT_FUSED_ROWS=$1 TANDEM_CUDA_QUANT_STREAM=$2 "$exe" --gtest_filter='*Quant*' >"$log" 2>&1
+  rc=$?
+  grep -E "^\[  (PASSED|FAILED) |: Failure" "$log"
+  echo "== test_cuda_kernels (quantized) with TANDEM_CUDA_QUANT_FUSED_ROWS=$1 TANDEM_CUDA_QUANT_STREAM=$2: rc=$rc"
   [[ $rc -eq 0 ]] || status=1
 done
 # The forward and serve's engine once more with f32 GEMM inputs (the default is bf16, ADR 0054):

@@ -43,14 +43,15 @@ Knob choice(const char* name, std::vector<std::string> choices) {
   return {name, Kind::choice, 0, 0, std::move(choices)};
 }
 
-// docs/environment.md's order. Readers: quant_gemm.cu (QUANT_FUSED_ROWS), gemm.cu (SMALL/LARGE/WIDE_TILE,
-// TILE_SLICES), runtime.cpp (PDL), fused.cu (ROW_NORM), attention.cu,
+// docs/environment.md's order. Readers: quant_gemm.cu (QUANT_FUSED_ROWS, QUANT_STREAM), gemm.cu
+// (SMALL/LARGE/WIDE_TILE, TILE_SLICES), runtime.cpp (PDL), fused.cu (ROW_NORM), attention.cu,
 // model/cuda_forward.cpp (FUSE*, GRAPH_STRIDE, DEVICE_PICK, GRAPH_PICK), model/device.cpp
 // (ACTIVATIONS), model/device_weights.cpp (UPLOAD*), app (CHUNK_ROWS),
 // model/step_timing.h and scheduler/engine.cpp (STEP_TIMING).
 const std::vector<Knob>& knobs() {
   static const std::vector<Knob> k = {
-      integer("TANDEM_CUDA_QUANT_FUSED_ROWS", 1, 8),  // quant_gemm.cu quant_fused_max_rows (ADR 0077)
+      integer("TANDEM_CUDA_QUANT_FUSED_ROWS", 0, 8),  // quant_gemm.cu quant_fused_max_rows (ADR 0077)
+      integer("TANDEM_CUDA_QUANT_STREAM", 0, 2),      // quant_gemm.cu quant_stream_for (ADR 0078)
       {"TANDEM_CUDA_SMALL_TILE", Kind::small_tile, 0, 0, {}},
       boolean("TANDEM_CUDA_FUSE"),
       boolean("TANDEM_CUDA_FUSE_NORM"),

@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "../kernels/greedy_rows.h"
+#include "../runtime/gguf_fixture.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/ops.h"
 #include "model/device.h"
@@ -32,6 +33,11 @@
 
 #define TANDEM_REQUIRE_CUDA_DEVICE() \
   if (!::tandem::model::cuda_available()) GTEST_SKIP() << "skipped: no CUDA device"
+
+// A "#" rig needs python3 with the gguf package (tests/runtime/gguf_fixture.h).
+#define TANDEM_SKIP_WITHOUT_GGUF_WRITER_FOR(rig)                                                    \
+  if ((rig).find('#') != std::string::npos && !::tandem::runtime::testing::gguf_writer_available()) \
+  GTEST_SKIP() << "skipped: python3 cannot import gguf (scripts/install-deps.sh installs it)"
 
 namespace tandem::model {
 namespace {
@@ -63,12 +69,31 @@ struct Rig {
   int64_t vocab() const { return model->config().vocab_size; }
 };
 
+// The GGUF file "fixture#q4_0" or "fixture#q4_0+q8_0" names: the fixture
+// written by tools/fixtures/make_gguf.py (the `gguf` package's writer) with
+// every 2-D weight, the embedding included, in the first type (--quantize)
+// and the v / down projections in the second (--mixed: a stacked q/k/v of two
+// types, as llama.cpp's Q4_K_M files have). "" when the writer failed.
+std::string gguf_for(const std::string& name) {
+  const size_t hash = name.find('#');
+  const std::string spec = name.substr(hash + 1), base = name.substr(0, hash);
+  const size_t plus = spec.find('+');
+  std::string args = "--quantize " + spec.substr(0, plus);
+  if (plus != std::string::npos) args += " --mixed " + spec.substr(plus + 1);
+  std::string label = spec;
+  std::replace(label.begin(), label.end(), '+', '_');
+  return runtime::testing::make_gguf(fixture_dir(base), label + "_" + base, args);
+}
+
 // "fixture@q8_0": the fixture with its matrices quantized at load (--weights;
-// ADR 0064), which the GPU runs through the quantized GEMM (ADR 0077).
+// ADR 0064), which the GPU runs through the quantized GEMM (ADR 0077);
+// "fixture#q4_0[+q8_0]": a GGUF file of GGUF's own blocks (gguf_for).
 Rig make_rig(const std::string& name, bool cuda, int64_t max_rows = 128) {
   Rig r;
   const size_t at = name.find('@');
-  const std::string dir = fixture_dir(name.substr(0, at));
+  const std::string dir =
+      name.find('#') != std::string::npos ? gguf_for(name) : fixture_dir(name.substr(0, at));
+  EXPECT_FALSE(dir.empty()) << "make_gguf.py failed for " << name;
   auto config = load_config(dir);
   EXPECT_TRUE(config.ok()) << config.status().to_string();
   if (at != std::string::npos) {
@@ -114,6 +139,7 @@ class CudaInvariance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaInvariance, AloneEqualsBatchOfEightEqualsChunkedEqualsDecode) {
   TANDEM_REQUIRE_CUDA_DEVICE();
+  TANDEM_SKIP_WITHOUT_GGUF_WRITER_FOR(GetParam());
   Rig r = make_rig(GetParam(), true, 64);  // 100 rows: also two row chunks of the Forward
   const std::vector<int32_t> mine = long_tokens(r.vocab(), 0);
   // Alone, one call.
@@ -182,7 +208,7 @@ TEST_P(CudaInvariance, AloneEqualsBatchOfEightEqualsChunkedEqualsDecode) {
 // A test name for a rig name ("a@q8_0" -> "a_q8_0").
 std::string param_name(const std::string& rig) {
   std::string n = rig;
-  for (char& ch : n) ch = ch == '@' ? '_' : ch;
+  for (char& ch : n) ch = ch == '@' || ch == '#' || ch == '+' ? '_' : ch;
   return n;
 }
 
@@ -190,8 +216,8 @@ std::string param_name(const std::string& rig) {
 // fixtures' k < 256 takes q4_0 for q4_k), tandem_target's down projection
 // (k = 1024) in q4_k; the dense path, the q/k-norm one and a tied head.
 std::vector<std::string> quantized_rigs() {
-  return {"llama_default_bf16@q8_0", "qwen2_bias_bf16_tied@q4_0", "qwen3_qknorm_bf16_tied@q8_0",
-          "tandem_target@q4_k"};
+  return {"llama_default_bf16@q8_0", "qwen2_bias_bf16_tied@q4_0",    "qwen3_qknorm_bf16_tied@q8_0",
+          "tandem_target@q4_k",      "llama_default_bf16#q4_0+q8_0", "qwen2_bias_f16#q5_0"};
 }
 
 std::vector<std::string> invariance_rigs() {
@@ -382,6 +408,7 @@ TEST_P(CudaSpeculative, VerifyBlocksWithRollbackEqualGreedyDecode) {
   const char* device = std::getenv("TANDEM_TEST_DEVICE");
   const bool cuda = device == nullptr || std::string(device) != "cpu";
   if (cuda) TANDEM_REQUIRE_CUDA_DEVICE();
+  TANDEM_SKIP_WITHOUT_GGUF_WRITER_FOR(GetParam());
   Rig r = make_rig(GetParam(), cuda, 64);
   const std::vector<int32_t> prompt = long_tokens(r.vocab(), 9);
   const size_t n_new = 24;
@@ -429,7 +456,8 @@ TEST_P(CudaSpeculative, VerifyBlocksWithRollbackEqualGreedyDecode) {
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaSpeculative,
                          ::testing::Values("gemma2_softcap_bf16", "qwen2_moe_shared_bf16", "gemma4_text_bf16",
-                                           "llama_default_bf16@q4_0", "tandem_target@q4_k"),
+                                           "llama_default_bf16@q4_0", "tandem_target@q4_k",
+                                           "llama_default_bf16#q4_0+q8_0"),
                          [](const auto& info) { return param_name(info.param); });
 
 // Quantized weights (ADR 0077): the GPU's quantized GEMM gives the CPU's bits
@@ -442,6 +470,7 @@ class CudaQuantized : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaQuantized, TracksTheCpuForwardWithTheSameWeights) {
   TANDEM_REQUIRE_CUDA_DEVICE();
+  TANDEM_SKIP_WITHOUT_GGUF_WRITER_FOR(GetParam());
   Rig gpu = make_rig(GetParam(), true), cpu = make_rig(GetParam(), false);
   const std::vector<int32_t> t = long_tokens(gpu.vocab(), 3);
   SequenceId gs = gpu.kv->create_sequence(), cs = cpu.kv->create_sequence();

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "cuda/device_info.h"
 #include "cuda/gemm_direct.cuh"
 #include "cuda/gemm_kernel.cuh"
 #include "cuda/gemm_tuning.h"
@@ -315,18 +316,6 @@ __global__ void sum_slices_kernel(const float* __restrict__ slabs, int slices, i
     for (int z = 1; z < slices; ++z) s = s + slabs[z * count + i];
     y[i] = s;
   }
-}
-
-// Per device, queried once (it cannot change, and it never changes a bit).
-int current_multiprocessors() {
-  static std::atomic<int> cached[64];  // zero-initialised (static storage)
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 132;
-  if (device >= 0 && device < 64 && (count = cached[device].load(std::memory_order_relaxed)) > 0)
-    return count;
-  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 132;
-  if (device >= 0 && device < 64) cached[device].store(count, std::memory_order_relaxed);
-  return count;
 }
 
 // The automatic tile of a K-sliced call (ADRs 0055, 0057): counts the K

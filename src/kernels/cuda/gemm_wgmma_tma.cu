@@ -69,14 +69,6 @@ struct TmaTile {
 
 // ---- TMA ------------------------------------------------------------------------
 
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-#if TANDEM_WGMMA_COMPILED
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-#else
-  (void)bar, (void)bytes;
-#endif
-}
-
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
                                             uint32_t bar) {
 #if TANDEM_WGMMA_COMPILED
@@ -197,9 +189,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_init(full0 + 8 * s, 1);   // the producer's expect_tx (+ the TMA bytes)
       mbar_init(empty0 + 8 * s, 8);  // each consumer warp once
     }
-#if TANDEM_WGMMA_COMPILED
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#endif
+    mbar_init_fence();
   }
   __syncthreads();
   pdl_launch_dependents();

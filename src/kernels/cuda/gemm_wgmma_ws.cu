@@ -115,11 +115,6 @@ __device__ __forceinline__ void cluster_sync() {
                    : "memory");
 #endif
 }
-__device__ __forceinline__ void fence_mbarrier_init() {
-#if TANDEM_WGMMA_COMPILED
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#endif
-}
 
 template <class T>
 __device__ __forceinline__ void wait_stage(uint32_t bar, uint32_t parity) {
@@ -210,7 +205,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_init(full0 + 8 * s, (1 + T::CLUSTER) * T::kLoaders);
       mbar_init(empty0 + 8 * s, 8 * T::CLUSTER);  // each consumer warp (of both blocks) once
     }
-    if constexpr (T::CLUSTER == 2) fence_mbarrier_init();
+    if constexpr (T::CLUSTER == 2) mbar_init_fence();
   }
   if constexpr (T::CLUSTER == 2)
     cluster_sync();

@@ -10,16 +10,23 @@
 // library builds with --fmad=false). So a row's bits do not depend on the
 // batch, and the GPU's result equals the CPU's for the same f32 rows.
 //
-// Work split: quant_gemm_kernel for few rows (it quantizes its input itself:
-// no separate launch on the decode path), quant_gemm_mma_kernel for many.
+// Work split (ADR 0078): a lone row (decode) takes quant_gemm_stream_kernel
+// for wide matrices (>= kWideGroups groups: gate/up, the LM heads) and
+// quant_gemm_kernel for the rest; up to kQuantFewRows rows quant_gemm_kernel;
+// more quant_gemm_mma_kernel. By default every GEMM input is quantized once
+// (quantize_act_rows) and read as blocks; TANDEM_CUDA_QUANT_FUSED_ROWS lets
+// the few-row kernels quantize it themselves.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
 #include "cuda/cuda_check.h"
+#include "cuda/device_info.h"
 #include "cuda/launch.cuh"
+#include "cuda/mbarrier.cuh"
 #include "kernels/cuda_ops.h"
 #include "quant/layout.h"
 
@@ -125,13 +132,26 @@ struct Traits {
   static constexpr int tile = static_cast<int>(quant::layout_of(D).tile_bytes);
 };
 
+// Loads of the packed weights: read-only global loads, or (S: a stage the
+// streamed kernel copied into shared memory) plain ones.
+template <bool S = false>
 __device__ __forceinline__ uint32_t ld32(const uint8_t* p) {
+  if constexpr (S) return *reinterpret_cast<const uint32_t*>(p);
   return __ldg(reinterpret_cast<const uint32_t*>(p));
 }
+template <bool S = false>
 __device__ __forceinline__ uint64_t ld64(const uint8_t* p) {
+  if constexpr (S) return *reinterpret_cast<const unsigned long long*>(p);
   return __ldg(reinterpret_cast<const unsigned long long*>(p));
 }
+template <bool S = false>
+__device__ __forceinline__ int ld8(const uint8_t* p) {
+  if constexpr (S) return *p;
+  return __ldg(p);
+}
+template <bool S = false>
 __device__ __forceinline__ float f16_at(const uint8_t* p) {
+  if constexpr (S) return __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short*>(p)));
   return __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(p))));
 }
 
@@ -150,42 +170,42 @@ struct Weights {
 };
 
 // Output o's header values for 32-block `sub` of super-block sb (layout.h).
-template <DType D>
+template <DType D, bool S = false>
 __device__ __forceinline__ void load_header(const uint8_t* sb, int sub, int o, Weights& r) {
-  r.d = f16_at(sb + 2 * o);
+  r.d = f16_at<S>(sb + 2 * o);
   if constexpr (D == DType::q4_k || D == DType::q5_k) {
-    r.dmin = f16_at(sb + 32 + 2 * o);
-    r.s0 = __ldg(sb + 64 + sub * 16 + o);
-    r.s1 = __ldg(sb + 192 + sub * 16 + o);
+    r.dmin = f16_at<S>(sb + 32 + 2 * o);
+    r.s0 = ld8<S>(sb + 64 + sub * 16 + o);
+    r.s1 = ld8<S>(sb + 192 + sub * 16 + o);
   } else if constexpr (D == DType::q6_k) {
-    r.s0 = static_cast<int8_t>(__ldg(sb + 32 + (2 * sub) * 16 + o));
-    r.s1 = static_cast<int8_t>(__ldg(sb + 32 + (2 * sub + 1) * 16 + o));
+    r.s0 = static_cast<int8_t>(ld8<S>(sb + 32 + (2 * sub) * 16 + o));
+    r.s1 = static_cast<int8_t>(ld8<S>(sb + 32 + (2 * sub + 1) * 16 + o));
   }
 }
 
-template <DType D>
+template <DType D, bool S = false>
 __device__ __forceinline__ Weights load_weights(const uint8_t* sb, int sub, int o) {
   using T = Traits<D>;
   const uint8_t* tile = sb + T::header + sub * T::tile;
   Weights r;
   if constexpr (D == DType::q8_0) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) r.w[j] = ld32(tile + j * 64 + o * 4);
+    for (int j = 0; j < 8; ++j) r.w[j] = ld32<S>(tile + j * 64 + o * 4);
   } else {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) r.w[j] = ld32(tile + j * 64 + o * 4);
+    for (int j = 0; j < 4; ++j) r.w[j] = ld32<S>(tile + j * 64 + o * 4);
     if constexpr (D == DType::q5_0 || D == DType::q5_k) {
       uint32_t bits = 0;  // 4 bits per quad: quad j at bits 4j..4j+3
 #pragma unroll
       for (int j = 0; j < 8; ++j)
-        bits |= (static_cast<uint32_t>(ld64(tile + 256 + j * 8) >> (o * 4)) & 15u) << (4 * j);
+        bits |= (static_cast<uint32_t>(ld64<S>(tile + 256 + j * 8) >> (o * 4)) & 15u) << (4 * j);
       r.w[4] = bits;
     } else if constexpr (D == DType::q6_k) {
-      r.w[4] = ld32(tile + 256 + o * 4);
-      r.w[5] = ld32(tile + 256 + 64 + o * 4);
+      r.w[4] = ld32<S>(tile + 256 + o * 4);
+      r.w[5] = ld32<S>(tile + 256 + 64 + o * 4);
     }
   }
-  load_header<D>(sb, sub, o, r);
+  load_header<D, S>(sb, sub, o, r);
   return r;
 }
 
@@ -476,6 +496,208 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   }
 }
 
+// ---- the streamed lone-row GEMM (ADR 0078) -------------------------------------
+
+// One block per group of 16 outputs, its packed bytes (contiguous: a group's
+// super-blocks follow each other) streamed into a ring of shared-memory
+// stages by bulk copies, kStageBlocks 32-blocks of k a stage; the first
+// `ring` stages are queued before the PDL wait (only weights), each later one
+// as soon as every thread has read the stage its slot held. Per stage, half-
+// warp h quantizes x's blocks bl[0], bl[1] itself (as quantize_act_kernel
+// would, the next stage's x loaded meanwhile) and forms their terms for its
+// 16 outputs; then the block's first 16 threads fold the stage's terms in
+// block order (double-buffered: the fold of one stage overlaps the terms of
+// the next). The same terms and fold as quant_gemm_kernel: the same bits.
+constexpr int kStreamThreads = 256;
+constexpr int kStageBlocks = 32;  // per stage: 1,024 elements of k
+constexpr int kMaxRing = 8;
+// Shared memory of one multiprocessor (H100 / H200: 228 KiB, 1 KiB of it
+// reserved per block) for the blocks resident on it.
+constexpr int kSmemPerSm = 227 * 1024;
+
+// A stage's bytes, and the distance (in 32-blocks) between the blocks the two
+// half-warps of a warp read together, so that their code words lie 64 bytes
+// apart modulo 128 (on disjoint banks): the super-block (q4_k 2,368 and q5_k
+// 2,880 bytes), the tile (q6_k: 320 bytes) or two blocks (q8_0 544, q4_0 288,
+// q5_0 352 each).
+template <DType D>
+struct StreamTraits {
+  static constexpr int subs = Traits<D>::sb / 32;
+  static constexpr int sb_bytes = Traits<D>::header + subs * Traits<D>::tile;
+  static constexpr int stage = kStageBlocks / subs * sb_bytes;
+  static constexpr int delta = D == DType::q4_k || D == DType::q5_k ? 8 : D == DType::q6_k ? 1 : 2;
+};
+
+template <DType D, int G, bool Fused>
+__global__ void __launch_bounds__(kStreamThreads, 4)
+    quant_gemm_stream_kernel(const float* x, const ActBlock* xq, const uint8_t* __restrict__ w, int64_t n,
+                             int64_t k, float* __restrict__ y, int ring) {
+  using T = StreamTraits<D>;
+  constexpr int subs = T::subs, sb_bytes = T::sb_bytes, kStage = T::stage, kSlot = G * kStage;
+  extern __shared__ __align__(128) uint8_t stage_mem[];
+  __shared__ float2 uv[2][G][kStageBlocks][16];
+  __shared__ __align__(8) uint64_t full[kMaxRing];
+  const int64_t nb = k / 32, group_bytes = nb / subs * sb_bytes, groups = (n + 15) / 16;
+  const int stages = static_cast<int>((nb + kStageBlocks - 1) / kStageBlocks);
+  const uint8_t* gw[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t gi = static_cast<int64_t>(blockIdx.x) * G + g;
+    gw[g] = w + (gi < groups ? gi : groups - 1) * group_bytes;
+  }
+  const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(stage_mem));
+  const uint32_t bar0 = static_cast<uint32_t>(__cvta_generic_to_shared(full));
+  const auto queue = [&](int st) {  // thread 0: stage st of every group into slot st % ring
+    const int64_t off = static_cast<int64_t>(st) * kStage;
+    const uint32_t bytes = static_cast<uint32_t>(group_bytes - off < kStage ? group_bytes - off : kStage);
+    const uint32_t bar = bar0 + 8 * (st % ring);
+    mbar_expect_tx(bar, G * bytes);
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+      bulk_copy_g2s(smem0 + (st % ring) * kSlot + g * kStage, gw[g] + off, bytes, bar);
+  };
+  pdl_launch_dependents();
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < ring; ++s) mbar_init(bar0 + 8 * s, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int st = 0; st < ring && st < stages; ++st) queue(st);  // the weights: before pdl_wait
+  // Thread (warp, half p, output o) takes blocks bl[0], bl[1] of every stage, in every group.
+  const int warp = threadIdx.x >> 5, p = (threadIdx.x >> 4) & 1, o = threadIdx.x & 15;
+  constexpr int delta = T::delta;
+  int bl[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int t = warp + 8 * i;
+    bl[i] = t % delta + (t / delta) * 2 * delta + p * delta;
+  }
+  const auto x_of = [&](int64_t b) {  // every lane loads (they all shuffle)
+    return *reinterpret_cast<const float2*>(x + (b < nb ? b : nb - 1) * 32 + 2 * o);
+  };
+  const int fgroup = threadIdx.x / 16;  // a fold thread (fgroup < G): group fgroup, output o
+  const auto act_of = [&](int64_t b) { return load_act(xq + (b < nb ? b : nb - 1)); };
+  pdl_wait();
+  float2 xv[2] = {};
+  if constexpr (Fused) xv[0] = x_of(bl[0]), xv[1] = x_of(bl[1]);
+  float acc = 0.0f;
+  for (int st = 0; st < stages; ++st) {
+    const int64_t base = static_cast<int64_t>(st) * kStageBlocks;
+    float2 xn[2] = {};
+    Act a[2];
+    if constexpr (Fused) {
+      xn[0] = x_of(base + kStageBlocks + bl[0]), xn[1] = x_of(base + kStageBlocks + bl[1]);
+      a[0] = quantize_halfwarp(xv[0]), a[1] = quantize_halfwarp(xv[1]);
+    } else {
+      a[0] = act_of(base + bl[0]), a[1] = act_of(base + bl[1]);
+    }
+    mbar_wait(bar0 + 8 * (st % ring), static_cast<uint32_t>((st / ring) & 1));
+    const uint8_t* slot = stage_mem + (st % ring) * kSlot;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (base + bl[i] < nb) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const Weights wt =
+              load_weights<D, true>(slot + g * kStage + (bl[i] / subs) * sb_bytes, bl[i] % subs, o);
+          uv[st & 1][g][bl[i]][o] = terms<D>(wt, a[i]);
+        }
+      }
+    }
+    __syncthreads();  // the stage's terms are in uv; every thread is done reading its slot
+    if (threadIdx.x == 0 && st + ring < stages) {
+      fence_proxy_async();
+      queue(st + ring);
+    }
+    if (fgroup < G) {
+      const int count = static_cast<int>(nb - base < kStageBlocks ? nb - base : kStageBlocks);
+#pragma unroll 8
+      for (int j = 0; j < count; ++j) {
+        const float2 t = uv[st & 1][fgroup][j][o];
+        acc = __fmaf_rn(t.x, t.y, acc);
+      }
+    }
+    xv[0] = xn[0];
+    xv[1] = xn[1];
+  }
+  const int64_t col = (static_cast<int64_t>(blockIdx.x) * G + fgroup) * 16 + o;
+  if (fgroup < G && col < n) y[col] = acc;
+}
+
+// Which lone rows take the streamed kernel: TANDEM_CUDA_QUANT_STREAM (read
+// once): 0 none, 1 (default) matrices of at least kWideGroups groups, 2 all;
+// only on an sm_90 device and with the weights 16-byte aligned (the bulk
+// copies need it). Never a bit of the result.
+bool quant_stream_for(const uint8_t* w, int64_t groups) {
+  static const int mode = [] {
+    const char* v = std::getenv("TANDEM_CUDA_QUANT_STREAM");
+    if (v == nullptr || *v == '\0') return 1;
+    const long m = std::strtol(v, nullptr, 10);
+    return static_cast<int>(m < 0 ? 0 : m > 2 ? 2 : m);
+  }();
+  if (mode == 0 || (mode == 1 && groups < kWideGroups)) return false;
+  return (reinterpret_cast<uintptr_t>(w) & 15u) == 0 && current_device_sm90();
+}
+
+// G groups per block; the ring: as many stages (up to kMaxRing, at most the
+// matrix's) as the shared memory holds for the blocks expected on one
+// multiprocessor at once.
+template <DType D, int G, bool Fused>
+Status launch_stream_g(cudaStream_t s, const float* x, const ActBlock* xq, const uint8_t* w, int64_t n,
+                       int64_t k, float* y) {
+  constexpr int kSlot = G * StreamTraits<D>::stage;
+  const int64_t blocks = (quant::group_count(n) + G - 1) / G;
+  const int64_t stages = (k / 32 + kStageBlocks - 1) / kStageBlocks;
+  const int64_t sms = current_multiprocessors();
+  // Four-group blocks: two per multiprocessor, for rings of two stages.
+  const int64_t resident = std::clamp<int64_t>((blocks + sms - 1) / sms, 1, G == 1 ? 4 : 2);
+  constexpr int64_t kStatic = 2 * G * kStageBlocks * 16 * sizeof(float2) + 1024 + 8 * kMaxRing;
+  const int ring = static_cast<int>(
+      std::clamp<int64_t>((kSmemPerSm / resident - kStatic) / kSlot, 1, std::min<int64_t>(kMaxRing, stages)));
+  const int smem = ring * kSlot;
+  void (*kernel)(const float*, const ActBlock*, const uint8_t*, int64_t, int64_t, float*, int) =
+      quant_gemm_stream_kernel<D, G, Fused>;
+  if (smem + kStatic > 48 * 1024)  // the static and dynamic bytes together past 48 KiB need the opt-in
+    TANDEM_RETURN_IF_ERROR(
+        cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                    "cudaFuncSetAttribute(gemm_quant_stream, " + std::to_string(smem) + " bytes)"));
+  return launch_kernel("gemm_quant_stream", kernel, dim3(static_cast<unsigned>(blocks)), dim3(kStreamThreads),
+                       static_cast<size_t>(smem), s, x, xq, w, n, k, y, ring);
+}
+
+// Four groups per block from kWideGroups on (x quantized once for them), else
+// one; the row quantized by the kernel (fused) or read from its blocks.
+template <DType D>
+Status launch_stream(cudaStream_t s, const float* x, const ActBlock* xq, bool fused, const uint8_t* w,
+                     int64_t n, int64_t k, float* y) {
+  const bool wide = quant::group_count(n) >= kWideGroups;
+  if (fused)
+    return wide ? launch_stream_g<D, 4, true>(s, x, xq, w, n, k, y)
+                : launch_stream_g<D, 1, true>(s, x, xq, w, n, k, y);
+  return wide ? launch_stream_g<D, 4, false>(s, x, xq, w, n, k, y)
+              : launch_stream_g<D, 1, false>(s, x, xq, w, n, k, y);
+}
+
+// A lone row in the round kernel: many groups (a wide matrix) four per
+// block, x quantized once for them; else one group per block, one round for
+// k <= 2048 (BPT 2) or 4096 (BPT 4).
+template <DType D, bool Fused>
+Status launch_round(cudaStream_t s, const float* xf, const ActBlock* xq, const uint8_t* w, int64_t n,
+                    int64_t k, float* y) {
+  const int64_t groups = quant::group_count(n);
+  const dim3 block(kThreads);
+  if (groups >= kWideGroups)
+    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 1, 4, Fused>,
+                         dim3(static_cast<unsigned>((groups + 3) / 4)), block, 0, s, xf, xq, int64_t{1}, w, n,
+                         k, y, n);
+  if (k / 32 <= 2 * kSlots)
+    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 2, 1, Fused>,
+                         dim3(static_cast<unsigned>(groups)), block, 0, s, xf, xq, int64_t{1}, w, n, k, y, n);
+  return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 4, 1, Fused>,
+                       dim3(static_cast<unsigned>(groups)), block, 0, s, xf, xq, int64_t{1}, w, n, k, y, n);
+}
+
 template <DType D>
 Status launch_typed(const Stream& stream, const float* xf, const ActBlock* xq, int64_t m, const uint8_t* w,
                     int64_t n, int64_t k, float* y, int64_t ldy) {
@@ -486,16 +708,10 @@ Status launch_typed(const Stream& stream, const float* xf, const ActBlock* xq, i
     return dim3(static_cast<unsigned>(x), static_cast<unsigned>(yy));
   };
   if (m == 1) {
-    // Many groups (a wide matrix): four per block, x quantized once for them.
-    if (groups >= kWideGroups)
-      return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 1, 4>, grid((groups + 3) / 4, 1), block, 0,
-                           s, xf, xq, m, w, n, k, y, ldy);
-    // Else one group per block, one round for k <= 2048 (BPT 2) or 4096 (BPT 4).
-    if (k / 32 <= 2 * kSlots)
-      return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 2, 1>, grid(groups, 1), block, 0, s, xf, xq,
-                           m, w, n, k, y, ldy);
-    return launch_kernel("gemm_quant", quant_gemm_kernel<D, 1, 4, 1>, grid(groups, 1), block, 0, s, xf, xq, m,
-                         w, n, k, y, ldy);
+    const bool fused = quant_fused_max_rows() >= 1;
+    if (quant_stream_for(w, groups)) return launch_stream<D>(s, xf, xq, fused, w, n, k, y);
+    return fused ? launch_round<D, true>(s, xf, xq, w, n, k, y)
+                 : launch_round<D, false>(s, xf, xq, w, n, k, y);
   }
   if (m <= quant_fused_max_rows())
     return launch_kernel("gemm_quant", quant_gemm_kernel<D, 8, 1, 1>, grid(groups, (m + 7) / 8), block, 0, s,
@@ -519,7 +735,7 @@ int64_t quant_fused_max_rows() {
     const char* v = std::getenv("TANDEM_CUDA_QUANT_FUSED_ROWS");
     if (v == nullptr || *v == '\0') return kQuantFusedMaxRows;
     const long r = std::strtol(v, nullptr, 10);
-    return static_cast<int64_t>(r < 1 ? 1 : r > 8 ? 8 : r);
+    return static_cast<int64_t>(r < 0 ? 0 : r > 8 ? 8 : r);
   }();
   return rows;
 }

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cuda/cuda_check.h"
+#include "cuda/device_info.h"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -29,8 +30,8 @@ namespace {
 
 // -1: not yet read from TANDEM_CUDA_PDL; else 0 / 1.
 std::atomic<int> pdl_allowed{-1};
-// Per device: 0 not yet queried, 1 unsupported, 2 supported (it cannot change).
-std::atomic<int> pdl_support[64];
+// Per device: 0 not yet queried, 1 below sm_90, 2 sm_90 or later (it cannot change).
+std::atomic<int> sm90_support[64];
 
 bool pdl_allowed_now() {
   int v = pdl_allowed.load(std::memory_order_relaxed);
@@ -45,14 +46,13 @@ bool pdl_allowed_now() {
 
 }  // namespace
 
-bool programmatic_launch_enabled() {
-  if (!pdl_allowed_now()) return false;
+bool current_device_sm90() {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
     cudaGetLastError();
     return false;
   }
-  int support = pdl_support[device].load(std::memory_order_relaxed);
+  int support = sm90_support[device].load(std::memory_order_relaxed);
   if (support == 0) {
     int major = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
@@ -60,10 +60,29 @@ bool programmatic_launch_enabled() {
       major = 0;
     }
     support = major >= 9 ? 2 : 1;
-    pdl_support[device].store(support, std::memory_order_relaxed);
+    sm90_support[device].store(support, std::memory_order_relaxed);
   }
   return support == 2;
 }
+
+int current_multiprocessors() {
+  static std::atomic<int> cached[64];  // zero-initialised (static storage)
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return 132;
+  }
+  if (device >= 0 && device < 64 && (count = cached[device].load(std::memory_order_relaxed)) > 0)
+    return count;
+  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 132;
+  }
+  if (device >= 0 && device < 64) cached[device].store(count, std::memory_order_relaxed);
+  return count;
+}
+
+bool programmatic_launch_enabled() { return pdl_allowed_now() && current_device_sm90(); }
 
 void set_programmatic_launch(bool allowed) { pdl_allowed.store(allowed ? 1 : 0, std::memory_order_relaxed); }
 

@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "cuda/mbarrier.cuh"
+
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TANDEM_WGMMA_COMPILED 1
 #else
@@ -48,13 +50,6 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
 #if TANDEM_WGMMA_COMPILED
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-#endif
-}
-// Generic-proxy shared-memory writes (st.shared, cp.async) made visible to
-// the async proxy that wgmma reads through.
-__device__ __forceinline__ void fence_proxy_async() {
-#if TANDEM_WGMMA_COMPILED
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
 

@@ -1,9 +1,11 @@
 // The quantized GEMM on the device (ADR 0077): the activation blocks are the
 // CPU's byte for byte, and every output of every quantized type equals the
 // CPU scalar reference bit for bit (memcmp) for M = 1 … 100 — the rows the
-// GEMM quantizes itself (M <= kQuantFusedMaxRows) and those it reads as
-// blocks alike — so a row's bits do not depend on the batch. Skipped without
-// a CUDA device.
+// GEMM quantizes itself (M <= quant_fused_max_rows()) and those it reads as
+// blocks alike, in every lone-row kernel (ADR 0078; scripts/gpu-test.sh
+// reruns these tests under TANDEM_CUDA_QUANT_FUSED_ROWS and
+// TANDEM_CUDA_QUANT_STREAM) — so a row's bits do not depend on the batch.
+// Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,8 +77,10 @@ TEST(CudaGemmQuant, EveryTypeEqualsTheCpuReferenceForEveryM) {
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
   const DType types[] = {DType::q8_0, DType::q4_0, DType::q5_0, DType::q4_k, DType::q5_k, DType::q6_k};
   // n (40: a padded group), k; 8456: a lone row takes four groups per block
-  // (529 groups, the last block one group).
-  const int64_t shapes[][2] = {{40, 512}, {272, 768}, {16, 2304}, {8456, 256}};
+  // (529 groups, the last block one group). k = 2304 and 9472: the streamed
+  // kernel's stages of 1,024 (the last one partial), and more stages than its
+  // ring holds (9472: ten, the ring eight; 8456 x 2304: three, the ring two).
+  const int64_t shapes[][2] = {{40, 512}, {272, 768}, {16, 2304}, {8456, 256}, {24, 9472}, {8456, 2304}};
   for (DType dtype : types) {
     for (const auto& nk : shapes) {
       const int64_t n = nk[0], k = nk[1];

@@ -250,13 +250,14 @@ Status to_bf16_relaid(const Stream& stream, const float* x, int64_t m, int64_t k
 // aligned) and the weights: for every output the CPU reference's chain
 // (ADR 0013), so the bits are the CPU's for the same rows and do not depend
 // on m. Up to quant_fused_max_rows() rows it quantizes x itself; above, it
-// reads `blocks`, which quantize_act_rows must have filled from x (up to
-// kQuantFewRows rows with the few-row kernel, then on the int8 tensor
-// cores). k must be a multiple of the type's super-block (256 for the K
-// types, else 32); InvalidArgument otherwise. Asynchronous on `stream`; no
-// allocation. quant_fused_max_rows(): kQuantFusedMaxRows, or
-// TANDEM_CUDA_QUANT_FUSED_ROWS (1..8; read once) — the same bits either way.
-inline constexpr int64_t kQuantFusedMaxRows = 1;
+// reads `blocks`, which quantize_act_rows must have filled from x (a lone
+// row: the round or the streamed kernel, ADR 0078; up to kQuantFewRows rows
+// the few-row kernel; then the int8 tensor cores). k must be a multiple of
+// the type's super-block (256 for the K types, else 32); InvalidArgument
+// otherwise. Asynchronous on `stream`; no allocation. quant_fused_max_rows():
+// kQuantFusedMaxRows, or TANDEM_CUDA_QUANT_FUSED_ROWS (0..8; read once) — the
+// same bits either way.
+inline constexpr int64_t kQuantFusedMaxRows = 0;  // ADR 0078: a lone row too is quantized once per input
 inline constexpr int64_t kQuantFewRows = 8;
 int64_t quant_fused_max_rows();
 size_t quant_act_bytes(int64_t m, int64_t k);

@@ -127,8 +127,11 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   }
   if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
   TANDEM_RETURN_IF_ERROR(f->allocate_family_scratch());
-  if (weights.any_quantized())  // the widest quantized GEMM input of a chunk, as int8 blocks
-    TANDEM_RETURN_IF_ERROR(alloc(f->act_blocks_, gpu::quant_act_bytes(max_rows, std::max({hs, qd, inter}))));
+  if (weights.any_quantized()) {  // the widest quantized GEMM input of a chunk, as int8 blocks
+    const size_t widest = std::max({hs, qd, inter, static_cast<size_t>(c.moe.expert_intermediate),
+                                    static_cast<size_t>(c.moe.shared_intermediate)});
+    TANDEM_RETURN_IF_ERROR(alloc(f->act_blocks_, gpu::quant_act_bytes(max_rows, widest)));
+  }
   if (f->bf16_x_)  // before any graph capture: the widest GEMM input of a chunk
     TANDEM_RETURN_IF_ERROR(alloc(f->x_bf16_, rows * std::max({hs, qd, inter}) * sizeof(uint16_t)));
   // Split attention's partials for every row of a chunk, or (a long pool) for

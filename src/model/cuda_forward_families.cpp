@@ -213,7 +213,7 @@ Status CudaForward::moe_general(int l, int64_t m) {
   float *x = x_.as<float>(), *h = h_.as<float>();
   const gpu::Stream& s = stream_;
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, c.rms_norm_eps));
-  TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.router), n_experts, hs, router_logits_.as<float>()));
+  TANDEM_RETURN_IF_ERROR(gemm(h, m, w.router, n_experts, hs, router_logits_.as<float>()));
   TANDEM_RETURN_IF_ERROR(gpu::moe_route(s, router_logits_.as<float>(), m, n_experts, k, c.moe.norm_topk_prob,
                                         route_experts_.as<int32_t>(), route_weights_.as<float>()));
   TANDEM_RETURN_IF_ERROR(routed_experts(l, m, h, Activation::silu));
@@ -221,11 +221,11 @@ Status CudaForward::moe_general(int l, int64_t m) {
   if (si > 0) {
     // Every row: s = down(silu(gate h) * up h), g = sigmoid(shared_expert_gate . h).
     float *gate_up = shared_gate_up_.as<float>(), *act = shared_act_.as<float>();
-    TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.shared_expert.gate_up), 2 * si, hs, gate_up));
+    TANDEM_RETURN_IF_ERROR(gemm(h, m, w.shared_expert.gate_up, 2 * si, hs, gate_up));
     TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, m, si, act));
-    TANDEM_RETURN_IF_ERROR(gemm(act, m, bf16(w.shared_expert.down), hs, si, shared_out_.as<float>()));
+    TANDEM_RETURN_IF_ERROR(gemm(act, m, w.shared_expert.down, hs, si, shared_out_.as<float>()));
     shared_scale = shared_scale_.as<float>();
-    TANDEM_RETURN_IF_ERROR(gemm(h, m, bf16(w.shared_expert_gate), 1, hs, shared_scale));
+    TANDEM_RETURN_IF_ERROR(gemm(h, m, w.shared_expert_gate, 1, hs, shared_scale));
     TANDEM_RETURN_IF_ERROR(gpu::sigmoid_inplace(s, shared_scale, m));
   }
   TANDEM_RETURN_IF_ERROR(gpu::moe_combine(s, expert_out_.as<float>(), route_weights_.as<float>(), m, k, hs,
@@ -268,12 +268,12 @@ Status CudaForward::routed_experts(int l, int64_t m, const float* input, Activat
     if (count == 0) continue;  // an expert no row chose streams no weights
     const DeviceExpert& ew = w.experts[e];
     TANDEM_RETURN_IF_ERROR(gpu::gather_rows(s, input, d_rows + begin[e], count, hs, in));
-    TANDEM_RETURN_IF_ERROR(gemm(in, count, bf16(ew.gate_up), 2 * inter, hs, gate_up));
+    TANDEM_RETURN_IF_ERROR(gemm(in, count, ew.gate_up, 2 * inter, hs, gate_up));
     if (activation == Activation::gelu_tanh)
       TANDEM_RETURN_IF_ERROR(gpu::gelu_tanh_rows(s, gate_up, count, inter, act));
     else
       TANDEM_RETURN_IF_ERROR(gpu::swiglu_rows(s, gate_up, count, inter, act));
-    TANDEM_RETURN_IF_ERROR(gemm(act, count, bf16(ew.down), hs, inter, y));
+    TANDEM_RETURN_IF_ERROR(gemm(act, count, ew.down, hs, inter, y));
     TANDEM_RETURN_IF_ERROR(gpu::scatter_rows(s, y, d_slots + begin[e], count, hs, expert_out_.as<float>()));
   }
   return Status::Ok();

@@ -48,7 +48,7 @@ Status CudaForward::gemma4_moe(int l, int64_t m) {
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w_.ones), moe_x, m, hs, eps));
   const float root = static_cast<float>(std::pow(static_cast<double>(hs), -0.5));
   TANDEM_RETURN_IF_ERROR(gpu::scale_columns(s, moe_x, m, hs, f32(w.router_scale), root));
-  TANDEM_RETURN_IF_ERROR(gemm(moe_x, m, bf16(w.router), n_experts, hs, logits));
+  TANDEM_RETURN_IF_ERROR(gemm(moe_x, m, w.router, n_experts, hs, logits));
   TANDEM_RETURN_IF_ERROR(gpu::moe_route(s, logits, m, n_experts, k, true, route_experts_.as<int32_t>(),
                                         route_weights_.as<float>()));
   TANDEM_RETURN_IF_ERROR(gpu::scale_by_expert(s, route_experts_.as<int32_t>(), route_weights_.as<float>(),

@@ -267,7 +267,10 @@ Status upload_gemma4(const Model& model, Uploader& up, DeviceWeights& w) {
 bool DeviceWeights::any_quantized() const {
   if (lm_head != nullptr && lm_head->quantized()) return true;
   return std::any_of(layers.begin(), layers.end(), [](const DeviceLayer& l) {
-    return l.qkv.quantized() || l.o.quantized() || l.gate_up.quantized() || l.down.quantized();
+    const auto expert = [](const DeviceExpert& e) { return e.gate_up.quantized() || e.down.quantized(); };
+    return l.qkv.quantized() || l.o.quantized() || l.gate_up.quantized() || l.down.quantized() ||
+           l.router.quantized() || l.shared_expert_gate.quantized() || expert(l.shared_expert) ||
+           std::any_of(l.experts.begin(), l.experts.end(), expert);
   });
 }
 

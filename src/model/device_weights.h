@@ -25,9 +25,6 @@ namespace tandem::model {
 class Model;
 
 // One expert of a sparse MoE layer: [2 intermediate][hidden] and [hidden][intermediate], bf16.
-struct DeviceExpert {
-  kernels::gpu::DeviceBuffer gate_up, down;
-};
 
 // A projection weight: bf16 relaid (ADR 0057; `parts` empty), or quantized
 // (ADR 0077): one part per block type of a stacked matrix (a Q4_K_M q/k/v),
@@ -44,6 +41,11 @@ struct DeviceMatrix {
   bool quantized() const { return !parts.empty(); }
 };
 
+// A sparse MoE expert (ADR 0045): bf16 or quantized like the dense projections (ADR 0078).
+struct DeviceExpert {
+  DeviceMatrix gate_up, down;
+};
+
 struct DeviceLayer {
   kernels::gpu::DeviceBuffer attn_norm, qkv_bias, q_norm, k_norm, o_bias;
   kernels::gpu::DeviceBuffer mlp_norm, gate_up_bias, down_bias;
@@ -52,10 +54,10 @@ struct DeviceLayer {
   kernels::gpu::DeviceBuffer post_attn_norm, post_mlp_norm;
   // Sparse MoE layers (ADR 0023 / 0045): router [experts][hidden], the experts,
   // and qwen2_moe's shared expert and its gate [1][hidden]. Empty when dense.
-  kernels::gpu::DeviceBuffer router;
+  DeviceMatrix router;
   std::vector<DeviceExpert> experts;
   DeviceExpert shared_expert;
-  kernels::gpu::DeviceBuffer shared_expert_gate;
+  DeviceMatrix shared_expert_gate;
   // Gemma 4 (ADR 0036): the MoE block beside the MLP (router input scale,
   // per-expert scale, its norms) and the per-layer input gate / projection / norm.
   kernels::gpu::DeviceBuffer router_scale, per_expert_scale, moe_norm, post_mlp_dense_norm, post_moe_norm;

@@ -39,8 +39,10 @@ Status Model::load_moe(int i, const std::string& p) {
     TANDEM_ASSIGN_OR_RETURN(const TensorView* gate, ck.get(ep + names.gate + ".weight", {inter, h}));
     TANDEM_ASSIGN_OR_RETURN(const TensorView* up, ck.get(ep + names.up + ".weight", {inter, h}));
     TANDEM_ASSIGN_OR_RETURN(const TensorView* down, ck.get(ep + names.down + ".weight", {h, inter}));
-    w.experts[e].gate_up = internal::pack_matrix_rows({gate, up});
-    w.experts[e].down = internal::pack_matrix_rows({down});
+    // The experts take --weights' type like the dense projections (ADR 0078; the router
+    // and the shared expert's gate stay as stored: small, and they decide the routing).
+    w.experts[e].gate_up = internal::pack_matrix_rows({gate, up}, c.weights);
+    w.experts[e].down = internal::pack_matrix_rows({down}, c.weights);
     parameters_ += gate->numel() + up->numel() + down->numel();
   }
   if (c.moe.shared_intermediate > 0) {
@@ -51,8 +53,8 @@ Status Model::load_moe(int i, const std::string& p) {
     TANDEM_ASSIGN_OR_RETURN(const TensorView* down, ck.get(sp + "down_proj.weight", {h, si}));
     TANDEM_ASSIGN_OR_RETURN(const TensorView* shared_gate,
                             ck.get(block + "shared_expert_gate.weight", {1, h}));
-    w.shared_expert.gate_up = internal::pack_matrix_rows({gate, up});
-    w.shared_expert.down = internal::pack_matrix_rows({down});
+    w.shared_expert.gate_up = internal::pack_matrix_rows({gate, up}, c.weights);
+    w.shared_expert.down = internal::pack_matrix_rows({down}, c.weights);
     w.shared_expert_gate = internal::pack_matrix_rows({shared_gate});
     parameters_ += gate->numel() + up->numel() + down->numel() + shared_gate->numel();
   }

@@ -214,10 +214,13 @@ std::string param_name(const std::string& rig) {
 
 // Quantized weights on the GPU (ADR 0077): q8_0 / q4_0 everywhere (these
 // fixtures' k < 256 takes q4_0 for q4_k), tandem_target's down projection
-// (k = 1024) in q4_k; the dense path, the q/k-norm one and a tied head.
+// (k = 1024) in q4_k; the dense path, the q/k-norm one and a tied head; GGUF
+// files of GGUF's own blocks; sparse MoE experts (ADR 0078: the routed
+// experts over exactly their rows, qwen2_moe's shared expert).
 std::vector<std::string> quantized_rigs() {
   return {"llama_default_bf16@q8_0", "qwen2_bias_bf16_tied@q4_0",    "qwen3_qknorm_bf16_tied@q8_0",
-          "tandem_target@q4_k",      "llama_default_bf16#q4_0+q8_0", "qwen2_bias_f16#q5_0"};
+          "tandem_target@q4_k",      "llama_default_bf16#q4_0+q8_0", "qwen2_bias_f16#q5_0",
+          "qwen3_moe_bf16@q8_0",     "qwen2_moe_shared_bf16@q4_0"};
 }
 
 std::vector<std::string> invariance_rigs() {
@@ -457,7 +460,7 @@ TEST_P(CudaSpeculative, VerifyBlocksWithRollbackEqualGreedyDecode) {
 INSTANTIATE_TEST_SUITE_P(Families, CudaSpeculative,
                          ::testing::Values("gemma2_softcap_bf16", "qwen2_moe_shared_bf16", "gemma4_text_bf16",
                                            "llama_default_bf16@q4_0", "tandem_target@q4_k",
-                                           "llama_default_bf16#q4_0+q8_0"),
+                                           "llama_default_bf16#q4_0+q8_0", "qwen2_moe_shared_bf16@q4_0"),
                          [](const auto& info) { return param_name(info.param); });
 
 // Quantized weights (ADR 0077): the GPU's quantized GEMM gives the CPU's bits

@@ -40,15 +40,15 @@ __global__ void add_bias_kernel(float* y, const float* __restrict__ bias, int64_
     y[i] = y[i] + bias[i % n];
 }
 
-__global__ void add_inplace_kernel(float* y, const float* __restrict__ x, int64_t count) {
+__global__ void add_inplace_kernel(float* y, const float* x, int64_t count) {
   pdl_enter();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
     y[i] = y[i] + x[i];
 }
 
-__global__ void split_qkv_kernel(const float* __restrict__ qkv, int64_t q_dim, int64_t kv_dim,
-                                 float* __restrict__ q, float* __restrict__ k, float* __restrict__ v) {
+__global__ void split_qkv_kernel(const float* qkv, int64_t q_dim, int64_t kv_dim, float* __restrict__ q,
+                                 float* __restrict__ k, float* __restrict__ v) {
   pdl_enter();
   const int64_t r = blockIdx.x, width = q_dim + 2 * kv_dim;
   const float* row = qkv + r * width;
@@ -65,8 +65,7 @@ __global__ void split_qkv_kernel(const float* __restrict__ qkv, int64_t q_dim, i
 }
 
 // The CPU reference's formula: the product evaluated in double, rounded once.
-__global__ void swiglu_rows_kernel(const float* __restrict__ gate_up, int64_t inter,
-                                   float* __restrict__ out) {
+__global__ void swiglu_rows_kernel(const float* gate_up, int64_t inter, float* __restrict__ out) {
   pdl_enter();
   const int64_t r = blockIdx.x;
   const float* row = gate_up + r * 2 * inter;
@@ -79,15 +78,15 @@ __global__ void swiglu_rows_kernel(const float* __restrict__ gate_up, int64_t in
   }
 }
 
-__global__ void gather_rows_kernel(const float* __restrict__ src, const int32_t* __restrict__ indices,
-                                   int64_t dim, float* __restrict__ dst) {
+__global__ void gather_rows_kernel(const float* src, const int32_t* __restrict__ indices, int64_t dim,
+                                   float* __restrict__ dst) {
   pdl_enter();
   const int64_t r = blockIdx.x;
   const float* row = src + static_cast<int64_t>(indices[r]) * dim;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dst[r * dim + i] = row[i];
 }
 
-__global__ void to_bf16_kernel(const float* __restrict__ x, uint16_t* __restrict__ out, int64_t count) {
+__global__ void to_bf16_kernel(const float* x, uint16_t* __restrict__ out, int64_t count) {
   pdl_enter();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {

@@ -40,8 +40,7 @@ __global__ void sigmoid_kernel(float* x, int64_t count) {
 }
 
 // reference::gelu_tanh_gate: 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³)))·up in double, rounded once.
-__global__ void gelu_tanh_rows_kernel(const float* __restrict__ gate_up, int64_t inter,
-                                      float* __restrict__ out) {
+__global__ void gelu_tanh_rows_kernel(const float* gate_up, int64_t inter, float* __restrict__ out) {
   constexpr double kSqrt2OverPi = 0.7978845608028654;
   const int64_t r = blockIdx.x;
   const float* row = gate_up + r * 2 * inter;
@@ -54,9 +53,8 @@ __global__ void gelu_tanh_rows_kernel(const float* __restrict__ gate_up, int64_t
   }
 }
 
-__global__ void moe_route_kernel(const float* __restrict__ logits, int64_t rows, int n, int k,
-                                 bool renormalise, int32_t* __restrict__ experts,
-                                 float* __restrict__ weights) {
+__global__ void moe_route_kernel(const float* logits, int64_t rows, int n, int k, bool renormalise,
+                                 int32_t* __restrict__ experts, float* __restrict__ weights) {
   const int64_t r = global_index();
   if (r >= rows) return;
   const float* x = logits + r * n;
@@ -96,16 +94,15 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t rows,
   for (int j = 0; j < k; ++j) weights[r * k + j] = renormalise ? p[chosen[j]] / top_sum : p[chosen[j]];
 }
 
-__global__ void scatter_rows_kernel(const float* __restrict__ src, const int32_t* __restrict__ indices,
-                                    int64_t dim, float* __restrict__ dst) {
+__global__ void scatter_rows_kernel(const float* src, const int32_t* __restrict__ indices, int64_t dim,
+                                    float* __restrict__ dst) {
   const int64_t r = blockIdx.x;
   float* row = dst + static_cast<int64_t>(indices[r]) * dim;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) row[i] = src[r * dim + i];
 }
 
-__global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int64_t rows,
-                                   int k, int64_t dim, const float* __restrict__ shared_scale,
-                                   const float* __restrict__ shared, float* __restrict__ out) {
+__global__ void moe_combine_kernel(const float* y, const float* w, int64_t rows, int k, int64_t dim,
+                                   const float* shared_scale, const float* shared, float* __restrict__ out) {
   const int64_t count = rows * dim;
   for (int64_t idx = global_index(); idx < count; idx += grid_stride()) {
     const int64_t r = idx / dim, i = idx % dim;
@@ -116,8 +113,8 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __r
   }
 }
 
-__global__ void copy_columns_kernel(const float* __restrict__ src, int64_t rows, int64_t src_width,
-                                    int64_t col0, int64_t n, float* __restrict__ dst) {
+__global__ void copy_columns_kernel(const float* src, int64_t rows, int64_t src_width, int64_t col0,
+                                    int64_t n, float* __restrict__ dst) {
   for (int64_t idx = global_index(); idx < rows * n; idx += grid_stride())
     dst[idx] = src[(idx / n) * src_width + col0 + idx % n];
 }
@@ -128,17 +125,17 @@ __global__ void scale_columns_kernel(float* x, int64_t rows, int64_t dim, const 
     x[idx] = (x[idx] * scale[idx % dim]) * factor;
 }
 
-__global__ void scale_by_expert_kernel(const int32_t* __restrict__ experts, float* weights, int64_t count,
+__global__ void scale_by_expert_kernel(const int32_t* experts, float* weights, int64_t count,
                                        const float* __restrict__ scale) {
   for (int64_t i = global_index(); i < count; i += grid_stride()) weights[i] = weights[i] * scale[experts[i]];
 }
 
-__global__ void add_then_scale_kernel(const float* __restrict__ x, float* y, int64_t count, float factor) {
+__global__ void add_then_scale_kernel(const float* x, float* y, int64_t count, float factor) {
   for (int64_t i = global_index(); i < count; i += grid_stride()) y[i] = (x[i] + y[i]) * factor;
 }
 
-__global__ void gelu_tanh_gate_strided_kernel(float* gate, int64_t rows, int64_t dim,
-                                              const float* __restrict__ input, int64_t input_stride) {
+__global__ void gelu_tanh_gate_strided_kernel(float* gate, int64_t rows, int64_t dim, const float* input,
+                                              int64_t input_stride) {
   constexpr double kSqrt2OverPi = 0.7978845608028654;
   for (int64_t idx = global_index(); idx < rows * dim; idx += grid_stride()) {
     const int64_t r = idx / dim, i = idx % dim;

@@ -61,8 +61,8 @@ __device__ __forceinline__ void block_best(double& v, int& i, double* best_scrat
 // are never taken (NaN > v is false); a row with nothing above -infinity, or
 // whose rule needs the row, gets -1.
 __global__ void __launch_bounds__(kPickThreads)
-    pick_kernel(const float* __restrict__ logits, int64_t vocab, int64_t slice,
-                const PickRule* __restrict__ rules, int32_t* __restrict__ picks, PickWorkspace ws) {
+    pick_kernel(const float* logits, int64_t vocab, int64_t slice, const PickRule* __restrict__ rules,
+                int32_t* __restrict__ picks, PickWorkspace ws) {
   __shared__ double best_scratch[kPickWarps];
   __shared__ int index_scratch[kPickWarps];
   __shared__ bool last;

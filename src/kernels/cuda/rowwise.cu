@@ -31,8 +31,7 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int64_t i = threadIdx.x; i < dim; i += kRowThreads) yr[i] = (xr[i] * inv) * weight[i];
 }
 
-__global__ void silu_mul_kernel(const float* __restrict__ gate, const float* __restrict__ up, float* out,
-                                int64_t count) {
+__global__ void silu_mul_kernel(const float* gate, const float* up, float* out, int64_t count) {
   pdl_enter();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {

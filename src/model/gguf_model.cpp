@@ -201,7 +201,7 @@ std::string hf_tensor_name(std::string_view name) {
       {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
       {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
       {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
-      {"ffn_down", "mlp.down_proj"},
+      {"ffn_down", "mlp.down_proj"},       {"ffn_gate_inp", "mlp.gate"},
   };
   for (const auto& [gguf, hf] : kParts)
     if (part == gguf)
@@ -217,22 +217,39 @@ Expected<json> gguf_config_json(const GgufFile& f) {
                               " split GGUF files (split.count) whose other splits were not opened");
   }
   TANDEM_ASSIGN_OR_RETURN(std::string arch, f.get_string("general.architecture"));
-  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3")
+  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe")
     return unimplemented(f.path() + ": general.architecture \"" + arch +
-                         "\" is not supported (supported: llama, mistral, qwen2, qwen3)");
+                         "\" is not supported (supported: llama, mistral, qwen2, qwen3, qwen3moe)");
   json j = json::object();
-  j["model_type"] = arch;
+  j["model_type"] = arch == "qwen3moe" ? "qwen3_moe" : arch;
   j["hidden_act"] = "silu";
   const std::string a = arch + ".";
   TANDEM_RETURN_IF_ERROR(copy_int(f, a + "embedding_length", j, "hidden_size", true));
   TANDEM_RETURN_IF_ERROR(copy_int(f, a + "block_count", j, "num_hidden_layers", true));
-  TANDEM_RETURN_IF_ERROR(copy_int(f, a + "feed_forward_length", j, "intermediate_size", true));
+  TANDEM_RETURN_IF_ERROR(copy_int(f, a + "feed_forward_length", j, "intermediate_size", arch != "qwen3moe"));
   TANDEM_RETURN_IF_ERROR(copy_int(f, a + "attention.head_count", j, "num_attention_heads", true));
   TANDEM_RETURN_IF_ERROR(copy_int(f, a + "attention.head_count_kv", j, "num_key_value_heads", false));
   TANDEM_RETURN_IF_ERROR(copy_int(f, a + "context_length", j, "max_position_embeddings", false));
   TANDEM_RETURN_IF_ERROR(copy_int(f, a + "attention.key_length", j, "head_dim", false));
   TANDEM_RETURN_IF_ERROR(copy_float(f, a + "attention.layer_norm_rms_epsilon", j, "rms_norm_eps"));
   TANDEM_RETURN_IF_ERROR(copy_float(f, a + "rope.freq_base", j, "rope_theta"));
+  if (arch == "qwen3moe") {  // every layer sparse (llama.cpp's qwen3moe has no dense layers)
+    TANDEM_RETURN_IF_ERROR(copy_int(f, a + "expert_count", j, "num_experts", true));
+    TANDEM_RETURN_IF_ERROR(copy_int(f, a + "expert_used_count", j, "num_experts_per_tok", true));
+    TANDEM_RETURN_IF_ERROR(copy_int(f, a + "expert_feed_forward_length", j, "moe_intermediate_size", true));
+    j["norm_topk_prob"] = true;  // llama.cpp's qwen3moe graph always renormalises the top-k weights
+    if (f.find(a + "expert_weights_norm") != nullptr) {
+      TANDEM_ASSIGN_OR_RETURN(bool norm, f.get_bool(a + "expert_weights_norm"));
+      j["norm_topk_prob"] = norm;
+    }
+    if (!j.contains("intermediate_size")) j["intermediate_size"] = j["moe_intermediate_size"];
+    // A layer without a router is dense (transformers' mlp_only_layers; llama.cpp's
+    // qwen3moe files have none).
+    json dense = json::array();
+    for (int64_t l = 0; l < j["num_hidden_layers"].get<int64_t>(); ++l)
+      if (f.find_tensor("blk." + std::to_string(l) + ".ffn_gate_inp.weight") == nullptr) dense.push_back(l);
+    if (!dense.empty()) j["mlp_only_layers"] = dense;
+  }
   const int64_t heads = j["num_attention_heads"].get<int64_t>();
   const int64_t head_dim = j.contains("head_dim") ? j["head_dim"].get<int64_t>()
                                                   : (heads > 0 ? j["hidden_size"].get<int64_t>() / heads : 0);
@@ -281,11 +298,52 @@ Expected<ModelConfig> gguf_config(const GgufFile& f) {
   return parse_config(j.dump(), f.path() + " (GGUF metadata as config.json)");
 }
 
+namespace {
+
+// blk.L.ffn_{gate,up,down}_exps.weight: a sparse layer's experts stacked
+// [experts][rows][cols] (llama.cpp's layout); "model.layers.L.mlp.experts."
+// and the projection's HF name, or {} for any other tensor.
+std::pair<std::string, std::string> expert_stack(std::string_view name) {
+  if (name.substr(0, 4) != "blk.") return {};
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string_view::npos) return {};
+  const std::string_view rest = name.substr(dot + 1);
+  for (const auto& [gguf, hf] : {std::pair{"ffn_gate_exps.weight", "gate_proj.weight"},
+                                 std::pair{"ffn_up_exps.weight", "up_proj.weight"},
+                                 std::pair{"ffn_down_exps.weight", "down_proj.weight"}})
+    if (rest == gguf) return {"model.layers." + std::string(name.substr(4, dot - 4)) + ".mlp.experts.", hf};
+  return {};
+}
+
+}  // namespace
+
 Expected<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConfig& config) {
   const GgufFile& f = *file;
   TANDEM_ASSIGN_OR_RETURN(std::string arch, f.get_string("general.architecture"));
   std::vector<TensorView> views;
   for (const GgufTensor& t : f.tensors()) {
+    if (const auto [prefix, proj] = expert_stack(t.name); !prefix.empty()) {
+      // One view per expert: its [rows][cols] slab of the stack (whole rows: every
+      // block type's rows are contiguous within an expert).
+      auto dtype = gguf_kernel_dtype(t.type, t.name);
+      if (!dtype.ok()) return Status(dtype.status().code(), f.path() + ": " + dtype.status().message());
+      const std::vector<int64_t> shape = t.shape();
+      if (shape.size() != 3 || shape[0] <= 0 || t.bytes % static_cast<size_t>(shape[0]) != 0)
+        return invalid_argument(f.path() + ": tensor \"" + t.name +
+                                "\" must be a [experts][rows][cols] stack of whole experts");
+      const size_t each = t.bytes / static_cast<size_t>(shape[0]);
+      for (int64_t e = 0; e < shape[0]; ++e) {
+        TensorView v;
+        v.name = prefix + std::to_string(e) + "." + proj;
+        v.file = f.path() + " (GGUF tensor " + t.name + ", expert " + std::to_string(e) + ")";
+        v.dtype = *dtype;
+        v.shape = {shape[1], shape[2]};
+        v.data = t.data + static_cast<size_t>(e) * each;
+        v.bytes = each;
+        views.push_back(std::move(v));
+      }
+      continue;
+    }
     std::string name = hf_tensor_name(t.name);
     if (name.empty()) continue;
     auto dtype = gguf_kernel_dtype(t.type, t.name);

@@ -359,6 +359,27 @@ TEST(GgufModel, ShapeMismatchNamesBothTensorNames) {
   EXPECT_FALSE(missing.ok());
 }
 
+// qwen3moe's expert stacks must be [experts][rows][cols]: a 2-D "stack" is an
+// error naming the tensor, never a misread slab.
+TEST(GgufModel, AnExpertStackThatIsNotThreeDimensionalIsRefused) {
+  Image im;
+  im.header(1, 4);
+  im.key("general.architecture", GgufValueType::string).str("qwen3moe");
+  im.key("qwen3moe.embedding_length", GgufValueType::uint32).u32(64);
+  im.key("qwen3moe.block_count", GgufValueType::uint32).u32(1);
+  im.key("qwen3moe.attention.head_count", GgufValueType::uint32).u32(4);
+  im.tensor("blk.0.ffn_gate_exps.weight", {64, 32}, 0, 0);  // f32 [32][64]: no expert dimension
+  im.pad_to(32).zeros(64 * 32 * 4);
+  auto f = im.parse();
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  auto file = std::make_shared<const GgufFile>(std::move(*f));
+  auto checkpoint = gguf_checkpoint(file, ModelConfig{});
+  ASSERT_FALSE(checkpoint.ok());
+  EXPECT_EQ(checkpoint.status().message(),
+            "test.gguf: tensor \"blk.0.ffn_gate_exps.weight\" must be a [experts][rows][cols] stack of whole "
+            "experts");
+}
+
 TEST(GgufModel, GgufFilesAreRecognisedByTheirMagic) {
   const std::string dir = ::testing::TempDir() + "/tandem_gguf_magic_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 namespace tandem::model {
 namespace {
@@ -262,9 +263,15 @@ Expected<json> gguf_config_json(const GgufFile& f) {
                            "; only full-width RoPE with equal key and value sizes is supported");
   }
   if (arch == "llama" || arch == "mistral") {
-    // A llama-architecture file with a window is a Mistral (transformers applies it to every layer).
+    // A llama-architecture file with a window is a Mistral (transformers applies it to every layer);
+    // one with experts a Mixtral (llama.cpp writes it so; the experts' width is feed_forward_length).
     TANDEM_RETURN_IF_ERROR(copy_int(f, a + "attention.sliding_window", j, "sliding_window", false));
     if (j.contains("sliding_window")) j["model_type"] = "mistral";
+    if (f.find(a + "expert_count") != nullptr) {
+      j["model_type"] = "mixtral";
+      TANDEM_RETURN_IF_ERROR(copy_int(f, a + "expert_count", j, "num_local_experts", true));
+      TANDEM_RETURN_IF_ERROR(copy_int(f, a + "expert_used_count", j, "num_experts_per_tok", true));
+    }
   }
   TANDEM_RETURN_IF_ERROR(rope_scaling_json(f, arch, j));
   if (const GgufTensor* freqs = f.find_tensor("rope_freqs.weight")) {
@@ -301,17 +308,21 @@ Expected<ModelConfig> gguf_config(const GgufFile& f) {
 namespace {
 
 // blk.L.ffn_{gate,up,down}_exps.weight: a sparse layer's experts stacked
-// [experts][rows][cols] (llama.cpp's layout); "model.layers.L.mlp.experts."
-// and the projection's HF name, or {} for any other tensor.
-std::pair<std::string, std::string> expert_stack(std::string_view name) {
+// [experts][rows][cols] (llama.cpp's layout); the HF prefix of the layer's
+// experts ("model.layers.L.mlp.experts.", Mixtral's
+// "model.layers.L.block_sparse_moe.experts.") and the projection's HF name
+// (Mixtral: w1 gate, w3 up, w2 down), or {} for any other tensor.
+std::pair<std::string, std::string> expert_stack(std::string_view name, bool mixtral) {
   if (name.substr(0, 4) != "blk.") return {};
   const size_t dot = name.find('.', 4);
   if (dot == std::string_view::npos) return {};
   const std::string_view rest = name.substr(dot + 1);
-  for (const auto& [gguf, hf] : {std::pair{"ffn_gate_exps.weight", "gate_proj.weight"},
-                                 std::pair{"ffn_up_exps.weight", "up_proj.weight"},
-                                 std::pair{"ffn_down_exps.weight", "down_proj.weight"}})
-    if (rest == gguf) return {"model.layers." + std::string(name.substr(4, dot - 4)) + ".mlp.experts.", hf};
+  const std::string prefix = "model.layers." + std::string(name.substr(4, dot - 4)) +
+                             (mixtral ? ".block_sparse_moe.experts." : ".mlp.experts.");
+  for (const auto& [gguf, hf, w] : {std::tuple{"ffn_gate_exps.weight", "gate_proj.weight", "w1.weight"},
+                                    std::tuple{"ffn_up_exps.weight", "up_proj.weight", "w3.weight"},
+                                    std::tuple{"ffn_down_exps.weight", "down_proj.weight", "w2.weight"}})
+    if (rest == gguf) return {prefix, mixtral ? w : hf};
   return {};
 }
 
@@ -320,9 +331,10 @@ std::pair<std::string, std::string> expert_stack(std::string_view name) {
 Expected<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const ModelConfig& config) {
   const GgufFile& f = *file;
   TANDEM_ASSIGN_OR_RETURN(std::string arch, f.get_string("general.architecture"));
+  const bool mixtral = config.family == Family::mixtral;
   std::vector<TensorView> views;
   for (const GgufTensor& t : f.tensors()) {
-    if (const auto [prefix, proj] = expert_stack(t.name); !prefix.empty()) {
+    if (const auto [prefix, proj] = expert_stack(t.name, mixtral); !prefix.empty()) {
       // One view per expert: its [rows][cols] slab of the stack (whole rows: every
       // block type's rows are contiguous within an expert).
       auto dtype = gguf_kernel_dtype(t.type, t.name);
@@ -346,6 +358,8 @@ Expected<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const
     }
     std::string name = hf_tensor_name(t.name);
     if (name.empty()) continue;
+    if (const size_t at = name.find(".mlp.gate.weight"); mixtral && at != std::string::npos)
+      name.replace(at, 4, ".block_sparse_moe");  // Mixtral's router
     auto dtype = gguf_kernel_dtype(t.type, t.name);
     if (!dtype.ok()) return Status(dtype.status().code(), f.path() + ": " + dtype.status().message());
     TensorView v;

@@ -197,12 +197,22 @@ std::string hf_tensor_name(std::string_view name) {
   if (suffix.empty()) return "";
   const std::string_view part = rest.substr(0, rest.size() - suffix.size());
   static constexpr std::pair<std::string_view, std::string_view> kParts[] = {
-      {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
-      {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
-      {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
-      {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
-      {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
-      {"ffn_down", "mlp.down_proj"},       {"ffn_gate_inp", "mlp.gate"},
+      {"attn_norm", "input_layernorm"},
+      {"attn_q", "self_attn.q_proj"},
+      {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},
+      {"attn_output", "self_attn.o_proj"},
+      {"attn_q_norm", "self_attn.q_norm"},
+      {"attn_k_norm", "self_attn.k_norm"},
+      {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},
+      {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"},
+      {"ffn_gate_inp", "mlp.gate"},
+      {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},  // qwen2moe's shared expert
+      {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
+      {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
+      {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
   };
   for (const auto& [gguf, hf] : kParts)
     if (part == gguf)
@@ -218,27 +228,32 @@ Expected<json> gguf_config_json(const GgufFile& f) {
                               " split GGUF files (split.count) whose other splits were not opened");
   }
   TANDEM_ASSIGN_OR_RETURN(std::string arch, f.get_string("general.architecture"));
-  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe")
+  const bool moe = arch == "qwen2moe" || arch == "qwen3moe";
+  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3" && !moe)
     return unimplemented(f.path() + ": general.architecture \"" + arch +
-                         "\" is not supported (supported: llama, mistral, qwen2, qwen3, qwen3moe)");
+                         "\" is not supported (supported: llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe)");
   json j = json::object();
-  j["model_type"] = arch == "qwen3moe" ? "qwen3_moe" : arch;
+  j["model_type"] = arch == "qwen3moe" ? "qwen3_moe" : arch == "qwen2moe" ? "qwen2_moe" : arch;
   j["hidden_act"] = "silu";
   const std::string a = arch + ".";
   TANDEM_RETURN_IF_ERROR(copy_int(f, a + "embedding_length", j, "hidden_size", true));
   TANDEM_RETURN_IF_ERROR(copy_int(f, a + "block_count", j, "num_hidden_layers", true));
-  TANDEM_RETURN_IF_ERROR(copy_int(f, a + "feed_forward_length", j, "intermediate_size", arch != "qwen3moe"));
+  TANDEM_RETURN_IF_ERROR(copy_int(f, a + "feed_forward_length", j, "intermediate_size", !moe));
   TANDEM_RETURN_IF_ERROR(copy_int(f, a + "attention.head_count", j, "num_attention_heads", true));
   TANDEM_RETURN_IF_ERROR(copy_int(f, a + "attention.head_count_kv", j, "num_key_value_heads", false));
   TANDEM_RETURN_IF_ERROR(copy_int(f, a + "context_length", j, "max_position_embeddings", false));
   TANDEM_RETURN_IF_ERROR(copy_int(f, a + "attention.key_length", j, "head_dim", false));
   TANDEM_RETURN_IF_ERROR(copy_float(f, a + "attention.layer_norm_rms_epsilon", j, "rms_norm_eps"));
   TANDEM_RETURN_IF_ERROR(copy_float(f, a + "rope.freq_base", j, "rope_theta"));
-  if (arch == "qwen3moe") {  // every layer sparse (llama.cpp's qwen3moe has no dense layers)
+  if (moe) {
     TANDEM_RETURN_IF_ERROR(copy_int(f, a + "expert_count", j, "num_experts", true));
     TANDEM_RETURN_IF_ERROR(copy_int(f, a + "expert_used_count", j, "num_experts_per_tok", true));
     TANDEM_RETURN_IF_ERROR(copy_int(f, a + "expert_feed_forward_length", j, "moe_intermediate_size", true));
-    j["norm_topk_prob"] = true;  // llama.cpp's qwen3moe graph always renormalises the top-k weights
+    if (arch == "qwen2moe")
+      TANDEM_RETURN_IF_ERROR(
+          copy_int(f, a + "expert_shared_feed_forward_length", j, "shared_expert_intermediate_size", true));
+    // llama.cpp's graphs renormalise the top-k weights for qwen3moe and not for qwen2moe.
+    j["norm_topk_prob"] = arch == "qwen3moe";
     if (f.find(a + "expert_weights_norm") != nullptr) {
       TANDEM_ASSIGN_OR_RETURN(bool norm, f.get_bool(a + "expert_weights_norm"));
       j["norm_topk_prob"] = norm;
@@ -287,7 +302,7 @@ Expected<json> gguf_config_json(const GgufFile& f) {
     j["vocab_size"] = tokens->count;
   }
   j["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
-  if (arch != "qwen2") {  // qwen2 always has q/k/v biases (parse_config knows)
+  if (arch != "qwen2" && arch != "qwen2moe") {  // qwen2 (and its MoE) always have q/k/v biases
     j["attention_bias"] = f.find_tensor("blk.0.attn_q.bias") != nullptr;
     j["mlp_bias"] = f.find_tensor("blk.0.ffn_up.bias") != nullptr;
   }
@@ -360,13 +375,16 @@ Expected<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const
     if (name.empty()) continue;
     if (const size_t at = name.find(".mlp.gate.weight"); mixtral && at != std::string::npos)
       name.replace(at, 4, ".block_sparse_moe");  // Mixtral's router
+    std::vector<int64_t> shape = t.shape();
+    if (t.name.find(".ffn_gate_inp_shexp.") != std::string::npos && shape.size() == 1)
+      shape.insert(shape.begin(), 1);  // llama.cpp keeps the shared expert's gate 1-D: HF's [1][hidden]
     auto dtype = gguf_kernel_dtype(t.type, t.name);
     if (!dtype.ok()) return Status(dtype.status().code(), f.path() + ": " + dtype.status().message());
     TensorView v;
     v.name = std::move(name);
     v.file = f.path() + " (GGUF tensor " + t.name + ")";  // errors name both spellings
     v.dtype = *dtype;
-    v.shape = t.shape();
+    v.shape = std::move(shape);
     v.data = t.data;
     v.bytes = t.bytes;
     const bool q_or_k =

@@ -321,7 +321,7 @@ TEST(GgufModel, HyperParametersBecomeTheConfig) {
   auto gemma = gguf_config(*config_image("gemma2", false).parse());
   EXPECT_EQ(gemma.status().message(),
             "test.gguf: general.architecture \"gemma2\" is not supported (supported: llama, mistral, qwen2, "
-            "qwen3, qwen3moe)");
+            "qwen3, qwen2moe, qwen3moe)");
 }
 
 TEST(GgufModel, AnInMemorySplitIsRefused) {

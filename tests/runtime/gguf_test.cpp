@@ -84,18 +84,17 @@ TEST_P(GgufFixture, LogitsEqualTheSafetensorsModelBitwise) {
 }
 
 // The architectures GGUF files are written for here (issue 16: llama, mistral,
-// qwen2, qwen3; and qwen3moe and Mixtral — llama with experts —, their experts
-// stacked as llama.cpp stacks them); the other families' fixtures have tensors
-// make_gguf.py does not name (Gemma's post-norms, qwen2_moe's shared expert,
-// MiMo's MTP layers).
+// qwen2, qwen3; and qwen2moe, qwen3moe and Mixtral — llama with experts —, their
+// experts stacked as llama.cpp stacks them); the other families' fixtures have
+// tensors make_gguf.py does not name (Gemma's post-norms, MiMo's MTP layers).
 std::vector<std::string> gguf_fixture_names() {
   std::vector<std::string> names;
   for (const std::string& name : model::testing::fixture_names()) {
     std::ifstream in(model::testing::fixture_path(name) + "/config.json");
     const auto config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     const std::string type = config.is_object() ? config.value("model_type", "") : "";
-    if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "qwen3_moe" ||
-        type == "mixtral")
+    if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "qwen2_moe" ||
+        type == "qwen3_moe" || type == "mixtral")
       names.push_back(name);
   }
   return names;

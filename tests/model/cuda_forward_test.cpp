@@ -220,7 +220,7 @@ std::string param_name(const std::string& rig) {
 std::vector<std::string> quantized_rigs() {
   return {"llama_default_bf16@q8_0", "qwen2_bias_bf16_tied@q4_0",    "qwen3_qknorm_bf16_tied@q8_0",
           "tandem_target@q4_k",      "llama_default_bf16#q4_0+q8_0", "qwen2_bias_f16#q5_0",
-          "qwen3_moe_bf16@q8_0",     "qwen2_moe_shared_bf16@q4_0"};
+          "qwen3_moe_bf16@q8_0",     "qwen2_moe_shared_bf16@q4_0",   "qwen3_moe_bf16#q8_0"};
 }
 
 std::vector<std::string> invariance_rigs() {

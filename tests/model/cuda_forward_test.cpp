@@ -207,8 +207,9 @@ TEST_P(CudaInvariance, AloneEqualsBatchOfEightEqualsChunkedEqualsDecode) {
 
 // A test name for a rig name ("a@q8_0" -> "a_q8_0").
 std::string param_name(const std::string& rig) {
-  std::string n = rig;
-  for (char& ch : n) ch = ch == '@' || ch == '#' || ch == '+' ? '_' : ch;
+  std::string n;  // "a@q8_0" -> a_q8_0, "a#q4_0+q8_0" -> a_gguf_q4_0_q8_0
+  for (const char ch : rig)
+    n += ch == '#' ? std::string("_gguf_") : std::string(1, ch == '@' || ch == '+' ? '_' : ch);
   return n;
 }
 

@@ -41,6 +41,14 @@ std::vector<float> all_logits(const model::Model& m, const std::vector<int32_t>&
   return std::vector<float>(out->logits_row(0), out->logits_row(0) + out->rows * m.config().vocab_size);
 }
 
+// open_model on `path` with one thread (what every subcommand opens).
+auto open_one_thread(const std::string& path) {
+  OpenOptions o;
+  o.model_dir = path;
+  o.threads = 1;
+  return open_model(o);
+}
+
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && !a.empty() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -387,10 +395,7 @@ TEST(Gguf, QuantizedFilesLoadAndTrackTheUnquantizedModel) {
       const std::string gguf = make_gguf(model::testing::fixture_path(name), std::string(type) + "_" + name,
                                          std::string("--quantize ") + type);
       ASSERT_FALSE(gguf.empty());
-      OpenOptions o;
-      o.model_dir = gguf;
-      o.threads = 1;
-      auto opened = open_model(o);
+      auto opened = open_one_thread(gguf);
       ASSERT_TRUE(opened.ok()) << opened.status().to_string();
       const kernels::DType want_type = std::string(type) == "q8_0"   ? kernels::DType::q8_0
                                        : std::string(type) == "q4_0" ? kernels::DType::q4_0
@@ -438,10 +443,7 @@ TEST(Gguf, QuantizedMoeFileSlicesItsExpertStacks) {
   ASSERT_TRUE(st.ok()) << st.status().to_string();
   const std::string gguf = make_gguf(model::testing::fixture_path(name), "q8_0_" + name, "--quantize q8_0");
   ASSERT_FALSE(gguf.empty());
-  OpenOptions o;
-  o.model_dir = gguf;
-  o.threads = 1;
-  auto opened = open_model(o);
+  auto opened = open_one_thread(gguf);
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   const model::LayerWeights& layer = opened->model->layers()[0];
   ASSERT_EQ(layer.experts.size(), (*st)->layers()[0].experts.size());

@@ -3,7 +3,7 @@
 tokenizer, a chat template and a key of every value type) with the `gguf` package's writer: the seed of fuzz_gguf
 (scripts/fuzz.sh), small enough that the fuzzer runs thousands of inputs a second.
 
-    make_gguf_seed.py OUT.gguf [ARCH]
+    make_gguf_seed.py OUT.gguf [ARCH]     (llama, qwen2, qwen3, qwen3moe)
 """
 import sys
 
@@ -22,6 +22,11 @@ w.add_head_count(heads)
 w.add_head_count_kv(kv_heads)
 w.add_layer_norm_rms_eps(1e-5)
 w.add_rope_freq_base(10000.0)
+experts = 2
+if arch.endswith("moe"):  # qwen3moe: one sparse layer, its experts stacked as llama.cpp stacks them
+    w.add_expert_count(experts)
+    w.add_expert_used_count(1)
+    w.add_expert_feed_forward_length(ffn)
 w.add_tokenizer_model("gpt2")
 w.add_tokenizer_pre("qwen2" if arch.startswith("qwen") else "llama-bpe")
 w.add_token_list(["a", "b", "ab", "Ġ", "Ġa", "<s>", "</s>", "<|im_end|>"])
@@ -60,13 +65,19 @@ add("blk.0.attn_output.weight", hidden, heads * head_dim)
 if arch == "qwen2":
     for p, n in (("q", heads), ("k", kv_heads), ("v", kv_heads)):
         add(f"blk.0.attn_{p}.bias", n * head_dim)
-if arch == "qwen3":
+if arch.startswith("qwen3"):
     add("blk.0.attn_q_norm.weight", head_dim)
     add("blk.0.attn_k_norm.weight", head_dim)
 add("blk.0.ffn_norm.weight", hidden)
-add("blk.0.ffn_gate.weight", ffn, hidden)
-add("blk.0.ffn_up.weight", ffn, hidden)
-add("blk.0.ffn_down.weight", hidden, ffn)
+if arch.endswith("moe"):
+    add("blk.0.ffn_gate_inp.weight", experts, hidden)
+    add("blk.0.ffn_gate_exps.weight", experts, ffn, hidden)
+    add("blk.0.ffn_up_exps.weight", experts, ffn, hidden)
+    add("blk.0.ffn_down_exps.weight", experts, hidden, ffn)
+else:
+    add("blk.0.ffn_gate.weight", ffn, hidden)
+    add("blk.0.ffn_up.weight", ffn, hidden)
+    add("blk.0.ffn_down.weight", hidden, ffn)
 w.write_header_to_file()
 w.write_kv_data_to_file()
 w.write_tensors_to_file()

@@ -39,7 +39,8 @@ kernels::DType quantized_dtype(WeightsQuant w, kernels::DType stored, int64_t k,
   DType want = lm_head || w == WeightsQuant::q8_0 ? DType::q8_0
                : w == WeightsQuant::q4_0          ? DType::q4_0
                                                   : DType::q4_k;
-  if (want == DType::q4_k && k % kernels::dtype_block_elems(DType::q4_k) != 0) want = DType::q4_0;
+  // Rows with no whole 256-blocks: q5_0, llama.cpp's fallback for Q4_K (its Q4_K_M files hold them so).
+  if (want == DType::q4_k && k % kernels::dtype_block_elems(DType::q4_k) != 0) want = DType::q5_0;
   return k % kernels::dtype_block_elems(want) == 0 ? want : stored;
 }
 

@@ -213,11 +213,11 @@ std::string param_name(const std::string& rig) {
   return n;
 }
 
-// Quantized weights on the GPU (ADR 0077): q8_0 / q4_0 everywhere (these
-// fixtures' k < 256 takes q4_0 for q4_k), tandem_target's down projection
-// (k = 1024) in q4_k; the dense path, the q/k-norm one and a tied head; GGUF
-// files of GGUF's own blocks; sparse MoE experts (ADR 0078: the routed
-// experts over exactly their rows, qwen2_moe's shared expert).
+// Quantized weights on the GPU (ADR 0077): q8_0 / q4_0 everywhere,
+// tandem_target@q4_k's down projection (k = 1024) in q4_k and its other
+// matrices (k = 384) in q5_0, --weights q4_k's fallback; the dense path, the q/k-norm one and a tied head;
+// GGUF files of GGUF's own blocks; sparse MoE experts (ADR 0078: the routed experts over exactly their rows,
+// qwen2_moe's shared expert).
 std::vector<std::string> quantized_rigs() {
   return {"llama_default_bf16@q8_0", "qwen2_bias_bf16_tied@q4_0",    "qwen3_qknorm_bf16_tied@q8_0",
           "tandem_target@q4_k",      "llama_default_bf16#q4_0+q8_0", "qwen2_bias_f16#q5_0",

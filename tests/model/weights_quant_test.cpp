@@ -44,12 +44,12 @@ std::vector<GoldenMatrix> load_weights_goldens() {
     GoldenMatrix g{name, dtype};
     g.n = u32();
     g.k = u32();
-    const DType d = g.dtype == "q8_0" ? DType::q8_0 : DType::q4_0;
+    const DType d = g.dtype == "q8_0" ? DType::q8_0 : g.dtype == "q5_0" ? DType::q5_0 : DType::q4_0;
     g.blocks.resize(static_cast<size_t>(g.n) * kernels::dtype_row_bytes(d, g.k));
     f.read(reinterpret_cast<char*>(g.blocks.data()), static_cast<std::streamsize>(g.blocks.size()));
     out.push_back(std::move(g));
   }
-  EXPECT_EQ(out.size(), 4u);
+  EXPECT_EQ(out.size(), 6u);
   return out;
 }
 
@@ -83,12 +83,17 @@ TEST(WeightsQuant, LoadTimeQuantizationIsBitIdenticalToGgufPy) {
     ASSERT_NE(m, nullptr);
     for (const GoldenMatrix& g : goldens) {
       const bool head = g.name == "lm_head.weight";
-      // Layers: q8_0 under q8_0, q4_0 under q4_0 and q4_k (k = 64, 128 < 256);
-      // the LM head is q8_0 under every option.
-      const std::string want = head || w == WeightsQuant::q8_0 ? "q8_0" : "q4_0";
+      // Layers: q8_0 under q8_0, q4_0 under q4_0, q5_0 under q4_k (k = 64, 128 < 256:
+      // llama.cpp's fallback); the LM head is q8_0 under every option.
+      const std::string want = head || w == WeightsQuant::q8_0 ? "q8_0"
+                               : w == WeightsQuant::q4_0       ? "q4_0"
+                                                               : "q5_0";
       if (g.dtype != want) continue;
       SCOPED_TRACE(std::string(weights_quant_name(w)) + " " + g.name);
-      expect_same_packing(matrix_named(*m, g.name), g, want == "q8_0" ? DType::q8_0 : DType::q4_0);
+      expect_same_packing(matrix_named(*m, g.name), g,
+                          want == "q8_0"   ? DType::q8_0
+                          : want == "q4_0" ? DType::q4_0
+                                           : DType::q5_0);
     }
     EXPECT_LT(m->weight_bytes_per_token(), load_with(WeightsQuant::stored)->weight_bytes_per_token());
   }
@@ -109,8 +114,9 @@ TEST(WeightsQuant, QuantizeRowsIsBitIdenticalToLlamaCpp) {
     view.bytes = g.values.size();
     const std::vector<const TensorView*> parts(8, &view);
     for (const tandem::testing::LlamaGoldenTarget& t : g.targets) {
-      if (t.dtype != DType::q4_k && t.dtype != DType::q8_0 && t.dtype != DType::q4_0)
-        continue;  // --weights types
+      if (t.dtype != DType::q4_k && t.dtype != DType::q8_0 && t.dtype != DType::q4_0 &&
+          t.dtype != DType::q5_0)
+        continue;  // --weights types (q5_0: q4_k's fallback)
       SCOPED_TRACE(g.name + " " + kernels::dtype_name(g.source) + " -> " + kernels::dtype_name(t.dtype));
       std::vector<uint8_t> repeated;
       for (int r = 0; r < 8; ++r) repeated.insert(repeated.end(), t.blocks.begin(), t.blocks.end());
@@ -122,13 +128,13 @@ TEST(WeightsQuant, QuantizeRowsIsBitIdenticalToLlamaCpp) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 33);  // 11 tensors (f32, bf16, f16 sources) x 3 types
+  EXPECT_EQ(compared, 44);  // 11 tensors (f32, bf16, f16 sources) x 4 types
 }
 
 TEST(WeightsQuant, TypePerMatrix) {
   EXPECT_EQ(quantized_dtype(WeightsQuant::stored, DType::bf16, 4096, false), DType::bf16);
   EXPECT_EQ(quantized_dtype(WeightsQuant::q4_k, DType::bf16, 4096, false), DType::q4_k);
-  EXPECT_EQ(quantized_dtype(WeightsQuant::q4_k, DType::bf16, 896, false), DType::q4_0);
+  EXPECT_EQ(quantized_dtype(WeightsQuant::q4_k, DType::bf16, 896, false), DType::q5_0);
   EXPECT_EQ(quantized_dtype(WeightsQuant::q4_k, DType::bf16, 4096, true), DType::q8_0);
   EXPECT_EQ(quantized_dtype(WeightsQuant::q4_0, DType::f16, 4096, false), DType::q4_0);
   EXPECT_EQ(quantized_dtype(WeightsQuant::q8_0, DType::f32, 100, false), DType::f32);    // no whole blocks

@@ -46,8 +46,8 @@ TEST(QuantizedWeights, BundledTargetMatricesTakeTheRequestedTypes) {
   auto m = load_quantized(models_dir("tandem-target"), model::WeightsQuant::q4_k);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   const model::LayerWeights& l = (*m)->layers().front();
-  EXPECT_EQ(l.qkv.dtype(), kernels::DType::q4_0);  // k = 384: no whole 256-blocks
-  EXPECT_EQ(l.gate_up.dtype(), kernels::DType::q4_0);
+  EXPECT_EQ(l.qkv.dtype(), kernels::DType::q5_0);  // k = 384: no whole 256-blocks (llama.cpp's fallback)
+  EXPECT_EQ(l.gate_up.dtype(), kernels::DType::q5_0);
   EXPECT_EQ(l.down.dtype(), kernels::DType::q4_k);  // k = 1024
   EXPECT_EQ((*m)->lm_head().dtype(), kernels::DType::q8_0);
 }

@@ -3,17 +3,18 @@
 //
 // Which matrices take which type (llama.cpp's quantize keeps some tensors at
 // a higher precision; so does this):
-//   - every decoder-layer linear weight (fused qkv, o, fused gate/up, down):
-//     the requested type; a q4_k matrix whose k is not a multiple of 256
-//     (e.g. Qwen2.5-0.5B's hidden 896) takes q4_0 instead (llama.cpp falls
-//     back to q5_0; ADR 0046 keeps q4_0 for now);
+//   - every decoder-layer linear weight (fused qkv, o, fused gate/up, down),
+//     sparse MoE experts included (ADR 0078): the requested type; a q4_k
+//     matrix whose k is not a multiple of 256 (e.g. Qwen2.5-0.5B's hidden
+//     896) takes q5_0 instead, as llama.cpp falls back (q4_0 before
+//     2026-12-06; ADR 0046 had kept it for now);
 //   - the LM head: q8_0 for every request (llama.cpp uses q6_k for
 //     output.weight in its 4-bit types; ADR 0014, 0046);
 //   - the embedding table stays as stored (one row is read per token);
 //   - norms and biases stay f32.
 // Values are widened to f32 exactly, then quantized by kernels::quantize
-// (q8_0 / q4_0 bit-identical to gguf-py, all three to llama.cpp's quantizer,
-// ADR 0046). Errors: parse only (InvalidArgument).
+// (q8_0 / q4_0 / q5_0 bit-identical to gguf-py, all of them to llama.cpp's
+// quantizer, ADR 0046). Errors: parse only (InvalidArgument).
 #pragma once
 
 #include <string>

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <tuple>
 
 namespace tandem::model {
 namespace {
@@ -213,6 +212,10 @@ std::string hf_tensor_name(std::string_view name) {
       {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
       {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
       {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
+      // A sparse layer's experts stacked [experts][rows][cols] (gguf_checkpoint splits them).
+      {"ffn_gate_exps", "mlp.experts.gate_proj"},
+      {"ffn_up_exps", "mlp.experts.up_proj"},
+      {"ffn_down_exps", "mlp.experts.down_proj"},
   };
   for (const auto& [gguf, hf] : kParts)
     if (part == gguf)
@@ -322,23 +325,18 @@ Expected<ModelConfig> gguf_config(const GgufFile& f) {
 
 namespace {
 
-// blk.L.ffn_{gate,up,down}_exps.weight: a sparse layer's experts stacked
-// [experts][rows][cols] (llama.cpp's layout); the HF prefix of the layer's
-// experts ("model.layers.L.mlp.experts.", Mixtral's
-// "model.layers.L.block_sparse_moe.experts.") and the projection's HF name
-// (Mixtral: w1 gate, w3 up, w2 down), or {} for any other tensor.
-std::pair<std::string, std::string> expert_stack(std::string_view name, bool mixtral) {
-  if (name.substr(0, 4) != "blk.") return {};
-  const size_t dot = name.find('.', 4);
-  if (dot == std::string_view::npos) return {};
-  const std::string_view rest = name.substr(dot + 1);
-  const std::string prefix = "model.layers." + std::string(name.substr(4, dot - 4)) +
-                             (mixtral ? ".block_sparse_moe.experts." : ".mlp.experts.");
-  for (const auto& [gguf, hf, w] : {std::tuple{"ffn_gate_exps.weight", "gate_proj.weight", "w1.weight"},
-                                    std::tuple{"ffn_up_exps.weight", "up_proj.weight", "w3.weight"},
-                                    std::tuple{"ffn_down_exps.weight", "down_proj.weight", "w2.weight"}})
-    if (rest == gguf) return {prefix, mixtral ? w : hf};
-  return {};
+// Mixtral's names for what hf_tensor_name calls the router and the experts'
+// projections: block_sparse_moe.gate, block_sparse_moe.experts.{w1,w3,w2}.
+std::string mixtral_name(std::string name) {
+  const size_t at = name.find(".mlp.");
+  if (at == std::string::npos ||
+      (name.compare(at, 10, ".mlp.gate.") != 0 && name.compare(at, 13, ".mlp.experts.") != 0))
+    return name;
+  name.replace(at, 5, ".block_sparse_moe.");
+  for (const auto& [hf, w] :
+       {std::pair{"gate_proj.", "w1."}, std::pair{"up_proj.", "w3."}, std::pair{"down_proj.", "w2."}})
+    if (const size_t p = name.find(hf); p != std::string::npos) name.replace(p, std::strlen(hf), w);
+  return name;
 }
 
 }  // namespace
@@ -349,8 +347,12 @@ Expected<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const
   const bool mixtral = config.family == Family::mixtral;
   std::vector<TensorView> views;
   for (const GgufTensor& t : f.tensors()) {
-    if (const auto [prefix, proj] = expert_stack(t.name, mixtral); !prefix.empty()) {
-      // One view per expert: its [rows][cols] slab of the stack (whole rows: every
+    std::string name = hf_tensor_name(t.name);
+    if (name.empty()) continue;
+    if (mixtral) name = mixtral_name(std::move(name));
+    constexpr std::string_view kExperts = ".experts.";
+    if (const size_t at = name.find(kExperts); at != std::string::npos) {
+      // A stack: one view per expert, its [rows][cols] slab (whole rows: every
       // block type's rows are contiguous within an expert).
       auto dtype = gguf_kernel_dtype(t.type, t.name);
       if (!dtype.ok()) return Status(dtype.status().code(), f.path() + ": " + dtype.status().message());
@@ -361,7 +363,8 @@ Expected<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const
       const size_t each = t.bytes / static_cast<size_t>(shape[0]);
       for (int64_t e = 0; e < shape[0]; ++e) {
         TensorView v;
-        v.name = prefix + std::to_string(e) + "." + proj;
+        const size_t split = at + kExperts.size();  // "...experts." + E + ".P_proj.weight"
+        v.name = name.substr(0, split) + std::to_string(e) + "." + name.substr(split);
         v.file = f.path() + " (GGUF tensor " + t.name + ", expert " + std::to_string(e) + ")";
         v.dtype = *dtype;
         v.shape = {shape[1], shape[2]};
@@ -371,10 +374,6 @@ Expected<Checkpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> file, const
       }
       continue;
     }
-    std::string name = hf_tensor_name(t.name);
-    if (name.empty()) continue;
-    if (const size_t at = name.find(".mlp.gate.weight"); mixtral && at != std::string::npos)
-      name.replace(at, 4, ".block_sparse_moe");  // Mixtral's router
     std::vector<int64_t> shape = t.shape();
     if (t.name.find(".ffn_gate_inp_shexp.") != std::string::npos && shape.size() == 1)
       shape.insert(shape.begin(), 1);  // llama.cpp keeps the shared expert's gate 1-D: HF's [1][hidden]

@@ -269,6 +269,7 @@ TEST(GgufModel, TensorNamesMapToHuggingFace) {
   EXPECT_EQ(hf_tensor_name("blk.0.attn_k_norm.weight"), "model.layers.0.self_attn.k_norm.weight");
   EXPECT_EQ(hf_tensor_name("blk.3.ffn_norm.weight"), "model.layers.3.post_attention_layernorm.weight");
   EXPECT_EQ(hf_tensor_name("blk.3.ffn_down.weight"), "model.layers.3.mlp.down_proj.weight");
+  EXPECT_EQ(hf_tensor_name("blk.1.ffn_up_exps.weight"), "model.layers.1.mlp.experts.up_proj.weight");
   EXPECT_EQ(hf_tensor_name("rope_freqs.weight"), "");
   EXPECT_EQ(hf_tensor_name("blk.x.attn_q.weight"), "");
   EXPECT_EQ(hf_tensor_name("blk.0.attn_q"), "");

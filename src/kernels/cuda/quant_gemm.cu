@@ -130,6 +130,8 @@ struct Traits {
   static constexpr int sb = static_cast<int>(quant::layout_of(D).sb_elems);
   static constexpr int header = static_cast<int>(quant::layout_of(D).header_bytes);
   static constexpr int tile = static_cast<int>(quant::layout_of(D).tile_bytes);
+  static constexpr int subs = sb / 32;  // 32-blocks per super-block
+  static constexpr int sb_bytes = static_cast<int>(quant::layout_of(D).sb_bytes());
 };
 
 // Loads of the packed weights: read-only global loads, or (S: a stage the
@@ -281,8 +283,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   using T = Traits<D>;
   constexpr int kRound = kSlots * BPT;
   __shared__ float2 uv[RT][G][kRound][16];
-  const int64_t nb = k / 32, subs = T::sb / 32;
-  const int64_t sb_bytes = T::header + subs * T::tile;
+  const int64_t nb = k / 32, subs = T::subs, sb_bytes = T::sb_bytes;
   const int64_t groups = (n + 15) / 16;
   const uint8_t* group[G];
 #pragma unroll
@@ -422,8 +423,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     quant_gemm_mma_kernel(const ActBlock* xq, int64_t m, const uint8_t* __restrict__ w, int64_t n, int64_t k,
                           float* __restrict__ y, int64_t ldy) {
   using T = Traits<D>;
-  const int64_t nb = k / 32, subs = T::sb / 32;
-  const int64_t sb_bytes = T::header + subs * T::tile;
+  const int64_t nb = k / 32, subs = T::subs, sb_bytes = T::sb_bytes;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kMmaWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * 16 * MT;
@@ -498,16 +498,17 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
 
 // ---- the streamed lone-row GEMM (ADR 0078) -------------------------------------
 
-// One block per group of 16 outputs, its packed bytes (contiguous: a group's
-// super-blocks follow each other) streamed into a ring of shared-memory
-// stages by bulk copies, kStageBlocks 32-blocks of k a stage; the first
-// `ring` stages are queued before the PDL wait (only weights), each later one
-// as soon as every thread has read the stage its slot held. Per stage, half-
-// warp h quantizes x's blocks bl[0], bl[1] itself (as quantize_act_kernel
-// would, the next stage's x loaded meanwhile) and forms their terms for its
-// 16 outputs; then the block's first 16 threads fold the stage's terms in
-// block order (double-buffered: the fold of one stage overlaps the terms of
-// the next). The same terms and fold as quant_gemm_kernel: the same bits.
+// One block per G groups of 16 outputs, their packed bytes (contiguous: a
+// group's super-blocks follow each other) streamed into a ring of shared-
+// memory stages by bulk copies, kStageBlocks 32-blocks of k a stage; the
+// first `ring` stages are queued before the PDL wait (only weights), each
+// later one as soon as every thread has read the stage its slot held. Per
+// stage, a half-warp takes x's blocks bl[0], bl[1] — read as ActBlocks, or
+// (Fused) quantized by itself as quantize_act_kernel would, the next stage's
+// x loaded meanwhile — and forms their terms for its 16 outputs in every
+// group; then the block's first 16·G threads fold the stage's terms in block
+// order (double-buffered: the fold of one stage overlaps the terms of the
+// next). The same terms and fold as quant_gemm_kernel: the same bits.
 constexpr int kStreamThreads = 256;
 constexpr int kStageBlocks = 32;  // per stage: 1,024 elements of k
 constexpr int kMaxRing = 8;
@@ -522,9 +523,7 @@ constexpr int kSmemPerSm = 227 * 1024;
 // q5_0 352 each).
 template <DType D>
 struct StreamTraits {
-  static constexpr int subs = Traits<D>::sb / 32;
-  static constexpr int sb_bytes = Traits<D>::header + subs * Traits<D>::tile;
-  static constexpr int stage = kStageBlocks / subs * sb_bytes;
+  static constexpr int stage = kStageBlocks / Traits<D>::subs * Traits<D>::sb_bytes;
   static constexpr int delta = D == DType::q4_k || D == DType::q5_k ? 8 : D == DType::q6_k ? 1 : 2;
 };
 
@@ -532,8 +531,8 @@ template <DType D, int G, bool Fused>
 __global__ void __launch_bounds__(kStreamThreads, 4)
     quant_gemm_stream_kernel(const float* x, const ActBlock* xq, const uint8_t* __restrict__ w, int64_t n,
                              int64_t k, float* __restrict__ y, int ring) {
-  using T = StreamTraits<D>;
-  constexpr int subs = T::subs, sb_bytes = T::sb_bytes, kStage = T::stage, kSlot = G * kStage;
+  constexpr int subs = Traits<D>::subs, sb_bytes = Traits<D>::sb_bytes;
+  constexpr int kStage = StreamTraits<D>::stage, kSlot = G * kStage;
   extern __shared__ __align__(128) uint8_t stage_mem[];
   __shared__ float2 uv[2][G][kStageBlocks][16];
   __shared__ __align__(8) uint64_t full[kMaxRing];
@@ -566,7 +565,7 @@ __global__ void __launch_bounds__(kStreamThreads, 4)
     for (int st = 0; st < ring && st < stages; ++st) queue(st);  // the weights: before pdl_wait
   // Thread (warp, half p, output o) takes blocks bl[0], bl[1] of every stage, in every group.
   const int warp = threadIdx.x >> 5, p = (threadIdx.x >> 4) & 1, o = threadIdx.x & 15;
-  constexpr int delta = T::delta;
+  constexpr int delta = StreamTraits<D>::delta;
   int bl[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {

@@ -44,7 +44,9 @@ bool is_gguf_path(const std::string& path);
 // Unimplemented naming `tensor` and the type otherwise.
 Expected<kernels::DType> gguf_kernel_dtype(uint32_t type_id, const std::string& tensor);
 
-// The Hugging Face name of a GGUF tensor, "" for one tandem does not use.
+// The Hugging Face name of a GGUF tensor, "" for one tandem does not use. A
+// sparse layer's expert stack (ffn_*_exps) gets its experts' common name,
+// "model.layers.L.mlp.experts.P_proj.weight"; gguf_checkpoint splits it.
 std::string hf_tensor_name(std::string_view gguf_name);
 
 // The config.json object the metadata describes (before validation).

@@ -233,14 +233,15 @@ Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n
 
 Status CudaForward::gemm(const float* x, int64_t m, const DeviceMatrix& w, int64_t n, int64_t k, float* y,
                          bool bf16_ready) {
+  if (w.f32) return gpu::gemm_f32w(stream_, x, m, w.data.as<float>(), n, k, y, n);
   if (w.quantized()) return gemm_quantized(x, m, w, n, k, y);
   return gemm(x, m, w.data.as<uint16_t>(), n, k, y, bf16_ready);
 }
 
 Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m, const DeviceMatrix& w,
                                                        int64_t n, int64_t k, float* y, bool bf16_ready) {
-  if (!w.quantized()) return gemm_partials(x, m, w.data.as<uint16_t>(), n, k, y, bf16_ready);
-  TANDEM_RETURN_IF_ERROR(gemm_quantized(x, m, w, n, k, y));
+  if (!w.quantized() && !w.f32) return gemm_partials(x, m, w.data.as<uint16_t>(), n, k, y, bf16_ready);
+  TANDEM_RETURN_IF_ERROR(gemm(x, m, w, n, k, y, bf16_ready));
   return gpu::GemmPartials{y, 1, m, n};
 }
 

@@ -154,9 +154,18 @@ struct Uploader {
     });
   }
   // A projection: bf16 relaid as above, or quantized (ADR 0077): each part's
-  // packed bytes (PackedMatrix::data()) copied as they are, 256-byte aligned.
-  Status matrix(const kernels::PackedMatrix& m, const std::string& name, DeviceMatrix& out) {
+  // packed bytes (PackedMatrix::data()) copied as they are, 256-byte aligned;
+  // with `f32_ok` (routers, shared-expert gates: ADR 0080) f32 natural rows.
+  Status matrix(const kernels::PackedMatrix& m, const std::string& name, DeviceMatrix& out,
+                bool f32_ok = false) {
     if (m.n() == 0) return Status::Ok();
+    if (f32_ok && m.dtype() == kernels::DType::f32 && m.parts().empty()) {
+      std::vector<float> rows(static_cast<size_t>(m.n() * m.k()));
+      kernels::unpack_rows(m, 0, m.n(), rows.data());
+      TANDEM_RETURN_IF_ERROR(floats(rows, out.data));
+      out.f32 = true;
+      return Status::Ok();
+    }
     const auto refuse = [&](kernels::DType d) {
       return failed_precondition("cuda: weight " + name + " is " + kernels::dtype_name(d) +
                                  "; the CUDA backend takes bf16, q8_0, q4_0, q5_0, q4_k, q5_k and q6_k "
@@ -314,7 +323,7 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
           std::pair{&src.post_moe_norm, &dst.post_moe_norm}})
       TANDEM_RETURN_IF_ERROR(up.floats(*host, *device));
     if (src.experts.empty()) continue;
-    TANDEM_RETURN_IF_ERROR(up.matrix(src.router, p + "router", dst.router));
+    TANDEM_RETURN_IF_ERROR(up.matrix(src.router, p + "router", dst.router, true));
     dst.experts.resize(src.experts.size());
     for (size_t e = 0; e < src.experts.size(); ++e) {
       const std::string ep = p + "expert " + std::to_string(e) + " ";
@@ -327,7 +336,7 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
       TANDEM_RETURN_IF_ERROR(
           up.matrix(src.shared_expert.down, p + "shared expert down_proj", dst.shared_expert.down));
       TANDEM_RETURN_IF_ERROR(
-          up.matrix(src.shared_expert_gate, p + "shared_expert_gate", dst.shared_expert_gate));
+          up.matrix(src.shared_expert_gate, p + "shared_expert_gate", dst.shared_expert_gate, true));
     }
   }
   TANDEM_RETURN_IF_ERROR(up.floats(model.final_norm(), w->final_norm));

@@ -38,6 +38,9 @@ struct DeviceMatrix {
   };
   kernels::gpu::DeviceBuffer data;
   std::vector<Part> parts;
+  // f32 natural rows [n][k] (ADR 0080: the MoE routers and shared-expert gates
+  // llama.cpp's files keep in F32; gemm_f32w); else bf16 relaid or quantized.
+  bool f32 = false;
   bool quantized() const { return !parts.empty(); }
 };
 

@@ -217,11 +217,12 @@ std::string param_name(const std::string& rig) {
 // tandem_target@q4_k's down projection (k = 1024) in q4_k and its other
 // matrices (k = 384) in q5_0, --weights q4_k's fallback; the dense path, the q/k-norm one and a tied head;
 // GGUF files of GGUF's own blocks; sparse MoE experts (ADR 0078: the routed experts over exactly their rows,
-// qwen2_moe's shared expert).
+// qwen2_moe's shared expert), in GGUF files with F32 routers and shared-expert gates (ADR 0080).
 std::vector<std::string> quantized_rigs() {
-  return {"llama_default_bf16@q8_0", "qwen2_bias_bf16_tied@q4_0",    "qwen3_qknorm_bf16_tied@q8_0",
-          "tandem_target@q4_k",      "llama_default_bf16#q4_0+q8_0", "qwen2_bias_f16#q5_0",
-          "qwen3_moe_bf16@q8_0",     "qwen2_moe_shared_bf16@q4_0",   "qwen3_moe_bf16#q8_0"};
+  return {"llama_default_bf16@q8_0",   "qwen2_bias_bf16_tied@q4_0",    "qwen3_qknorm_bf16_tied@q8_0",
+          "tandem_target@q4_k",        "llama_default_bf16#q4_0+q8_0", "qwen2_bias_f16#q5_0",
+          "qwen3_moe_bf16@q8_0",       "qwen2_moe_shared_bf16@q4_0",   "qwen3_moe_bf16#q8_0",
+          "qwen2_moe_shared_bf16#q8_0"};
 }
 
 std::vector<std::string> invariance_rigs() {

@@ -266,6 +266,14 @@ bool gemm_quant_supports(DType dtype);
 Status gemm_quant(const Stream& stream, const float* x, const void* blocks, int64_t m, const uint8_t* w,
                   DType dtype, int64_t n, int64_t k, float* y, int64_t ldy);
 
+// f32 weights w [n][k] in natural rows (ADR 0080: llama.cpp's F32 MoE routers
+// and shared-expert gates): y[r * ldy + j] = the chain acc = fma(x[r][k'],
+// w[j][k'], acc) over k' = 0 … k−1 from 0 — the CPU's AVX2 / AVX-512 chain —
+// for r < m, j < n; each output's one chain, so the bits do not depend on m.
+// Asynchronous on `stream`; no allocation. InvalidArgument on a bad shape.
+Status gemm_f32w(const Stream& stream, const float* x, int64_t m, const float* w, int64_t n, int64_t k,
+                 float* y, int64_t ldy);
+
 // ---------------------------------------------------------------- row-wise ops
 // One block per row; fixed block size and fixed reduction tree, so each row's
 // bits are independent of `rows`. f32 throughout.

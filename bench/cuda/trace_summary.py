@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-step, per-kernel summary of a libtandem_kernel_trace.so CSV.
 
-    trace_summary.py trace.csv [--nodes N] [--top K] [--positions A:B]
+    trace_summary.py trace.csv [--nodes N] [--top K] [--positions A:B] [--replays A:B]
 
 A graph replay (one decode step, or one verify block) is the set of kernels
 sharing the correlation id of its cudaGraphLaunch. Steps with the most common
@@ -50,6 +50,7 @@ def main():
     ap.add_argument("--nodes", type=int, default=0)
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--positions", default="", help="A:B, kernel positions to list one by one")
+    ap.add_argument("--replays", default="", help="A:B, only replays A..B-1 (in time order) of that kernel count")
     a = ap.parse_args()
     rows = list(csv.DictReader(open(a.csv)))
     groups = collections.defaultdict(list)
@@ -62,7 +63,11 @@ def main():
     nodes = a.nodes or sizes.most_common(1)[0][0]
     steps = [sorted(g, key=lambda r: int(r["start_ns"])) for g in groups.values() if len(g) == nodes]
     steps.sort(key=lambda g: int(g[0]["start_ns"]))
-    steps = steps[1:] if len(steps) > 2 else steps  # the first replay warms up
+    if a.replays:  # e.g. a `bench --verify 1,4` trace: the 1-row replays come first, then the 4-row ones
+        first, last = (int(v) for v in a.replays.split(":"))
+        steps = steps[first:last]
+    else:
+        steps = steps[1:] if len(steps) > 2 else steps  # the first replay warms up
     names = demangle(sorted({r["name"] for g in steps for r in g}))
     print(f"graph replays by kernel count: {dict(sizes.most_common(6))}; summarising {len(steps)} of {nodes}")
     spans, between = [], []

@@ -429,39 +429,53 @@ TEST(Gguf, QuantizedFilesLoadAndTrackTheUnquantizedModel) {
   }
 }
 
-// A qwen3moe file whose experts' [experts][rows][cols] stacks are Q8_0 (the
-// router kept bf16, as llama.cpp keeps it F32): each expert is its own slab of
-// the stack, quantized, and the model tracks the unquantized one. Routing is
-// discrete — an expert choice that flips moves a row's logits far — so the
-// bound is on the picks (measured 2026-12-06: 62 of 72 argmaxes agree, the
-// largest logit difference 26% of the largest logit, where one flipped route
-// lands); a wrong expert slab or row order agrees on ~10%.
+// qwen3moe and qwen2moe files whose experts' [experts][rows][cols] stacks are
+// Q8_0, with the router (and qwen2moe's 1-D shared-expert gate) in F32 as
+// llama.cpp writes them (ADR 0080): each expert is its own slab of the stack,
+// quantized, and the model tracks the unquantized one. Routing is discrete — an
+// expert choice that flips moves a row's logits far — so the bound is on the
+// picks (measured 2026-12-06, qwen3moe: 62 of 72 argmaxes agree, the largest
+// logit difference 26% of the largest logit, where one flipped route lands); a
+// wrong expert slab or row order agrees on ~10%.
 TEST(Gguf, QuantizedMoeFileSlicesItsExpertStacks) {
   TANDEM_SKIP_WITHOUT_GGUF_WRITER();
-  const std::string name = "qwen3_moe_bf16";
-  auto st = model::Model::load(model::testing::fixture_path(name));
-  ASSERT_TRUE(st.ok()) << st.status().to_string();
-  const std::string gguf = make_gguf(model::testing::fixture_path(name), "q8_0_" + name, "--quantize q8_0");
-  ASSERT_FALSE(gguf.empty());
-  auto opened = open_one_thread(gguf);
-  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-  const model::LayerWeights& layer = opened->model->layers()[0];
-  ASSERT_EQ(layer.experts.size(), (*st)->layers()[0].experts.size());
-  EXPECT_EQ(layer.experts[3].gate_up.dtype(), kernels::DType::q8_0);
-  EXPECT_EQ(layer.experts[3].down.dtype(), kernels::DType::q8_0);
-  EXPECT_EQ(layer.router.dtype(), kernels::DType::f32);  // as llama.cpp writes it (ADR 0080)
-  EXPECT_EQ(opened->model->parameter_count(), (*st)->parameter_count());
-  const auto tokens = reference_tokens(name);
-  const std::vector<float> want = all_logits(**st, tokens), got = all_logits(*opened->model, tokens);
-  ASSERT_EQ(got.size(), want.size());
-  const int64_t vocab = (*st)->config().vocab_size, rows = static_cast<int64_t>(want.size()) / vocab;
-  int64_t agree = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* a = want.data() + r * vocab;
-    const float* b = got.data() + r * vocab;
-    agree += std::max_element(a, a + vocab) - a == std::max_element(b, b + vocab) - b;
+  for (const std::string name : {"qwen3_moe_bf16", "qwen2_moe_shared_bf16"}) {
+    SCOPED_TRACE(name);
+    auto st = model::Model::load(model::testing::fixture_path(name));
+    ASSERT_TRUE(st.ok()) << st.status().to_string();
+    const std::string gguf = make_gguf(model::testing::fixture_path(name), "q8_0_" + name, "--quantize q8_0");
+    ASSERT_FALSE(gguf.empty());
+    auto opened = open_one_thread(gguf);
+    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+    const auto& layers = opened->model->layers();  // qwen2_moe_shared_bf16's layer 0 is dense
+    const auto sparse =
+        std::find_if(layers.begin(), layers.end(), [](const auto& l) { return !l.experts.empty(); });
+    ASSERT_NE(sparse, layers.end());
+    const model::LayerWeights& layer = *sparse;
+    ASSERT_EQ(layer.experts.size(), (*st)->layers()[sparse - layers.begin()].experts.size());
+    EXPECT_EQ(layer.experts[3].gate_up.dtype(), kernels::DType::q8_0);
+    EXPECT_EQ(layer.experts[3].down.dtype(), kernels::DType::q8_0);
+    EXPECT_EQ(layer.router.dtype(), kernels::DType::f32);
+    if (name == "qwen2_moe_shared_bf16") {
+      EXPECT_EQ(layer.shared_expert_gate.dtype(), kernels::DType::f32);
+      EXPECT_EQ(layer.shared_expert_gate.n(), 1);
+      EXPECT_EQ(layer.shared_expert_gate.k(), (*st)->config().hidden_size);
+    }
+    EXPECT_EQ(opened->model->parameter_count(), (*st)->parameter_count());
+    const auto tokens = reference_tokens(name);
+    const std::vector<float> want = all_logits(**st, tokens), got = all_logits(*opened->model, tokens);
+    ASSERT_EQ(got.size(), want.size());
+    const int64_t vocab = (*st)->config().vocab_size, rows = static_cast<int64_t>(want.size()) / vocab;
+    int64_t agree = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* a = want.data() + r * vocab;
+      const float* b = got.data() + r * vocab;
+      agree += std::max_element(a, a + vocab) - a == std::max_element(b, b + vocab) - b;
+    }
+    EXPECT_GE(agree * 100, rows * 75) << agree << " of " << rows;
+    std::printf("%s: %lld of %lld picks agree\n", name.c_str(), static_cast<long long>(agree),
+                static_cast<long long>(rows));
   }
-  EXPECT_GE(agree * 100, rows * 75) << agree << " of " << rows;
 }
 
 TEST(Gguf, TruncatedFileIsAClearError) {

@@ -29,7 +29,8 @@ __global__ void __launch_bounds__(kOutputs* kRows)
   __shared__ float xs[kRows][kTile + 1];
   pdl_enter();
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kOutputs, r0 = static_cast<int64_t>(blockIdx.y) * kRows;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kOutputs,
+                r0 = static_cast<int64_t>(blockIdx.y) * kRows;
   float acc = 0.0f;
   for (int64_t k0 = 0; k0 < k; k0 += kTile) {
     const int64_t kk = k0 + tx;
@@ -52,15 +53,16 @@ __global__ void __launch_bounds__(kOutputs* kRows)
 
 }  // namespace
 
-Status gemm_f32w(const Stream& stream, const float* x, int64_t m, const float* w, int64_t n, int64_t k, float* y,
-                 int64_t ldy) {
+Status gemm_f32w(const Stream& stream, const float* x, int64_t m, const float* w, int64_t n, int64_t k,
+                 float* y, int64_t ldy) {
   if (m < 0 || n <= 0 || k <= 0 || ldy < n)
     return invalid_argument("gemm_f32w: bad shape (m " + std::to_string(m) + ", n " + std::to_string(n) +
                             ", k " + std::to_string(k) + ", ldy " + std::to_string(ldy) + ")");
   if (m == 0) return Status::Ok();
   const int64_t row_blocks = (m + kRows - 1) / kRows, out_blocks = (n + kOutputs - 1) / kOutputs;
   if (row_blocks > 65535 || out_blocks > (int64_t{1} << 31) - 1)
-    return invalid_argument("gemm_f32w: m " + std::to_string(m) + " or n " + std::to_string(n) + " is too large");
+    return invalid_argument("gemm_f32w: m " + std::to_string(m) + " or n " + std::to_string(n) +
+                            " is too large");
   if (x == nullptr || w == nullptr || y == nullptr) return invalid_argument("gemm_f32w: a null buffer");
   return launch_kernel("gemm_f32w", gemm_f32w_kernel,
                        dim3(static_cast<unsigned>(out_blocks), static_cast<unsigned>(row_blocks)),

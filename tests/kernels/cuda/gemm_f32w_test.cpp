@@ -60,7 +60,8 @@ TEST(CudaGemmF32w, EveryOutputIsItsFmaChainForEveryM) {
 
 TEST(CudaGemmF32w, EqualsTheCpuVectorKernels) {
   TANDEM_REQUIRE_CUDA_DEVICE();
-  if (active_isa() == Isa::scalar) GTEST_SKIP() << "the host has no AVX2 (the scalar reference rounds a·b, then adds)";
+  if (active_isa() == Isa::scalar)
+    GTEST_SKIP() << "the host has no AVX2 (the scalar reference rounds a·b, then adds)";
   Expected<Stream> stream = Stream::create();
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
   const int64_t m = 5, n = 64, k = 2048;

@@ -56,8 +56,8 @@ __device__ __forceinline__ int64_t kv_offset(const DeviceKvPool& pool, const int
          pool.head_dim;
 }
 
-__global__ void kv_write_kernel(DeviceKvPool pool, const float* __restrict__ k_new,
-                                const float* __restrict__ v_new, const int32_t* __restrict__ positions,
+__global__ void kv_write_kernel(DeviceKvPool pool, const float* k_new, const float* v_new,
+                                const int32_t* __restrict__ positions,
                                 const int32_t* __restrict__ block_tables, int64_t table_stride) {
   pdl_enter();
   const int64_t r = blockIdx.x;
@@ -92,8 +92,8 @@ __device__ __forceinline__ RowHead row_head(int n_heads, const DeviceKvPool& poo
   return rh;
 }
 
-__device__ __forceinline__ void load_query(const float* __restrict__ q, int n_heads, const DeviceKvPool& pool,
-                                           int64_t r, int head, float* q_s) {
+__device__ __forceinline__ void load_query(const float* q, int n_heads, const DeviceKvPool& pool, int64_t r,
+                                           int head, float* q_s) {
   const float* qr = q + (r * n_heads + head) * pool.head_dim;
   for (int d = threadIdx.x; d < pool.head_dim; d += kThreads) q_s[d] = qr[d];
 }
@@ -278,7 +278,7 @@ __device__ __forceinline__ int32_t first_chunk(const RowHead& rh) {
 
 // Serial shape: one block per (row, head).
 __global__ void __launch_bounds__(kThreads)
-    attention_serial_kernel(const float* __restrict__ q, int n_heads, DeviceKvPool pool,
+    attention_serial_kernel(const float* q, int n_heads, DeviceKvPool pool,
                             const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
                             int64_t table_stride, float scale, int window, float softcap,
                             float* __restrict__ out, uint16_t* __restrict__ out_bf16) {
@@ -317,11 +317,11 @@ __global__ void __launch_bounds__(kThreads)
 // is read from the pool).
 template <bool kFromQkv>
 __global__ void __launch_bounds__(kThreads)
-    attention_split_kernel(const float* __restrict__ q, int n_heads, DeviceKvPool pool,
+    attention_split_kernel(const float* q, int n_heads, DeviceKvPool pool,
                            const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
-                           int64_t table_stride, float scale, int window, float softcap,
-                           uint32_t* __restrict__ counters, float* __restrict__ partials, int slots,
-                           float* __restrict__ out, uint16_t* __restrict__ out_bf16, QkvIn in) {
+                           int64_t table_stride, float scale, int window, float softcap, uint32_t* counters,
+                           float* __restrict__ partials, int slots, float* __restrict__ out,
+                           uint16_t* __restrict__ out_bf16, QkvIn in) {
   __shared__ ChunkSmem sm;
   __shared__ bool merges;
   __shared__ float cos_s[kFromQkv ? kMaxHeadDim / 2 : 1], sin_s[kFromQkv ? kMaxHeadDim / 2 : 1];

@@ -269,7 +269,7 @@ __device__ __forceinline__ void merge_chunk(const float* mx_s, float* a_s, int p
 // One pass over the chunks for the slots with si.on set, all reading K/V
 // through `table` (rows whose tables agree on every position they read).
 template <int HD>
-__device__ void tile_pass(const float* __restrict__ q, int n_heads, int group, const DeviceKvPool& pool,
+__device__ void tile_pass(const float* q, int n_heads, int group, const DeviceKvPool& pool,
                           const int32_t* table, int64_t r0, int kv_head, float scale, float* smem,
                           const SlotInfo& si, int32_t lo_min, int32_t p_max, int32_t ref_lo,
                           float* __restrict__ out) {
@@ -367,7 +367,7 @@ __device__ void tile_pass(const float* __restrict__ q, int n_heads, int group, c
 // causal prefill (the most keys) start first.
 template <int HD>
 __global__ void __launch_bounds__(kTileThreads, 2)
-    attention_tile_kernel(const float* __restrict__ q, int64_t rows, int n_heads, DeviceKvPool pool,
+    attention_tile_kernel(const float* q, int64_t rows, int n_heads, DeviceKvPool pool,
                           const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
                           int64_t table_stride, float scale, int window, float* __restrict__ out) {
   using S = TileShape<HD>;

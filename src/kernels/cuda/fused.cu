@@ -33,7 +33,7 @@ constexpr int kMaxHeadDim = 512;
 constexpr int64_t kFewRows = 64;
 
 template <int Batch>
-__global__ void residual_add_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t n,
+__global__ void residual_add_kernel(const float* slabs, int slices, int64_t rows, int64_t n,
                                     const float* __restrict__ bias, float* x) {
   pdl_enter();
   const int64_t count = rows * n, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -200,7 +200,7 @@ bool row_norm_enabled() {
 }
 
 template <int Batch>
-__global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64_t rows, int64_t inter,
+__global__ void swiglu_kernel(const float* slabs, int slices, int64_t rows, int64_t inter,
                               const float* __restrict__ bias, float* __restrict__ out,
                               uint16_t* __restrict__ out_bf16) {
   pdl_enter();
@@ -219,7 +219,7 @@ __global__ void swiglu_kernel(const float* __restrict__ slabs, int slices, int64
 // One block per (row, head slot): slots [0, n_heads) are q heads, then the
 // n_kv k heads, then the n_kv v heads.
 template <int Batch>
-__global__ void qkv_rope_kv_kernel(const float* __restrict__ slabs, int slices, int64_t rows,
+__global__ void qkv_rope_kv_kernel(const float* slabs, int slices, int64_t rows,
                                    const float* __restrict__ bias, int n_heads, DeviceKvPool pool,
                                    const int32_t* __restrict__ rope_positions,
                                    const float* __restrict__ inv_freq, int rotary_dim, bool neox,

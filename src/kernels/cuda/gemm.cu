@@ -307,8 +307,7 @@ Status launch_tile(GemmTile tile, cudaStream_t stream, const void* x, int64_t m,
 }
 
 // y[i] = slab 0 + slab 1 + ... in slab order (one fixed order for every m).
-__global__ void sum_slices_kernel(const float* __restrict__ slabs, int slices, int64_t count,
-                                  float* __restrict__ y) {
+__global__ void sum_slices_kernel(const float* slabs, int slices, int64_t count, float* __restrict__ y) {
   pdl_enter();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {

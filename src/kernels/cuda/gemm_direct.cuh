@@ -71,15 +71,15 @@ struct XFrag {
 };
 
 template <class D>
-__device__ __forceinline__ XFrag load_x(const void* __restrict__ x, int64_t xrow, bool ok, int64_t col) {
+__device__ __forceinline__ XFrag load_x(const void* x, int64_t xrow, bool ok, int64_t col) {
   XFrag f{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
   if (!ok) return f;
   if constexpr (D::F32X) {
     const uint4* p = reinterpret_cast<const uint4*>(static_cast<const float*>(x) + xrow + col);
-    f.a = __ldg(p);
-    f.b = __ldg(p + 1);
+    f.a = p[0];
+    f.b = p[1];
   } else {
-    f.a = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + xrow + col));
+    f.a = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x) + xrow + col);
   }
   return f;
 }
@@ -154,8 +154,8 @@ __device__ __forceinline__ void direct_chunk(const uint4 (&a)[D::FN][2], const X
 
 template <class D>
 __global__ void __launch_bounds__(D::kThreads)
-    gemm_direct_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y_base,
-                       int64_t m, int64_t n, int64_t k, int64_t slice) {
+    gemm_direct_kernel(const void* x, const uint16_t* __restrict__ w, float* __restrict__ y_base, int64_t m,
+                       int64_t n, int64_t k, int64_t slice) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c = lane & 3;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * D::WARPS + warp) * D::BNW;

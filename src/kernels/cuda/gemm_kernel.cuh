@@ -132,9 +132,8 @@ __device__ __forceinline__ void load_stage_w(uint32_t smem, int slot, int kt, co
 
 // The x copies of k tile `kt` into ring slot `slot`.
 template <class T>
-__device__ __forceinline__ void load_stage_x(uint32_t smem, int slot, int kt, const void* __restrict__ x,
-                                             int64_t m0, int64_t m, int64_t k, int64_t k_begin,
-                                             int64_t k_end) {
+__device__ __forceinline__ void load_stage_x(uint32_t smem, int slot, int kt, const void* x, int64_t m0,
+                                             int64_t m, int64_t k, int64_t k_begin, int64_t k_end) {
   constexpr int kUnitsBf16 = T::BK / 8;
   const uint32_t xs = smem + slot * (T::kWStage + T::kXStage) + T::kWStage;
   const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK;
@@ -168,8 +167,8 @@ __device__ __forceinline__ void load_stage_x(uint32_t smem, int slot, int kt, co
 // Both copies of k tile `kt` into ring slot `slot`.
 template <class T>
 __device__ __forceinline__ void load_stage(uint32_t smem, int slot, int kt, const uint16_t* __restrict__ w,
-                                           const void* __restrict__ x, int64_t n0, int64_t m0, int64_t n,
-                                           int64_t m, int64_t k, int64_t k_begin, int64_t k_end) {
+                                           const void* x, int64_t n0, int64_t m0, int64_t n, int64_t m,
+                                           int64_t k, int64_t k_begin, int64_t k_end) {
   load_stage_w<T>(smem, slot, kt, w, n0, n, k, k_begin, k_end);
   load_stage_x<T>(smem, slot, kt, x, m0, m, k, k_begin, k_end);
 }
@@ -259,8 +258,8 @@ __device__ __forceinline__ void store_accumulator(float* y, int64_t m, int64_t n
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads)
-    gemm_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y_base,
-                int64_t m, int64_t n, int64_t k, int64_t slice) {
+    gemm_kernel(const void* x, const uint16_t* __restrict__ w, float* __restrict__ y_base, int64_t m,
+                int64_t n, int64_t k, int64_t slice) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN;

@@ -36,7 +36,7 @@ __global__ void relay_kernel(const uint16_t* __restrict__ w, int64_t n, int64_t 
 }
 
 // f32 rows → bf16 relaid rows (round to nearest even, as to_bf16).
-__global__ void to_bf16_relaid_kernel(const float* __restrict__ x, int64_t m, int64_t k, int64_t pitch,
+__global__ void to_bf16_relaid_kernel(const float* x, int64_t m, int64_t k, int64_t pitch,
                                       uint16_t* __restrict__ out) {
   pdl_enter();
   const int64_t units_per_row = pitch / 4, total = m * units_per_row;

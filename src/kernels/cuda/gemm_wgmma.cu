@@ -51,8 +51,8 @@ struct WTile {
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1)
-    gemm_wgmma_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w, float* __restrict__ y_base,
-                      int64_t m, int64_t n, int64_t k, int64_t slice) {
+    gemm_wgmma_kernel(const void* x, const uint16_t* __restrict__ w, float* __restrict__ y_base, int64_t m,
+                      int64_t n, int64_t k, int64_t slice) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   unsigned char* const bbuf = smem_raw + T::STAGES * T::kXStage;

@@ -149,8 +149,8 @@ __device__ __forceinline__ void store_w_pair(unsigned char* b, uint32_t remote, 
 // The x copies of k tile `kt` to x stage `xs` by the producer's thread `tid`
 // (gemm_kernel.cuh's load_stage_x for kLoaders threads).
 template <class T>
-__device__ __forceinline__ void load_x(uint32_t xs, int tid, int kt, const void* __restrict__ x, int64_t m0,
-                                       int64_t m, int64_t k, int64_t k_begin, int64_t k_end) {
+__device__ __forceinline__ void load_x(uint32_t xs, int tid, int kt, const void* x, int64_t m0, int64_t m,
+                                       int64_t k, int64_t k_begin, int64_t k_end) {
   const int64_t k0 = k_begin + static_cast<int64_t>(kt) * T::BK;
   if constexpr (T::F32X) {
     constexpr int kUnits = T::BK / 4;  // units of 4 f32; unit u of a chunk row at u ^ (row & 1)
@@ -177,8 +177,8 @@ __device__ __forceinline__ void load_x(uint32_t xs, int tid, int kt, const void*
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1)
-    gemm_wgmma_ws_kernel(const void* __restrict__ x, const uint16_t* __restrict__ w,
-                         float* __restrict__ y_base, int64_t m, int64_t n, int64_t k, int64_t slice) {
+    gemm_wgmma_ws_kernel(const void* x, const uint16_t* __restrict__ w, float* __restrict__ y_base, int64_t m,
+                         int64_t n, int64_t k, int64_t slice) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t bars[2 * T::STAGES];  // full[s], then empty[s]
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));

@@ -19,13 +19,11 @@
 //   - pdl_launch_dependents() (any time; here: first thing) lets the next
 //     kernel be scheduled once every block of this one has called it or
 //     exited. It never releases the next kernel's pdl_wait().
-//   - a pointer to what an earlier kernel wrote should be a plain pointer, not
-//     `const __restrict__`: nvcc may treat such loads as invariant and hoist
-//     them above pdl_wait() (it did, ADR 0077). The glue kernels (elementwise,
-//     rowwise, families, pick) and the quantized GEMM follow this; the GEMM
-//     epilogues' slabs (fused.cu, qkv_values.cuh), attention's q and the K/V
-//     write's rows still declare theirs `__restrict__` (no failure seen; an
-//     audit item). Weights and host-copied step inputs may keep it, and __ldg.
+//   - a pointer to what an earlier kernel wrote is a plain pointer, not
+//     `const __restrict__`, and is not read through __ldg: nvcc may treat
+//     such loads as invariant (ld.global.nc) and hoist them above pdl_wait()
+//     (it did, ADR 0077). Every kernel here follows this. Weights and
+//     host-copied step inputs may keep `__restrict__`, and __ldg.
 // Only reads of data no kernel writes may come before pdl_wait(): the weights,
 // and the step's row inputs (positions, rope positions, block tables), which
 // only a host-to-device copy writes. That copy is stream-ordered before the

@@ -22,8 +22,8 @@ constexpr int kSlabBatch = 8;
 
 // s + slab z0 + slab z0+1 + … for z0 <= z < min(z0 + Batch, slices), in order.
 template <int Batch>
-__device__ __forceinline__ float add_slab_batch(float s, const float* __restrict__ slabs, int slices,
-                                                int64_t count, int64_t i, int z0) {
+__device__ __forceinline__ float add_slab_batch(float s, const float* slabs, int slices, int64_t count,
+                                                int64_t i, int z0) {
   float v[Batch];
 #pragma unroll
   for (int b = 0; b < Batch; ++b) v[b] = z0 + b < slices ? slabs[(z0 + b) * count + i] : 0.0f;
@@ -35,8 +35,8 @@ __device__ __forceinline__ float add_slab_batch(float s, const float* __restrict
 
 // slab 0 + slab 1 + … in slab order (gemm_bf16w_sliced's sum), then + bias.
 template <int Batch>
-__device__ __forceinline__ float partial_value(const float* __restrict__ slabs, int slices, int64_t count,
-                                               int64_t i, const float* __restrict__ bias, int64_t j) {
+__device__ __forceinline__ float partial_value(const float* slabs, int slices, int64_t count, int64_t i,
+                                               const float* __restrict__ bias, int64_t j) {
   float s = slabs[i];
   for (int z0 = 1; z0 < slices; z0 += Batch) s = add_slab_batch<Batch>(s, slabs, slices, count, i, z0);
   if (bias != nullptr) s = s + bias[j];
@@ -46,9 +46,9 @@ __device__ __forceinline__ float partial_value(const float* __restrict__ slabs, 
 // vals[d] = the partial value of column col0 + d of row r, d < hd (a block's
 // threads stride over d). width: the projection's columns.
 template <int Batch>
-__device__ __forceinline__ void head_values(const float* __restrict__ slabs, int slices, int64_t rows,
-                                            int64_t width, const float* __restrict__ bias, int64_t r,
-                                            int64_t col0, int hd, float* vals) {
+__device__ __forceinline__ void head_values(const float* slabs, int slices, int64_t rows, int64_t width,
+                                            const float* __restrict__ bias, int64_t r, int64_t col0, int hd,
+                                            float* vals) {
   const int64_t count = rows * width;
   for (int d = threadIdx.x; d < hd; d += blockDim.x)
     vals[d] = partial_value<Batch>(slabs, slices, count, r * width + col0 + d, bias, col0 + d);

@@ -42,9 +42,15 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   // 0: attention's output and the final norm take their own passes again (same bits; ADR 0056).
   const char* fuse_launches = std::getenv("TANDEM_CUDA_FUSE_LAUNCHES");
   f->fuse_launches_ = fuse_launches == nullptr || std::string(fuse_launches) != "0";
-  // 0: a one-row step's q/k/v (RoPE, the K/V write) take their own launch before attention (ADR 0073).
+  // 0: a step's q/k/v (RoPE, the K/V write) take their own launch before attention (ADR 0073).
+  // TANDEM_CUDA_FUSE_ROPE_ROWS=N: only calls of up to N rows fuse them (default
+  // kAttentionTileMinRows, ADR 0081; 1: one-row steps only, as before it).
   const char* fuse_rope = std::getenv("TANDEM_CUDA_FUSE_ROPE");
-  f->fuse_rope_ = fuse_rope == nullptr || std::string(fuse_rope) != "0";
+  const char* fuse_rope_rows = std::getenv("TANDEM_CUDA_FUSE_ROPE_ROWS");
+  f->fuse_rope_rows_ = gpu::kAttentionTileMinRows;
+  if (fuse_rope_rows != nullptr && *fuse_rope_rows != '\0')
+    f->fuse_rope_rows_ = std::clamp<int64_t>(std::atoll(fuse_rope_rows), 0, gpu::kAttentionTileMinRows);
+  if (fuse_rope != nullptr && std::string(fuse_rope) == "0") f->fuse_rope_rows_ = 0;
   // 0: the picks go to a device buffer and a copy brings them to the host, as before.
   const char* picks_to_host = std::getenv("TANDEM_CUDA_PICKS_TO_HOST");
   f->picks_to_host_ = picks_to_host == nullptr || std::string(picks_to_host) != "0";
@@ -150,14 +156,15 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(f->attn_counters_.fill_bytes(0, f->stream_));
   f->attn_workspace_ = gpu::AttentionWorkspace{f->attn_partials_.as<float>(), partials,
                                                f->attn_counters_.as<uint32_t>(), counters};
-  const size_t inputs = rows * (4 + static_cast<size_t>(f->max_table_));
+  const size_t inputs = rows * (5 + static_cast<size_t>(f->max_table_));
   TANDEM_RETURN_IF_ERROR(alloc(f->row_inputs_, inputs * sizeof(int32_t)));
   int32_t* base = f->row_inputs_.as<int32_t>();
   f->d_tokens_ = base;
   f->d_positions_ = base + rows;
   f->d_rope_ = base + 2 * rows;
   f->d_out_index_ = base + 3 * rows;
-  f->d_tables_ = base + 4 * rows;
+  f->d_news_ = base + 4 * rows;
+  f->d_tables_ = base + 5 * rows;
   f->staging_.reserve(inputs);
   return f;
 }
@@ -176,8 +183,8 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
   // A captured graph bakes the stride in (and with it the attention grid):
   // graphed steps round it up to a bucket, the graph's key (ADR 0047).
   if (graphed) stride = graph_stride(stride);
-  // Layout as allocated: [tokens | positions | rope | out index] each max_rows, then tables.
-  staging_.assign(static_cast<size_t>(4 * max_rows_ + m * stride), 0);
+  // Layout as allocated: [tokens | positions | rope | out index | news] each max_rows, then tables.
+  staging_.assign(static_cast<size_t>(5 * max_rows_ + m * stride), 0);
   int32_t* s = staging_.data();
   int64_t k = 0;
   for (int64_t r = 0; r < m; ++r) {
@@ -185,15 +192,21 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
     s[max_rows_ + r] = in.positions[r];
     s[2 * max_rows_ + r] = in.rope_positions[r];
     if (in.wants_output[r]) s[3 * max_rows_ + k++] = static_cast<int32_t>(r);
-    std::memcpy(s + 4 * max_rows_ + r * stride, in.tables[r],
+    std::memcpy(s + 5 * max_rows_ + r * stride, in.tables[r],
                 sizeof(int32_t) * static_cast<size_t>(in.positions[r] / tpb + 1));
   }
   // Rows of one sequence share a table pointer and are contiguous (a sequence
-  // is in a batch once). Same bits whatever the segmentation (ADR 0043).
+  // is in a batch once), at consecutive positions: news (ADR 0081) counts the
+  // rows before each of its sequence. Same bits whatever the segmentation (ADR 0043).
   attn_segments_.clear();
   for (int64_t r = 0; r < m;) {
     int64_t e = r + 1;
     while (e < m && in.tables[e] == in.tables[r]) ++e;
+    for (int64_t i = r; i < e; ++i) {
+      if (in.positions[i] != in.positions[r] + (i - r))
+        return internal_error("cuda: the rows of one sequence are not at consecutive positions");
+      s[4 * max_rows_ + i] = static_cast<int32_t>(i - r);
+    }
     const bool tile = e - r > gpu::kAttentionTileMinRows;
     if (!tile && !attn_segments_.empty() && !attn_segments_.back().tile) {
       attn_segments_.back().count += e - r;
@@ -558,12 +571,13 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
   {
     auto p = gemm_partials(h, m, w.qkv, qkv_n, hs, qkv, input_normed && xb != nullptr);
     if (!p.ok()) return p.status();
-    if (m == 1 && fuse_rope_) {  // one row: its key is its sequence's only new one (ADR 0073)
+    // Decode and verify steps (ADR 0073, 0081; TANDEM_CUDA_FUSE_ROPE_ROWS).
+    if (m <= fuse_rope_rows_) {
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
       TANDEM_RETURN_IF_ERROR(gpu::attention_from_qkv(
           s, *p, bias(w.qkv_bias), c.num_heads, pool, d_rope_, f32(w_.inv_freq), c.head_dim,
           kernels::RopeLayout::neox, d_positions_, d_tables_, table_stride, scale, c.layer_window[l], attn,
-          attn_workspace_, q, 0.0f, attn_b));
+          attn_workspace_, q, 0.0f, attn_b, d_news_));
     } else {
       TANDEM_RETURN_IF_ERROR(gpu::qkv_rope_kv_write(s, *p, bias(w.qkv_bias), c.num_heads, pool, d_rope_,
                                                     f32(w_.inv_freq), c.head_dim, kernels::RopeLayout::neox,

@@ -239,13 +239,15 @@ class CudaForward {
   kernels::gpu::PinnedBuffer host_picks_;
   bool device_pick_ = true;  // TANDEM_CUDA_DEVICE_PICK (0: greedy picks from downloaded rows, for comparison)
   bool graph_pick_ = true;   // TANDEM_CUDA_GRAPH_PICK (0: a graphed step's picks queued after the graph)
-  bool fuse_rope_ = true;    // TANDEM_CUDA_FUSE_ROPE (0: q/k/v and RoPE in their own launch, ADR 0073)
+  int64_t fuse_rope_rows_ =
+      16;                      // TANDEM_CUDA_FUSE_ROPE(_ROWS): calls of up to this many rows (ADR 0073, 0081)
   bool picks_to_host_ = true;  // TANDEM_CUDA_PICKS_TO_HOST (0: picks copied from a device buffer)
   StepTiming timing_{"cuda forward"};
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;
   int32_t* d_rope_ = nullptr;
   int32_t* d_out_index_ = nullptr;
+  int32_t* d_news_ = nullptr;  // per row: the rows before it of its sequence (ADR 0081)
   int32_t* d_tables_ = nullptr;
 };
 

@@ -260,6 +260,10 @@ struct QkvIn {
   int rotary_dim;
   bool neox;
   bool prestage;  // the past keys' K/V rows queued before the wait (TANDEM_CUDA_ATTN_PRESTAGE)
+  // Per row (host-copied, may be null: 0 for every row): how many rows before
+  // it in this call are its sequence's — its keys at positions p − news[r] …
+  // p − 1, rows r − news[r] … r − 1 (a verify block; ADR 0081).
+  const int32_t* news;
 };
 
 // TANDEM_CUDA_ATTN_PRESTAGE (read once; a measurement): 0 stages attention_from_qkv's
@@ -310,11 +314,12 @@ __global__ void __launch_bounds__(kThreads)
 //
 // kFromQkv (attention_from_qkv): q is not read; each block computes its
 // head's query from the qkv projection's partials (`in`) as qkv_rope_kv_write
-// does (qkv_values.cuh), and the block of the row's last chunk its own key's
-// k and v rows, used from shared memory instead of the pool; the block of
-// each kv head's first q head also writes them to the pool. Rows must be the
-// only new key of their sequence in the call (every other key of the range
-// is read from the pool).
+// does (qkv_values.cuh), and the k and v rows of the keys of its chunk that are
+// new in this call — the row's own key and those of the rows before it of its
+// sequence (in.news) — each from its own row's partials and rotation, used
+// from shared memory instead of the pool; the block of each kv head's first q
+// head also writes the row's own key to the pool. Every other key of the range
+// is read from the pool (an earlier call wrote it).
 template <bool kFromQkv>
 __global__ void __launch_bounds__(kThreads)
     attention_split_kernel(const float* q, int n_heads, DeviceKvPool pool,
@@ -343,18 +348,24 @@ __global__ void __launch_bounds__(kThreads)
   }
   const int32_t c0 = c_first + z * kAttentionChunk;
   const int count = chunk_count(rh, c0);
+  const int32_t chunk_last = chunk_first(rh, c0) + count - 1;
   stage_offsets(pool, rh, chunk_first(rh, c0), count, sm);
   float *k_s = kv_s, *v_s = kv_s + kAttentionChunk * hd;
   const bool own_key = kFromQkv && c0 + kAttentionChunk > rh.p;  // this chunk ends at p (uniform)
+  // The chunk's keys new in this call (its last `fresh`; uniform): positions
+  // p − news[r] … p of the range.
+  int fresh = 0;
   if constexpr (kFromQkv) {
+    const int32_t new_first = max(rh.p - (in.news != nullptr ? in.news[r] : 0), chunk_first(rh, c0));
+    fresh = max(0, chunk_last - new_first + 1);
     rope_table(static_cast<float>(in.rope_positions[r]), in.inv_freq, in.rotary_dim / 2, cos_s, sin_s);
-    // Every key but the row's own was written by an earlier call, whose
-    // kernels all completed before this call's first one started (launch.cuh:
-    // the row-input copy between them), so the chunk's K and V rows are
-    // queued before the wait too; the own key's slot is filled after it.
+    // Every other key was written by an earlier call, whose kernels all
+    // completed before this call's first one started (launch.cuh: the
+    // row-input copy between them), so the chunk's K and V rows are queued
+    // before the wait too; the new keys' slots are filled after it.
     if (in.prestage) {
       __syncthreads();  // sm.offset
-      stage_rows_issue(pool, own_key ? count - 1 : count, sm, k_s, v_s);
+      stage_rows_issue(pool, count - fresh, sm, k_s, v_s);
     }
   }
   pdl_wait();
@@ -365,16 +376,28 @@ __global__ void __launch_bounds__(kThreads)
     float* const own_v = v_s + (count - 1) * hd;
     head_values<kSlabBatch>(in.slabs, in.slices, in.rows, width, in.bias, r, static_cast<int64_t>(head) * hd,
                             hd, sm.q);
-    if (own_key) {
-      head_values<kSlabBatch>(in.slabs, in.slices, in.rows, width, in.bias, r,
-                              static_cast<int64_t>(n_heads + rh.kv_head) * hd, hd, own_k);
-      head_values<kSlabBatch>(in.slabs, in.slices, in.rows, width, in.bias, r,
-                              static_cast<int64_t>(n_heads + n_kv + rh.kv_head) * hd, hd, own_v);
+    // Key count - fresh + j is row mate(j)'s own key (the last, with own_key, row r's).
+    const auto mate = [&](int j) { return r - (rh.p - (chunk_last - fresh + 1 + j)); };
+    for (int j = 0; j < fresh; ++j) {
+      const int at = (count - fresh + j) * hd;
+      head_values<kSlabBatch>(in.slabs, in.slices, in.rows, width, in.bias, mate(j),
+                              static_cast<int64_t>(n_heads + rh.kv_head) * hd, hd, k_s + at);
+      head_values<kSlabBatch>(in.slabs, in.slices, in.rows, width, in.bias, mate(j),
+                              static_cast<int64_t>(n_heads + n_kv + rh.kv_head) * hd, hd, v_s + at);
     }
     __syncthreads();
     float* const rotate[2] = {sm.q, own_k};
     rope_rotate<kMaxHeadDim / 2 / kThreads>(rotate, own_key ? 2 : 1, in.rotary_dim / 2, in.neox, cos_s,
                                             sin_s);
+    // The other rows' keys by their own rotations (rope_rotate ends with a
+    // barrier: the tables are free to overwrite).
+    for (int j = 0; j < fresh - (own_key ? 1 : 0); ++j) {
+      rope_table(static_cast<float>(in.rope_positions[mate(j)]), in.inv_freq, in.rotary_dim / 2, cos_s,
+                 sin_s);
+      __syncthreads();
+      float* const key[1] = {k_s + (count - fresh + j) * hd};
+      rope_rotate<kMaxHeadDim / 2 / kThreads>(key, 1, in.rotary_dim / 2, in.neox, cos_s, sin_s);
+    }
     if (own_key && head % (n_heads / n_kv) == 0) {  // one writer per (row, kv head)
       const int64_t at = sm.offset[count - 1];
       for (int d = threadIdx.x; d < hd; d += kThreads) {
@@ -391,7 +414,7 @@ __global__ void __launch_bounds__(kThreads)
   {
     float m_c, l_c, acc[kDimsPerThread];
     chunk_partial(pool, rh, c0, scale, softcap, sm, k_s, v_s, m_c, l_c, acc, /*offsets_ready=*/true,
-                  own_key ? count - 1 : count, /*rows_issued=*/kFromQkv && in.prestage);
+                  count - fresh, /*rows_issued=*/kFromQkv && in.prestage);
     if (chunks == 1) {  // the whole range in one chunk: the same merge, from the registers
       Merge merge;
       merge.add(m_c, l_c, acc);
@@ -576,7 +599,7 @@ Status attention_from_qkv(const Stream& stream, const GemmPartials& qkv, const f
                           int rotary_dim, RopeLayout layout, const int32_t* positions,
                           const int32_t* block_tables, int64_t table_stride, float scale, int window,
                           float* out, const AttentionWorkspace& workspace, float* q_fallback, float softcap,
-                          uint16_t* out_bf16) {
+                          uint16_t* out_bf16, const int32_t* news) {
   TANDEM_RETURN_IF_ERROR(
       check_attention(pool, n_heads, qkv.m, table_stride, workspace, "attention_from_qkv"));
   if (qkv.slabs == nullptr && qkv.m > 0) return invalid_argument("attention_from_qkv: no partials");
@@ -603,9 +626,16 @@ Status attention_from_qkv(const Stream& stream, const GemmPartials& qkv, const f
     return attention(stream, q_fallback, qkv.m, n_heads, pool, positions, block_tables, table_stride, scale,
                      window, out, workspace, softcap, AttentionShape::automatic, out_bf16);
   }
-  const QkvIn in{qkv.slabs,           qkv.slices, qkv.m,      bias,
-                 rope_positions,      inv_freq,   rotary_dim, layout == RopeLayout::neox,
-                 attention_prestage()};
+  const QkvIn in{qkv.slabs,
+                 qkv.slices,
+                 qkv.m,
+                 bias,
+                 rope_positions,
+                 inv_freq,
+                 rotary_dim,
+                 layout == RopeLayout::neox,
+                 attention_prestage(),
+                 news};
   return launch_split<true>(stream, nullptr, qkv.m, n_heads, pool, positions, block_tables, table_stride,
                             scale, window, softcap, workspace, slots, out, out_bf16, in);
 }

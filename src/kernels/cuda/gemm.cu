@@ -127,10 +127,28 @@ ByShape read_by_shape() {
   return b;
 }
 
+// TANDEM_CUDA_SLICED_OVER=V (read once; a measurement, never a bit): a sliced-class
+// matrix whose blocks (64 weight rows x slices) outnumber two per multiprocessor
+// — the sliced tile's residency — takes variant V instead, which fits three
+// (3 or 8), so that no second wave of blocks streams alone at the end (the 8B
+// qkv: 288 blocks for 264 slots). Unset or anything else: the sliced tile.
+int sliced_over_variant() {
+  static const int v = [] {
+    const char* e = std::getenv("TANDEM_CUDA_SLICED_OVER");
+    const int got = e != nullptr ? std::atoi(e) : -1;
+    return got == 3 || got == 8 ? got : -1;
+  }();
+  return v;
+}
+
 int by_size_variant(int64_t n, int64_t k) {
   static const ByShape b = read_by_shape();  // once (thread-safe static initialisation)
   if (n * k < kLargeMatrix) return b.small;
-  return gemm_slicing(n, k).slices == 1 && n * k >= b.whole_min ? b.whole : b.sliced;
+  const GemmSlicing plan = gemm_slicing(n, k);
+  if (plan.slices == 1 && n * k >= b.whole_min) return b.whole;
+  if (sliced_over_variant() >= 0 && (n + 63) / 64 * plan.slices > 2 * int64_t{current_multiprocessors()})
+    return sliced_over_variant();
+  return b.sliced;
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

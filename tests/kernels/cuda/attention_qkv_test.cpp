@@ -1,11 +1,14 @@
 // attention_from_qkv (ADR 0073) == qkv_rope_kv_write then attention(), bit
 // for bit: the attention output, its bf16 copy and the K/V pool, over rows of
-// different sequences (each row its sequence's only new key), positions on
-// and across chunk boundaries, with and without a window and a bias, head
-// dims 64 and 128; and the fallback (no split workspace) gives the same bits.
+// different sequences (each row its sequence's only new key) and over verify
+// blocks (several rows of one sequence at consecutive positions, ADR 0081),
+// positions on and across chunk boundaries, with and without a window and a
+// bias, head dims 64 and 128; and the fallback (no split workspace) gives the
+// same bits.
 // Skipped without a CUDA device; the argument checks run everywhere.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -24,10 +27,16 @@ struct Case {
   bool bias;
 };
 
-// Rows r = 0..5, each its own sequence: row r owns blocks [r·B, (r+1)·B) of
-// the pool, whose earlier keys hold random values (the cache before the step).
+// Sequence s owns blocks [s·B, (s+1)·B) of the pool, whose earlier keys hold
+// random values (the cache before the step). The decode layout: rows 0..5,
+// each its own sequence; the verify layout: blocks of 3, 4, 1 and 2 rows (one
+// across a chunk boundary, one from position 0).
 constexpr int kTpb = 16, kBlocksPerRow = 16;
-const std::vector<int32_t> kPositions = {0, 31, 32, 77, 200, 255};
+struct Layout {
+  std::vector<int32_t> positions, sequence;
+};
+const Layout kDecode{{0, 31, 32, 77, 200, 255}, {0, 1, 2, 3, 4, 5}};
+const Layout kVerify{{30, 31, 32, 252, 253, 254, 255, 77, 0, 1}, {0, 0, 0, 1, 1, 1, 1, 2, 3, 3}};
 
 struct Outputs {
   std::vector<float> out, k_pool, v_pool;
@@ -36,10 +45,10 @@ struct Outputs {
 
 class AttentionFromQkv {
  public:
-  AttentionFromQkv(const Case& c, const Stream& stream) : c_(c), stream_(stream) {
+  AttentionFromQkv(const Case& c, const Layout& layout, const Stream& stream) : c_(c), stream_(stream) {
     const int64_t hd = c.head_dim;
     n_ = (c.n_heads + 2 * c.n_kv) * hd;
-    rows_ = static_cast<int64_t>(kPositions.size());
+    rows_ = static_cast<int64_t>(layout.positions.size());
     x_ = testing::to_device(random_floats(rows_ * kK, 3), stream);
     w_ = testing::to_device_weights(testing::to_bf16(random_floats(n_ * kK, 4, -0.2f, 0.2f)), n_, kK, stream);
     if (c.bias) bias_ = testing::to_device(random_floats(n_, 5), stream);
@@ -47,15 +56,20 @@ class AttentionFromQkv {
     slabs_ = testing::to_device(std::vector<float>(slab_floats_, 0.0f), stream);
     y_ = testing::to_device(std::vector<float>(rows_ * n_, 0.0f), stream);
     inv_ = testing::to_device(rope_inv_freq(c.head_dim, 10000.0, RopeScaling{}), stream);
-    std::vector<int32_t> rope_positions = kPositions;
-    rope_positions[1] = 1000;  // the rotation's positions may differ from the cache's
-    pos_ = testing::to_device(kPositions, stream);
+    std::vector<int32_t> rope_positions = layout.positions;
+    for (int32_t& p : rope_positions) p += 1000;  // the rotation's positions may differ from the cache's
+    pos_ = testing::to_device(layout.positions, stream);
     rope_ = testing::to_device(rope_positions, stream);
-    std::vector<int32_t> tables;
-    for (int64_t r = 0; r < rows_; ++r)
-      for (int b = 0; b < kBlocksPerRow; ++b) tables.push_back(static_cast<int32_t>(r * kBlocksPerRow + b));
+    std::vector<int32_t> tables, news;
+    for (int64_t r = 0; r < rows_; ++r) {
+      const int32_t seq = layout.sequence[r];
+      for (int b = 0; b < kBlocksPerRow; ++b) tables.push_back(seq * kBlocksPerRow + b);
+      news.push_back(r > 0 && layout.sequence[r - 1] == seq ? news.back() + 1 : 0);
+    }
     tables_ = testing::to_device(tables, stream);
-    pool_floats_ = static_cast<size_t>(rows_) * kBlocksPerRow * kTpb * c.n_kv * hd;
+    news_ = testing::to_device(news, stream);
+    const int32_t sequences = *std::max_element(layout.sequence.begin(), layout.sequence.end()) + 1;
+    pool_floats_ = static_cast<size_t>(sequences) * kBlocksPerRow * kTpb * c.n_kv * hd;
     cache_k_ = random_floats(pool_floats_, 6);
     cache_v_ = random_floats(pool_floats_, 7);
   }
@@ -89,7 +103,7 @@ class AttentionFromQkv {
       st = attention_from_qkv(stream_, *g, bias, c_.n_heads, pool, rope_.as<int32_t>(), inv_.as<float>(),
                               c_.head_dim, RopeLayout::neox, pos_.as<int32_t>(), tables_.as<int32_t>(),
                               kBlocksPerRow, scale, c_.window, out.as<float>(), ws, q.as<float>(), 0.0f,
-                              out_bf16.as<uint16_t>());
+                              out_bf16.as<uint16_t>(), news_.as<int32_t>());
     } else {
       st = qkv_rope_kv_write(stream_, *g, bias, c_.n_heads, pool, rope_.as<int32_t>(), inv_.as<float>(),
                              c_.head_dim, RopeLayout::neox, pos_.as<int32_t>(), tables_.as<int32_t>(),
@@ -114,7 +128,7 @@ class AttentionFromQkv {
   const Stream& stream_;
   int64_t n_ = 0, rows_ = 0;
   size_t slab_floats_ = 0, pool_floats_ = 0;
-  DeviceBuffer x_, w_, bias_, slabs_, y_, inv_, pos_, rope_, tables_;
+  DeviceBuffer x_, w_, bias_, slabs_, y_, inv_, pos_, rope_, tables_, news_;
   std::vector<float> cache_k_, cache_v_;
 };
 
@@ -133,14 +147,16 @@ TEST(CudaAttentionFromQkv, EqualsQkvRopeKvWriteThenAttention) {
   const Case cases[] = {
       {64, 14, 2, 0, true}, {128, 8, 2, 0, false}, {128, 4, 4, 40, true}, {64, 6, 1, 100, false}};
   for (const Case& c : cases) {
-    AttentionFromQkv f(c, *stream);
-    const std::string what = "head_dim " + std::to_string(c.head_dim) + ", heads " +
-                             std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv) + ", window " +
-                             std::to_string(c.window);
-    const Outputs ref = f.run(/*fused=*/false);
-    const Outputs fused = f.run(/*fused=*/true);
-    expect_same(ref, fused, what);
-    expect_same(ref, f.run(/*fused=*/true, /*small_workspace=*/true), what + ", fallback");
+    for (const Layout* layout : {&kDecode, &kVerify}) {
+      AttentionFromQkv f(c, *layout, *stream);
+      const std::string what = std::string(layout == &kDecode ? "decode" : "verify") + " rows, head_dim " +
+                               std::to_string(c.head_dim) + ", heads " + std::to_string(c.n_heads) + "/" +
+                               std::to_string(c.n_kv) + ", window " + std::to_string(c.window);
+      const Outputs ref = f.run(/*fused=*/false);
+      const Outputs fused = f.run(/*fused=*/true);
+      expect_same(ref, fused, what);
+      expect_same(ref, f.run(/*fused=*/true, /*small_workspace=*/true), what + ", fallback");
+    }
   }
 }
 

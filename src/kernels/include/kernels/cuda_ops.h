@@ -425,8 +425,11 @@ Status qkv_rope_kv_write(const Stream& stream, const GemmPartials& p, const floa
 // qkv_rope_kv_write does, the blocks of a row's last chunk its own k and v
 // rows, and one block per (row, kv head) writes those to the pool: the same
 // bits in out, out_bf16 and the pool, without the q round trip and one
-// launch fewer. Each row's position must be its sequence's only new key in
-// the call (a decode step: earlier keys are read from the pool). Where the
+// launch fewer. news[r] (device, host-copied; null: 0 for every row) is how
+// many rows before row r belong to its sequence: its keys at positions
+// p − news[r] … p − 1, rows r − news[r] … r − 1 (a verify block; ADR 0081),
+// which the blocks compute from those rows' partials as well; every other key
+// is read from the pool (an earlier call wrote it). Where the
 // split shape cannot run (the workspace is too small for
 // attention_partial_floats, or TANDEM_CUDA_ATTENTION=serial|tile) it is the
 // two calls, with q_fallback [rows][n_heads][head_dim] as their q
@@ -436,6 +439,6 @@ Status attention_from_qkv(const Stream& stream, const GemmPartials& qkv, const f
                           int rotary_dim, RopeLayout layout, const int32_t* positions,
                           const int32_t* block_tables, int64_t table_stride, float scale, int window,
                           float* out, const AttentionWorkspace& workspace, float* q_fallback,
-                          float softcap = 0.0f, uint16_t* out_bf16 = nullptr);
+                          float softcap = 0.0f, uint16_t* out_bf16 = nullptr, const int32_t* news = nullptr);
 
 }  // namespace tandem::kernels::gpu

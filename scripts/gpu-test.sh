@@ -3,7 +3,7 @@
 # test_cuda_forward, test_gpu_serve; test_cuda_kernels and test_cuda_forward once more with
 # TANDEM_CUDA_PDL=0; the quantized kernel tests under TANDEM_CUDA_QUANT_FUSED_ROWS / _STREAM;
 # test_cuda_forward and test_gpu_serve once more with
-# TANDEM_CUDA_ACTIVATIONS=f32) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
+# TANDEM_CUDA_ACTIVATIONS=f32, and with TANDEM_CUDA_FUSE_ROPE_ROWS=16) and the CUDA GEMM benchmark (bench_cuda_gemm) on a machine
 # with a CUDA GPU; with --e2e DIR also the tandem binary's GPU checks
 # (scripts/gpu-e2e.sh: probe, generate classic == speculative, bench); and the
 # memory-pattern benchmark (bench_stream_patterns) and the kernel-boundary one
@@ -162,6 +162,18 @@ for t in test_cuda_forward test_gpu_serve; do
   rc=$?
   grep -E "^\[  (PASSED|FAILED) |: Failure" "$out/${t}_f32.log"
   echo "== $t with TANDEM_CUDA_ACTIVATIONS=f32: rc=$rc"
+  [[ $rc -eq 0 ]] || status=1
+done
+# Verify blocks and batched decode through attention_from_qkv (ADR 0081; off by default until it has
+# run on a GPU): the forward's and the engine's bitwise tests with the multi-row path on.
+for t in test_cuda_forward test_gpu_serve; do
+  exe="${bin:+$bin/$t}"
+  [[ -z "$bin" ]] && exe=$(find build-gpu/tests -name "$t" -type f -perm -u+x | head -1)
+  [[ -n "$exe" && -x "$exe" ]] || continue
+  TANDEM_CUDA_FUSE_ROPE_ROWS=16 "$exe" >"$out/${t}_fuse_rope16.log" 2>&1
+  rc=$?
+  grep -E "^\[  (PASSED|FAILED) |: Failure" "$out/${t}_fuse_rope16.log"
+  echo "== $t with TANDEM_CUDA_FUSE_ROPE_ROWS=16: rc=$rc"
   [[ $rc -eq 0 ]] || status=1
 done
 echo "== tests: $([[ $status -eq 0 ]] && echo passed || echo FAILED)"

@@ -43,11 +43,12 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   const char* fuse_launches = std::getenv("TANDEM_CUDA_FUSE_LAUNCHES");
   f->fuse_launches_ = fuse_launches == nullptr || std::string(fuse_launches) != "0";
   // 0: a step's q/k/v (RoPE, the K/V write) take their own launch before attention (ADR 0073).
-  // TANDEM_CUDA_FUSE_ROPE_ROWS=N: only calls of up to N rows fuse them (default
-  // kAttentionTileMinRows, ADR 0081; 1: one-row steps only, as before it).
+  // TANDEM_CUDA_FUSE_ROPE_ROWS=N: calls of up to N rows fuse them (default 1:
+  // one-row steps, ADR 0073; up to kAttentionTileMinRows with ADR 0081's news,
+  // not yet run on a GPU, so not the default).
   const char* fuse_rope = std::getenv("TANDEM_CUDA_FUSE_ROPE");
   const char* fuse_rope_rows = std::getenv("TANDEM_CUDA_FUSE_ROPE_ROWS");
-  f->fuse_rope_rows_ = gpu::kAttentionTileMinRows;
+  f->fuse_rope_rows_ = 1;
   if (fuse_rope_rows != nullptr && *fuse_rope_rows != '\0')
     f->fuse_rope_rows_ = std::clamp<int64_t>(std::atoll(fuse_rope_rows), 0, gpu::kAttentionTileMinRows);
   if (fuse_rope != nullptr && std::string(fuse_rope) == "0") f->fuse_rope_rows_ = 0;
@@ -203,7 +204,8 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
     int64_t e = r + 1;
     while (e < m && in.tables[e] == in.tables[r]) ++e;
     for (int64_t i = r; i < e; ++i) {
-      if (in.positions[i] != in.positions[r] + (i - r))
+      // Only read by attention_from_qkv, which takes multi-row calls only under the knob.
+      if (in.positions[i] != in.positions[r] + (i - r) && m > 1 && m <= fuse_rope_rows_)
         return internal_error("cuda: the rows of one sequence are not at consecutive positions");
       s[4 * max_rows_ + i] = static_cast<int32_t>(i - r);
     }

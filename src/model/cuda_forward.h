@@ -239,8 +239,8 @@ class CudaForward {
   kernels::gpu::PinnedBuffer host_picks_;
   bool device_pick_ = true;  // TANDEM_CUDA_DEVICE_PICK (0: greedy picks from downloaded rows, for comparison)
   bool graph_pick_ = true;   // TANDEM_CUDA_GRAPH_PICK (0: a graphed step's picks queued after the graph)
-  int64_t fuse_rope_rows_ =
-      16;                      // TANDEM_CUDA_FUSE_ROPE(_ROWS): calls of up to this many rows (ADR 0073, 0081)
+  // TANDEM_CUDA_FUSE_ROPE(_ROWS): calls of up to this many rows take attention_from_qkv (ADR 0073, 0081).
+  int64_t fuse_rope_rows_ = 1;
   bool picks_to_host_ = true;  // TANDEM_CUDA_PICKS_TO_HOST (0: picks copied from a device buffer)
   StepTiming timing_{"cuda forward"};
   int32_t* d_tokens_ = nullptr;

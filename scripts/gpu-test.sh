@@ -126,17 +126,23 @@ else
   ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$out/tests.log" || status=1
   bench=build-gpu/bench/bench_cuda_gemm
 fi
+# rerun VAR=VALUE LABEL TEST...: the named test binaries once more with VAR=VALUE (log: TEST_LABEL.log).
+rerun() {
+  local setting="$1" label="$2" t exe rc
+  shift 2
+  for t in "$@"; do
+    exe="${bin:+$bin/$t}"
+    [[ -z "$bin" ]] && exe=$(find build-gpu/tests -name "$t" -type f -perm -u+x | head -1)
+    [[ -n "$exe" && -x "$exe" ]] || continue
+    env "$setting" "$exe" >"$out/${t}_$label.log" 2>&1
+    rc=$?
+    grep -E "^\[  (PASSED|FAILED) |: Failure" "$out/${t}_$label.log"
+    echo "== $t with $setting: rc=$rc"
+    [[ $rc -eq 0 ]] || status=1
+  done
+}
 # The same bitwise tests with programmatic dependent launch off (ADR 0041: the bits must not move).
-for t in test_cuda_kernels test_cuda_forward; do
-  exe="${bin:+$bin/$t}"
-  [[ -z "$bin" ]] && exe=$(find build-gpu/tests -name "$t" -type f -perm -u+x | head -1)
-  [[ -n "$exe" && -x "$exe" ]] || continue
-  TANDEM_CUDA_PDL=0 "$exe" >"$out/${t}_pdl0.log" 2>&1
-  rc=$?
-  grep -E "^\[  (PASSED|FAILED) |: Failure" "$out/${t}_pdl0.log"
-  echo "== $t with TANDEM_CUDA_PDL=0: rc=$rc"
-  [[ $rc -eq 0 ]] || status=1
-done
+rerun TANDEM_CUDA_PDL=0 pdl0 test_cuda_kernels test_cuda_forward
 # The quantized GEMM's lone-row kernels (ADR 0078): the round kernel everywhere (stream 0) and
 # the streamed one everywhere (2), the row read as blocks (fused rows 0, the default) or
 # quantized by the GEMM itself (1); the default streams only wide matrices.
@@ -154,28 +160,10 @@ for mode in "0 0" "0 2" "1 0" "1 1" "1 2"; do
 done
 # The forward and serve's engine once more with f32 GEMM inputs (the default is bf16, ADR 0054):
 # both numerics must keep every bitwise property.
-for t in test_cuda_forward test_gpu_serve; do
-  exe="${bin:+$bin/$t}"
-  [[ -z "$bin" ]] && exe=$(find build-gpu/tests -name "$t" -type f -perm -u+x | head -1)
-  [[ -n "$exe" && -x "$exe" ]] || continue
-  TANDEM_CUDA_ACTIVATIONS=f32 "$exe" >"$out/${t}_f32.log" 2>&1
-  rc=$?
-  grep -E "^\[  (PASSED|FAILED) |: Failure" "$out/${t}_f32.log"
-  echo "== $t with TANDEM_CUDA_ACTIVATIONS=f32: rc=$rc"
-  [[ $rc -eq 0 ]] || status=1
-done
+rerun TANDEM_CUDA_ACTIVATIONS=f32 f32 test_cuda_forward test_gpu_serve
 # Verify blocks and batched decode through attention_from_qkv (ADR 0081; off by default until it has
 # run on a GPU): the forward's and the engine's bitwise tests with the multi-row path on.
-for t in test_cuda_forward test_gpu_serve; do
-  exe="${bin:+$bin/$t}"
-  [[ -z "$bin" ]] && exe=$(find build-gpu/tests -name "$t" -type f -perm -u+x | head -1)
-  [[ -n "$exe" && -x "$exe" ]] || continue
-  TANDEM_CUDA_FUSE_ROPE_ROWS=16 "$exe" >"$out/${t}_fuse_rope16.log" 2>&1
-  rc=$?
-  grep -E "^\[  (PASSED|FAILED) |: Failure" "$out/${t}_fuse_rope16.log"
-  echo "== $t with TANDEM_CUDA_FUSE_ROPE_ROWS=16: rc=$rc"
-  [[ $rc -eq 0 ]] || status=1
-done
+rerun TANDEM_CUDA_FUSE_ROPE_ROWS=16 fuse_rope16 test_cuda_forward test_gpu_serve
 echo "== tests: $([[ $status -eq 0 ]] && echo passed || echo FAILED)"
 
 "$bench" $quick ${tune:+--variants} 2>&1 | tee "$out/bench.txt" || status=1

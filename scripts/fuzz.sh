@@ -58,7 +58,7 @@ node -e '
 # GGUF seeds, written by the reference writer (the gguf PyPI package): a tiny model per
 # architecture and the 400-token tokenizer above as a GGUF vocabulary.
 if python3 -c 'import gguf' 2>/dev/null; then
-  for arch in llama qwen2 qwen3 qwen3moe; do python3 tests/fuzz/make_gguf_seed.py "$seeds/gguf/tiny_$arch.gguf" "$arch"; done
+  for arch in llama qwen2 qwen3 qwen2moe qwen3moe; do python3 tests/fuzz/make_gguf_seed.py "$seeds/gguf/tiny_$arch.gguf" "$arch"; done
   mkdir -p "$build/fuzz-tokenizer-dir"
   cp "$seeds/tokenizer/tandem_400.json" "$build/fuzz-tokenizer-dir/tokenizer.json"
   cp models/tandem-target/tokenizer_config.json "$build/fuzz-tokenizer-dir/"

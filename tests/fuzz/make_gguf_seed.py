@@ -3,7 +3,7 @@
 tokenizer, a chat template and a key of every value type) with the `gguf` package's writer: the seed of fuzz_gguf
 (scripts/fuzz.sh), small enough that the fuzzer runs thousands of inputs a second.
 
-    make_gguf_seed.py OUT.gguf [ARCH]     (llama, qwen2, qwen3, qwen3moe)
+    make_gguf_seed.py OUT.gguf [ARCH]     (llama, qwen2, qwen3, qwen2moe, qwen3moe)
 """
 import sys
 
@@ -23,10 +23,12 @@ w.add_head_count_kv(kv_heads)
 w.add_layer_norm_rms_eps(1e-5)
 w.add_rope_freq_base(10000.0)
 experts = 2
-if arch.endswith("moe"):  # qwen3moe: one sparse layer, its experts stacked as llama.cpp stacks them
+if arch.endswith("moe"):  # one sparse layer, its experts stacked as llama.cpp stacks them
     w.add_expert_count(experts)
     w.add_expert_used_count(1)
     w.add_expert_feed_forward_length(ffn)
+if arch == "qwen2moe":  # and a shared expert
+    w.add_expert_shared_feed_forward_length(ffn)
 w.add_tokenizer_model("gpt2")
 w.add_tokenizer_pre("qwen2" if arch.startswith("qwen") else "llama-bpe")
 w.add_token_list(["a", "b", "ab", "Ġ", "Ġa", "<s>", "</s>", "<|im_end|>"])
@@ -51,8 +53,9 @@ rng = np.random.default_rng(0)
 head_dim = hidden // heads
 
 
-def add(name, *shape):
-    w.add_tensor(name, rng.standard_normal(shape).astype(np.float16 if len(shape) == 2 else np.float32))
+def add(name, *shape, f32=False):
+    dtype = np.float16 if len(shape) == 2 and not f32 else np.float32
+    w.add_tensor(name, rng.standard_normal(shape).astype(dtype))
 
 
 add("token_embd.weight", vocab, hidden)
@@ -62,7 +65,7 @@ add("blk.0.attn_q.weight", heads * head_dim, hidden)
 add("blk.0.attn_k.weight", kv_heads * head_dim, hidden)
 add("blk.0.attn_v.weight", kv_heads * head_dim, hidden)
 add("blk.0.attn_output.weight", hidden, heads * head_dim)
-if arch == "qwen2":
+if arch in ("qwen2", "qwen2moe"):
     for p, n in (("q", heads), ("k", kv_heads), ("v", kv_heads)):
         add(f"blk.0.attn_{p}.bias", n * head_dim)
 if arch.startswith("qwen3"):
@@ -70,10 +73,15 @@ if arch.startswith("qwen3"):
     add("blk.0.attn_k_norm.weight", head_dim)
 add("blk.0.ffn_norm.weight", hidden)
 if arch.endswith("moe"):
-    add("blk.0.ffn_gate_inp.weight", experts, hidden)
+    add("blk.0.ffn_gate_inp.weight", experts, hidden, f32=True)  # F32, as llama.cpp writes routers
     add("blk.0.ffn_gate_exps.weight", experts, ffn, hidden)
     add("blk.0.ffn_up_exps.weight", experts, ffn, hidden)
     add("blk.0.ffn_down_exps.weight", experts, hidden, ffn)
+if arch == "qwen2moe":  # the shared expert and its 1-D F32 gate (ffn_gate_inp_shexp [hidden])
+    add("blk.0.ffn_gate_shexp.weight", ffn, hidden)
+    add("blk.0.ffn_up_shexp.weight", ffn, hidden)
+    add("blk.0.ffn_down_shexp.weight", hidden, ffn)
+    add("blk.0.ffn_gate_inp_shexp.weight", hidden)
 else:
     add("blk.0.ffn_gate.weight", ffn, hidden)
     add("blk.0.ffn_up.weight", ffn, hidden)

@@ -39,7 +39,7 @@
 # (DIR must sit directly under the repository root: the script cd's to DIR/..).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 bin="" pack="" out="" quick="" sanitize="" tune="" ncu="" e2e="" e2e_args="" stub_icu=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -59,7 +59,7 @@ done
 
 if [[ -z "$bin" ]]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON \
-    -DTANDEM_CUDA_TUNING=$([[ -n "$tune" ]] && echo ON || echo OFF) >/dev/null || exit 1
+    -DTANDEM_CUDA_TUNING="$([[ -n "$tune" ]] && echo ON || echo OFF)" >/dev/null || exit 1
   cmake --build build-gpu --target test_cuda_kernels test_cuda_devices test_cuda_forward test_gpu_serve \
     bench_cuda_gemm bench_stream_patterns bench_handoff_latency tandem tandem-random-model || exit 1
   if [[ -n "$pack" ]]; then

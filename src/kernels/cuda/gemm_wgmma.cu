@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(128)
     wgmma_probe_kernel(int steps, const uint16_t* __restrict__ x, const uint16_t* __restrict__ w,
                        const float* __restrict__ c0, float* __restrict__ d_mma, float* __restrict__ d_wgmma) {
   __shared__ __align__(128) unsigned char bsm[kProbeN * 32];
+  pdl_enter();  // launch.cuh's contract: wait before the first write (and before exiting)
   const int t = blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c = lane & 3;

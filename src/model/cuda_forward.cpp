@@ -200,12 +200,13 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
   // is in a batch once), at consecutive positions: news (ADR 0081) counts the
   // rows before each of its sequence. Same bits whatever the segmentation (ADR 0043).
   attn_segments_.clear();
+  // news is read by attention_from_qkv, which takes multi-row calls only under the knob.
+  const bool reads_news = m > 1 && m <= fuse_rope_rows_;
   for (int64_t r = 0; r < m;) {
     int64_t e = r + 1;
     while (e < m && in.tables[e] == in.tables[r]) ++e;
     for (int64_t i = r; i < e; ++i) {
-      // Only read by attention_from_qkv, which takes multi-row calls only under the knob.
-      if (in.positions[i] != in.positions[r] + (i - r) && m > 1 && m <= fuse_rope_rows_)
+      if (reads_news && in.positions[i] != in.positions[r] + (i - r))
         return internal_error("cuda: the rows of one sequence are not at consecutive positions");
       s[4 * max_rows_ + i] = static_cast<int32_t>(i - r);
     }

@@ -244,6 +244,7 @@ TEST(Engine, CancelReleasesKv) {
   // the test thread can be descheduled while all 200 tokens are generated, so
   // a request that finished before its cancel landed is retried (a new id).
   Result rest;
+  int64_t held = 0;  // kv_blocks_used while the cancelled request ran
   int attempts = 0;
   for (; attempts < 8 && rest.finish != FinishReason::cancelled; ++attempts) {
     auto r = request(5 + attempts, 0.0f);
@@ -254,11 +255,13 @@ TEST(Engine, CancelReleasesKv) {
     if (std::any_of(updates.begin(), updates.end(),
                     [](const RequestUpdate& u) { return u.finish != FinishReason::none; }))
       continue;
+    held = e->metrics().kv_blocks_used.load();  // it still ran at the cancel, so it ran here
     r->channel->cancel();
     rest = collect(r);
   }
   ASSERT_EQ(rest.finish, FinishReason::cancelled)
       << "no request was still running when cancelled, " << attempts << " attempts";
+  EXPECT_GT(held, 0);
   for (int i = 0; i < 100 && e->metrics().kv_blocks_used.load() != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(e->metrics().kv_blocks_used.load(), 0);

@@ -255,8 +255,12 @@ int run_bench(const BenchOptions& o) {
   auto gemm = resolve_gemm_option("");
   if (!gemm.ok()) return fail(gemm.status());
   const kernels::Ctx probe_ctx;
-  std::printf("threads: %d, kernels: %s, gemm: %s\n", o.threads, kernels::isa_name(probe_ctx.isa),
-              kernels::gemm_mode_name(gemm->mode));
+  std::printf("threads: %d, kernels: %s, gemm: %s, bf16 weights x %s activations%s\n", o.threads,
+              kernels::isa_name(probe_ctx.isa), kernels::gemm_mode_name(gemm->mode),
+              kernels::activations_name(probe_ctx.act),
+              probe_ctx.act == kernels::Activations::bf16 && !kernels::bf16_activations_native()
+                  ? " (scalar: no AVX512_BF16 here)"
+                  : "");
   if (!o.batches.empty())
     return run_batch_bench(m, pool.get(), {o.batches, o.prompt, o.decode, o.reps, gemm->mode});
   if (!o.verify.empty())

@@ -60,7 +60,9 @@ Status validate_environment() {
   // The ISA limit goes to the kernels once, here, before any kernel thread runs.
   if (auto v = non_blank("TANDEM_KERNELS"))
     kernels::select_isa(kernels::isa_limit_from_env(v->c_str(), kernels::best_supported_isa()));
-  if (auto v = non_blank("TANDEM_CPU_PREFETCH")) {  // on top of the vendor's tuned policy
+  TANDEM_RETURN_IF_ERROR(check_choice("TANDEM_CPU_ACTIVATIONS", {"f32", "bf16", "auto"}));
+  kernels::select_activations(cpu_activations_from_env());  // after the ISA: auto asks what is native
+  if (auto v = non_blank("TANDEM_CPU_PREFETCH")) {          // on top of the vendor's tuned policy
     const auto p = kernels::parse_prefetch_policy(*v, kernels::prefetch_policy());
     if (!p)
       return invalid_argument("TANDEM_CPU_PREFETCH='" + *v +
@@ -83,6 +85,13 @@ Status validate_environment() {
     TANDEM_RETURN_IF_ERROR(check_bool(name));
   // Checked in every build, so a CPU-only binary refuses the same typos a CUDA one does.
   return validate_gpu_knobs();
+}
+
+kernels::Activations cpu_activations_from_env() {
+  const std::string v = to_lower(trim(non_blank("TANDEM_CPU_ACTIVATIONS").value_or("f32")));
+  if (v == "bf16") return kernels::Activations::bf16;
+  if (v == "auto" && kernels::bf16_activations_native()) return kernels::Activations::bf16;
+  return kernels::Activations::f32;
 }
 
 std::optional<kernels::GemmMode> gemm_pin_from_env() {

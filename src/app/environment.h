@@ -43,6 +43,11 @@ Status apply_log_level();
 // kernels::select_isa() with its limit (start-up, before any kernel thread runs).
 Status validate_environment();
 
+// TANDEM_CPU_ACTIVATIONS (validated and applied by validate_environment: the
+// CPU's numerics for bf16 weights, ADR 0082): bf16, f32 (unset: f32), auto =
+// bf16 where it runs natively (AVX-512 kernels on a CPU with AVX512_BF16).
+kernels::Activations cpu_activations_from_env();
+
 // TANDEM_GEMM (after validate_environment): the mode it pins (--gemm is then
 // only a request that the pin overrides), nullopt when unset.
 std::optional<kernels::GemmMode> gemm_pin_from_env();

@@ -103,4 +103,34 @@ bool parse_gemm_mode(const char* text, GemmMode* mode) {
   return true;
 }
 
+// ---------------------------------------------------------------- activations
+const char* activations_name(Activations a) { return a == Activations::bf16 ? "bf16" : "f32"; }
+
+namespace {
+std::atomic<uint8_t> g_activations{static_cast<uint8_t>(Activations::f32)};
+}  // namespace
+
+Activations active_activations() {
+  return static_cast<Activations>(g_activations.load(std::memory_order_relaxed));
+}
+
+void select_activations(Activations a) {
+  g_activations.store(static_cast<uint8_t>(a), std::memory_order_relaxed);
+}
+
+bool bf16_activations_native() { return active_isa() == Isa::avx512 && cpu_features().avx512bf16; }
+
+bool parse_activations(const char* text, Activations* a) {
+  if (text == nullptr) return false;
+  const std::string t = to_lower(trim(text));
+  if (t == "f32") {
+    *a = Activations::f32;
+  } else if (t == "bf16") {
+    *a = Activations::bf16;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace tandem::kernels

@@ -24,6 +24,16 @@ inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// f32 -> bf16 as vcvtneps2bf16 rounds (Activations::bf16, ADR 0082): round to
+// nearest even; zero and denormals become a zero of their sign; NaN stays a
+// (quiet) NaN.
+inline uint16_t round_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7f800000u) == 0) return static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  return f32_to_bf16(f);
+}
+
 inline float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;

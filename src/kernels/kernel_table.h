@@ -43,9 +43,19 @@ inline int64_t packed_slot(DType dtype, int64_t j) {
 //   y[r*ldy + col] = sum over kk in [k_begin, k_end) of x[r*ldx + kk] * W[col][kk]
 // as a single FMA chain per output in increasing kk, starting from 0.0f, for
 // columns col < n (padding columns are never stored).
+//
+// The bf16 pairs chain (matmul_bf16_pairs; bf16 weights and bf16 activations
+// xb, ADR 0082) is vdpbf16ps's: from acc = +0, for each pair (kk, kk + 1) from
+// k_begin (even) up, acc = step(acc, xb[kk+1], W[col][kk+1]) then
+// acc = step(acc, xb[kk], W[col][kk]), where step(a, x, w) = ftz(fma(daz(x),
+// daz(w), daz(a))) — a denormal input reads as a zero of its sign, a denormal
+// result is flushed the same way. An odd count's last pair is (xb[kk], 0) x
+// (W[col][kk], 0): its first step adds +0 * +0.
 struct MatmulArgs {
   const float* x = nullptr;
   int64_t ldx = 0;
+  const uint16_t* xb = nullptr;  // the bf16 pairs chain's activations (xb[r*ldxb + kk]); else null
+  int64_t ldxb = 0;              // even; a row of odd k has a zero past its end
   int64_t m = 0;
   const uint8_t* w = nullptr;  // PackedMatrix::data()
   DType dtype = DType::f32;
@@ -81,6 +91,9 @@ int64_t splitk_parts(int64_t m, int64_t n, int64_t k, int threads);
 
 struct KernelTable {
   void (*matmul_panels)(const MatmulArgs& args);
+  // bf16 weights x args.xb, the bf16 pairs chain (args.x unused): vdpbf16ps
+  // where the CPU has AVX512_BF16, else the scalar reference (the same bits).
+  void (*matmul_bf16_pairs)(const MatmulArgs& args);
   void (*rmsnorm_row)(const float* x, const float* weight, float* y, int64_t dim, float eps);
   void (*softmax_row)(float* x, int64_t n);
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t count);

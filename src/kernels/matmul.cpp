@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "dtype_convert.h"
 #include "kernel_table.h"
 
 namespace tandem::kernels {
@@ -24,6 +25,14 @@ namespace {
 
 // Shortest K slice worth a separate partial sum.
 constexpr int64_t kMinSplitK = 64;
+
+void run_panels(const KernelTable& kt, const MatmulArgs& a) {
+  if (a.xb != nullptr) {
+    kt.matmul_bf16_pairs(a);
+  } else {
+    kt.matmul_panels(a);
+  }
+}
 
 int pool_threads(const Ctx& ctx) { return ctx.pool != nullptr ? ctx.pool->size() : 1; }
 
@@ -49,6 +58,30 @@ int64_t splitk_parts(int64_t m, int64_t n, int64_t k, int threads) {
 
 namespace {
 
+// Where K slice `part` of `parts` starts; even for the bf16 pairs chain (its
+// pairs start at even k), k itself at the end.
+int64_t slice_edge(int64_t k, int64_t part, int64_t parts, bool pairs) {
+  const int64_t edge = k * part / parts;
+  return pairs && part < parts ? edge & ~int64_t{1} : edge;
+}
+
+// Rows of x rounded to bf16 as Activations::bf16 defines (ops.h), ldxb =
+// k rounded up to even (a zero past an odd row's end). Per thread, grown to
+// the largest call seen.
+const uint16_t* bf16_rows(const float* x, int64_t m, int64_t k, int64_t* ldxb) {
+  thread_local std::vector<uint16_t> rows;
+  *ldxb = (k + 1) & ~int64_t{1};
+  const size_t need = static_cast<size_t>(m * *ldxb);
+  if (rows.size() < need) rows.resize(need);
+  for (int64_t r = 0; r < m; ++r) {
+    uint16_t* out = rows.data() + r * *ldxb;
+    const float* in = x + r * k;
+    for (int64_t i = 0; i < k; ++i) out[i] = round_to_bf16(in[i]);
+    if (*ldxb != k) out[k] = 0;
+  }
+  return rows.data();
+}
+
 void matmul_splitk(const Ctx& ctx, const KernelTable& kt, const MatmulArgs& whole, int64_t parts) {
   const int64_t m = whole.m, n = whole.n, k = whole.k;
   const int64_t panels = panel_count(n);
@@ -64,13 +97,13 @@ void matmul_splitk(const Ctx& ctx, const KernelTable& kt, const MatmulArgs& whol
       const int64_t first_panel = item % panels;
       const int64_t last_panel = std::min(panels, first_panel + (end - item));
       MatmulArgs a = whole;
-      a.k_begin = k * part / parts;
-      a.k_end = k * (part + 1) / parts;
+      a.k_begin = slice_edge(k, part, parts, whole.xb != nullptr);
+      a.k_end = slice_edge(k, part + 1, parts, whole.xb != nullptr);
       a.panel_begin = first_panel;
       a.panel_end = last_panel;
       a.y = partial + part * m * n;
       a.ldy = n;
-      kt.matmul_panels(a);
+      run_panels(kt, a);
       item += last_panel - first_panel;
     }
   });
@@ -117,6 +150,7 @@ void matmul(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, fl
   a.y = y;
   a.ldy = w.n();
   a.n = w.n();
+  if (ctx.act == Activations::bf16 && w.dtype() == DType::bf16) a.xb = bf16_rows(x, m, w.k(), &a.ldxb);
   const int64_t panels = panel_count(w.n());
   if (ctx.gemm == GemmMode::splitk) {
     const int64_t parts = splitk_parts(m, w.n(), w.k(), pool_threads(ctx));
@@ -129,7 +163,7 @@ void matmul(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, fl
     MatmulArgs part = a;
     part.panel_begin = begin;
     part.panel_end = end;
-    kt.matmul_panels(part);
+    run_panels(kt, part);
   });
 }
 

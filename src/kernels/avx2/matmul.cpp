@@ -297,7 +297,7 @@ void matmul_typed(const MatmulArgs& a) {
     // Groups of 2-4 full panels (simd/row_streams.h), then the one-panel path.
     static constexpr RowStreamsFn kRow[] = {nullptr, nullptr, row_streams<D, 2>, row_streams<D, 3>,
                                             row_streams<D, 4>};
-    p = row_stream_groups(a, es, kRow, policy);
+    p = row_stream_groups(a, a.x, es, kRow, policy);
     // A last single full panel and a partial panel (every panel with one
     // stream): one pass each, stream_far ahead like the grouped streams.
     for (; p < a.panel_end; ++p) {

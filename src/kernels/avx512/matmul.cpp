@@ -21,8 +21,7 @@
 #include <algorithm>
 
 #include "avx512/avx512.h"
-#include "kernels/prefetch.h"
-#include "simd/row_streams.h"
+#include "avx512/panel_driver.h"
 
 namespace tandem::kernels::avx512 {
 namespace {
@@ -31,26 +30,6 @@ template <DType D>
 constexpr int64_t element_size() {
   return D == DType::f32 ? 4 : 2;
 }
-// Prefetching (distances: kernels/prefetch.h, per CPU vendor, ADR 0049). The
-// L2 streamer stops at 4 KiB page boundaries and runs only a few lines ahead,
-// so (1) the first pass over a panel prefetches its own stream near_bytes
-// ahead into L1 ("near"); (2) "far" prefetches into L2: with a single pass
-// (M <= 4) — or on the last panel of the range, which has no next panel —
-// far_bytes down the stream (stream_far_bytes for a lone row, M = 1, as on
-// its multi-stream path); with several passes (M > 4: two groups, or more
-// row blocks), an equal share of the *next* panel of this thread's range
-// during every pass (next_panel) — the later passes read the panel from L2
-// and would otherwise leave DRAM idle. Measured on the Intel development VM
-// (interleaved, best-of; near 4 KiB, far 64 KiB): next-panel far prefetch
-// took M=8/M=1 from ~1.5 to ~1.3; the single-pass far prefetch took M=1 at
-// 4864x896 from 0.84 to 0.97 of the read bandwidth and M=4/M=1 from ~1.17 to
-// ~1.07. The AMD figures: docs/benchmarks.md, "AMD Zen".
-struct Prefetch {
-  int64_t near = 0;              // bytes ahead into L1, 0 = none
-  const uint8_t* far = nullptr;  // far_bytes ahead in this panel, or next panel's share, or null
-  int64_t far_step = 0;          // bytes of it per k step
-};
-
 // The 32 columns of one group at one k, as two vectors of 16 columns each.
 template <DType D>
 inline void load_group(const uint8_t* p, __m512& lo, __m512& hi) {
@@ -155,68 +134,15 @@ void row_streams(const float* x, const uint8_t* w, int64_t panel_stride, int64_t
   }
 }
 
-using BlockFn = void (*)(const float*, int64_t, const uint8_t*, int64_t, float*, int64_t, int64_t, Prefetch);
-
 template <DType D>
 void matmul_typed(const MatmulArgs& a) {
   // Full-panel blocks for 1..4 rows, single-group blocks for 5..8 rows.
-  static constexpr BlockFn kFull[] = {nullptr, block<D, 1, 2>, block<D, 2, 2>, block<D, 3, 2>,
-                                      block<D, 4, 2>};
-  static constexpr BlockFn kHalf[] = {block<D, 5, 1>, block<D, 6, 1>, block<D, 7, 1>, block<D, 8, 1>};
-  constexpr int64_t es = element_size<D>();
-  const PrefetchPolicy& policy = prefetch_policy();
-  const int64_t kn = a.k_end - a.k_begin;
-  const int64_t panel_bytes = kn * kPanel * es;
-  // Passes over one panel: 1 for M <= 4, else 2 per block of up to 8 rows
-  // (plus 1 for a final block of <= 4 rows).
-  const int64_t full8 = a.m / 8, tail = a.m % 8;
-  const int64_t passes = full8 * 2 + (tail == 0 ? 0 : tail <= 4 ? 1 : 2);
-  int64_t p = a.panel_begin;
-  if (a.m == 1) {
-    // Groups of 2-4 full panels (simd/row_streams.h), then the one-panel path.
-    static constexpr RowStreamsFn kRow[] = {nullptr, nullptr, row_streams<D, 2>, row_streams<D, 3>,
-                                            row_streams<D, 4>};
-    p = row_stream_groups(a, es, kRow, policy);
-  }
-  for (; p < a.panel_end; ++p) {
-    const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
-    const uint8_t* w = a.w + ((p * a.k + a.k_begin) * kPanel) * es;
-    const uint8_t* next = p + 1 < a.panel_end ? w + a.k * kPanel * es : nullptr;  // multi-pass far target
-    float* y = a.y + p * kPanel;
-    int64_t pass = 0;
-    auto prefetch = [&] {
-      Prefetch pf;
-      pf.near = pass == 0 ? policy.near_bytes : 0;
-      if (passes == 1 || (next == nullptr && pass == 0)) {
-        const int64_t far = a.m == 1 ? policy.stream_far_bytes : policy.far_bytes;  // a lone row: stream_far
-        if (far != 0) {
-          pf.far = w + far;  // a fixed distance down this panel's stream
-          pf.far_step = kPanel * es;
-        }
-      } else if (next != nullptr && policy.next_panel) {
-        pf.far = next + pass * panel_bytes / passes;
-        pf.far_step = panel_bytes / passes / kn;
-      }
-      ++pass;
-      return pf;
-    };
-    for (int64_t r = 0; r < a.m;) {
-      const int64_t rows = std::min<int64_t>(8, a.m - r);
-      const float* x = a.x + r * a.ldx + a.k_begin;
-      float* yr = y + r * a.ldy;
-      if (rows <= 4) {
-        kFull[rows](x, a.ldx, w, kn, yr, a.ldy, cols, prefetch());
-      } else {
-        kHalf[rows - 5](x, a.ldx, w, kn, yr, a.ldy, cols, prefetch());
-        if (cols > 32) {
-          kHalf[rows - 5](x, a.ldx, w + 32 * es, kn, yr + 32, a.ldy, cols - 32, prefetch());
-        } else {
-          ++pass;
-        }
-      }
-      r += rows;
-    }
-  }
+  static constexpr PanelKernels<float> kKernels = {
+      {nullptr, block<D, 1, 2>, block<D, 2, 2>, block<D, 3, 2>, block<D, 4, 2>},
+      {block<D, 5, 1>, block<D, 6, 1>, block<D, 7, 1>, block<D, 8, 1>},
+      {nullptr, nullptr, row_streams<D, 2>, row_streams<D, 3>, row_streams<D, 4>},
+  };
+  drive_panels(a, a.x, a.ldx, element_size<D>(), kKernels);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // reference/matmul.cpp — scalar matmul over the packed panel layout.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "dtype_convert.h"
 #include "reference/reference.h"
@@ -40,6 +42,37 @@ void matmul_panels(const MatmulArgs& a) {
         for (int64_t j = 0; j < cols; ++j) acc[j] += xv * w[j];
       }
       std::copy(acc, acc + cols, a.y + r * a.ldy + p * kPanel);
+    }
+  }
+}
+
+namespace {
+
+// A denormal reads (and is flushed) as a zero of its sign: vdpbf16ps's DAZ / FTZ.
+float flush(float v) { return std::fabs(v) < std::numeric_limits<float>::min() ? std::copysign(0.0f, v) : v; }
+
+float step(float acc, float x, float w) { return flush(std::fma(flush(x), flush(w), flush(acc))); }
+
+}  // namespace
+
+void matmul_bf16_pairs(const MatmulArgs& a) {
+  const auto* w = reinterpret_cast<const uint16_t*>(a.w);
+  for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
+    const int64_t cols = std::min<int64_t>(kPanel, a.n - p * kPanel);
+    const int64_t panel_base = p * a.k * kPanel;
+    for (int64_t r = 0; r < a.m; ++r) {
+      const uint16_t* xr = a.xb + r * a.ldxb;
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t slot = packed_slot(DType::bf16, j);
+        auto weight = [&](int64_t kk) { return bf16_to_f32(w[panel_base + kk * kPanel + slot]); };
+        float acc = 0.0f;
+        for (int64_t kk = a.k_begin; kk < a.k_end; kk += 2) {
+          const bool last = kk + 1 == a.k_end;
+          acc = last ? step(acc, 0.0f, 0.0f) : step(acc, bf16_to_f32(xr[kk + 1]), weight(kk + 1));
+          acc = step(acc, bf16_to_f32(xr[kk]), weight(kk));
+        }
+        a.y[r * a.ldy + p * kPanel + j] = acc;
+      }
     }
   }
 }

@@ -10,6 +10,7 @@
 namespace tandem::kernels::reference {
 
 void matmul_panels(const MatmulArgs& args);
+void matmul_bf16_pairs(const MatmulArgs& args);
 void rmsnorm_row(const float* x, const float* weight, float* y, int64_t dim, float eps);
 void softmax_row(float* x, int64_t n);
 void swiglu(const float* gate, const float* up, float* out, int64_t count);

@@ -7,6 +7,7 @@ namespace tandem::kernels {
 const KernelTable& reference_kernels() {
   static const KernelTable table = {
       reference::matmul_panels,
+      reference::matmul_bf16_pairs,
       reference::rmsnorm_row,
       reference::softmax_row,
       reference::swiglu,

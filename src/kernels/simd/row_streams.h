@@ -23,18 +23,22 @@ inline constexpr int kMaxStreams = kMaxRowStreams;
 // row_streams<D, S>: one row x S whole panels (w at the first panel's k_begin
 // row, panels panel_stride bytes apart, kn k steps, y at the first panel's
 // first column), near / far the prefetch distances (0 = none).
-using RowStreamsFn = void (*)(const float* x, const uint8_t* w, int64_t panel_stride, int64_t kn, float* y,
-                              int64_t near, int64_t far);
+// X: the activations' element (float, or uint16_t bf16 for the bf16 pairs
+// chain of avx512/matmul_bf16.cpp).
+template <class X>
+using RowStreamsFnOf = void (*)(const X* x, const uint8_t* w, int64_t panel_stride, int64_t kn, float* y,
+                                int64_t near, int64_t far);
+using RowStreamsFn = RowStreamsFnOf<float>;
 
-// A lone row (a.m == 1) over a.panel_begin..: groups of S = policy.streams
+// A lone row (a.m == 1, its activations x at k = 0) over a.panel_begin..: groups of S = policy.streams
 // (at most kMaxStreams) full panels, then one group of the 2..S-1 full panels
 // left, each group of G panels through by_size[G]. Returns the first panel not taken: a last
 // single full panel and a partial panel are the caller's one-panel path, as
 // is every panel when policy.streams is 1 (one contiguous stream per thread:
 // a thread's panels lie back to back when it owns all of K).
-inline int64_t row_stream_groups(const MatmulArgs& a, int64_t element_size,
-                                 const RowStreamsFn (&by_size)[kMaxStreams + 1],
-                                 const PrefetchPolicy& policy) {
+template <class X>
+int64_t row_stream_groups(const MatmulArgs& a, const X* x, int64_t element_size,
+                          const RowStreamsFnOf<X> (&by_size)[kMaxStreams + 1], const PrefetchPolicy& policy) {
   const int64_t kn = a.k_end - a.k_begin;
   const int64_t full_end = std::min(a.panel_end, a.n / kPanel);
   const int64_t stride = a.k * kPanel * element_size;
@@ -42,7 +46,7 @@ inline int64_t row_stream_groups(const MatmulArgs& a, int64_t element_size,
   int64_t p = a.panel_begin;
   while (most >= 2 && full_end - p >= 2) {
     const int64_t group = std::min<int64_t>(most, full_end - p);
-    by_size[group](a.x + a.k_begin, a.w + (p * a.k + a.k_begin) * kPanel * element_size, stride, kn,
+    by_size[group](x + a.k_begin, a.w + (p * a.k + a.k_begin) * kPanel * element_size, stride, kn,
                    a.y + p * kPanel, policy.near_bytes, policy.stream_far_bytes);
     p += group;
   }

@@ -91,12 +91,33 @@ const char* gemm_mode_name(GemmMode mode);
 // Parses "invariant" / "splitk" (trimmed, case-insensitive); false if neither.
 bool parse_gemm_mode(const char* text, GemmMode* mode);
 
+// What a bf16 weight matrix multiplies (ADR 0082). f32: the activations as
+// they are, the f32 FMA chain. bf16: each activation row rounded to bf16
+// (round to nearest even; a denormal becomes a zero of its sign, as
+// vcvtneps2bf16 does) and the bf16 pairs chain (kernel_table.h) —
+// vdpbf16ps's arithmetic, the numerics of llama.cpp's bf16 path and of
+// transformers' bf16 matmuls, with 2x the products per instruction on a CPU
+// with AVX512_BF16. Either is batch invariant; f32 / f16 / quantized weights
+// are unaffected.
+enum class Activations : uint8_t { f32, bf16 };
+const char* activations_name(Activations a);
+// The mode Ctx{} starts with: f32 until select_activations() (start-up only,
+// like select_isa; the app passes TANDEM_CPU_ACTIVATIONS's value).
+Activations active_activations();
+void select_activations(Activations a);
+// Whether bf16 activations run natively here: the AVX-512 kernels are active
+// and the CPU has AVX512_BF16 (elsewhere they run the scalar reference).
+bool bf16_activations_native();
+// Parses "f32" / "bf16" (trimmed, case-insensitive); false if neither.
+bool parse_activations(const char* text, Activations* a);
+
 // How to run one op: which thread pool (nullptr = the calling thread only),
-// which ISA variant, which matmul policy.
+// which ISA variant, which matmul policy, what bf16 weights multiply.
 struct Ctx {
   ThreadPool* pool = nullptr;
   Isa isa = active_isa();
   GemmMode gemm = GemmMode::invariant;
+  Activations act = active_activations();
 };
 
 // ---------------------------------------------------------------- matmul

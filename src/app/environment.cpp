@@ -88,7 +88,7 @@ Status validate_environment() {
 }
 
 kernels::Activations cpu_activations_from_env() {
-  const std::string v = to_lower(trim(non_blank("TANDEM_CPU_ACTIVATIONS").value_or("f32")));
+  const std::string v = to_lower(trim(non_blank("TANDEM_CPU_ACTIVATIONS").value_or("auto")));
   if (v == "bf16") return kernels::Activations::bf16;
   if (v == "auto" && kernels::bf16_activations_native()) return kernels::Activations::bf16;
   return kernels::Activations::f32;

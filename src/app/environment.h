@@ -44,8 +44,8 @@ Status apply_log_level();
 Status validate_environment();
 
 // TANDEM_CPU_ACTIVATIONS (validated and applied by validate_environment: the
-// CPU's numerics for bf16 weights, ADR 0082): bf16, f32 (unset: f32), auto =
-// bf16 where it runs natively (AVX-512 kernels on a CPU with AVX512_BF16).
+// CPU's numerics for bf16 weights, ADR 0082): bf16, f32, or auto (unset) =
+// bf16 where it runs natively (AVX-512 kernels on a CPU with AVX512_BF16), else f32.
 kernels::Activations cpu_activations_from_env();
 
 // TANDEM_GEMM (after validate_environment): the mode it pins (--gemm is then

@@ -68,8 +68,8 @@ float flush(float v) { return std::fabs(v) < std::numeric_limits<float>::min() ?
 float step(float acc, float x, float w) { return flush(std::fma(flush(x), flush(w), flush(acc))); }
 
 // The chain from row-major [n][k] bf16 weights and bf16-rounded activations.
-std::vector<float> pairs_chain(const std::vector<float>& x, int64_t m, const std::vector<uint16_t>& w, int64_t n,
-                               int64_t k) {
+std::vector<float> pairs_chain(const std::vector<float>& x, int64_t m, const std::vector<uint16_t>& w,
+                               int64_t n, int64_t k) {
   std::vector<float> y(m * n);
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t c = 0; c < n; ++c) {
@@ -97,7 +97,8 @@ std::vector<float> edgy_floats(size_t count, uint32_t seed) {
         v[i] = from_bits((rng() & 0x807fffffu));  // a denormal (or zero)
         break;
       case 1:
-        v[i] = from_bits((rng() & 0x807fffffu) | (static_cast<uint32_t>(1 + rng() % 24) << 23));  // near FLT_MIN
+        v[i] =
+            from_bits((rng() & 0x807fffffu) | (static_cast<uint32_t>(1 + rng() % 24) << 23));  // near FLT_MIN
         break;
       case 2:
         v[i] = std::ldexp(v[i], 60 - static_cast<int>(rng() % 120));  // far from 1
@@ -157,7 +158,8 @@ TEST(MatmulBf16, PairsChainIsTheDotOfTheRoundedValues) {
     for (int64_t c = 0; c < n; ++c) {
       double dot = 0.0, mag = 0.0;
       for (int64_t i = 0; i < k; ++i) {
-        const double t = static_cast<double>(bf16_to_f32(round_to_bf16(x[r * k + i]))) * bf16_to_f32(w[c * k + i]);
+        const double t =
+            static_cast<double>(bf16_to_f32(round_to_bf16(x[r * k + i]))) * bf16_to_f32(w[c * k + i]);
         dot += t;
         mag += std::fabs(t);
       }
@@ -178,8 +180,7 @@ TEST(MatmulBf16, RowAloneEqualsRowInBatch) {
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
       std::vector<float> alone(rows * n), batch(rows * n);
-      for (int64_t r = 0; r < rows; ++r)
-        matmul(bf16_ctx(&pool, isa), &x[r * k], 1, packed, &alone[r * n]);
+      for (int64_t r = 0; r < rows; ++r) matmul(bf16_ctx(&pool, isa), &x[r * k], 1, packed, &alone[r * n]);
       for (int64_t m = 1; m <= rows; ++m) {
         matmul(bf16_ctx(&pool, isa), x.data(), m, packed, batch.data());
         EXPECT_TRUE(same_bits(batch.data(), alone.data(), m * n)) << isa_name(isa) << " m=" << m;
@@ -187,7 +188,8 @@ TEST(MatmulBf16, RowAloneEqualsRowInBatch) {
       if (threads == 2) {
         matmul(bf16_ctx(&pool, isa, GemmMode::splitk), x.data(), rows, packed, batch.data());
         EXPECT_FALSE(same_bits(batch.data(), alone.data(), rows * n)) << isa_name(isa);
-        for (int64_t i = 0; i < rows * n; ++i) ASSERT_NEAR(batch[i], alone[i], 1e-4f) << isa_name(isa) << " " << i;
+        for (int64_t i = 0; i < rows * n; ++i)
+          ASSERT_NEAR(batch[i], alone[i], 1e-4f) << isa_name(isa) << " " << i;
       }
     }
   }

@@ -323,12 +323,6 @@ GoldenErrors golden_errors(const std::string& name, const char* activations, con
   return e;
 }
 
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-  return i;
-}
-
 class CudaGolden : public ::testing::TestWithParam<std::string> {};
 
 // f32 activations: within kGpuRelativeTolerance of transformers' f32 logits and of the CPU,
@@ -349,23 +343,6 @@ TEST_P(CudaGolden, F32ActivationsMatchTransformersAndTheCpu) {
 }
 
 // The gap between the largest and the second largest logit of a row (f32 goldens, or the CPU forward).
-double top2_margin(const float* l, int64_t vocab) {
-  double first = -INFINITY, second = -INFINITY;
-  for (int64_t i = 0; i < vocab; ++i) {
-    if (l[i] > first) {
-      second = first;
-      first = l[i];
-    } else if (l[i] > second) {
-      second = l[i];
-    }
-  }
-  return first - second;
-}
-
-double top2_margin(const testing::Reference& ref, int64_t row) {
-  return top2_margin(ref.logits.data() + row * ref.vocab, ref.vocab);
-}
-
 // bf16 activations (the GPU default, ADR 0054) are held to transformers running the same
 // checkpoint in bf16 on the GPU (tools/fixtures/make_bf16_bounds.py wrote its distance from
 // the f32 goldens into tests/fixtures/gpu_bf16_bounds.json): no larger logit error against
@@ -379,7 +356,7 @@ TEST_P(CudaGolden, Bf16ActivationsAreNoFurtherFromTheGoldensThanTransformersBf16
   if (!bound.has_value()) GTEST_SKIP() << "no transformers bf16 bound for " << name;
   const auto ref = testing::load_reference(name == "tandem_target" ? "../../../models/tandem-target" : name);
   const GoldenErrors e = golden_errors(name, "bf16", ref);
-  const size_t prefix = common_prefix(e.greedy, ref.continuation);
+  const size_t prefix = testing::common_prefix(e.greedy, ref.continuation);
   std::printf(
       "[gpu golden bf16] %-26s max|err| %.3g (transformers bf16 %.3g), top-1 changes %d (%d), "
       "greedy prefix %zu (%d) of %zu\n",
@@ -388,11 +365,11 @@ TEST_P(CudaGolden, Bf16ActivationsAreNoFurtherFromTheGoldensThanTransformersBf16
   EXPECT_LE(e.err_ref, bound->max_abs_err);
   const double tie = 2 * bound->max_abs_err;
   for (int64_t r : e.top1_changed) {
-    EXPECT_LE(top2_margin(ref, r), tie) << "row " << r << " changed its top-1 beyond a near-tie";
+    EXPECT_LE(testing::top2_margin(ref, r), tie) << "row " << r << " changed its top-1 beyond a near-tie";
   }
   if (prefix < ref.continuation.size()) {
     const int64_t row = static_cast<int64_t>(ref.prompt.size() + prefix) - 1;
-    EXPECT_LE(top2_margin(ref, row), tie)
+    EXPECT_LE(testing::top2_margin(ref, row), tie)
         << "greedy left the f32 continuation at " << prefix << " beyond a near-tie";
   }
 }

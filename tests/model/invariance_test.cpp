@@ -60,29 +60,40 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-class Invariance : public ::testing::TestWithParam<std::string> {};
+// A parameter "bf16:NAME" runs fixture NAME with bf16 activations (ADR 0082:
+// bf16 weights multiply bf16-rounded activations, vdpbf16ps's chain).
+class Invariance : public ::testing::TestWithParam<std::string> {
+ protected:
+  static constexpr const char* kBf16 = "bf16:";
+  bool bf16() const { return GetParam().rfind(kBf16, 0) == 0; }
+  std::string fixture() const { return bf16() ? GetParam().substr(std::strlen(kBf16)) : GetParam(); }
+  void SetUp() override {
+    if (bf16()) kernels::select_activations(kernels::Activations::bf16);
+  }
+  void TearDown() override { kernels::select_activations(kernels::Activations::f32); }
+};
 
 TEST_P(Invariance, PrefillChunkingIsBitwiseInvariant) {
-  Rig r = make_rig(GetParam());
-  const auto tokens = tokens_of(GetParam());
+  Rig r = make_rig(fixture());
+  const auto tokens = tokens_of(fixture());
   const auto whole = prefill_logits(r, tokens, tokens.size());
   ASSERT_EQ(whole.size(), tokens.size() * r.vocab());
   EXPECT_TRUE(same_bits(whole, prefill_logits(r, tokens, 1))) << "token by token";
   EXPECT_TRUE(same_bits(whole, prefill_logits(r, tokens, 7))) << "chunks of 7";
-  Rig small_rows = make_rig(GetParam(), 1, /*max_rows=*/5);
+  Rig small_rows = make_rig(fixture(), 1, /*max_rows=*/5);
   EXPECT_TRUE(same_bits(whole, prefill_logits(small_rows, tokens, tokens.size()))) << "row chunks of 5";
-  Rig threaded = make_rig(GetParam(), 3);
+  Rig threaded = make_rig(fixture(), 3);
   EXPECT_TRUE(same_bits(whole, prefill_logits(threaded, tokens, 7))) << "3 threads";
 }
 
 // Sequence 0 alone vs. as member 2 of a batch of 5 with other lengths, on 3 threads.
 TEST_P(Invariance, DecodeAloneEqualsInsideBatchOfFive) {
-  const auto tokens = tokens_of(GetParam());
+  const auto tokens = tokens_of(fixture());
   constexpr int kDecodeSteps = 6;
   const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 40);
   auto decode_token = [&](int step) { return tokens[40 + step]; };
 
-  Rig alone = make_rig(GetParam());
+  Rig alone = make_rig(fixture());
   std::vector<std::vector<float>> alone_logits;
   {
     SequenceId seq = alone.kv->create_sequence();
@@ -99,7 +110,7 @@ TEST_P(Invariance, DecodeAloneEqualsInsideBatchOfFive) {
     }
   }
 
-  Rig batch = make_rig(GetParam(), 3);
+  Rig batch = make_rig(fixture(), 3);
   const int kTarget = 2;
   const std::vector<size_t> other_lengths = {3, 17, 0, 33, 50};
   std::vector<std::vector<int32_t>> prompts(5);
@@ -137,6 +148,11 @@ TEST_P(Invariance, DecodeAloneEqualsInsideBatchOfFive) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Invariance, ::testing::ValuesIn(testing::fixture_names()),
                          [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Bf16Activations, Invariance,
+                         ::testing::Values("bf16:llama_default_bf16", "bf16:qwen2_bias_bf16_tied",
+                                           "bf16:qwen3_moe_bf16", "bf16:gemma4_text_bf16",
+                                           "bf16:mistral_sliding_bf16"),
+                         [](const auto& info) { return info.param.substr(5); });
 
 TEST(Forward, RollbackReproducesLogits) {
   Rig r = make_rig("qwen2_bias_bf16_tied");

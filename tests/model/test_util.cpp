@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -102,6 +103,29 @@ std::optional<Bf16Bound> bf16_bound(const std::string& name) {
     return b;
   }
   return std::nullopt;
+}
+
+double top2_margin(const float* logits, int64_t vocab) {
+  double first = -INFINITY, second = -INFINITY;
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (logits[i] > first) {
+      second = first;
+      first = logits[i];
+    } else if (logits[i] > second) {
+      second = logits[i];
+    }
+  }
+  return first - second;
+}
+
+double top2_margin(const Reference& ref, int64_t row) {
+  return top2_margin(ref.logits.data() + row * ref.vocab, ref.vocab);
+}
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
 }
 
 }  // namespace tandem::model::testing

@@ -43,4 +43,11 @@ struct Bf16Bound {
 };
 std::optional<Bf16Bound> bf16_bound(const std::string& name);
 
+// The gap between the largest and second largest of `vocab` logits.
+double top2_margin(const float* logits, int64_t vocab);
+// The goldens' top-2 gap at row `row`.
+double top2_margin(const Reference& ref, int64_t row);
+// How many leading ids a and b share.
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
+
 }  // namespace tandem::model::testing

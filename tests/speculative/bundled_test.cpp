@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "kernels/ops.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "speculative/draft_model.h"
@@ -138,7 +139,8 @@ std::vector<int32_t> run(Bundled& b, Drafter* drafter, const sampling::SamplingP
   return s.generated;
 }
 
-TEST(BundledPair, SpeculativeEqualsClassicWithBothDrafters) {
+// Both drafters, K = 2..6 (`ks` of them), greedy and T = 0.8: speculative == classic.
+void expect_speculative_equals_classic(const std::vector<int>& ks) {
   Bundled b;
   auto mtp = MtpDrafter::load(models_dir("tandem-mtp"), *b.target, &b.pool, 1024);
   auto draft = DraftModelDrafter::load(models_dir("tandem-draft"), &b.pool, 1024);
@@ -151,18 +153,30 @@ TEST(BundledPair, SpeculativeEqualsClassicWithBothDrafters) {
     const std::vector<int32_t> expected = run(b, nullptr, params, 0, nullptr, nullptr);
     for (Drafter* d : {static_cast<Drafter*>(mtp->get()), static_cast<Drafter*>(draft->get())}) {
       int64_t drafted = 0, accepted = 0;
-      for (int k = 2; k <= 6; ++k) {
+      for (int k : ks) {
         SCOPED_TRACE(d->describe() + " K=" + std::to_string(k) + " T=" + std::to_string(temperature));
         EXPECT_EQ(run(b, d, params, k, &drafted, &accepted), expected);
       }
       const double rate = static_cast<double>(accepted) / static_cast<double>(drafted);
-      std::printf("%s temperature %.1f: acceptance %.3f over K=2..6\n", d->describe().c_str(), temperature,
-                  rate);
+      std::printf("%s temperature %.1f: acceptance %.3f over K=%d..%d\n", d->describe().c_str(), temperature,
+                  rate, ks.front(), ks.back());
       if (temperature == 0.0f) {
         EXPECT_GT(rate, 0.3) << d->describe();
       }
     }
   }
+}
+
+TEST(BundledPair, SpeculativeEqualsClassicWithBothDrafters) {
+  expect_speculative_equals_classic({2, 3, 4, 5, 6});
+}
+
+// The same under bf16 activations (ADR 0082; the bundled models are bf16): what
+// TANDEM_CPU_ACTIVATIONS=bf16 / auto runs.
+TEST(BundledPair, SpeculativeEqualsClassicWithBf16Activations) {
+  kernels::select_activations(kernels::Activations::bf16);
+  expect_speculative_equals_classic({2, 4, 6});
+  kernels::select_activations(kernels::Activations::f32);
 }
 
 // A temperature too small to divide by (1e-39 is a denormal: every logit / T overflows) is greedy

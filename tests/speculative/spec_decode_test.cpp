@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/ops.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -116,14 +117,24 @@ std::vector<sampling::SamplingParams> sampling_cases() {
 
 struct Pairing {
   const char* target;
-  const char* unrelated;  // a different random model with the same vocabulary size
-  bool mtp_head = true;   // also draft with a random MTP head (none exists for gemma4_text)
+  const char* unrelated;          // a different random model with the same vocabulary size
+  bool mtp_head = true;           // also draft with a random MTP head (none exists for gemma4_text)
+  bool bf16_activations = false;  // ADR 0082: bf16 weights x bf16-rounded activations (every model here)
+};
+
+// Selects Activations::bf16 for a scope (the models, drafters and heads built in it keep it).
+struct Bf16Activations {
+  explicit Bf16Activations(bool on) {
+    if (on) kernels::select_activations(kernels::Activations::bf16);
+  }
+  ~Bf16Activations() { kernels::select_activations(kernels::Activations::f32); }
 };
 
 class SpecEqualsClassic : public ::testing::TestWithParam<Pairing> {};
 
 TEST_P(SpecEqualsClassic, ForEveryBlockSizeAndSampling) {
   const Pairing pairing = GetParam();
+  const Bf16Activations mode(pairing.bf16_activations);
   auto target = load_target(pairing.target);
   ASSERT_NE(target, nullptr);
   auto self = DraftModelDrafter::load(fixture_dir(pairing.target), nullptr, 512);
@@ -181,6 +192,11 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SpecEqualsClassic,
                                            Pairing{"gemma4_text_bf16", "gemma4_moe_bf16", false},
                                            Pairing{"gemma4_moe_bf16", "gemma4_mm_textonly_f32", false},
                                            Pairing{"gemma4_mm_textonly_f32", "gemma4_text_bf16", false}),
+                         [](const auto& info) { return std::string(info.param.target); });
+INSTANTIATE_TEST_SUITE_P(Bf16Activations, SpecEqualsClassic,
+                         ::testing::Values(Pairing{"llama_default_bf16", "qwen2_bias_f16", true, true},
+                                           Pairing{"qwen3_moe_bf16", "mixtral_sliding_bf16", true, true},
+                                           Pairing{"gemma2_softcap_bf16", "gemma3_text_bf16", true, true}),
                          [](const auto& info) { return std::string(info.param.target); });
 
 // logit_bias false (kNeverProduced) under speculation: with every token the classic greedy stream

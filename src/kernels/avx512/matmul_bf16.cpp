@@ -107,8 +107,8 @@ void block(const uint16_t* x, int64_t ldx, const uint8_t* w, int64_t kn, float* 
 
 // One row x S whole panels (avx512/matmul.cpp's row_streams, a k pair per step).
 template <int S>
-void row_streams(const uint16_t* x, const uint8_t* w, int64_t panel_stride, int64_t kn, float* y, int64_t near,
-                 int64_t far) {
+void row_streams(const uint16_t* x, const uint8_t* w, int64_t panel_stride, int64_t kn, float* y,
+                 int64_t near, int64_t far) {
   __m512 acc[S][4];
   for (int s = 0; s < S; ++s) {
     for (int v = 0; v < 4; ++v) acc[s][v] = _mm512_setzero_ps();

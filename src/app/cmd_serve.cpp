@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "drafter_setup.h"
 #include "environment.h"
+#include "kernels/ops.h"
 #include "model/device.h"
 #include "runtime/model_name.h"
 #include "runtime/opened_model.h"
@@ -208,6 +209,9 @@ int run_serve(ServeOptions& o) {
   service.attach(std::move(*served), std::move(defaults));
   spdlog::info("ready: model '{}' on {}, context {} tokens, {} parallel sequences", service.model_id(),
                service.engine()->device().description(), service.engine()->context(), o.parallel);
+  const kernels::Ctx cpu;  // what CPU matmuls run with (TANDEM_KERNELS, TANDEM_CPU_ACTIVATIONS)
+  spdlog::info("cpu kernels: {}, bf16 weights x {} activations", kernels::isa_name(cpu.isa),
+               kernels::activations_name(cpu.act));
 
   int sig = 0;
   sigwait(&signals, &sig);

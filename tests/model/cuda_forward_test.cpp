@@ -468,7 +468,7 @@ TEST_P(CudaQuantized, TracksTheCpuForwardWithTheSameWeights) {
   int clear_rows = 0;
   for (size_t r = 0; r < t.size(); ++r) {
     const float* h = host.data() + r * v;
-    if (top2_margin(h, v) <= 2 * err) continue;
+    if (testing::top2_margin(h, v) <= 2 * err) continue;
     ++clear_rows;
     EXPECT_EQ(kernels::argmax(ours.data() + r * v, v), kernels::argmax(h, v)) << "row " << r;
   }

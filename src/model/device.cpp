@@ -68,7 +68,10 @@ std::string nvidia_module_version(const std::string& proc_text) {
 DeviceInfo describe_device(const Placement& placement) {
   DeviceInfo info;
   info.device = device_name(placement);
-  if (placement.kind == DeviceKind::cpu) return info;
+  if (placement.kind == DeviceKind::cpu) {
+    info.numerics = kernels::activations_name(kernels::active_activations());  // bf16 weights' (ADR 0082)
+    return info;
+  }
   const kernels::CudaReport report = kernels::query_cuda_devices();
   for (const auto& d : report.devices) {
     if (d.index != placement.index) continue;

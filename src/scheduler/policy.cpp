@@ -71,8 +71,11 @@ bool static_default_for(const std::string& hardware) {
 }
 
 std::string hardware_label(int threads) {
+  // bf16 activations (ADR 0082) run at another speed than f32: their own verdict, as the GPU's
+  // GEMM-input numerics; the f32 label keeps its old spelling (and its hint files).
+  const bool bf16 = kernels::active_activations() == kernels::Activations::bf16;
   return "cpu:" + cpu_features().model_name + "|t" + std::to_string(threads) + "|" +
-         kernels::isa_name(kernels::active_isa());
+         kernels::isa_name(kernels::active_isa()) + (bf16 ? "|x bf16" : "");
 }
 
 std::string hardware_label(const model::DeviceInfo& device, int threads) {

@@ -16,7 +16,8 @@ using nlohmann::json;
 namespace {
 
 // /health's "device": {"name": "cuda:0", "description": "cuda:0 (NVIDIA H200, ...)", "model", "sm",
-// "driver", "numerics"} — absent fields (all but name on the CPU) are null.
+// "driver", "numerics"} — absent fields are null (on the CPU all but name and numerics,
+// the bf16 weights' activations: ADR 0082).
 json device_json(const model::DeviceInfo& d) {
   auto opt = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
   return {{"name", d.device}, {"description", d.description()}, {"model", opt(d.model)},

@@ -10,6 +10,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "kernels/ops.h"
+
 namespace tandem::scheduler {
 namespace {
 
@@ -300,6 +302,12 @@ TEST(HardwareLabel, NamesCpuThreadsAndIsa) {
   EXPECT_EQ(l.rfind("cpu:", 0), 0u);
   EXPECT_NE(l.find("|t3|"), std::string::npos);
   EXPECT_NE(hardware_label(1), hardware_label(2));
+  // bf16 activations (ADR 0082) get their own label, as the GPU's numerics do.
+  EXPECT_EQ(l.find("|x "), std::string::npos);
+  kernels::select_activations(kernels::Activations::bf16);
+  EXPECT_EQ(hardware_label(3), l + "|x bf16");
+  kernels::select_activations(kernels::Activations::f32);
+  EXPECT_EQ(hardware_label(3), l);
 }
 
 // A GPU's label names its model, SM version, multiprocessors and driver, and is

@@ -41,7 +41,8 @@ struct DeviceInfo {
   std::string model, sm, driver;
   int multiprocessors = 0;
   // cuda: the forward's GEMM-input numerics ("bf16" or "f32", cuda_activations()),
-  // so that verdicts measured under one never apply to the other; "" for cpu.
+  // so that verdicts measured under one never apply to the other; cpu: what bf16
+  // weights multiply ("bf16" or "f32", kernels::active_activations(), ADR 0082).
   std::string numerics;
   // "cpu", or "cuda:0 (NVIDIA H200, sm_90, 132 SMs, driver 580.159.04, bf16 x)".
   std::string description() const;

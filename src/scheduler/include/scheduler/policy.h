@@ -174,7 +174,8 @@ class AdaptivePolicy {
 void describe_policy(const PolicySnapshot& s, PolicyReport& r);
 
 // A label that separates machines whose verdicts may differ: CPU model,
-// thread count and kernel ISA level, e.g. "cpu:Intel(R) Xeon(R) Processor|t2|avx512".
+// thread count and kernel ISA level, e.g. "cpu:Intel(R) Xeon(R) Processor|t2|avx512", and
+// "|x bf16" under bf16 activations (ADR 0082).
 std::string hardware_label(int threads);
 // The label of the device the target runs on: hardware_label(threads) for
 // the CPU; for a GPU its model, SM version, multiprocessor count and driver,

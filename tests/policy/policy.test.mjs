@@ -115,7 +115,7 @@ function checkKeyFields(body, set) {
   if (set) {
     assert.equal(body.target, fs.realpathSync(TARGET));
     assert.equal(body.block_size, 4);
-    assert.match(body.hardware, /^cpu:.+\|t2\|(scalar|avx2|avx512)$/);
+    assert.match(body.hardware, /^cpu:.+\|t2\|(scalar|avx2|avx512)(\|x bf16)?$/);  // |x bf16: ADR 0082
   }
 }
 

@@ -259,7 +259,8 @@ int run_bench(const BenchOptions& o) {
               kernels::isa_name(probe_ctx.isa), kernels::gemm_mode_name(gemm->mode),
               kernels::activations_name(probe_ctx.act),
               probe_ctx.act == kernels::Activations::bf16 && !kernels::bf16_activations_native()
-                  ? " (scalar: no AVX512_BF16 here)"
+                  ? (probe_ctx.isa == kernels::Isa::avx512 ? " (no AVX512_BF16 here: its FMA emulation)"
+                                                           : " (no AVX512_BF16 here: the scalar reference)")
                   : "");
   if (!o.batches.empty())
     return run_batch_bench(m, pool.get(), {o.batches, o.prompt, o.decode, o.reps, gemm->mode});

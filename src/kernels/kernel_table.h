@@ -92,7 +92,8 @@ int64_t splitk_parts(int64_t m, int64_t n, int64_t k, int threads);
 struct KernelTable {
   void (*matmul_panels)(const MatmulArgs& args);
   // bf16 weights x args.xb, the bf16 pairs chain (args.x unused): vdpbf16ps
-  // where the CPU has AVX512_BF16, else the scalar reference (the same bits).
+  // where the CPU has AVX512_BF16, its FMA emulation on other AVX-512 CPUs,
+  // the scalar reference on the AVX2 / scalar tables (all the same bits).
   void (*matmul_bf16_pairs)(const MatmulArgs& args);
   void (*rmsnorm_row)(const float* x, const float* weight, float* y, int64_t dim, float eps);
   void (*softmax_row)(float* x, int64_t n);

@@ -9,9 +9,11 @@
 #include <limits>
 #include <random>
 
+#include "avx512/avx512.h"
 #include "core/cpu_features.h"
 #include "dtype_convert.h"
 #include "kernel_table.h"
+#include "reference/reference.h"
 #include "test_util.h"
 
 namespace tandem::kernels {
@@ -141,6 +143,46 @@ TEST(MatmulBf16, EveryIsaComputesThePairsChain) {
               << isa_name(isa) << " m=" << m << " n=" << s.n << " k=" << s.k << " threads=" << threads;
         }
       }
+    }
+  }
+}
+
+// The AVX-512 kernels without AVX512_BF16 (two FMAs per vdpbf16ps under MXCSR
+// DAZ | FTZ) give the reference's bits, called directly so that a CPU with the
+// instruction tests them too: every row block, the lone row's panel groups, odd k.
+TEST(MatmulBf16, Avx512EmulationIsThePairsChain) {
+  if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "needs AVX-512";
+  struct Shape {
+    int64_t m, n, k;
+  };
+  const Shape shapes[] = {{9, 150, 160}, {9, 150, 97}, {1, 12 * kPanel + 37, 97}, {8, 64, 1}};
+  for (const Shape& s : shapes) {
+    const auto x = edgy_floats(s.m * s.k, 17 + s.k);
+    const auto w = to_bf16(edgy_floats(s.n * s.k, 18 + s.k));
+    PackedMatrix packed = PackedMatrix::pack(w.data(), DType::bf16, s.n, s.k);
+    const int64_t ldxb = (s.k + 1) & ~int64_t{1};
+    std::vector<uint16_t> xb(s.m * ldxb, 0);
+    for (int64_t r = 0; r < s.m; ++r)
+      for (int64_t i = 0; i < s.k; ++i) xb[r * ldxb + i] = round_to_bf16(x[r * s.k + i]);
+    for (int64_t m = 1; m <= s.m; ++m) {
+      MatmulArgs a;
+      a.xb = xb.data();
+      a.ldxb = ldxb;
+      a.m = m;
+      a.w = packed.data();
+      a.dtype = DType::bf16;
+      a.k = s.k;
+      a.k_end = s.k;
+      a.panel_end = panel_count(s.n);
+      a.ldy = s.n;
+      a.n = s.n;
+      std::vector<float> want(m * s.n), got(m * s.n);
+      a.y = want.data();
+      reference::matmul_bf16_pairs(a);
+      a.y = got.data();
+      avx512::matmul_bf16_pairs_emulated(a);
+      EXPECT_TRUE(same_bits(got.data(), want.data(), got.size()))
+          << "m=" << m << " n=" << s.n << " k=" << s.k;
     }
   }
 }

@@ -9,6 +9,9 @@ namespace tandem::kernels::avx512 {
 
 void matmul_panels(const MatmulArgs& args);
 void matmul_bf16_pairs(const MatmulArgs& args);  // vdpbf16ps where the CPU has it (avx512/matmul_bf16.cpp)
+// Without AVX512_BF16: each vdpbf16ps as two FMAs under MXCSR DAZ | FTZ (the
+// same bits); exposed so tests can run it on a CPU that has the instruction.
+void matmul_bf16_pairs_emulated(const MatmulArgs& args);
 void rmsnorm_row(const float* x, const float* weight, float* y, int64_t dim, float eps);
 void softmax_row(float* x, int64_t n);
 void swiglu(const float* gate, const float* up, float* out, int64_t count);

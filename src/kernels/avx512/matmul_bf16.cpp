@@ -1,7 +1,8 @@
 // avx512/matmul_bf16.cpp — bf16 weights x bf16 activations with vdpbf16ps
 // (AVX512_BF16; ADR 0082): the bf16 pairs chain of kernel_table.h, natively.
 // Compiled with -mavx512bf16; matmul_bf16_pairs runs it only on a CPU that
-// has the instruction (else the scalar reference, the same bits).
+// has the instruction, else the same kernels with two FMAs for each
+// vdpbf16ps (matmul_bf16_pairs_emulated: the same bits).
 //
 // The weights are the ordinary bf16 panels (kernel_table.h: every 32-bit word
 // of a k row holds columns i and 16 + i of a 32-column group). Two k rows give
@@ -19,7 +20,6 @@
 #include "avx512/avx512.h"
 #include "avx512/panel_driver.h"
 #include "core/cpu_features.h"
-#include "reference/reference.h"
 
 namespace tandem::kernels::avx512 {
 namespace {
@@ -49,8 +49,21 @@ inline __m512i x_pair(const uint16_t* x, bool last) {
   return _mm512_set1_epi32(static_cast<int>(last ? v & 0xffffu : v));
 }
 
+// One vdpbf16ps: acc += x.odd * w.odd, then += x.even * w.even. Without
+// AVX512_BF16 the same two steps as FMAs of the widened halves (exact: a bf16
+// widens to f32 exactly), under MXCSR DAZ | FTZ (matmul_bf16_pairs sets it):
+// the same bits (checked against the instruction, ADR 0082).
+template <bool Native>
 inline __m512 dot(__m512 acc, __m512i w, __m512i x) {
-  return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(w), reinterpret_cast<__m512bh&>(x));
+  if constexpr (Native) {
+    return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(w), reinterpret_cast<__m512bh&>(x));
+  } else {
+    const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(x, odd)),
+                          _mm512_castsi512_ps(_mm512_and_si512(w, odd)), acc);
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(x, 16)),
+                           _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), acc);
+  }
 }
 
 inline void store_cols(float* y, __m512 v, int64_t cols) {
@@ -74,7 +87,7 @@ inline void prefetch_rows(const uint8_t* wk, const Prefetch& pf, int64_t q) {
 }
 
 // R rows x G groups (avx512/matmul.cpp's block, a k pair per step).
-template <int R, int G>
+template <bool Native, int R, int G>
 void block(const uint16_t* x, int64_t ldx, const uint8_t* w, int64_t kn, float* y, int64_t ldy, int64_t cols,
            Prefetch pf) {
   constexpr int V = 2 * G;
@@ -97,7 +110,7 @@ void block(const uint16_t* x, int64_t ldx, const uint8_t* w, int64_t kn, float* 
     }
     for (int r = 0; r < R; ++r) {
       const __m512i xp = x_pair(x + r * ldx + 2 * q, last);
-      for (int v = 0; v < V; ++v) acc[r][v] = dot(acc[r][v], wv[v], xp);
+      for (int v = 0; v < V; ++v) acc[r][v] = dot<Native>(acc[r][v], wv[v], xp);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -106,7 +119,7 @@ void block(const uint16_t* x, int64_t ldx, const uint8_t* w, int64_t kn, float* 
 }
 
 // One row x S whole panels (avx512/matmul.cpp's row_streams, a k pair per step).
-template <int S>
+template <bool Native, int S>
 void row_streams(const uint16_t* x, const uint8_t* w, int64_t panel_stride, int64_t kn, float* y,
                  int64_t near, int64_t far) {
   __m512 acc[S][4];
@@ -131,7 +144,7 @@ void row_streams(const uint16_t* x, const uint8_t* w, int64_t panel_stride, int6
         load_pairs(wk, wv[0], wv[1]);
         load_pairs(wk + kGroupBytes, wv[2], wv[3]);
       }
-      for (int v = 0; v < 4; ++v) acc[s][v] = dot(acc[s][v], wv[v], xp);
+      for (int v = 0; v < 4; ++v) acc[s][v] = dot<Native>(acc[s][v], wv[v], xp);
     }
   }
   for (int s = 0; s < S; ++s) {
@@ -139,11 +152,12 @@ void row_streams(const uint16_t* x, const uint8_t* w, int64_t panel_stride, int6
   }
 }
 
-void matmul_bf16_native(const MatmulArgs& a) {
+template <bool Native>
+void matmul_pairs(const MatmulArgs& a) {
   static constexpr PanelKernels<uint16_t> kKernels = {
-      {nullptr, block<1, 2>, block<2, 2>, block<3, 2>, block<4, 2>},
-      {block<5, 1>, block<6, 1>, block<7, 1>, block<8, 1>},
-      {nullptr, nullptr, row_streams<2>, row_streams<3>, row_streams<4>},
+      {nullptr, block<Native, 1, 2>, block<Native, 2, 2>, block<Native, 3, 2>, block<Native, 4, 2>},
+      {block<Native, 5, 1>, block<Native, 6, 1>, block<Native, 7, 1>, block<Native, 8, 1>},
+      {nullptr, nullptr, row_streams<Native, 2>, row_streams<Native, 3>, row_streams<Native, 4>},
   };
   drive_panels(a, a.xb, a.ldxb, 2, kKernels);
 }
@@ -153,10 +167,18 @@ void matmul_bf16_native(const MatmulArgs& a) {
 void matmul_bf16_pairs(const MatmulArgs& a) {
   static const bool native = cpu_features().avx512bf16;
   if (native) {
-    matmul_bf16_native(a);
+    matmul_pairs<true>(a);
   } else {
-    reference::matmul_bf16_pairs(a);
+    matmul_bf16_pairs_emulated(a);
   }
+}
+
+void matmul_bf16_pairs_emulated(const MatmulArgs& a) {
+  constexpr unsigned kDazFtz = 0x8040u;  // MXCSR: flush-to-zero (bit 15), denormals-are-zero (bit 6)
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | kDazFtz);
+  matmul_pairs<false>(a);
+  _mm_setcsr(csr);
 }
 
 }  // namespace tandem::kernels::avx512

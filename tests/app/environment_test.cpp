@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "gpu_knobs.h"
+#include "kernels/ops.h"
 
 namespace tandem::app {
 namespace {
@@ -222,6 +223,30 @@ TEST_F(GpuKnobsTest, RangesMatchTheCudaSources) {
     EXPECT_NE(attention.str().find(std::string("v == \"") + shape + "\""), std::string::npos) << shape;
     EXPECT_TRUE(canonical_gpu_knob("TANDEM_CUDA_ATTENTION", shape).ok()) << shape;
   }
+}
+
+// TANDEM_CPU_ACTIVATIONS (ADR 0082): f32 / bf16 select the chain, auto (and
+// unset) picks bf16 only where vdpbf16ps runs natively, anything else is an
+// error naming the variable; validate_environment applies the choice.
+TEST(CpuActivations, ChoicesAndErrors) {
+  const auto with = [](const char* value) {
+    ::setenv("TANDEM_CPU_ACTIVATIONS", value, 1);
+    const Status s = validate_environment();
+    const kernels::Activations applied = kernels::active_activations();
+    ::unsetenv("TANDEM_CPU_ACTIVATIONS");
+    kernels::select_activations(kernels::Activations::f32);
+    return std::make_pair(s, applied);
+  };
+  const kernels::Activations native =
+      kernels::bf16_activations_native() ? kernels::Activations::bf16 : kernels::Activations::f32;
+  EXPECT_EQ(with("bf16").second, kernels::Activations::bf16);
+  EXPECT_EQ(with(" F32 ").second, kernels::Activations::f32);
+  EXPECT_EQ(with("auto").second, native);
+  EXPECT_EQ(with("").second, native);  // blank: the default
+  const auto bad = with("fp16");
+  ASSERT_FALSE(bad.first.ok());
+  EXPECT_NE(bad.first.message().find("TANDEM_CPU_ACTIVATIONS"), std::string::npos) << bad.first.message();
+  EXPECT_NE(bad.first.message().find("fp16"), std::string::npos) << bad.first.message();
 }
 
 }  // namespace

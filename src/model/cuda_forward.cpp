@@ -44,8 +44,8 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   f->fuse_launches_ = fuse_launches == nullptr || std::string(fuse_launches) != "0";
   // 0: a step's q/k/v (RoPE, the K/V write) take their own launch before attention (ADR 0073).
   // TANDEM_CUDA_FUSE_ROPE_ROWS=N: calls of up to N rows fuse them (default 1:
-  // one-row steps, ADR 0073; up to kAttentionTileMinRows with ADR 0081's news,
-  // not yet run on a GPU, so not the default).
+  // one-row steps, ADR 0073; up to kAttentionTileMinRows with ADR 0081's news:
+  // the same bits, but slower on the 8B verify blocks, so not the default).
   const char* fuse_rope = std::getenv("TANDEM_CUDA_FUSE_ROPE");
   const char* fuse_rope_rows = std::getenv("TANDEM_CUDA_FUSE_ROPE_ROWS");
   f->fuse_rope_rows_ = 1;

@@ -209,9 +209,8 @@ int run_serve(ServeOptions& o) {
   service.attach(std::move(*served), std::move(defaults));
   spdlog::info("ready: model '{}' on {}, context {} tokens, {} parallel sequences", service.model_id(),
                service.engine()->device().description(), service.engine()->context(), o.parallel);
-  const kernels::Ctx cpu;  // what CPU matmuls run with (TANDEM_KERNELS, TANDEM_CPU_ACTIVATIONS)
-  spdlog::info("cpu kernels: {}, bf16 weights x {} activations", kernels::isa_name(cpu.isa),
-               kernels::activations_name(cpu.act));
+  spdlog::info("cpu kernels: {}, bf16 weights x {} activations", kernels::isa_name(kernels::active_isa()),
+               kernels::activations_name(kernels::active_activations()));
 
   int sig = 0;
   sigwait(&signals, &sig);

@@ -41,6 +41,15 @@ Status check_choice(const char* name, const std::vector<std::string>& accepted) 
   return Status::Ok();
 }
 
+// TANDEM_CPU_ACTIVATIONS (checked by the caller; ADR 0082): f32 or bf16 as
+// named; auto and unset: bf16 where it runs natively (AVX-512 kernels on a CPU
+// with AVX512_BF16), else f32.
+kernels::Activations cpu_activations_from_env() {
+  kernels::Activations a;
+  if (auto v = non_blank("TANDEM_CPU_ACTIVATIONS"); v && kernels::parse_activations(v->c_str(), &a)) return a;
+  return kernels::bf16_activations_native() ? kernels::Activations::bf16 : kernels::Activations::f32;
+}
+
 }  // namespace
 
 Status apply_log_level() {
@@ -85,13 +94,6 @@ Status validate_environment() {
     TANDEM_RETURN_IF_ERROR(check_bool(name));
   // Checked in every build, so a CPU-only binary refuses the same typos a CUDA one does.
   return validate_gpu_knobs();
-}
-
-kernels::Activations cpu_activations_from_env() {
-  const std::string v = to_lower(trim(non_blank("TANDEM_CPU_ACTIVATIONS").value_or("auto")));
-  if (v == "bf16") return kernels::Activations::bf16;
-  if (v == "auto" && kernels::bf16_activations_native()) return kernels::Activations::bf16;
-  return kernels::Activations::f32;
 }
 
 std::optional<kernels::GemmMode> gemm_pin_from_env() {

@@ -40,13 +40,9 @@ Status apply_log_level();
 // TANDEM_ENABLE_MTP_B1, and the GPU knobs (TANDEM_CUDA_*, TANDEM_STEP_TIMING:
 // validate_gpu_knobs, which also rewrites them to their canonical spelling).
 // (The drafter's are resolve_drafter_options'.) Also applies TANDEM_KERNELS:
-// kernels::select_isa() with its limit (start-up, before any kernel thread runs).
+// kernels::select_isa() with its limit (start-up, before any kernel thread runs),
+// and TANDEM_CPU_ACTIVATIONS (ADR 0082): kernels::select_activations().
 Status validate_environment();
-
-// TANDEM_CPU_ACTIVATIONS (validated and applied by validate_environment: the
-// CPU's numerics for bf16 weights, ADR 0082): bf16, f32, or auto (unset) =
-// bf16 where it runs natively (AVX-512 kernels on a CPU with AVX512_BF16), else f32.
-kernels::Activations cpu_activations_from_env();
 
 // TANDEM_GEMM (after validate_environment): the mode it pins (--gemm is then
 // only a request that the pin overrides), nullopt when unset.

@@ -46,14 +46,6 @@ inline void load_group(const uint8_t* p, __m512& lo, __m512& hi) {
   }
 }
 
-inline void store_cols(float* y, __m512 v, int64_t cols) {
-  if (cols >= 16) {
-    _mm512_storeu_ps(y, v);
-  } else if (cols > 0) {
-    _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << cols) - 1), v);
-  }
-}
-
 // R rows x G groups starting at w (offset to the block's first group and to
 // k_begin); cols = valid output columns from the block's first column.
 template <DType D, int R, int G>

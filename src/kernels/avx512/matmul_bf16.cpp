@@ -66,14 +66,6 @@ inline __m512 dot(__m512 acc, __m512i w, __m512i x) {
   }
 }
 
-inline void store_cols(float* y, __m512 v, int64_t cols) {
-  if (cols >= 16) {
-    _mm512_storeu_ps(y, v);
-  } else if (cols > 0) {
-    _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << cols) - 1), v);
-  }
-}
-
 inline void prefetch_rows(const uint8_t* wk, const Prefetch& pf, int64_t q) {
   if (pf.near != 0) {
     for (int64_t line = 0; line < 2 * kRowBytes; line += 64)

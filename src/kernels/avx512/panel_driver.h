@@ -2,9 +2,11 @@
 // row blocks, the passes over a panel, the prefetch targets of each pass, the
 // lone row's panel groups (internal to tandem_kernels; included by
 // avx512/matmul.cpp and avx512/matmul_bf16.cpp, each with its own block
-// kernels). Only the walk lives here: every output is still its kernel's one
+// kernels; AVX-512 flags). Only the walk lives here: every output is still its kernel's one
 // chain per column, so the walk never changes bits. Internal linkage.
 #pragma once
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -35,6 +37,15 @@ struct Prefetch {
   const uint8_t* far = nullptr;  // far_bytes ahead in this panel, or next panel's share, or null
   int64_t far_step = 0;          // bytes of it per k step
 };
+
+// The first `cols` (up to 16) of v to y: a block's last, partial vector.
+inline void store_cols(float* y, __m512 v, int64_t cols) {
+  if (cols >= 16) {
+    _mm512_storeu_ps(y, v);
+  } else if (cols > 0) {
+    _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << cols) - 1), v);
+  }
+}
 
 // One kernel family's entry points. X: the activations' element (float; or
 // uint16_t, bf16 pairs). block(x, ldx, w, kn, y, ldy, cols, pf): R rows x G

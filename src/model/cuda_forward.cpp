@@ -2,7 +2,8 @@
 // The op sequence mirrors forward.cpp's run_chunk / attention_block /
 // mlp_block; activations stay f32 between ops, GEMM inputs are rounded to bf16
 // (ADR 0054, the default) or split into two bf16 terms (TANDEM_CUDA_ACTIVATIONS=f32,
-// ADR 0006: a GPU row then tracks the CPU f32 path to ~1e-5) against bf16 weights.
+// ADR 0006: a GPU row then tracks the CPU f32 path to ~1e-5) against bf16 weights
+// (f16 / f32 weights: sums of bf16 terms, ADR 0083).
 #include "cuda_forward.h"
 
 #include <algorithm>
@@ -129,8 +130,11 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
                                {static_cast<int64_t>(hs), static_cast<int64_t>(inter)},
                                {c.vocab_size, static_cast<int64_t>(hs)}};
   for (const auto& nk : shapes) {
-    const gpu::GemmSlicing plan = gpu::gemm_slicing(nk[0], nk[1]);
-    if (plan.slices > 1) slab_floats = std::max(slab_floats, plan.slices * rows * static_cast<size_t>(nk[0]));
+    for (int terms = 1; terms <= weights.max_terms; ++terms) {  // split weights: k' = terms · k (ADR 0083)
+      const gpu::GemmSlicing plan = gpu::gemm_slicing(nk[0], terms * nk[1]);
+      if (plan.slices > 1)
+        slab_floats = std::max(slab_floats, plan.slices * rows * static_cast<size_t>(nk[0]));
+    }
   }
   if (slab_floats > 0) TANDEM_RETURN_IF_ERROR(alloc(f->slices_, slab_floats * fl));
   TANDEM_RETURN_IF_ERROR(f->allocate_family_scratch());
@@ -139,8 +143,12 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
                                     static_cast<size_t>(c.moe.shared_intermediate)});
     TANDEM_RETURN_IF_ERROR(alloc(f->act_blocks_, gpu::quant_act_bytes(max_rows, widest)));
   }
-  if (f->bf16_x_)  // before any graph capture: the widest GEMM input of a chunk
-    TANDEM_RETURN_IF_ERROR(alloc(f->x_bf16_, rows * std::max({hs, qd, inter}) * sizeof(uint16_t)));
+  // Before any graph capture: the widest GEMM input of a chunk (a split weight's: terms · k).
+  const size_t widest_split = static_cast<size_t>(weights.widest_split_k);
+  if (f->bf16_x_)
+    TANDEM_RETURN_IF_ERROR(
+        alloc(f->x_bf16_, rows * std::max({hs, qd, inter, widest_split}) * sizeof(uint16_t)));
+  if (widest_split > 0) TANDEM_RETURN_IF_ERROR(alloc(f->x_rep_, rows * widest_split * fl));
   // Split attention's partials for every row of a chunk, or (a long pool) for
   // the decode/verify steps only; bigger calls then take the serial shape,
   // which gives the same bits (ADR 0028). Window 0 bounds every layer.
@@ -251,11 +259,30 @@ Status CudaForward::gemm(const float* x, int64_t m, const DeviceMatrix& w, int64
                          bool bf16_ready) {
   if (w.f32) return gpu::gemm_f32w(stream_, x, m, w.data.as<float>(), n, k, y, n);
   if (w.quantized()) return gemm_quantized(x, m, w, n, k, y);
+  if (w.terms > 1) {
+    auto repeated = split_input(x, m, k, w.terms);
+    if (!repeated.ok()) return repeated.status();
+    return gemm(*repeated, m, w.data.as<uint16_t>(), n, w.terms * k, y);
+  }
   return gemm(x, m, w.data.as<uint16_t>(), n, k, y, bf16_ready);
+}
+
+// Split weights (ADR 0083): x [m][k] repeated `terms` times per row, the input
+// over the terms' k' = terms · k (x_rep_ holds the widest, sized at create).
+Expected<const float*> CudaForward::split_input(const float* x, int64_t m, int64_t k, int terms) {
+  if (static_cast<size_t>(m * k * terms) * sizeof(float) > x_rep_.bytes())
+    return internal_error("cuda: a split-weight GEMM's input outgrows its buffer");
+  TANDEM_RETURN_IF_ERROR(gpu::repeat_cols(stream_, x, m, k, terms, x_rep_.as<float>()));
+  return static_cast<const float*>(x_rep_.as<float>());
 }
 
 Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m, const DeviceMatrix& w,
                                                        int64_t n, int64_t k, float* y, bool bf16_ready) {
+  if (!w.quantized() && !w.f32 && w.terms > 1) {
+    auto repeated = split_input(x, m, k, w.terms);
+    if (!repeated.ok()) return repeated.status();
+    return gemm_partials(*repeated, m, w.data.as<uint16_t>(), n, w.terms * k, y);
+  }
   if (!w.quantized() && !w.f32) return gemm_partials(x, m, w.data.as<uint16_t>(), n, k, y, bf16_ready);
   TANDEM_RETURN_IF_ERROR(gemm(x, m, w, n, k, y, bf16_ready));
   return gpu::GemmPartials{y, 1, m, n};

@@ -162,14 +162,17 @@ class CudaForward {
   uint16_t* bf16_input();
   Status gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
               bool bf16_ready = false);
-  // A projection of either kind (DeviceMatrix): bf16 as above, or quantized
-  // (ADR 0077): x's rows quantized into act_blocks_, then each part's
-  // gpu::gemm_quant into its columns of y (one slab; bf16_ready is moot).
+  // A projection of any kind (DeviceMatrix): bf16 as above; f16 / f32 split
+  // into bf16 terms (ADR 0083): the same GEMM over k' = terms · k against x
+  // repeated into x_rep_ (bf16_ready is moot); or quantized (ADR 0077): x's
+  // rows quantized into act_blocks_, then each part's gpu::gemm_quant into its
+  // columns of y (one slab; bf16_ready is moot).
   Status gemm(const float* x, int64_t m, const DeviceMatrix& w, int64_t n, int64_t k, float* y,
               bool bf16_ready = false);
   Expected<kernels::gpu::GemmPartials> gemm_partials(const float* x, int64_t m, const DeviceMatrix& w,
                                                      int64_t n, int64_t k, float* y, bool bf16_ready = false);
   Status gemm_quantized(const float* x, int64_t m, const DeviceMatrix& w, int64_t n, int64_t k, float* y);
+  Expected<const float*> split_input(const float* x, int64_t m, int64_t k, int terms);
   // The embedding rows of the chunk's tokens into x_ (bf16 table, or f32 for a quantized one).
   Status embed(int64_t m);
   // Attention over the chunk's rows, one call per attn_segments_ entry (ADR 0043).
@@ -221,6 +224,7 @@ class CudaForward {
   kernels::gpu::DeviceBuffer x_bf16_;                         // the bf16 copy of x (cuBLAS, bf16_x_)
   kernels::gpu::DeviceBuffer slices_;                         // the K-sliced GEMM's partial sums
   kernels::gpu::DeviceBuffer act_blocks_;                     // quantized GEMM inputs (ADR 0077)
+  kernels::gpu::DeviceBuffer x_rep_;                          // split weights' repeated inputs (ADR 0083)
   kernels::gpu::DeviceBuffer attn_partials_, attn_counters_;  // split attention's workspace
   kernels::gpu::AttentionWorkspace attn_workspace_;
   // The chunk's rows as attention calls: a run of one sequence's rows longer

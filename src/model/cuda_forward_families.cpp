@@ -66,11 +66,13 @@ Status CudaForward::allocate_family_scratch() {
   bool grow = false;
   for (const auto& [n, kk] : shapes) {
     if (n <= 0 || kk <= 0) continue;
-    const gpu::GemmSlicing plan = gpu::gemm_slicing(n, kk);
-    const size_t need = plan.slices > 1 ? plan.slices * rows * static_cast<size_t>(n) : 0;
-    if (need > slab_floats) {
-      slab_floats = need;
-      grow = true;
+    for (int terms = 1; terms <= w_.max_terms; ++terms) {  // split weights: k' = terms · k (ADR 0083)
+      const gpu::GemmSlicing plan = gpu::gemm_slicing(n, terms * kk);
+      const size_t need = plan.slices > 1 ? plan.slices * rows * static_cast<size_t>(n) : 0;
+      if (need > slab_floats) {
+        slab_floats = need;
+        grow = true;
+      }
     }
   }
   if (grow) TANDEM_RETURN_IF_ERROR(alloc(slices_, slab_floats * fl));

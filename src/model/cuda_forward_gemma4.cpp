@@ -70,10 +70,13 @@ Status CudaForward::per_layer_inputs(int64_t m) {
   if (pl <= 0) return Status::Ok();
   float *ple = ple_.as<float>(), *proj = ple_proj_.as<float>();
   const gpu::Stream& s = stream_;
-  TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(s, bf16(w_.per_layer_embedding), total, d_tokens_, m, ple));
+  if (w_.per_layer_embedding_f32) {  // a table of another dtype, uploaded as f32 rows
+    TANDEM_RETURN_IF_ERROR(gpu::gather_rows(s, f32(w_.per_layer_embedding), d_tokens_, m, total, ple));
+  } else {
+    TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(s, bf16(w_.per_layer_embedding), total, d_tokens_, m, ple));
+  }
   TANDEM_RETURN_IF_ERROR(gpu::scale_inplace(s, ple, m * total, model_.per_layer_embed_scale()));
-  TANDEM_RETURN_IF_ERROR(
-      gemm(x_.as<float>(), m, bf16(w_.per_layer_model_projection), total, c.hidden_size, proj));
+  TANDEM_RETURN_IF_ERROR(gemm(x_.as<float>(), m, w_.per_layer_model_projection, total, c.hidden_size, proj));
   const float projection_scale = static_cast<float>(std::pow(static_cast<double>(c.hidden_size), -0.5));
   TANDEM_RETURN_IF_ERROR(gpu::scale_inplace(s, proj, m * total, projection_scale));
   TANDEM_RETURN_IF_ERROR(
@@ -90,10 +93,10 @@ Status CudaForward::per_layer_block(int l, int64_t m) {
   const gpu::Stream& s = stream_;
   if (pl > 0) {
     float* gate = ple_gate_.as<float>();
-    TANDEM_RETURN_IF_ERROR(gemm(x, m, bf16(w.per_layer_gate), pl, hs, gate));
+    TANDEM_RETURN_IF_ERROR(gemm(x, m, w.per_layer_gate, pl, hs, gate));
     TANDEM_RETURN_IF_ERROR(
         gpu::gelu_tanh_gate_strided(s, gate, m, pl, ple_.as<float>() + l * pl, pl * c.num_layers));
-    TANDEM_RETURN_IF_ERROR(gemm(gate, m, bf16(w.per_layer_projection), hs, pl, h));
+    TANDEM_RETURN_IF_ERROR(gemm(gate, m, w.per_layer_projection, hs, pl, h));
     TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, h, f32(w.post_per_layer_norm), h, m, hs, c.rms_norm_eps));
     TANDEM_RETURN_IF_ERROR(gpu::add_inplace(s, x, h, m * hs));
   }

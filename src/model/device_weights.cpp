@@ -21,6 +21,7 @@
 
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "kernels/bf16_terms.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_pinned.h"
 #include "kernels/unpack.h"
@@ -119,6 +120,8 @@ class StagedUploader {
 struct Uploader {
   StagedUploader& staged;
   size_t bytes = 0;
+  int max_terms = 1;           // the most bf16 terms of a split matrix (ADR 0083)
+  int64_t widest_split_k = 0;  // the widest terms · k of one
 
   Expected<gpu::DeviceBuffer> raw(const void* host, size_t size) {
     auto buffer = gpu::DeviceBuffer::allocate(size);
@@ -144,16 +147,28 @@ struct Uploader {
     out = std::move(buffer).value();
     return Status::Ok();
   }
-  Status matrix(const kernels::PackedMatrix& m, const std::string& name, gpu::DeviceBuffer& out) {
-    if (m.n() == 0) return Status::Ok();  // absent (a sparse layer's dense MLP)
-    if (m.dtype() != kernels::DType::bf16)
-      return failed_precondition("cuda: weight " + name + " is " + kernels::dtype_name(m.dtype()) +
-                                 "; the CUDA backend takes bf16 weights only (use --device cpu)");
-    return relaid_rows(m.n(), m.k(), out, [&](int64_t first, int64_t rows, uint16_t* dst) {
-      kernels::unpack_rows(m, first, rows, dst);
+  // A float matrix relaid (ADR 0057): bf16 as it is; f16 / f32 as the sum of
+  // 2 / 3 bf16 terms, rows [t0 | t1 (| t2)] over k' = terms · k (ADR 0083).
+  Status float_matrix(const kernels::PackedMatrix& m, DeviceMatrix& out) {
+    const int terms = kernels::bf16_terms(m.dtype());
+    const int64_t k = m.k();
+    if (terms == 1)
+      return relaid_rows(m.n(), k, out.data, [&](int64_t first, int64_t rows, uint16_t* dst) {
+        kernels::unpack_rows(m, first, rows, dst);
+      });
+    out.terms = terms;
+    max_terms = std::max(max_terms, terms);
+    widest_split_k = std::max(widest_split_k, terms * k);
+    const size_t row_bytes = kernels::dtype_row_bytes(m.dtype(), k);
+    return relaid_rows(m.n(), terms * k, out.data, [&](int64_t first, int64_t rows, uint16_t* dst) {
+      std::vector<uint8_t> raw(static_cast<size_t>(rows) * row_bytes);
+      std::vector<float> values(static_cast<size_t>(rows * k));
+      kernels::unpack_rows(m, first, rows, raw.data());
+      kernels::to_f32(raw.data(), m.dtype(), rows * k, values.data());
+      kernels::split_bf16_terms(values.data(), rows, k, terms, dst);
     });
   }
-  // A projection: bf16 relaid as above, or quantized (ADR 0077): each part's
+  // A projection: a float matrix as above, or quantized (ADR 0077): each part's
   // packed bytes (PackedMatrix::data()) copied as they are, 256-byte aligned;
   // with `f32_ok` (routers, shared-expert gates: ADR 0080) f32 natural rows.
   Status matrix(const kernels::PackedMatrix& m, const std::string& name, DeviceMatrix& out,
@@ -168,12 +183,12 @@ struct Uploader {
     }
     const auto refuse = [&](kernels::DType d) {
       return failed_precondition("cuda: weight " + name + " is " + kernels::dtype_name(d) +
-                                 "; the CUDA backend takes bf16, q8_0, q4_0, q5_0, q4_k, q5_k and q6_k "
-                                 "weights (use --device cpu)");
+                                 "; the CUDA backend takes bf16, f16, f32, q8_0, q4_0, q5_0, q4_k, q5_k and "
+                                 "q6_k weights (use --device cpu)");
     };
     if (m.parts().empty() && !kernels::dtype_is_quantized(m.dtype())) {
-      if (m.dtype() != kernels::DType::bf16) return refuse(m.dtype());
-      return matrix(m, name, out.data);
+      if (kernels::bf16_terms(m.dtype()) == 0) return refuse(m.dtype());
+      return float_matrix(m, out);
     }
     std::vector<const kernels::PackedMatrix*> parts;
     if (m.parts().empty()) parts.push_back(&m);
@@ -257,15 +272,17 @@ Status upload_gemma4(const Model& model, Uploader& up, DeviceWeights& w) {
     TANDEM_RETURN_IF_ERROR(up.floats(std::vector<float>(static_cast<size_t>(width), 1.0f), w.ones));
   }
   if (c.per_layer_input <= 0) return Status::Ok();
-  if (model.per_layer_embedding_dtype() != kernels::DType::bf16)
-    return failed_precondition(std::string("cuda: the per-layer embedding table is ") +
-                               kernels::dtype_name(model.per_layer_embedding_dtype()) +
-                               "; the CUDA backend takes bf16 weights only (use --device cpu)");
-  const size_t table =
-      static_cast<size_t>(c.per_layer_vocab) * c.per_layer_input * c.num_layers * sizeof(uint16_t);
-  auto emb = up.raw(model.per_layer_embedding(), table);
-  if (!emb.ok()) return emb.status();
-  w.per_layer_embedding = std::move(emb).value();
+  const int64_t width = static_cast<int64_t>(c.per_layer_input) * c.num_layers;
+  if (model.per_layer_embedding_dtype() == kernels::DType::bf16) {
+    const size_t table = static_cast<size_t>(c.per_layer_vocab) * width * sizeof(uint16_t);
+    auto emb = up.raw(model.per_layer_embedding(), table);
+    if (!emb.ok()) return emb.status();
+    w.per_layer_embedding = std::move(emb).value();
+  } else {  // f16 / f32 (or quantized) rows as f32, the CPU's lookup
+    TANDEM_RETURN_IF_ERROR(up.f32_table(model.per_layer_embedding(), model.per_layer_embedding_dtype(),
+                                        c.per_layer_vocab, width, w.per_layer_embedding));
+    w.per_layer_embedding_f32 = true;
+  }
   TANDEM_RETURN_IF_ERROR(up.matrix(model.per_layer_model_projection(), "per_layer_model_projection",
                                    w.per_layer_model_projection));
   return up.floats(model.per_layer_projection_norm(), w.per_layer_projection_norm);
@@ -274,11 +291,12 @@ Status upload_gemma4(const Model& model, Uploader& up, DeviceWeights& w) {
 }  // namespace
 
 bool DeviceWeights::any_quantized() const {
-  if (lm_head != nullptr && lm_head->quantized()) return true;
+  if ((lm_head != nullptr && lm_head->quantized()) || per_layer_model_projection.quantized()) return true;
   return std::any_of(layers.begin(), layers.end(), [](const DeviceLayer& l) {
     const auto expert = [](const DeviceExpert& e) { return e.gate_up.quantized() || e.down.quantized(); };
     return l.qkv.quantized() || l.o.quantized() || l.gate_up.quantized() || l.down.quantized() ||
            l.router.quantized() || l.shared_expert_gate.quantized() || expert(l.shared_expert) ||
+           l.per_layer_gate.quantized() || l.per_layer_projection.quantized() ||
            std::any_of(l.experts.begin(), l.experts.end(), expert);
   });
 }
@@ -375,6 +393,8 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
   }
   TANDEM_RETURN_IF_ERROR((*staged)->finish());
   w->bytes = up.bytes;
+  w->max_terms = up.max_terms;
+  w->widest_split_k = up.widest_split_k;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info(
       "cuda: uploaded {:.2f} GB of weights to cuda:{} in {:.2f} s ({:.1f} GB/s; {} staging 2 x {} MiB, "

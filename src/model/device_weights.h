@@ -4,13 +4,14 @@
 // Owns one device copy of every matrix (bf16 relaid from the PackedMatrix,
 // ADR 0057; a dense layer's projections and the LM head may instead be
 // quantized, in the CPU's packed layout: ADR 0077), the norm weights, biases
-// and RoPE frequencies (f32), and the embedding table (bf16; a quantized
-// table dequantized to f32). An MTP block borrows its target's
+// and RoPE frequencies (f32), and the embedding table (bf16; a table of any
+// other dtype as f32 rows). An MTP block borrows its target's
 // embedding and LM head (`embedding` / `lm_head` then point into the
 // target's DeviceWeights, which must outlive it). Uploaded once by
 // Model::place_on; immutable afterwards, so any number of Forwards on the
-// same device share it. Errors (non-bf16 weights, out of device memory) are
-// Status values naming the tensor and its type.
+// same device share it. f16 and f32 matrices are stored as sums of bf16 terms
+// (ADR 0083). Errors (a weight type the GPU cannot run, out of device memory)
+// are Status values naming the tensor and its type.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,10 @@ struct DeviceMatrix {
   };
   kernels::gpu::DeviceBuffer data;
   std::vector<Part> parts;
+  // bf16 terms per weight (ADR 0083): 1 for bf16; f16 / f32 weights are stored
+  // as 2 / 3 bf16 terms, relaid rows [t0 | t1 (| t2)] over k' = terms · k,
+  // multiplied by x repeated `terms` times (gpu::repeat_cols).
+  int terms = 1;
   // f32 natural rows [n][k] (ADR 0080: the MoE routers and shared-expert gates
   // llama.cpp's files keep in F32; gemm_f32w); else bf16 relaid or quantized.
   bool f32 = false;
@@ -64,7 +69,8 @@ struct DeviceLayer {
   // Gemma 4 (ADR 0036): the MoE block beside the MLP (router input scale,
   // per-expert scale, its norms) and the per-layer input gate / projection / norm.
   kernels::gpu::DeviceBuffer router_scale, per_expert_scale, moe_norm, post_mlp_dense_norm, post_moe_norm;
-  kernels::gpu::DeviceBuffer per_layer_gate, per_layer_projection, post_per_layer_norm;
+  DeviceMatrix per_layer_gate, per_layer_projection;
+  kernels::gpu::DeviceBuffer post_per_layer_norm;
 };
 
 struct DeviceWeights {
@@ -73,14 +79,19 @@ struct DeviceWeights {
   kernels::gpu::DeviceBuffer final_norm, inv_freq, own_embedding;
   DeviceMatrix own_lm_head;
   kernels::gpu::DeviceBuffer local_inv_freq;  // sliding layers' RoPE (gemma3's local base); empty if none
-  // Gemma 4 per-layer inputs: the bf16 table [per_layer_vocab][layers * P], the
+  // Gemma 4 per-layer inputs: the table [per_layer_vocab][layers * P] (bf16, or
+  // f32 rows when per_layer_embedding_f32: a table of another dtype), the
   // projection [layers * P][hidden] and its norm [P]; `ones` (f32, max(head_dim,
   // hidden) entries) is the weight of the weightless norms (v_norm, the router's).
-  kernels::gpu::DeviceBuffer per_layer_embedding, per_layer_model_projection, per_layer_projection_norm, ones;
+  kernels::gpu::DeviceBuffer per_layer_embedding, per_layer_projection_norm, ones;
+  DeviceMatrix per_layer_model_projection;
+  bool per_layer_embedding_f32 = false;
   const uint16_t* embedding = nullptr;    // bf16 [vocab][hidden], or null:
   const float* embedding_f32 = nullptr;   // a quantized table dequantized, f32 [vocab][hidden]
   const DeviceMatrix* lm_head = nullptr;  // [vocab][hidden] (a GEMM weight)
   size_t bytes = 0;                       // device bytes this object owns
+  int max_terms = 1;                      // the most bf16 terms of a matrix (ADR 0083)
+  int64_t widest_split_k = 0;             // the widest terms · k of a split matrix (0: none)
 
   // Whether some projection or the LM head is quantized (ADR 0077).
   bool any_quantized() const;

@@ -25,7 +25,7 @@ Status place_target(model::Model& target, const std::string& device) {
     spdlog::info("forward on {}", model::device_name(placement));
     return Status::Ok();
   }
-  // auto: a model the GPU backend cannot take (non-bf16 weights) stays on the CPU; said once.
+  // auto: a model the GPU backend cannot take (a feature it lacks) stays on the CPU; said once.
   if (is_auto && placed.code() == StatusCode::kFailedPrecondition) {
     spdlog::info("forward on cpu ({}; --device cuda makes this an error)", placed.message());
     return Status::Ok();

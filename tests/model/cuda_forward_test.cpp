@@ -50,11 +50,11 @@ std::string fixture_dir(const std::string& name) {
                                  : testing::fixture_path(name);
 }
 
-std::vector<std::string> bf16_fixtures() {
+// Every fixture: every family runs on the GPU (ADR 0045; cuda_unsupported_feature
+// names what would not), the f16 / f32 checkpoints as bf16 terms (ADR 0083).
+std::vector<std::string> gpu_fixtures() {
   std::vector<std::string> names;
-  // Every family runs on the GPU (ADR 0045); cuda_unsupported_feature names what would not.
   for (const std::string& n : testing::fixture_names()) {
-    if (n.find("bf16") == std::string::npos) continue;
     auto config = load_config(testing::fixture_path(n));
     if (config.ok() && cuda_unsupported_feature(*config).empty()) names.push_back(n);
   }
@@ -226,7 +226,7 @@ std::vector<std::string> quantized_rigs() {
 }
 
 std::vector<std::string> invariance_rigs() {
-  std::vector<std::string> rigs = bf16_fixtures();
+  std::vector<std::string> rigs = gpu_fixtures();
   for (const std::string& q : quantized_rigs()) rigs.push_back(q);
   return rigs;
 }
@@ -374,7 +374,7 @@ TEST_P(CudaGolden, Bf16ActivationsAreNoFurtherFromTheGoldensThanTransformersBf16
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaGolden, ::testing::ValuesIn(bf16_fixtures()),
+INSTANTIATE_TEST_SUITE_P(Models, CudaGolden, ::testing::ValuesIn(gpu_fixtures()),
                          [](const auto& info) { return info.param; });
 
 // Speculative verify on the GPU, at the forward's level: blocks [bonus, d0..d(K-2)]
@@ -382,7 +382,8 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaGolden, ::testing::ValuesIn(bf16_fixtures()
 // the tokens and logit bits of one-token-at-a-time greedy decode (DESIGN.md:
 // spec == classic). Gemma 2, Gemma 4 (KV-shared layers, per-layer inputs) and
 // an MoE fixture (the MoE one takes the host routing path with no graphs; the
-// Gemma ones replay graphs for the small blocks).
+// Gemma ones replay graphs for the small blocks), f16 and f32 checkpoints (bf16
+// terms, ADR 0083).
 // TANDEM_TEST_DEVICE=cpu runs it on the CPU (a check of the test itself).
 class CudaSpeculative : public ::testing::TestWithParam<std::string> {};
 
@@ -438,6 +439,7 @@ TEST_P(CudaSpeculative, VerifyBlocksWithRollbackEqualGreedyDecode) {
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaSpeculative,
                          ::testing::Values("gemma2_softcap_bf16", "qwen2_moe_shared_bf16", "gemma4_text_bf16",
+                                           "qwen3_qknorm_f16", "gemma4_mm_textonly_f32",
                                            "llama_default_bf16@q4_0", "tandem_target@q4_k",
                                            "llama_default_bf16#q4_0+q8_0", "qwen2_moe_shared_bf16@q4_0"),
                          [](const auto& info) { return param_name(info.param); });
@@ -575,14 +577,19 @@ TEST(CudaForward, HiddenOutputsTrackTheCpu) {
   }
 }
 
-TEST(CudaForward, RefusesNonBf16WeightsWithAStatus) {
+// f16 and f32 checkpoints go to the device as bf16 terms (ADR 0083; their
+// logits: CudaGolden) — tied heads, biases, a sparse MoE's experts and routers,
+// Gemma 4's per-layer table and projections included.
+TEST(CudaForward, PlacesF16AndF32Weights) {
   TANDEM_REQUIRE_CUDA_DEVICE();
-  auto m = Model::load(testing::fixture_path("qwen2_bias_f16"));
-  ASSERT_TRUE(m.ok());
-  const Status st = (*m)->place_on(kCuda);
-  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(st.message().find("bf16"), std::string::npos) << st.to_string();
-  EXPECT_EQ((*m)->placement().kind, DeviceKind::cpu);
+  for (const char* name : {"qwen2_bias_f16", "llama_linear_f16_tied", "qwen3_moe_dense0_f16",
+                           "llama3_rope_v5_f32", "gemma4_mm_textonly_f32"}) {
+    auto m = Model::load(testing::fixture_path(name));
+    ASSERT_TRUE(m.ok()) << name << ": " << m.status().to_string();
+    const Status st = (*m)->place_on(kCuda);
+    EXPECT_TRUE(st.ok()) << name << ": " << st.to_string();
+    EXPECT_EQ((*m)->placement().kind, DeviceKind::cuda) << name;
+  }
 }
 
 // ADR 0067: once on the device, the host's packed matrices are freed (shapes

@@ -1,7 +1,7 @@
 // tandem-random-model: writes config.json + model.safetensors with random
 // weights at the shapes of a real checkpoint, for benchmarks.
 //
-//   tandem-random-model --preset qwen2.5-0.5b --out /tmp/qwen05b [--dtype bf16|f32] [--layers N]
+//   tandem-random-model --preset qwen2.5-0.5b --out /tmp/qwen05b [--dtype bf16|f16|f32] [--layers N]
 //                       [--experts N]   (MoE presets: fewer experts, same bytes per token)
 //
 // Weights are uniform with the std of a trained model's init (0.02); norms
@@ -16,7 +16,17 @@
 #include <string>
 #include <vector>
 
+#include "dtype_convert.h"
+
 namespace {
+
+// The weights' stored type: its names in config.json and the safetensors header.
+struct WeightType {
+  const char* torch;
+  const char* safetensors;
+  size_t bytes;
+  bool f16;  // else bf16 when 2 bytes
+};
 
 using json = nlohmann::json;
 
@@ -136,7 +146,7 @@ std::vector<Tensor> gemma4_tensor_list(const Preset& p) {
   return t;
 }
 
-json gemma4_config(const Preset& p, bool f32) {
+json gemma4_config(const Preset& p, const WeightType& wt) {
   json types = json::array();
   json plc = json::object();
   for (int i = 0; i < p.layers; ++i) {
@@ -173,7 +183,7 @@ json gemma4_config(const Preset& p, bool f32) {
       {"vocab_size_per_layer_input", p.vocab},
       {"enable_moe_block", p.experts > 0},
       {"tie_word_embeddings", p.tied},
-      {"dtype", f32 ? "float32" : "bfloat16"},
+      {"dtype", wt.torch},
       {"bos_token_id", 2},
       {"eos_token_id", 1}};
   if (p.experts > 0) {
@@ -229,8 +239,8 @@ std::vector<Tensor> tensor_list(const Preset& p) {
   return t;
 }
 
-json make_config(const Preset& p, bool f32) {
-  if (is_gemma4(p)) return gemma4_config(p, f32);
+json make_config(const Preset& p, const WeightType& wt) {
+  if (is_gemma4(p)) return gemma4_config(p, wt);
   json c = {{"architectures",
              {std::string(p.model_type) == "qwen2"    ? "Qwen2ForCausalLM"
               : std::string(p.model_type) == "qwen3"  ? "Qwen3ForCausalLM"
@@ -252,7 +262,7 @@ json make_config(const Preset& p, bool f32) {
             {"rope_theta", p.rope_theta},
             {"rope_scaling", p.rope_scaling},
             {"tie_word_embeddings", p.tied},
-            {"torch_dtype", f32 ? "float32" : "bfloat16"},
+            {"torch_dtype", wt.torch},
             {"bos_token_id", 1},
             {"eos_token_id", 2}};
   if (std::string(p.model_type) == "qwen2" || std::string(p.model_type) == "qwen3")
@@ -283,33 +293,26 @@ uint64_t splitmix(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);  // round to nearest even (values here are finite)
-  return static_cast<uint16_t>(u >> 16);
-}
-
-int write_model(const Preset& p, const std::string& out, bool f32, uint64_t seed) {
+int write_model(const Preset& p, const std::string& out, const WeightType& wt, uint64_t seed) {
   namespace fs = std::filesystem;
   fs::create_directories(out);
   {
     std::FILE* f = std::fopen((fs::path(out) / "config.json").c_str(), "w");
     if (!f)
       return std::fprintf(stderr, "cannot write %s/config.json: %s\n", out.c_str(), std::strerror(errno)), 1;
-    std::string text = make_config(p, f32).dump(2) + "\n";
+    std::string text = make_config(p, wt).dump(2) + "\n";
     std::fwrite(text.data(), 1, text.size(), f);
     std::fclose(f);
   }
   const auto tensors = tensor_list(p);
-  const size_t elem = f32 ? 4 : 2;
+  const size_t elem = wt.bytes;
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"}};
   uint64_t offset = 0;
   for (const auto& t : tensors) {
     uint64_t bytes = static_cast<uint64_t>(t.numel()) * elem;
     header[t.name] = {
-        {"dtype", f32 ? "F32" : "BF16"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+        {"dtype", wt.safetensors}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();
@@ -329,10 +332,10 @@ int write_model(const Preset& p, const std::string& out, bool f32, uint64_t seed
       const int64_t n = std::min<int64_t>(left, static_cast<int64_t>(chunk.size() / elem));
       for (int64_t i = 0; i < n; ++i) {
         float v = t.ones ? 1.0f : scale * (static_cast<float>(splitmix(state) >> 40) / 8388608.0f - 1.0f);
-        if (f32) {
+        if (wt.bytes == 4) {
           std::memcpy(chunk.data() + 4 * i, &v, 4);
         } else {
-          uint16_t b = to_bf16(v);
+          const uint16_t b = wt.f16 ? tandem::kernels::f32_to_f16(v) : tandem::kernels::f32_to_bf16(v);
           std::memcpy(chunk.data() + 2 * i, &b, 2);
         }
       }
@@ -358,7 +361,7 @@ int main(int argc, char** argv) {
   for (const auto& p : presets()) names += std::string(names.empty() ? "" : ", ") + p.name;
   app.add_option("--preset", preset_name, "One of: " + names)->required();
   app.add_option("--out", out, "Output directory")->required();
-  app.add_option("--dtype", dtype, "bf16 or f32")->check(CLI::IsMember({"bf16", "f32"}));
+  app.add_option("--dtype", dtype, "bf16, f16 or f32")->check(CLI::IsMember({"bf16", "f16", "f32"}));
   app.add_option("--layers", layers, "Override the layer count (0 = the preset's)")
       ->check(CLI::Range(0, 1024));
   int experts = 0;
@@ -377,7 +380,10 @@ int main(int argc, char** argv) {
       if (experts < p.top_k) return std::fprintf(stderr, "--experts must be >= %d\n", p.top_k), 2;
       p.experts = experts;
     }
-    return write_model(p, out, dtype == "f32", seed);
+    const WeightType wt = dtype == "f32"   ? WeightType{"float32", "F32", 4, false}
+                          : dtype == "f16" ? WeightType{"float16", "F16", 2, true}
+                                           : WeightType{"bfloat16", "BF16", 2, false};
+    return write_model(p, out, wt, seed);
   }
   std::fprintf(stderr, "unknown preset \"%s\" (known: %s)\n", preset_name.c_str(), names.c_str());
   return 2;

@@ -135,8 +135,9 @@ class Model {
   const std::vector<float>& per_layer_projection_norm() const { return per_layer_projection_norm_; }
 
   // Places the model's forward on `placement`: for cuda, uploads every weight
-  // to that device once (bf16 weights only; FailedPrecondition otherwise,
-  // naming the tensor; ResourceExhausted when the device is full). Every
+  // to that device once (f16 / f32 matrices as bf16 terms, ADR 0083;
+  // FailedPrecondition for what it cannot run, naming the tensor;
+  // ResourceExhausted when the device is full). Every
   // Forward built on the model afterwards runs there. An MTP block needs its
   // target placed on the same device first. Once on cuda the host's packed
   // matrices are freed (ADR 0067: an 8B model keeps 16 GB of host memory

@@ -20,16 +20,21 @@ int bf16_terms(DType dtype) {
   }
 }
 
+int64_t bf16_terms_k(int64_t k, int terms) { return terms * ((k + 7) / 8 * 8); }
+
 void split_bf16_terms(const float* w, int64_t rows, int64_t k, int terms, uint16_t* out) {
+  const int64_t pitch = bf16_terms_k(k, 1);
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = w + r * k;
-    uint16_t* dst = out + r * k * terms;
+    uint16_t* dst = out + r * pitch * terms;
+    for (int t = 0; t < terms; ++t)
+      for (int64_t i = k; i < pitch; ++i) dst[t * pitch + i] = 0;
     for (int64_t i = 0; i < k; ++i) {
       float rest = src[i];
       const bool finite = std::isfinite(rest);
       for (int t = 0; t < terms; ++t) {
         const uint16_t term = t == 0 || finite ? f32_to_bf16(rest) : uint16_t{0};
-        dst[t * k + i] = term;
+        dst[t * pitch + i] = term;
         // rest − term is exact: term is rest rounded to 8 significant bits, so
         // the difference is a multiple of rest's ulp below term's half ulp.
         if (finite) rest -= bf16_to_f32(term);

@@ -15,6 +15,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "kernels/bf16_terms.h"
 #include "model/model.h"
 
 namespace tandem::model {
@@ -130,8 +131,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
                                {static_cast<int64_t>(hs), static_cast<int64_t>(inter)},
                                {c.vocab_size, static_cast<int64_t>(hs)}};
   for (const auto& nk : shapes) {
-    for (int terms = 1; terms <= weights.max_terms; ++terms) {  // split weights: k' = terms · k (ADR 0083)
-      const gpu::GemmSlicing plan = gpu::gemm_slicing(nk[0], terms * nk[1]);
+    for (int terms = 0; terms <= weights.max_terms; ++terms) {  // and as split weights (ADR 0083)
+      const gpu::GemmSlicing plan =
+          gpu::gemm_slicing(nk[0], terms > 0 ? kernels::bf16_terms_k(nk[1], terms) : nk[1]);
       if (plan.slices > 1)
         slab_floats = std::max(slab_floats, plan.slices * rows * static_cast<size_t>(nk[0]));
     }
@@ -259,29 +261,31 @@ Status CudaForward::gemm(const float* x, int64_t m, const DeviceMatrix& w, int64
                          bool bf16_ready) {
   if (w.f32) return gpu::gemm_f32w(stream_, x, m, w.data.as<float>(), n, k, y, n);
   if (w.quantized()) return gemm_quantized(x, m, w, n, k, y);
-  if (w.terms > 1) {
+  if (w.repeated) {
     auto repeated = split_input(x, m, k, w.terms);
     if (!repeated.ok()) return repeated.status();
-    return gemm(*repeated, m, w.data.as<uint16_t>(), n, w.terms * k, y);
+    return gemm(*repeated, m, w.data.as<uint16_t>(), n, kernels::bf16_terms_k(k, w.terms), y);
   }
   return gemm(x, m, w.data.as<uint16_t>(), n, k, y, bf16_ready);
 }
 
-// Split weights (ADR 0083): x [m][k] repeated `terms` times per row, the input
-// over the terms' k' = terms · k (x_rep_ holds the widest, sized at create).
+// Split weights (ADR 0083): x [m][k] repeated `terms` times per row, each copy
+// zero-padded to a multiple of 8: the input over k' = kernels::bf16_terms_k(k,
+// terms) (x_rep_ holds the widest, sized at create).
 Expected<const float*> CudaForward::split_input(const float* x, int64_t m, int64_t k, int terms) {
-  if (static_cast<size_t>(m * k * terms) * sizeof(float) > x_rep_.bytes())
+  if (static_cast<size_t>(m * kernels::bf16_terms_k(k, terms)) * sizeof(float) > x_rep_.bytes())
     return internal_error("cuda: a split-weight GEMM's input outgrows its buffer");
-  TANDEM_RETURN_IF_ERROR(gpu::repeat_cols(stream_, x, m, k, terms, x_rep_.as<float>()));
+  TANDEM_RETURN_IF_ERROR(
+      gpu::repeat_cols(stream_, x, m, k, terms, kernels::bf16_terms_k(k, 1), x_rep_.as<float>()));
   return static_cast<const float*>(x_rep_.as<float>());
 }
 
 Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m, const DeviceMatrix& w,
                                                        int64_t n, int64_t k, float* y, bool bf16_ready) {
-  if (!w.quantized() && !w.f32 && w.terms > 1) {
+  if (!w.quantized() && !w.f32 && w.repeated) {
     auto repeated = split_input(x, m, k, w.terms);
     if (!repeated.ok()) return repeated.status();
-    return gemm_partials(*repeated, m, w.data.as<uint16_t>(), n, w.terms * k, y);
+    return gemm_partials(*repeated, m, w.data.as<uint16_t>(), n, kernels::bf16_terms_k(k, w.terms), y);
   }
   if (!w.quantized() && !w.f32) return gemm_partials(x, m, w.data.as<uint16_t>(), n, k, y, bf16_ready);
   TANDEM_RETURN_IF_ERROR(gemm(x, m, w, n, k, y, bf16_ready));

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cuda_forward.h"
+#include "kernels/bf16_terms.h"
 #include "model/model.h"
 
 namespace tandem::model {
@@ -66,8 +67,8 @@ Status CudaForward::allocate_family_scratch() {
   bool grow = false;
   for (const auto& [n, kk] : shapes) {
     if (n <= 0 || kk <= 0) continue;
-    for (int terms = 1; terms <= w_.max_terms; ++terms) {  // split weights: k' = terms · k (ADR 0083)
-      const gpu::GemmSlicing plan = gpu::gemm_slicing(n, terms * kk);
+    for (int terms = 0; terms <= w_.max_terms; ++terms) {  // and as split weights (ADR 0083)
+      const gpu::GemmSlicing plan = gpu::gemm_slicing(n, terms > 0 ? kernels::bf16_terms_k(kk, terms) : kk);
       const size_t need = plan.slices > 1 ? plan.slices * rows * static_cast<size_t>(n) : 0;
       if (need > slab_floats) {
         slab_floats = need;

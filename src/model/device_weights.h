@@ -40,9 +40,12 @@ struct DeviceMatrix {
   kernels::gpu::DeviceBuffer data;
   std::vector<Part> parts;
   // bf16 terms per weight (ADR 0083): 1 for bf16; f16 / f32 weights are stored
-  // as 2 / 3 bf16 terms, relaid rows [t0 | t1 (| t2)] over k' = terms · k,
-  // multiplied by x repeated `terms` times (gpu::repeat_cols).
+  // as 2 / 3 bf16 terms, relaid rows [t0 | t1 (| t2)] over k' =
+  // kernels::bf16_terms_k(k, terms) (each block padded to a multiple of 8),
+  // multiplied by x repeated `terms` times (gpu::repeat_cols). `repeated`:
+  // stored so (terms > 1, or a k that is not a multiple of 8: one padded term).
   int terms = 1;
+  bool repeated = false;
   // f32 natural rows [n][k] (ADR 0080: the MoE routers and shared-expert gates
   // llama.cpp's files keep in F32; gemm_f32w); else bf16 relaid or quantized.
   bool f32 = false;

@@ -82,8 +82,8 @@ TEST(OpenModel, TheServerStopsOnTheSameIdsAsTheBundle) {
   ASSERT_NE(served->engine, nullptr);
 }
 
-// The device choice (ADR 0009): auto is the CPU without a usable device (and
-// for weights the GPU backend does not take); a named device that is not
+// The device choice (ADR 0009): auto is the GPU when one is usable, else the
+// CPU (f16 weights included since ADR 0083); a named device that is not
 // there, or a malformed name, is an error naming it. The default is cpu.
 TEST(OpenModel, DeviceAutoFallsBackToTheCpuAndBadDevicesAreErrors) {
   const std::string dir = model::testing::fixture_path("qwen2_bias_f16");
@@ -92,7 +92,8 @@ TEST(OpenModel, DeviceAutoFallsBackToTheCpuAndBadDevicesAreErrors) {
   o.device = "auto";
   auto opened = open_model(o);
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-  EXPECT_EQ(opened->model->placement().kind, model::DeviceKind::cpu);  // f16 weights: cpu even with a GPU
+  EXPECT_EQ(opened->model->placement().kind,
+            model::cuda_available() ? model::DeviceKind::cuda : model::DeviceKind::cpu);
   o.device = "cuda:" + std::to_string(model::cuda_device_count());
   auto absent = open_model(o);
   ASSERT_FALSE(absent.ok());

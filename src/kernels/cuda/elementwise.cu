@@ -47,12 +47,13 @@ __global__ void add_inplace_kernel(float* y, const float* x, int64_t count) {
     y[i] = y[i] + x[i];
 }
 
-__global__ void repeat_cols_kernel(const float* x, int64_t k, int copies, float* __restrict__ out) {
+__global__ void repeat_cols_kernel(const float* x, int64_t k, int copies, int64_t pitch,
+                                   float* __restrict__ out) {
   pdl_enter();
-  const int64_t r = blockIdx.x, width = k * copies;
+  const int64_t r = blockIdx.x, width = pitch * copies;
   for (int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; i < width;
        i += static_cast<int64_t>(gridDim.y) * blockDim.x)
-    out[r * width + i] = x[r * k + i % k];
+    out[r * width + i] = i % pitch < k ? x[r * k + i % pitch] : 0.0f;
 }
 
 __global__ void split_qkv_kernel(const float* qkv, int64_t q_dim, int64_t kv_dim, float* __restrict__ q,
@@ -130,16 +131,17 @@ Status add_inplace(const Stream& stream, float* y, const float* x, int64_t count
                        y, x, count);
 }
 
-Status repeat_cols(const Stream& stream, const float* x, int64_t rows, int64_t k, int copies, float* out) {
+Status repeat_cols(const Stream& stream, const float* x, int64_t rows, int64_t k, int copies, int64_t pitch,
+                   float* out) {
   TANDEM_RETURN_IF_ERROR(check_rows(rows, "repeat_cols"));
-  if (k <= 0 || copies <= 0)
+  if (k <= 0 || copies <= 0 || pitch < k)
     return invalid_argument("repeat_cols: bad shape (k " + std::to_string(k) + ", copies " +
-                            std::to_string(copies) + ")");
+                            std::to_string(copies) + ", pitch " + std::to_string(pitch) + ")");
   if (rows == 0) return Status::Ok();
   const dim3 grid(static_cast<unsigned>(rows),
-                  static_cast<unsigned>(std::min<int64_t>((k * copies + kThreads - 1) / kThreads, 4096)));
+                  static_cast<unsigned>(std::min<int64_t>((pitch * copies + kThreads - 1) / kThreads, 4096)));
   return launch_kernel("repeat_cols", repeat_cols_kernel, grid, dim3(kThreads), 0, stream.handle(), x, k,
-                       copies, out);
+                       copies, pitch, out);
 }
 
 Status split_qkv(const Stream& stream, const float* qkv, int64_t rows, int64_t q_dim, int64_t kv_dim,

@@ -1,7 +1,7 @@
 // kernels/bf16_terms.h — f16 and f32 weights as sums of bf16 terms (ADR 0083),
 // so that the CUDA backend's one bf16-weight GEMM runs them: a weight w is
 // stored as t0 + t1 (+ t2), each term bf16, and W·x as the same GEMM over
-// k' = terms · k against x repeated terms times.
+// k' = bf16_terms_k(k, terms) against x repeated terms times.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +16,14 @@ namespace tandem::kernels {
 // denormals); 0 for the quantized types.
 int bf16_terms(DType dtype);
 
+// The GEMM's k over split rows: terms blocks of k rounded up to a multiple
+// of 8 (the GEMM's k % 8 == 0), so terms · ⌈k / 8⌉ · 8.
+int64_t bf16_terms_k(int64_t k, int terms);
+
 // Row r of `w` (rows × k f32 values, each exactly a value of the source
-// dtype) becomes `terms` consecutive blocks of k bf16 values in out row r
-// (out rows are terms · k long): t0 = bf16(v) rounded to nearest even, then
+// dtype) becomes `terms` consecutive blocks of bf16_terms_k(k, 1) values in
+// out row r (bf16_terms_k(k, terms) long; zero past k in each block):
+// t0 = bf16(v) rounded to nearest even, then
 // t_i = bf16(v − t0 − … − t_{i−1}), each difference exact in f32. Infinite or
 // NaN values keep t0 = bf16(v) and zero further terms.
 void split_bf16_terms(const float* w, int64_t rows, int64_t k, int terms, uint16_t* out);

@@ -369,9 +369,11 @@ Status split_qkv(const Stream& stream, const float* qkv, int64_t rows, int64_t q
 Status swiglu_rows(const Stream& stream, const float* gate_up, int64_t rows, int64_t inter, float* out);
 // out[i] = bf16(x[i]) (round to nearest even), as uint16_t bit patterns.
 Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t count);
-// out[r][t·k + i] = x[r][i] for t < copies: the input of a GEMM over weights
-// split into `copies` bf16 terms (kernels/bf16_terms.h, ADR 0083).
-Status repeat_cols(const Stream& stream, const float* x, int64_t rows, int64_t k, int copies, float* out);
+// out[r][t·pitch + i] = x[r][i] for i < k, 0 for k <= i < pitch, t < copies:
+// the input of a GEMM over weights split into `copies` bf16 terms
+// (kernels/bf16_terms.h, ADR 0083). pitch >= k.
+Status repeat_cols(const Stream& stream, const float* x, int64_t rows, int64_t k, int copies, int64_t pitch,
+                   float* out);
 // dst[r] = src[indices[r]] for r < rows; rows of `dim` floats; indices on the device.
 Status gather_rows(const Stream& stream, const float* src, const int32_t* indices, int64_t rows, int64_t dim,
                    float* dst);

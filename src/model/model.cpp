@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "kernels/bf16_terms.h"
 #include "model/gguf_model.h"
 #include "model/weights_quant.h"
 #include "model_internal.h"
@@ -82,6 +83,14 @@ std::vector<float> concat_f32(const std::vector<const TensorView*>& parts) {
     out.insert(out.end(), v.begin(), v.end());
   }
   return out;
+}
+
+// What a decode step reads of one matrix: on a GPU an f16 / f32 matrix (or one
+// whose k is not a multiple of 8) is stored as bf16 terms (ADR 0083).
+size_t streamed_bytes(const kernels::PackedMatrix& w, bool on_gpu) {
+  const int terms = kernels::bf16_terms(w.dtype());
+  if (!on_gpu || !w.parts().empty() || terms == 0 || (terms == 1 && w.k() % 8 == 0)) return w.weight_bytes();
+  return static_cast<size_t>(w.n() * kernels::bf16_terms_k(w.k(), terms)) * sizeof(uint16_t);
 }
 
 }  // namespace
@@ -259,15 +268,17 @@ Status Model::load_layer(int i, const std::string& p) {
 }
 
 size_t Model::weight_bytes_per_token() const {
-  size_t bytes = lm_head().weight_bytes();
+  const bool gpu = placement_.kind == DeviceKind::cuda;
+  const auto of = [gpu](const kernels::PackedMatrix& w) { return streamed_bytes(w, gpu); };
+  size_t bytes = of(lm_head());
   bytes += kernels::dtype_row_bytes(embedding_->dtype, config_.hidden_size);
   if (config_.per_layer_input > 0)
     bytes +=
-        per_layer_model_projection_.weight_bytes() +
+        of(per_layer_model_projection_) +
         kernels::dtype_row_bytes(per_layer_embedding_->dtype, config_.per_layer_input * config_.num_layers);
   for (const LayerWeights& w : layers_) {
-    bytes += w.qkv.weight_bytes() + w.o.weight_bytes() + w.gate_up.weight_bytes() + w.down.weight_bytes();
-    bytes += w.per_layer_gate.weight_bytes() + w.per_layer_projection.weight_bytes();
+    bytes += of(w.qkv) + of(w.o) + of(w.gate_up) + of(w.down);
+    bytes += of(w.per_layer_gate) + of(w.per_layer_projection);
     bytes += internal::moe_bytes_per_token(w, config_.moe.top_k);
   }
   return bytes;

@@ -149,7 +149,8 @@ class Model {
   const DeviceWeights* device_weights() const { return device_weights_.get(); }
 
   // Bytes of weights one decode token streams: every matrix once plus one
-  // embedding row (norms and biases are negligible and not counted).
+  // embedding row (norms and biases are negligible and not counted); on a
+  // GPU, what the device copy holds (an f16 / f32 matrix's bf16 terms, ADR 0083).
   size_t weight_bytes_per_token() const;
   // Number of parameters as stored (embedding counted once when tied).
   int64_t parameter_count() const { return parameters_; }

@@ -73,10 +73,13 @@ struct Rig {
 // written by tools/fixtures/make_gguf.py (the `gguf` package's writer) with
 // every 2-D weight, the embedding included, in the first type (--quantize)
 // and the v / down projections in the second (--mixed: a stacked q/k/v of two
-// types, as llama.cpp's Q4_K_M files have). "" when the writer failed.
+// types, as llama.cpp's Q4_K_M files have); "fixture#stored" keeps the checkpoint's
+// float types (an f16 checkpoint: an F16 file, llama.cpp's default conversion).
+// "" when the writer failed.
 std::string gguf_for(const std::string& name) {
   const size_t hash = name.find('#');
   const std::string spec = name.substr(hash + 1), base = name.substr(0, hash);
+  if (spec == "stored") return runtime::testing::make_gguf(fixture_dir(base), "stored_" + base);
   const size_t plus = spec.find('+');
   std::string args = "--quantize " + spec.substr(0, plus);
   if (plus != std::string::npos) args += " --mixed " + spec.substr(plus + 1);
@@ -589,6 +592,20 @@ TEST(CudaForward, PlacesF16AndF32Weights) {
     const Status st = (*m)->place_on(kCuda);
     EXPECT_TRUE(st.ok()) << name << ": " << st.to_string();
     EXPECT_EQ((*m)->placement().kind, DeviceKind::cuda) << name;
+  }
+}
+
+// An F16 GGUF file holds its f16 checkpoint's matrices: on the GPU (bf16 terms,
+// ADR 0083) the same logit bits, every row of a prompt, as on the CPU (gguf_test.cpp).
+TEST(CudaForward, F16GgufFileGivesItsCheckpointsBits) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  for (const std::string name : {"qwen3_qknorm_f16", "llama_linear_f16_tied"}) {
+    TANDEM_SKIP_WITHOUT_GGUF_WRITER_FOR(name + "#stored");
+    Rig st = make_rig(name, true), gg = make_rig(name + "#stored", true);
+    const std::vector<int32_t> tokens = long_tokens(st.vocab(), 4);
+    const auto a = run_rows(st, {SequenceStep{st.kv->create_sequence(), tokens, 0, LogitRows::all}}, 0);
+    const auto b = run_rows(gg, {SequenceStep{gg.kv->create_sequence(), tokens, 0, LogitRows::all}}, 0);
+    EXPECT_TRUE(same_bits(a, b)) << name;
   }
 }
 

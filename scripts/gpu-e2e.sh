@@ -6,7 +6,8 @@
 #   2. speculative == classic on the GPU, byte for byte: greedy and seeded T > 0,
 #      K = 2..8, draft model and MTP head (the bundled models/);
 #   3. bench on the GPU: B=1 decode and 512-token prefill of random bf16 models of
-#      the Qwen2.5-0.5B / Llama-3.2-1B / Llama-3.1-8B shapes (tandem-random-model).
+#      the Qwen2.5-0.5B / Llama-3.2-1B / Llama-3.1-8B shapes (tandem-random-model),
+#      and an f16 copy of the 0.5B shape (ADR 0083: two bf16 terms a weight).
 #   scripts/gpu-e2e.sh BIN_DIR OUT_DIR [--no-8b]
 set -uo pipefail
 bin="$1" out="$2" big="${3:-}"
@@ -80,4 +81,13 @@ for p in $presets; do
   fi
   rm -rf $dir
 done
+dir=/tmp/rand-f16
+if $rm --preset qwen2.5-0.5b --out $dir --dtype f16 >/dev/null 2>&1; then
+  echo "== bench qwen2.5-0.5b f16"
+  "$t" bench -m $dir --device cuda -p 512 -n 128 -r 3 --bw-mib 4096 2>&1 | tee "$out/bench_f16.txt" |
+    grep -E "^(prefill|decode|ceiling|reached)"
+  rm -rf $dir
+else
+  echo "FAIL random model f16"; status=1
+fi
 exit $status

@@ -22,12 +22,6 @@ namespace {
 using testing::random_floats;
 using testing::same_bits;
 
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
 float from_bits(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);

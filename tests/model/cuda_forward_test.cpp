@@ -774,7 +774,9 @@ std::vector<int32_t> picks_of_steps(bool picks_only, std::span<const kernels::Pi
     EXPECT_EQ(static_cast<size_t>(out->rows), rows);
     for (int64_t row = 0; row < out->rows; ++row, ++rule) {
       kernels::PickRule pick_rule = rules.empty() ? kernels::PickRule{} : rules[rule];
-      if (picks_only && pick_rule.needs_row != 0) EXPECT_EQ(out->picks[row], -1);
+      if (picks_only && pick_rule.needs_row != 0) {
+        EXPECT_EQ(out->picks[row], -1);
+      }
       pick_rule.needs_row = 0;  // its row, picked on the host, must be the row
       if (picks_only) {
         EXPECT_EQ(out->picks.size(), static_cast<size_t>(out->rows));

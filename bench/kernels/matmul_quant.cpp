@@ -51,7 +51,7 @@ const std::vector<PackedMatrix>& quant_weights(DType dtype, int64_t n, int64_t k
 
 namespace {
 
-constexpr DType kTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k};
+constexpr DType kTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};  // q6_k: Q4_K_M's LM head
 constexpr DType kHotTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
 
 void BM_MatmulQuant(benchmark::State& state) {
@@ -188,7 +188,7 @@ void register_quant_matmuls() {
         ->ArgNames({"type", "k", "n", "m"})
         ->Unit(benchmark::kMicrosecond);
   const int64_t shapes[][2] = {{896, 4864}, {4864, 896}, {896, 151936}, {2048, 8192}, {8192, 2048}};
-  for (int t = 0; t < 3; ++t) {
+  for (int t = 0; t < 4; ++t) {
     for (const auto& s : shapes) {
       if (s[0] % kernels::dtype_block_elems(kTypes[t]) != 0) continue;  // q4_k needs k % 256 == 0
       for (int threads : {1, 2}) {

@@ -22,6 +22,11 @@ int bf16_terms(DType dtype) {
 
 int64_t bf16_terms_k(int64_t k, int terms) { return terms * ((k + 7) / 8 * 8); }
 
+int64_t bf16_split_k(DType dtype, int64_t k) {
+  const int terms = bf16_terms(dtype);
+  return terms == 0 || (terms == 1 && k % 8 == 0) ? 0 : bf16_terms_k(k, terms);
+}
+
 void split_bf16_terms(const float* w, int64_t rows, int64_t k, int terms, uint16_t* out) {
   const int64_t pitch = bf16_terms_k(k, 1);
   for (int64_t r = 0; r < rows; ++r) {

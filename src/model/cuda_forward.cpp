@@ -282,7 +282,7 @@ Expected<const float*> CudaForward::split_input(const float* x, int64_t m, int64
 
 Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m, const DeviceMatrix& w,
                                                        int64_t n, int64_t k, float* y, bool bf16_ready) {
-  if (!w.quantized() && !w.f32 && w.repeated) {
+  if (w.repeated) {
     auto repeated = split_input(x, m, k, w.terms);
     if (!repeated.ok()) return repeated.status();
     return gemm_partials(*repeated, m, w.data.as<uint16_t>(), n, kernels::bf16_terms_k(k, w.terms), y);

@@ -152,24 +152,23 @@ struct Uploader {
   // (ADR 0083), as is a bf16 one whose k is not a multiple of 8 (one padded term).
   Status float_matrix(const kernels::PackedMatrix& m, DeviceMatrix& out) {
     const int terms = kernels::bf16_terms(m.dtype());
-    const int64_t k = m.k();
-    if (terms == 1 && k % 8 == 0)
+    const int64_t k = m.k(), split_k = kernels::bf16_split_k(m.dtype(), k);
+    if (split_k == 0)
       return relaid_rows(m.n(), k, out.data, [&](int64_t first, int64_t rows, uint16_t* dst) {
         kernels::unpack_rows(m, first, rows, dst);
       });
     out.terms = terms;
     out.repeated = true;
     max_terms = std::max(max_terms, terms);
-    widest_split_k = std::max(widest_split_k, kernels::bf16_terms_k(k, terms));
+    widest_split_k = std::max(widest_split_k, split_k);
     const size_t row_bytes = kernels::dtype_row_bytes(m.dtype(), k);
-    return relaid_rows(m.n(), kernels::bf16_terms_k(k, terms), out.data,
-                       [&](int64_t first, int64_t rows, uint16_t* dst) {
-                         std::vector<uint8_t> raw(static_cast<size_t>(rows) * row_bytes);
-                         std::vector<float> values(static_cast<size_t>(rows * k));
-                         kernels::unpack_rows(m, first, rows, raw.data());
-                         kernels::to_f32(raw.data(), m.dtype(), rows * k, values.data());
-                         kernels::split_bf16_terms(values.data(), rows, k, terms, dst);
-                       });
+    return relaid_rows(m.n(), split_k, out.data, [&](int64_t first, int64_t rows, uint16_t* dst) {
+      std::vector<uint8_t> raw(static_cast<size_t>(rows) * row_bytes);
+      std::vector<float> values(static_cast<size_t>(rows * k));
+      kernels::unpack_rows(m, first, rows, raw.data());
+      kernels::to_f32(raw.data(), m.dtype(), rows * k, values.data());
+      kernels::split_bf16_terms(values.data(), rows, k, terms, dst);
+    });
   }
   // A projection: a float matrix as above, or quantized (ADR 0077): each part's
   // packed bytes (PackedMatrix::data()) copied as they are, 256-byte aligned;

@@ -88,9 +88,8 @@ std::vector<float> concat_f32(const std::vector<const TensorView*>& parts) {
 // What a decode step reads of one matrix: on a GPU an f16 / f32 matrix (or one
 // whose k is not a multiple of 8) is stored as bf16 terms (ADR 0083).
 size_t streamed_bytes(const kernels::PackedMatrix& w, bool on_gpu) {
-  const int terms = kernels::bf16_terms(w.dtype());
-  if (!on_gpu || !w.parts().empty() || terms == 0 || (terms == 1 && w.k() % 8 == 0)) return w.weight_bytes();
-  return static_cast<size_t>(w.n() * kernels::bf16_terms_k(w.k(), terms)) * sizeof(uint16_t);
+  const int64_t split_k = on_gpu && w.parts().empty() ? kernels::bf16_split_k(w.dtype(), w.k()) : 0;
+  return split_k == 0 ? w.weight_bytes() : static_cast<size_t>(w.n() * split_k) * sizeof(uint16_t);
 }
 
 }  // namespace

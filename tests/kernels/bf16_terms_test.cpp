@@ -84,6 +84,12 @@ TEST(Bf16Terms, RowsAreTermMajorPaddedAndNonFiniteKeepsOneTerm) {
   EXPECT_EQ(bf16_terms_k(4, 3), 24);
   EXPECT_EQ(bf16_terms_k(16, 2), 32);
   EXPECT_EQ(bf16_terms_k(17, 1), 24);
+  // The GPU's rule: f16 / f32 always as terms, bf16 only when k needs padding.
+  EXPECT_EQ(bf16_split_k(DType::f16, 16), 32);
+  EXPECT_EQ(bf16_split_k(DType::f32, 4), 24);
+  EXPECT_EQ(bf16_split_k(DType::bf16, 16), 0);
+  EXPECT_EQ(bf16_split_k(DType::bf16, 4), 8);
+  EXPECT_EQ(bf16_split_k(DType::q8_0, 32), 0);
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> w = {1.0f + 0x1p-10f, -inf, 3.0f,    // row 0
                                 std::nanf(""),   0.5f, -2.0f};  // row 1

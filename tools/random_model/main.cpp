@@ -17,15 +17,15 @@
 #include <vector>
 
 #include "dtype_convert.h"
+#include "kernels/ops.h"
 
 namespace {
 
 // The weights' stored type: its names in config.json and the safetensors header.
 struct WeightType {
+  tandem::kernels::DType dtype;  // f32, f16 or bf16
   const char* torch;
   const char* safetensors;
-  size_t bytes;
-  bool f16;  // else bf16 when 2 bytes
 };
 
 using json = nlohmann::json;
@@ -305,7 +305,7 @@ int write_model(const Preset& p, const std::string& out, const WeightType& wt, u
     std::fclose(f);
   }
   const auto tensors = tensor_list(p);
-  const size_t elem = wt.bytes;
+  const size_t elem = tandem::kernels::dtype_size(wt.dtype);
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"}};
   uint64_t offset = 0;
@@ -332,10 +332,11 @@ int write_model(const Preset& p, const std::string& out, const WeightType& wt, u
       const int64_t n = std::min<int64_t>(left, static_cast<int64_t>(chunk.size() / elem));
       for (int64_t i = 0; i < n; ++i) {
         float v = t.ones ? 1.0f : scale * (static_cast<float>(splitmix(state) >> 40) / 8388608.0f - 1.0f);
-        if (wt.bytes == 4) {
+        if (wt.dtype == tandem::kernels::DType::f32) {
           std::memcpy(chunk.data() + 4 * i, &v, 4);
         } else {
-          const uint16_t b = wt.f16 ? tandem::kernels::f32_to_f16(v) : tandem::kernels::f32_to_bf16(v);
+          const uint16_t b = wt.dtype == tandem::kernels::DType::f16 ? tandem::kernels::f32_to_f16(v)
+                                                                     : tandem::kernels::f32_to_bf16(v);
           std::memcpy(chunk.data() + 2 * i, &b, 2);
         }
       }
@@ -380,9 +381,10 @@ int main(int argc, char** argv) {
       if (experts < p.top_k) return std::fprintf(stderr, "--experts must be >= %d\n", p.top_k), 2;
       p.experts = experts;
     }
-    const WeightType wt = dtype == "f32"   ? WeightType{"float32", "F32", 4, false}
-                          : dtype == "f16" ? WeightType{"float16", "F16", 2, true}
-                                           : WeightType{"bfloat16", "BF16", 2, false};
+    using tandem::kernels::DType;
+    const WeightType wt = dtype == "f32"   ? WeightType{DType::f32, "float32", "F32"}
+                          : dtype == "f16" ? WeightType{DType::f16, "float16", "F16"}
+                                           : WeightType{DType::bf16, "bfloat16", "BF16"};
     return write_model(p, out, wt, seed);
   }
   std::fprintf(stderr, "unknown preset \"%s\" (known: %s)\n", preset_name.c_str(), names.c_str());

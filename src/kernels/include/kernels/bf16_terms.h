@@ -20,6 +20,11 @@ int bf16_terms(DType dtype);
 // of 8 (the GEMM's k % 8 == 0), so terms · ⌈k / 8⌉ · 8.
 int64_t bf16_terms_k(int64_t k, int terms);
 
+// The GPU's rule for a float matrix of `dtype` with rows of k: the GEMM's k'
+// when it is stored as terms — f16, f32, or bf16 whose k is not a multiple of
+// 8 (one padded term) — else 0 (bf16 rows as they are, or a quantized type).
+int64_t bf16_split_k(DType dtype, int64_t k);
+
 // Row r of `w` (rows × k f32 values, each exactly a value of the source
 // dtype) becomes `terms` consecutive blocks of bf16_terms_k(k, 1) values in
 // out row r (bf16_terms_k(k, terms) long; zero past k in each block):

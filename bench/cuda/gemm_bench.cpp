@@ -10,6 +10,9 @@
 // Also checks, at these shapes, that row 0 and row M-1 of each product equal
 // the same rows computed alone (bitwise).
 //
+// At M <= 16 a shape the forward K-slices (gemm_slicing) also gets a row
+// timing gemm_bf16w_sliced, the kernel the forward runs there.
+//
 // Usage: bench_cuda_gemm [--quick] [--variants]
 //   --quick:    M = 1, 16, 4096 on 4096×4096 only
 //   --variants: also time the tuning candidates (a -DTANDEM_CUDA_TUNING=ON build),
@@ -93,49 +96,63 @@ void run_shape(const Shape& s, const std::vector<int64_t>& ms, const gpu::Stream
   }
   gpu::DeviceBuffer y = allocate(static_cast<size_t>(max_m * s.n) * 4);
   gpu::DeviceBuffer y_alone = allocate(static_cast<size_t>(s.n) * 4);
+  // At M <= 16 the forward runs a narrow N through the K-sliced GEMM
+  // (gemm_slicing: a property of the shape): those rows are timed too.
+  const gpu::GemmSlicing slicing = gpu::gemm_slicing(s.n, s.k);
+  const size_t ws_floats = static_cast<size_t>(slicing.slices) * 16 * s.n;
+  gpu::DeviceBuffer ws = allocate(ws_floats * 4);
 
   for (const DType xt : {DType::bf16, DType::f32}) {
     const gpu::DeviceBuffer& x = xt == DType::bf16 ? x_bf16 : x_f32;
     const size_t x_elem = xt == DType::bf16 ? 2 : 4;
     for (const int64_t m : ms) {
-      const gpu::GemmTile tile = gpu::gemm_tile_for(m, s.n, sms);
-      const double us = time_us(
-          [&](int i) {
-            check(gpu::gemm_bf16w(stream, x.data(), xt, m, w[i % sets].as<uint16_t>(), s.n, s.k,
-                                  y.as<float>()));
-          },
-          stream.handle());
-      double cublas_us = 0;
-      if (cublas.ok()) {
-        cublas_us = time_us(
-            [&](int i) {
-              if (!cublas.gemm_bf16(stream.handle(), x_bf16.data(), m, w[i % sets].data(), s.n, s.k,
-                                    y.as<float>()))
-                die("cublasGemmEx failed");
-            },
-            stream.handle());
+      for (const bool sliced : {false, true}) {
+        if (sliced && (m > 16 || slicing.slices == 1)) continue;
+        const auto product = [&](const void* xp, int64_t rows, const gpu::DeviceBuffer& wi, float* out) {
+          if (sliced)
+            return gpu::gemm_bf16w_sliced(stream, xp, xt, rows, wi.as<uint16_t>(), s.n, s.k, out,
+                                          ws.as<float>(), ws_floats);
+          return gpu::gemm_bf16w(stream, xp, xt, rows, wi.as<uint16_t>(), s.n, s.k, out);
+        };
+        const double us =
+            time_us([&](int i) { check(product(x.data(), m, w[i % sets], y.as<float>())); }, stream.handle());
+        double cublas_us = 0;
+        if (cublas.ok()) {
+          cublas_us = time_us(
+              [&](int i) {
+                if (!cublas.gemm_bf16(stream.handle(), x_bf16.data(), m, w[i % sets].data(), s.n, s.k,
+                                      y.as<float>()))
+                  die("cublasGemmEx failed");
+              },
+              stream.handle());
+        }
+        // Invariance spot check at this shape: rows 0 and m-1 vs the same rows alone.
+        bool invariant = true;
+        check(product(x.data(), m, w[0], y.as<float>()));
+        std::vector<float> in_batch(static_cast<size_t>(s.n)), alone(static_cast<size_t>(s.n));
+        for (const int64_t r : {int64_t{0}, m - 1}) {
+          check(y.download(in_batch.data(), in_batch.size() * 4, stream, static_cast<size_t>(r * s.n) * 4));
+          const void* xr = static_cast<const char*>(x.data()) + static_cast<size_t>(r * s.k) * x_elem;
+          check(product(xr, 1, w[0], y_alone.as<float>()));
+          check(y_alone.download(alone.data(), alone.size() * 4, stream));
+          invariant = invariant && std::memcmp(alone.data(), in_batch.data(), alone.size() * 4) == 0;
+        }
+        const double flops = 2.0 * m * s.n * s.k;
+        const double bytes =
+            static_cast<double>(w_bytes) + static_cast<double>(m * s.k * x_elem) + m * s.n * 4.0;
+        const double gbs = bytes / us / 1e3;
+        char tile[32];
+        if (sliced)
+          std::snprintf(tile, sizeof tile, "sliced/%d", slicing.slices);
+        else
+          std::snprintf(tile, sizeof tile, "%s", gpu::gemm_tile_name(gpu::gemm_tile_for(m, s.n, sms)));
+        std::printf("%6ld %6ld %6ld  %-4s %-9s %10.1f %10.1f %8.2f %9.1f %9.0f %7.2f  %s\n",
+                    static_cast<long>(m), static_cast<long>(s.n), static_cast<long>(s.k),
+                    xt == DType::bf16 ? "bf16" : "f32", tile, us, cublas_us,
+                    cublas_us > 0 ? cublas_us / us : 0.0, flops / us / 1e6, gbs, gbs / ceil.read_gbs,
+                    invariant ? "yes" : "NO");
+        std::fflush(stdout);
       }
-      // Invariance spot check at this shape: rows 0 and m-1 vs the same rows alone.
-      bool invariant = true;
-      check(gpu::gemm_bf16w(stream, x.data(), xt, m, w[0].as<uint16_t>(), s.n, s.k, y.as<float>()));
-      std::vector<float> in_batch(static_cast<size_t>(s.n)), alone(static_cast<size_t>(s.n));
-      for (const int64_t r : {int64_t{0}, m - 1}) {
-        check(y.download(in_batch.data(), in_batch.size() * 4, stream, static_cast<size_t>(r * s.n) * 4));
-        const void* xr = static_cast<const char*>(x.data()) + static_cast<size_t>(r * s.k) * x_elem;
-        check(gpu::gemm_bf16w(stream, xr, xt, 1, w[0].as<uint16_t>(), s.n, s.k, y_alone.as<float>()));
-        check(y_alone.download(alone.data(), alone.size() * 4, stream));
-        invariant = invariant && std::memcmp(alone.data(), in_batch.data(), alone.size() * 4) == 0;
-      }
-      const double flops = 2.0 * m * s.n * s.k;
-      const double bytes =
-          static_cast<double>(w_bytes) + static_cast<double>(m * s.k * x_elem) + m * s.n * 4.0;
-      const double gbs = bytes / us / 1e3;
-      std::printf("%6ld %6ld %6ld  %-4s %-6s %10.1f %10.1f %8.2f %9.1f %9.0f %7.2f  %s\n",
-                  static_cast<long>(m), static_cast<long>(s.n), static_cast<long>(s.k),
-                  xt == DType::bf16 ? "bf16" : "f32", gpu::gemm_tile_name(tile), us, cublas_us,
-                  cublas_us > 0 ? cublas_us / us : 0.0, flops / us / 1e6, gbs, gbs / ceil.read_gbs,
-                  invariant ? "yes" : "NO");
-      std::fflush(stdout);
     }
   }
   if (variants) run_variants(s, w, x_bf16, x_f32, y, stream, ceil);
@@ -440,7 +457,7 @@ int main(int argc, char** argv) {
     run_large_variants(*stream, cublas);
     return 0;
   }
-  std::printf("%6s %6s %6s  %-4s %-6s %10s %10s %8s %9s %9s %7s  %s\n", "M", "N", "K", "x", "tile", "us",
+  std::printf("%6s %6s %6s  %-4s %-9s %10s %10s %8s %9s %9s %7s  %s\n", "M", "N", "K", "x", "tile", "us",
               "cublas_us", "vs_cubl", "TFLOP/s", "GB/s", "of_read", "rows==alone");
   const std::vector<int64_t> ms =
       quick ? std::vector<int64_t>{1, 16, 4096} : std::vector<int64_t>{1, 4, 16, 512, 4096};
@@ -451,6 +468,7 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "vs_cubl = cuBLAS time / tandem time (> 1: tandem faster); of_read = GB/s / read ceiling;\n"
-      "GB/s counts W + x + y once; cuBLAS always runs bf16 x.\n");
+      "GB/s counts W + x + y once (sliced/S: the K-sliced GEMM the forward runs at M <= 16, its\n"
+      "partial slabs not counted); cuBLAS always runs bf16 x.\n");
   return 0;
 }

@@ -182,11 +182,14 @@ void register_quant_matmuls() {
           ->Args({isa, k})
           ->ArgNames({"isa", "k"})
           ->Unit(benchmark::kMicrosecond);
-  for (int t = 0; t < 4; ++t)  // 2048 x 512: 0.6-1.1 MB, inside a 1-2 MiB L2
-    benchmark::RegisterBenchmark("BM_MatmulQuantHot", BM_MatmulQuantHot)
-        ->Args({t, 2048, 512, 1})
-        ->ArgNames({"type", "k", "n", "m"})
-        ->Unit(benchmark::kMicrosecond);
+  // 2048 x 512 and 8192 x 128: 0.6-1.1 MB, inside a 1-2 MiB L2 (the long-k
+  // one is a down projection's row length).
+  for (int t = 0; t < 4; ++t)
+    for (const int64_t k : {2048, 8192})
+      benchmark::RegisterBenchmark("BM_MatmulQuantHot", BM_MatmulQuantHot)
+          ->Args({t, k, 2048 * 512 / k, 1})
+          ->ArgNames({"type", "k", "n", "m"})
+          ->Unit(benchmark::kMicrosecond);
   const int64_t shapes[][2] = {{896, 4864}, {4864, 896}, {896, 151936}, {2048, 8192}, {8192, 2048}};
   for (int t = 0; t < 4; ++t) {
     for (const auto& s : shapes) {

@@ -212,16 +212,6 @@ struct Uploader {
     out.data = std::move(buffer).value();
     return Status::Ok();
   }
-  // Gemma 4's per-layer matrices: float types only (bf16, or f16 / f32 as terms);
-  // a quantized one (--weights) is refused as before ADR 0083 — the quantized
-  // GEMM has not been checked at their shapes (n = the per-layer width).
-  Status float_only(const kernels::PackedMatrix& m, const std::string& name, DeviceMatrix& out) {
-    if (!m.parts().empty() || kernels::dtype_is_quantized(m.dtype()))
-      return failed_precondition("cuda: weight " + name + " is " + kernels::dtype_name(m.dtype()) +
-                                 "; the CUDA backend takes Gemma 4's per-layer matrices in bf16, f16 or f32 "
-                                 "only (use --device cpu)");
-    return matrix(m, name, out);
-  }
   // A table [rows][k] of any dtype but bf16 (a quantized GGUF embedding)
   // dequantized to f32 rows (kernels::to_f32, the CPU's lookup).
   Status f32_table(const void* host, kernels::DType dtype, int64_t rows, int64_t k, gpu::DeviceBuffer& out) {
@@ -295,8 +285,8 @@ Status upload_gemma4(const Model& model, Uploader& up, DeviceWeights& w) {
                                         c.per_layer_vocab, width, w.per_layer_embedding));
     w.per_layer_embedding_f32 = true;
   }
-  TANDEM_RETURN_IF_ERROR(up.float_only(model.per_layer_model_projection(), "per_layer_model_projection",
-                                       w.per_layer_model_projection));
+  TANDEM_RETURN_IF_ERROR(up.matrix(model.per_layer_model_projection(), "per_layer_model_projection",
+                                   w.per_layer_model_projection));
   return up.floats(model.per_layer_projection_norm(), w.per_layer_projection_norm);
 }
 
@@ -341,9 +331,9 @@ Expected<std::unique_ptr<DeviceWeights>> DeviceWeights::upload(const Model& mode
     TANDEM_RETURN_IF_ERROR(up.floats(src.down_bias, dst.down_bias));
     TANDEM_RETURN_IF_ERROR(up.floats(src.post_attn_norm, dst.post_attn_norm));
     TANDEM_RETURN_IF_ERROR(up.floats(src.post_mlp_norm, dst.post_mlp_norm));
-    TANDEM_RETURN_IF_ERROR(up.float_only(src.per_layer_gate, p + "per_layer_input_gate", dst.per_layer_gate));
+    TANDEM_RETURN_IF_ERROR(up.matrix(src.per_layer_gate, p + "per_layer_input_gate", dst.per_layer_gate));
     TANDEM_RETURN_IF_ERROR(
-        up.float_only(src.per_layer_projection, p + "per_layer_projection", dst.per_layer_projection));
+        up.matrix(src.per_layer_projection, p + "per_layer_projection", dst.per_layer_projection));
     TANDEM_RETURN_IF_ERROR(up.floats(src.post_per_layer_norm, dst.post_per_layer_norm));
     for (auto [host, device] :
          {std::pair{&src.router_scale, &dst.router_scale},

@@ -80,10 +80,14 @@ TEST(CudaGemmQuant, EveryTypeEqualsTheCpuReferenceForEveryM) {
   // (529 groups, the last block one group). k = 2304 and 9472: the streamed
   // kernel's stages of 1,024 (the last one partial), and more stages than its
   // ring holds (9472: ten, the ring eight; 8456 x 2304: three, the ring two).
-  const int64_t shapes[][2] = {{40, 512}, {272, 768}, {16, 2304}, {8456, 256}, {24, 9472}, {8456, 2304}};
+  // k = 64 and 96 (the 32-element types only): Gemma 4's per-layer gate and
+  // model projection at a fixture's size (n = 16, 64).
+  const int64_t shapes[][2] = {{40, 512},    {272, 768}, {16, 2304}, {8456, 256}, {24, 9472},
+                               {8456, 2304}, {16, 64},   {64, 64},   {40, 96}};
   for (DType dtype : types) {
     for (const auto& nk : shapes) {
       const int64_t n = nk[0], k = nk[1];
+      if (k % dtype_block_elems(dtype) != 0) continue;
       const bool wide = n > 1000;
       const PackedMatrix w = PackedMatrix::pack(gguf_rows(dtype, n, k, 11).data(), dtype, n, k);
       DeviceBuffer dw =

@@ -17,7 +17,7 @@
 //   --quick:    M = 1, 16, 4096 on 4096×4096 only
 //   --variants: also time the tuning candidates (a -DTANDEM_CUDA_TUNING=ON build),
 //               each first checked to give the shipping kernel's bits
-//   --forward-shapes: only the forward's sliced calls at M = 1 and 5 on the 0.5B and
+//   --forward-shapes: only the forward's sliced calls at M = 1, 5 and 16 on the 0.5B and
 //               8B matrices (TANDEM_CUDA_SMALL_TILE picks the small tile's variant)
 //   --quant:    only the quantized GEMM (ADR 0077; quant_bench.cpp) at the 1B and 8B
 //               forward's shapes, q8_0 / q4_k / q6_k, M = 1, 4, 512
@@ -209,8 +209,8 @@ void run_variants(const Shape& s, const std::vector<gpu::DeviceBuffer>& w, const
   }
 }
 
-// The forward's own calls (gemm_bf16w_sliced, f32 x, M = 1 and 5: decode and a
-// K = 4 verify block) on the matrices of the 0.5B and 8B shapes, against the
+// The forward's own calls (gemm_bf16w_sliced, f32 and bf16 x, M = 1, 5 and 16:
+// decode, a K = 4 verify block, a batch of 16) on the matrices of the 0.5B and 8B shapes, against the
 // read ceiling (weights + x + y bytes, the K-slices' partials not counted).
 void run_forward_shapes(const gpu::Stream& stream, const Ceilings& ceil) {
   struct Named {
@@ -239,7 +239,7 @@ void run_forward_shapes(const gpu::Stream& stream, const Ceilings& ceil) {
               "cudaMemcpy");
       }
     }
-    const int64_t max_m = 5;
+    const int64_t max_m = 16;
     std::vector<float> xh(static_cast<size_t>(max_m * s.k));
     for (size_t i = 0; i < xh.size(); ++i) xh[i] = kernels::bf16_to_f32(pattern[i]) * 1.37f;
     std::vector<uint16_t> xb(xh.size());
@@ -251,7 +251,7 @@ void run_forward_shapes(const gpu::Stream& stream, const Ceilings& ceil) {
     const gpu::GemmSlicing plan = gpu::gemm_slicing(s.n, s.k);
     const size_t ws_floats = static_cast<size_t>(plan.slices) * max_m * s.n;
     gpu::DeviceBuffer ws = allocate(ws_floats * 4);
-    for (const int64_t m : {int64_t{1}, max_m})
+    for (const int64_t m : {int64_t{1}, int64_t{5}, max_m})
       for (const DType xt : {DType::f32, DType::bf16}) {
         const void* xp = xt == DType::f32 ? x.data() : x16.data();
         std::vector<float> ref(static_cast<size_t>(m * s.n)), got(ref.size());

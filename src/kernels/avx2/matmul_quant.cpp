@@ -25,7 +25,9 @@ using quant::kGroup;
 using quant::kQuadBytes;
 
 // Software prefetch: PrefetchPolicy::quant_bytes (kernels/prefetch.h) down
-// each group's stream into L1.
+// each group's stream into L1, and the rows' activation blocks kActAhead
+// blocks ahead (both off with quant=0).
+constexpr int64_t kActAhead = 8;
 
 template <bool Vnni, DType D>
 inline __m256i dot4(__m256i acc, __m256i codes, __m256i x) {
@@ -173,6 +175,12 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const i
     const int64_t sub = b % subs;
     const int64_t sb_off = (b / subs) * L.sb_bytes();
     const int64_t tile_off = sb_off + L.header_bytes + sub * L.tile_bytes;
+    // The activation blocks 8 ahead (avx512/matmul_quant.cpp: at a long k
+    // they fall out of L1 behind each group's weight stream).
+    if (ahead != 0 && b + kActAhead < a.block_end) {
+      for (int r = 0; r < R; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(xr[r] + b + kActAhead), _MM_HINT_T0);
+    }
     for (int g = 0; g < G && ahead != 0; ++g) {
       const uint8_t* t = group[g] + tile_off;
       for (int64_t line = 0; line < L.tile_bytes; line += 64) {

@@ -98,8 +98,9 @@ void run_shape(const Shape& s, const std::vector<int64_t>& ms, const gpu::Stream
   gpu::DeviceBuffer y_alone = allocate(static_cast<size_t>(s.n) * 4);
   // At M <= 16 the forward runs a narrow N through the K-sliced GEMM
   // (gemm_slicing: a property of the shape): those rows are timed too.
+  constexpr int64_t kSlicedMaxM = 16;
   const gpu::GemmSlicing slicing = gpu::gemm_slicing(s.n, s.k);
-  const size_t ws_floats = static_cast<size_t>(slicing.slices) * 16 * s.n;
+  const size_t ws_floats = static_cast<size_t>(slicing.slices * kSlicedMaxM * s.n);
   gpu::DeviceBuffer ws = allocate(ws_floats * 4);
 
   for (const DType xt : {DType::bf16, DType::f32}) {
@@ -107,7 +108,7 @@ void run_shape(const Shape& s, const std::vector<int64_t>& ms, const gpu::Stream
     const size_t x_elem = xt == DType::bf16 ? 2 : 4;
     for (const int64_t m : ms) {
       for (const bool sliced : {false, true}) {
-        if (sliced && (m > 16 || slicing.slices == 1)) continue;
+        if (sliced && (m > kSlicedMaxM || slicing.slices == 1)) continue;
         const auto product = [&](const void* xp, int64_t rows, const gpu::DeviceBuffer& wi, float* out) {
           if (sliced)
             return gpu::gemm_bf16w_sliced(stream, xp, xt, rows, wi.as<uint16_t>(), s.n, s.k, out,

@@ -293,11 +293,12 @@ Status upload_gemma4(const Model& model, Uploader& up, DeviceWeights& w) {
 }  // namespace
 
 bool DeviceWeights::any_quantized() const {
-  if (lm_head != nullptr && lm_head->quantized()) return true;
+  if ((lm_head != nullptr && lm_head->quantized()) || per_layer_model_projection.quantized()) return true;
   return std::any_of(layers.begin(), layers.end(), [](const DeviceLayer& l) {
     const auto expert = [](const DeviceExpert& e) { return e.gate_up.quantized() || e.down.quantized(); };
     return l.qkv.quantized() || l.o.quantized() || l.gate_up.quantized() || l.down.quantized() ||
            l.router.quantized() || l.shared_expert_gate.quantized() || expert(l.shared_expert) ||
+           l.per_layer_gate.quantized() || l.per_layer_projection.quantized() ||
            std::any_of(l.experts.begin(), l.experts.end(), expert);
   });
 }

@@ -175,7 +175,7 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const i
     const int64_t sub = b % subs;
     const int64_t sb_off = (b / subs) * L.sb_bytes();
     const int64_t tile_off = sb_off + L.header_bytes + sub * L.tile_bytes;
-    // The activation blocks 8 ahead (avx512/matmul_quant.cpp: at a long k
+    // The activation blocks kActAhead ahead (avx512/matmul_quant.cpp: at a long k
     // they fall out of L1 behind each group's weight stream).
     if (ahead != 0 && b + kActAhead < a.block_end) {
       for (int r = 0; r < R; ++r)

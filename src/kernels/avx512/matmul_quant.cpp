@@ -167,7 +167,7 @@ void tile_block(const quant::QuantMatmulArgs& a, const quant::Layout& L, const i
     for (int r = 0; r < R; ++r) {
       for (int g = 0; g < G; ++g) lo[r][g] = hi[r][g] = _mm512_setzero_si512();
     }
-    // The activation blocks 8 ahead: at a long k (a down projection's 8,192:
+    // The activation blocks kActAhead ahead: at a long k (a down projection's 8,192:
     // 12 KB a row) they fall out of L1 behind each group's weight stream.
     if (ahead != 0 && b + kActAhead < a.block_end) {
       for (int r = 0; r < R; ++r)

@@ -65,6 +65,7 @@ const std::vector<Knob>& knobs() {
       integer("TANDEM_CUDA_SLICE_BLOCKS", 32, 4096),
       choice("TANDEM_CUDA_SLICE_MIN", {"64", "128", "256", "512"}),
       choice("TANDEM_CUDA_SLICED_OVER", {"3", "8"}),
+      choice("TANDEM_CUDA_MID_TILE", {"4", "5", "10", "11", "15", "18", "19", "20"}),
       boolean("TANDEM_CUDA_PDL"),
       choice("TANDEM_CUDA_ATTENTION", {"serial", "split", "tile"}),
       integer("TANDEM_CUDA_LARGE_TILE", 0, kLargeTileVariants - 1),

@@ -21,7 +21,7 @@ namespace {
 // same bits (tested). The first H200 run found the old tile (variant 0)
 // latency-bound: 128 KB of shared memory per block with f32 x left one block
 // per SM. Variants 1-3 and 6 hold 8 x rows (M <= 8: decode, verify blocks of
-// K <= 7) and fall back to 5 for 8 < M <= 16. Measured on the H200
+// K <= 7) and fall back to 5 for 8 < M <= 16 (mid_tile_variant below since ADR 0085). Measured on the H200
 // (docs/benchmarks.md, 2026-12-02): 3 is the fastest or within 5% on every
 // forward shape of the 0.5B and 8B models (0.54-0.62 of the read ceiling on
 // the large matrices, 0.16 for variant 0). TANDEM_CUDA_SMALL_TILE=N picks
@@ -153,6 +153,26 @@ int by_size_variant(int64_t n, int64_t k) {
   return b.sliced;
 }
 
+// The variant that 9..16 x rows take where the pick holds 8 (1-3, 6-8, 21,
+// 22): the m64 TMA wgmma tile with 256 weight rows (20; 5, 64 weight rows and
+// 16 x rows, where it cannot run; ADR 0085). Measured on an H200 (2026-12-06,
+// docs/benchmarks.md): a batch of 16 on the 8B 5.75 -> 5.42 ms a step, the 1B
+// 1.26 -> 1.24; in bench_cuda_gemm (H100) its 8B down at M = 16 with bf16 x
+// 45.4 us against 51.0 for 5. TANDEM_CUDA_MID_TILE=V (read once; a
+// measurement, never a bit) picks another.
+constexpr int kMidTileDefault = kM64Wide;
+int mid_tile_variant() {
+  static const int v = [] {
+    const char* e = std::getenv("TANDEM_CUDA_MID_TILE");
+    const int got = e != nullptr ? std::atoi(e) : -1;
+    return got == 4 || got == 5 || got == 10 || got == 11 || got == 15 || got == 18 || got == kM64Narrow ||
+                   got == kM64Wide
+               ? got
+               : kMidTileDefault;
+  }();
+  return v;
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // The m64 TMA wgmma tile (variants 19, 20; wide modes 3, 4) where it can run.
@@ -200,14 +220,15 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
   if (m > 16 && m <= kWideMaxRows && wide_mode() != 0)
     return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice);
   if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
+  const bool eight = variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 ||
+                     variant == 8 || variant == 21 || variant == 22;
+  if (eight && m > 8) variant = mid_tile_variant();
+  if ((variant == kM64Narrow || variant == kM64Wide) && eight && m > 8 && !m64_tile_runs(x)) variant = 5;
   if (variant == kM64Narrow || variant == kM64Wide) {
     if (m64_tile_runs(x))
       return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant == kM64Narrow ? 4 : 3);
     variant = 15;  // register-direct: the whole class's pick before ADR 0069
   }
-  const bool eight = variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 ||
-                     variant == 8 || variant == 21 || variant == 22;
-  if (eight && m > 8) variant = 5;
   switch (variant) {
     case 0:  // 32 weight rows, 16 x rows, 2 warps, 4 stages of 256 k (128 KB with f32 x)
       return launch<Tile<32, 16, 2, 1, 256, 4, F32X>>(stream, x, m, w, n, k, y, slice);

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
         tandem::kernels::isa_limit_from_env(v, tandem::kernels::best_supported_isa()));
   // Prefetch tuning (ADR 0049), taken out of argv before Google Benchmark
   // sees it:
-  //   --prefetch=near=N,far=N,stream_far=N,next=0|1,quant=N   replaces parts of this CPU
+  //   --prefetch=near=N,far=N,stream_far=N,next=0|1,quant=N,streams=N,kstreams=N   replaces parts of this CPU
   //       vendor's policy for every benchmark;
   //   --prefetch-sweep=P1/P2/...  registers BM_PrefetchSweep for each policy
   //       (each on top of the vendor's), with --sweep-rounds=R (3),
@@ -59,10 +59,10 @@ int main(int argc, char** argv) {
     const auto policy_of = [](const std::string& text) {
       auto p = tandem::kernels::parse_prefetch_policy(text, tandem::kernels::prefetch_policy());
       if (!p) {
-        std::fprintf(
-            stderr,
-            "bad prefetch policy '%s' (want near=N,far=N,stream_far=N,next=0|1,quant=N,streams=1..4)\n",
-            text.c_str());
+        std::fprintf(stderr,
+                     "bad prefetch policy '%s' (want "
+                     "near=N,far=N,stream_far=N,next=0|1,quant=N,streams=1..4,kstreams=0..16)\n",
+                     text.c_str());
         std::exit(1);
       }
       return *p;

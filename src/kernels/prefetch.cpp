@@ -1,6 +1,7 @@
 // prefetch.cpp — the software prefetch policy per CPU vendor (ADR 0049).
 #include "kernels/prefetch.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/env.h"
@@ -41,12 +42,22 @@ PrefetchPolicy prefetch_policy_for(CpuVendor vendor, bool avx512) {
     if (avx512) {
       p.streams = 1;
       p.quant_bytes = 256;
+      // Two streams for a one-thread call on the K types, one a thread
+      // otherwise (ADR 0086, same VM, 1 thread, four alternated pairs each:
+      // 1B Q4_K_M decode +10 / +14%, 0.5B Q4_K_M +10 / +5%; two streams on each
+      // of 2 threads lost 25% on the 1B, and Q8_0 on one thread lost 14%).
+      p.k_call_streams = 2;
     }
   }
   return p;
 }
 
 const PrefetchPolicy& prefetch_policy() { return active(); }
+
+int row_streams(const PrefetchPolicy& policy, bool k_type, int threads) {
+  if (!k_type || policy.k_call_streams == 0) return policy.streams;
+  return std::clamp(policy.k_call_streams / std::max(threads, 1), 1, kMaxRowStreams);
+}
 
 void set_prefetch_policy(const PrefetchPolicy& policy) { active() = policy; }
 
@@ -72,6 +83,8 @@ std::optional<PrefetchPolicy> parse_prefetch_policy(const std::string& text, Pre
       base.quant_bytes = *value;
     } else if (key == "streams" && *value >= 1 && *value <= kMaxRowStreams) {
       base.streams = static_cast<int>(*value);
+    } else if (key == "kstreams" && *value <= 16) {
+      base.k_call_streams = static_cast<int>(*value);
     } else if (key == "next" && *value <= 1) {
       base.next_panel = *value == 1;
     } else {
@@ -84,7 +97,8 @@ std::optional<PrefetchPolicy> parse_prefetch_policy(const std::string& text, Pre
 std::string describe(const PrefetchPolicy& p) {
   return "near=" + std::to_string(p.near_bytes) + ",far=" + std::to_string(p.far_bytes) +
          ",stream_far=" + std::to_string(p.stream_far_bytes) + ",next=" + (p.next_panel ? "1" : "0") +
-         ",quant=" + std::to_string(p.quant_bytes) + ",streams=" + std::to_string(p.streams);
+         ",quant=" + std::to_string(p.quant_bytes) + ",streams=" + std::to_string(p.streams) +
+         ",kstreams=" + std::to_string(p.k_call_streams);
 }
 
 }  // namespace tandem::kernels

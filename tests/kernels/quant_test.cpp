@@ -400,12 +400,17 @@ TEST(QuantMatmul, LoneRowRunsKeepBits) {
 // Software prefetch only moves data earlier (ADR 0049): every policy —
 // none, near only, far only, odd distances, 1..3 streams for a lone row —
 // gives the reference's bits, for dense and quantized weights, M = 1 (the
-// multi-stream paths, and one stream) and M = 9.
+// multi-stream paths, and one stream; the K types' per-call streams, ADR 0086:
+// 8 and 4 over the test's 2 threads) and M = 9.
 TEST(PrefetchPolicy, DoesNotChangeBits) {
   const PrefetchPolicy saved = prefetch_policy();
-  const PrefetchPolicy policies[] = {
-      saved, PrefetchPolicy{0, 0, 0, false, 0, 1}, PrefetchPolicy{4096, 65536, 0, true, 512, 1},
-      PrefetchPolicy{0, 65536, 65536, true, 0, 2}, PrefetchPolicy{192, 8192, 1024, false, 4096, 3}};
+  const PrefetchPolicy policies[] = {saved,
+                                     PrefetchPolicy{0, 0, 0, false, 0, 1},
+                                     PrefetchPolicy{4096, 65536, 0, true, 512, 1},
+                                     PrefetchPolicy{0, 65536, 65536, true, 0, 2},
+                                     PrefetchPolicy{192, 8192, 1024, false, 4096, 3},
+                                     PrefetchPolicy{4096, 65536, 0, true, 256, 1, 8},
+                                     PrefetchPolicy{4096, 65536, 0, true, 256, 1, 4}};
   const int64_t n = 6 * 64 + 16 * 3 + 5, k = 256;
   const std::vector<float> x = random_floats(9 * k, 41);
   std::vector<PackedMatrix> mats;
@@ -438,15 +443,15 @@ TEST(PrefetchPolicy, DoesNotChangeBits) {
 TEST(PrefetchPolicy, ParsesOnTopOfABaseAndRejectsJunk) {
   const PrefetchPolicy base = prefetch_policy_for(CpuVendor::intel);
   EXPECT_EQ(describe(base),
-            "near=4096,far=65536,stream_far=65536,next=1,quant=2048,streams=4");  // pre-ADR-0049
+            "near=4096,far=65536,stream_far=65536,next=1,quant=2048,streams=4,kstreams=0");  // pre-ADR-0049
   EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::other)), describe(base));
   EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::intel, true)), describe(base));
-  EXPECT_EQ(prefetch_policy_for(CpuVendor::amd, false).streams, 4);  // Zen 3: ADR 0049
-  EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::amd, true)),     // Zen 4 on: ADR 0076
-            "near=4096,far=65536,stream_far=0,next=1,quant=256,streams=1");
+  EXPECT_EQ(prefetch_policy_for(CpuVendor::amd, false).streams, 4);                     // Zen 3: ADR 0049
+  EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::amd, true)),                        // Zen 4 on: ADR 0076
+            "near=4096,far=65536,stream_far=0,next=1,quant=256,streams=1,kstreams=2");  // + ADR 0086
   const auto p = parse_prefetch_policy("far=0, quant=512", base);
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(describe(*p), "near=4096,far=0,stream_far=65536,next=1,quant=512,streams=4");
+  EXPECT_EQ(describe(*p), "near=4096,far=0,stream_far=65536,next=1,quant=512,streams=4,kstreams=0");
   EXPECT_EQ(parse_prefetch_policy("streams=1", base)->streams, 1);
   EXPECT_EQ(parse_prefetch_policy("stream_far=0", base)->stream_far_bytes, 0);
   EXPECT_EQ(describe(*parse_prefetch_policy(describe(*p), base)), describe(*p));
@@ -455,9 +460,27 @@ TEST(PrefetchPolicy, ParsesOnTopOfABaseAndRejectsJunk) {
   EXPECT_FALSE(parse_prefetch_policy("next=2", base).has_value());
   EXPECT_FALSE(parse_prefetch_policy("streams=0", base).has_value());
   EXPECT_FALSE(parse_prefetch_policy("streams=5", base).has_value());
+  EXPECT_EQ(parse_prefetch_policy("kstreams=3", base)->k_call_streams, 3);
+  EXPECT_FALSE(parse_prefetch_policy("kstreams=17", base).has_value());
   EXPECT_FALSE(parse_prefetch_policy("far", base).has_value());
   EXPECT_FALSE(parse_prefetch_policy("farther=1", base).has_value());
   EXPECT_FALSE(parse_prefetch_policy("near=4k", base).has_value());
+}
+
+// ADR 0086: the K types' lone-row streams are the call's, shared by its
+// threads; the other types (and k_call_streams = 0) keep `streams` a thread.
+TEST(PrefetchPolicy, KCallStreamsAreSharedByTheThreads) {
+  PrefetchPolicy p = prefetch_policy_for(CpuVendor::amd, true);
+  EXPECT_EQ(row_streams(p, true, 1), 2);
+  EXPECT_EQ(row_streams(p, true, 2), 1);
+  EXPECT_EQ(row_streams(p, true, 16), 1);
+  EXPECT_EQ(row_streams(p, false, 1), 1);
+  p.k_call_streams = 16;
+  EXPECT_EQ(row_streams(p, true, 1), kMaxRowStreams);
+  EXPECT_EQ(row_streams(p, true, 4), 4);
+  p.k_call_streams = 0;
+  p.streams = 3;
+  EXPECT_EQ(row_streams(p, true, 1), 3);
 }
 
 // The largest codes against |x| = 127 everywhere: the integer dot products at
@@ -532,9 +555,13 @@ TEST(QuantMatmul, SimdWithoutVnniIsBitwiseTheReference) {
       std::vector<float> want(m * n), got(m * n);
       a.y = want.data();
       reference::matmul_quant(a);
-      a.y = got.data();
-      avx512::matmul_quant_no_vnni(a);
-      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << dtype_name(dtype) << " M " << m;
+      for (int streams : {1, 3}) {  // a lone row's streams (ADR 0076 / 0086)
+        a.streams = streams;
+        a.y = got.data();
+        avx512::matmul_quant_no_vnni(a);
+        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))
+            << dtype_name(dtype) << " M " << m << " streams " << streams;
+      }
       std::fill(got.begin(), got.end(), NAN);
       avx2::matmul_quant_no_vnni(a);
       EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4))

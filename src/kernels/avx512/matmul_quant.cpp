@@ -221,7 +221,7 @@ void lone_row(const quant::QuantMatmulArgs& a, const quant::Layout& L, const Act
               float* const* yr) {
   const int64_t len = a.group_end - a.group_begin;
   if (len <= 0) return;
-  const int64_t streams = std::min<int64_t>(std::clamp(prefetch_policy().streams, 1, kStreams), len);
+  const int64_t streams = std::min<int64_t>(std::clamp(a.streams, 1, kStreams), len);
   int64_t start[kStreams], size[kStreams];
   for (int64_t s = 0; s < streams; ++s) {
     start[s] = a.group_begin + s * len / streams;

@@ -90,6 +90,7 @@ struct QuantMatmulArgs {
   float* y = nullptr;
   int64_t ldy = 0;
   int64_t n = 0;
+  int streams = 1;  // a lone row: weight streams this thread walks (row_streams; never a bit)
 };
 
 }  // namespace tandem::kernels::quant

@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "kernel_table.h"
+#include "kernels/prefetch.h"
 
 namespace tandem::kernels::quant {
 namespace {
@@ -48,6 +49,9 @@ void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMat
   a.n = n;
   const int64_t groups = group_count(n);
   const int threads = ctx.pool != nullptr ? ctx.pool->size() : 1;
+  const DType t = w.dtype();
+  a.streams =
+      row_streams(prefetch_policy(), t == DType::q4_k || t == DType::q5_k || t == DType::q6_k, threads);
   // splitk counts in 64-column panels and 64-element slices; here the units
   // are 16-column groups and 32-element blocks, so ask with panels' worth.
   const int64_t parts =

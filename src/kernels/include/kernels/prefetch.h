@@ -41,6 +41,10 @@ struct PrefetchPolicy {
   // at once, simd/row_streams.h; quantized: contiguous runs of the thread's
   // groups). Never a bit of the result: every output keeps its own chain.
   int streams = 4;
+  // The K block types (q4_k, q5_k, q6_k), a lone row: the weight streams of the
+  // whole call, shared by its threads — each walks max(1, k_call_streams /
+  // threads), at most kMaxRowStreams (ADR 0086). 0 = `streams` per thread.
+  int k_call_streams = 0;
 };
 
 // The tuned default for a vendor and whether the CPU has the AVX-512 level
@@ -53,9 +57,12 @@ const PrefetchPolicy& prefetch_policy();
 // Start-up only (before other threads run kernels), like select_isa(): the
 // kernel benchmarks' --prefetch flag.
 void set_prefetch_policy(const PrefetchPolicy& policy);
-// "near=4096,far=65536,stream_far=65536,next=1,quant=2048,streams=4" (any subset, applied on
-// top of `base`); nullopt on an unknown key or a value that is not a non-negative
-// integer (next: 0 or 1; streams: 1..4). TANDEM_CPU_PREFETCH takes the same text.
+// The lone-row streams one thread of a `threads`-thread call walks (k_type: the
+// weights are a K block type; k_call_streams then applies, else streams).
+int row_streams(const PrefetchPolicy& policy, bool k_type, int threads);
+// "near=4096,far=65536,stream_far=65536,next=1,quant=2048,streams=4,kstreams=0" (any subset,
+// applied on top of `base`); nullopt on an unknown key or a value that is not a non-negative
+// integer (next: 0 or 1; streams: 1..4; kstreams: 0..16). TANDEM_CPU_PREFETCH takes the same text.
 std::optional<PrefetchPolicy> parse_prefetch_policy(const std::string& text, PrefetchPolicy base);
 std::string describe(const PrefetchPolicy& policy);  // the same format
 

@@ -222,8 +222,10 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
   if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
   const bool eight = variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 ||
                      variant == 8 || variant == 21 || variant == 22;
-  if (eight && m > 8) variant = mid_tile_variant();
-  if ((variant == kM64Narrow || variant == kM64Wide) && eight && m > 8 && !m64_tile_runs(x)) variant = 5;
+  if (eight && m > 8) {
+    variant = mid_tile_variant();
+    if ((variant == kM64Narrow || variant == kM64Wide) && !m64_tile_runs(x)) variant = 5;
+  }
   if (variant == kM64Narrow || variant == kM64Wide) {
     if (m64_tile_runs(x))
       return gemm_wgmma_tma(stream, x, F32X, m, w, n, k, y, slice, variant == kM64Narrow ? 4 : 3);

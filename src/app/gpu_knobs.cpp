@@ -67,7 +67,8 @@ const std::vector<Knob>& knobs() {
       choice("TANDEM_CUDA_SLICED_OVER", {"3", "8"}),
       choice("TANDEM_CUDA_MID_TILE", {"4", "5", "10", "11", "15", "18", "19", "20"}),
       boolean("TANDEM_CUDA_PDL"),
-      choice("TANDEM_CUDA_ATTENTION", {"serial", "split", "tile"}),
+      choice("TANDEM_CUDA_ATTENTION", {"serial", "split", "kvsplit", "tile"}),
+      integer("TANDEM_CUDA_KV_SPLIT_ROWS", 0, 65535),  // attention.cu kv_split_min_rows (ADR 0087)
       integer("TANDEM_CUDA_LARGE_TILE", 0, kLargeTileVariants - 1),
       boolean("TANDEM_CUDA_TILE_SLICES"),
       integer("TANDEM_CUDA_WIDE_TILE", 0, kWideModes - 1),

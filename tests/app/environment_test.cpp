@@ -219,10 +219,13 @@ TEST_F(GpuKnobsTest, RangesMatchTheCudaSources) {
   std::ifstream attention_in(std::filesystem::path(root) / "src" / "kernels" / "cuda" / "attention.cu");
   std::stringstream attention;
   attention << attention_in.rdbuf();
-  for (const char* shape : {"serial", "split", "tile"}) {
+  for (const char* shape : {"serial", "split", "kvsplit", "tile"}) {
     EXPECT_NE(attention.str().find(std::string("v == \"") + shape + "\""), std::string::npos) << shape;
     EXPECT_TRUE(canonical_gpu_knob("TANDEM_CUDA_ATTENTION", shape).ok()) << shape;
   }
+  EXPECT_NE(attention.str().find("v >= 0 && v <= 65535 ? static_cast<int64_t>(v) : kKvSplitMinRows"),
+            std::string::npos)
+      << "kv_split_min_rows' range changed: update gpu_knobs.cpp's TANDEM_CUDA_KV_SPLIT_ROWS";
 }
 
 // TANDEM_CPU_ACTIVATIONS (ADR 0082): f32 / bf16 select the chain, auto (and

@@ -219,32 +219,40 @@ __device__ __forceinline__ void chunk_partial(const DeviceKvPool& pool, const Ro
   l_c = sum;
 }
 
-// Running merge of chunk partials, in chunk order (the one formula both
-// launch shapes use).
-struct Merge {
+// Running merge of chunk partials, in chunk order (the one formula every
+// launch shape uses). A thread holds N of the head's dims, d = first + i·step
+// (a block's thread: threadIdx.x + i·kThreads; a warp's lane: lane + 32·i).
+template <int N>
+struct MergeOf {
   float m = -INFINITY, l = 0.0f;
-  float a[kDimsPerThread] = {};
-  __device__ __forceinline__ void add(float m_c, float l_c, const float (&acc)[kDimsPerThread]) {
+  float a[N] = {};
+  __device__ __forceinline__ void add(float m_c, float l_c, const float (&acc)[N]) {
     const float m_new = fmaxf(m, m_c);
     const float alpha = expf(__fsub_rn(m, m_new));  // 0 on the first chunk (exp(-inf))
     const float beta = expf(__fsub_rn(m_c, m_new));
     l = __fadd_rn(__fmul_rn(l, alpha), __fmul_rn(l_c, beta));
 #pragma unroll
-    for (int i = 0; i < kDimsPerThread; ++i)
-      a[i] = __fadd_rn(__fmul_rn(a[i], alpha), __fmul_rn(acc[i], beta));
+    for (int i = 0; i < N; ++i) a[i] = __fadd_rn(__fmul_rn(a[i], alpha), __fmul_rn(acc[i], beta));
     m = m_new;
   }
   // o_bf16, when not null, also gets each output rounded to bf16 (to_bf16's bits).
-  __device__ __forceinline__ void store(float* o, uint16_t* o_bf16, int hd) const {
+  __device__ __forceinline__ void store(float* o, uint16_t* o_bf16, int hd, int first, int step) const {
 #pragma unroll
-    for (int i = 0; i < kDimsPerThread; ++i) {
-      const int d = threadIdx.x + i * kThreads;
+    for (int i = 0; i < N; ++i) {
+      const int d = first + i * step;
       if (d < hd) {
         const float v = __fdiv_rn(a[i], l);
         o[d] = v;
         if (o_bf16 != nullptr) o_bf16[d] = bf16_bits(v);
       }
     }
+  }
+};
+
+// The block shapes' merge: thread t holds d = t, t + kThreads, ….
+struct Merge : MergeOf<kDimsPerThread> {
+  __device__ __forceinline__ void store(float* o, uint16_t* o_bf16, int hd) const {
+    MergeOf<kDimsPerThread>::store(o, o_bf16, hd, threadIdx.x, kThreads);
   }
 };
 
@@ -453,9 +461,151 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) counters[rh_index] = 0;
 }
 
+// KV-split shape (ADR 0087): one block per (row, kv head, chunk slot z), warp
+// w computing the partials of the kv head's q heads w, w + 4, … — the split
+// shape's arithmetic for each head (the same partials, counters and merge, so
+// the same bits), with the chunk's K and V rows staged once for the group
+// instead of once per q head. A verify block of K + 1 rows then launches
+// rows × kv heads × chunks blocks: one wave where the split shape's rows ×
+// heads × chunks needed several (the 8B's K = 4 block at a 512-token context:
+// 544 blocks instead of 2,176, against ~790 resident).
+// Per head, in warp w: the scores of keys j = 0 … count − 1 (lane l sums
+// q[d]·k[d] over d = l, l + 32, … by fma in order, the xor tree, s = scale ·
+// dot: the split shape's per-key sum), m_c and l_c by the same loops, w_j by
+// lane j, a_c[d] for d = l, l + 32, … by fma in key order; the merge of the
+// (row, head)'s chunks by the warp that counts its last chunk.
+constexpr int kWarps = kThreads / 32;
+constexpr int kDimsPerLane = kMaxHeadDim / 32;
+constexpr int kKeysAtOnce = 8;
+static_assert(kAttentionChunk % kKeysAtOnce == 0, "the key groups tile a chunk");
+
+__global__ void __launch_bounds__(kThreads)
+    attention_kv_split_kernel(const float* q, int n_heads, DeviceKvPool pool,
+                              const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
+                              int64_t table_stride, float scale, int window, float softcap,
+                              uint32_t* counters, float* __restrict__ partials, int slots,
+                              float* __restrict__ out, uint16_t* __restrict__ out_bf16) {
+  __shared__ ChunkSmem sm;  // its q, score and weight are unused: per-warp arrays below
+  __shared__ float score_w[kWarps][kAttentionChunk], weight_w[kWarps][kAttentionChunk];
+  extern __shared__ __align__(
+      16) float kv_s[];  // K, V [32][head_dim] each, then the group's q [group][head_dim]
+  const int64_t r = blockIdx.x;
+  const int kv_head = blockIdx.y;
+  const int z = blockIdx.z;
+  const int hd = pool.head_dim;
+  const int group = n_heads / pool.n_kv_heads;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  pdl_launch_dependents();
+  const RowHead rh =
+      row_head(n_heads, pool, positions, block_tables, table_stride, window, r, kv_head * group);
+  const int32_t c_first = first_chunk(rh);
+  const int chunks = (rh.p - c_first) / kAttentionChunk + 1;
+  if (z >= chunks) {  // the whole block (rh is uniform); the launch contract: wait before exiting
+    pdl_wait();
+    return;
+  }
+  const int32_t c0 = c_first + z * kAttentionChunk;
+  const int count = chunk_count(rh, c0);
+  stage_offsets(pool, rh, chunk_first(rh, c0), count, sm);
+  float *k_s = kv_s, *v_s = kv_s + kAttentionChunk * hd, *q_s = kv_s + 2 * kAttentionChunk * hd;
+  pdl_wait();
+  {
+    const float* qr = q + (r * n_heads + kv_head * group) * hd;  // the group's heads are adjacent
+    for (int e = threadIdx.x; e < group * hd; e += kThreads) q_s[e] = qr[e];
+  }
+  __syncthreads();  // sm.offset
+  stage_rows(pool, count, sm, k_s, v_s);
+  __syncthreads();
+  const int stride = 2 + hd;
+  float* const score = score_w[warp];
+  float* const weight = weight_w[warp];
+  for (int g = warp; g < group; g += kWarps) {
+    const int head = kv_head * group + g;
+    const float* qh = q_s + g * hd;
+    // Eight keys side by side (independent chains; rows past `count` lie
+    // inside k_s and are computed, never stored), each key's sum as above.
+    for (int j0 = 0; j0 < count; j0 += kKeysAtOnce) {
+      float dot[kKeysAtOnce];
+#pragma unroll
+      for (int u = 0; u < kKeysAtOnce; ++u) dot[u] = 0.0f;
+      for (int d = lane; d < hd; d += 32) {
+        const float qd = qh[d];
+#pragma unroll
+        for (int u = 0; u < kKeysAtOnce; ++u) dot[u] = __fmaf_rn(qd, k_s[(j0 + u) * hd + d], dot[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kKeysAtOnce; ++u) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) dot[u] = __fadd_rn(dot[u], __shfl_xor_sync(0xffffffffu, dot[u], o));
+        float s = __fmul_rn(scale, dot[u]);
+        if (softcap > 0.0f)
+          s = __fmul_rn(tanhf(__fdiv_rn(s, softcap)), softcap);  // Gemma 2: tanh(s / cap) * cap
+        if (lane == 0 && j0 + u < count) score[j0 + u] = s;
+      }
+    }
+    __syncwarp();
+    float mx = -INFINITY;
+    for (int j = 0; j < count; ++j) mx = fmaxf(mx, score[j]);
+    if (lane < count) weight[lane] = expf(__fsub_rn(score[lane], mx));
+    __syncwarp();
+    float sum = 0.0f;
+    for (int j = 0; j < count; ++j) sum = __fadd_rn(sum, weight[j]);
+    float acc[kDimsPerLane];
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i) {
+      const int d = lane + i * 32;
+      float a = 0.0f;
+      if (d < hd) {
+        for (int j = 0; j < count; ++j) a = __fmaf_rn(weight[j], v_s[j * hd + d], a);
+      }
+      acc[i] = a;
+    }
+    __syncwarp();  // score / weight are rewritten by the next head
+    const int64_t rh_index = r * n_heads + head;
+    if (chunks == 1) {  // the whole range in one chunk: the same merge, from the registers
+      MergeOf<kDimsPerLane> merge;
+      merge.add(mx, sum, acc);
+      merge.store(out + rh_index * hd, out_bf16 != nullptr ? out_bf16 + rh_index * hd : nullptr, hd, lane,
+                  32);
+      continue;
+    }
+    float* mine = partials + (rh_index * slots + z) * stride;
+    if (lane == 0) {
+      mine[0] = mx;
+      mine[1] = sum;
+    }
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i) {
+      const int d = lane + i * 32;
+      if (d < hd) mine[2 + d] = acc[i];
+    }
+    __threadfence();  // this warp's partial is visible device-wide before it is counted
+    __syncwarp();
+    unsigned ticket = 0;
+    if (lane == 0) ticket = atomicAdd(&counters[rh_index], 1u) + 1;
+    ticket = __shfl_sync(0xffffffffu, ticket, 0);
+    if (ticket != static_cast<unsigned>(chunks)) continue;
+    __threadfence();
+    MergeOf<kDimsPerLane> merge;
+    const float* base = partials + rh_index * slots * stride;
+    for (int c = 0; c < chunks; ++c) {
+      const float* pc = base + c * stride;
+      float part[kDimsPerLane];
+#pragma unroll
+      for (int i = 0; i < kDimsPerLane; ++i) {
+        const int d = lane + i * 32;
+        part[i] = d < hd ? __ldcg(pc + 2 + d) : 0.0f;
+      }
+      merge.add(__ldcg(pc), __ldcg(pc + 1), part);
+    }
+    merge.store(out + rh_index * hd, out_bf16 != nullptr ? out_bf16 + rh_index * hd : nullptr, hd, lane, 32);
+    if (lane == 0) counters[rh_index] = 0;
+  }
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// TANDEM_CUDA_ATTENTION=serial|split|tile replaces `automatic` (read once; for
+// TANDEM_CUDA_ATTENTION=serial|split|kvsplit|tile replaces `automatic` (read once; for
 // measurements: every shape gives the same bits).
 AttentionShape environment_shape() {
   static const AttentionShape shape = [] {
@@ -464,6 +614,7 @@ AttentionShape environment_shape() {
     if (v == "serial") return AttentionShape::serial;
     if (v == "split") return AttentionShape::split;
     if (v == "tile") return AttentionShape::tile;
+    if (v == "kvsplit") return AttentionShape::kv_split;
     return AttentionShape::automatic;
   }();
   return shape;
@@ -552,6 +703,42 @@ Status launch_split(const Stream& stream, const float* q, int64_t rows, int n_he
                        workspace.counters, workspace.partials, static_cast<int>(slots), out, out_bf16, in);
 }
 
+// The KV-split shape's dynamic shared memory: the chunk's K and V rows, then the group's queries.
+int kv_split_smem(const DeviceKvPool& pool, int n_heads) {
+  return chunk_smem(pool) + n_heads / pool.n_kv_heads * pool.head_dim * static_cast<int>(sizeof(float));
+}
+
+Status launch_kv_split(const Stream& stream, const float* q, int64_t rows, int n_heads,
+                       const DeviceKvPool& pool, const int32_t* positions, const int32_t* block_tables,
+                       int64_t table_stride, float scale, int window, float softcap,
+                       const AttentionWorkspace& workspace, int64_t slots, float* out, uint16_t* out_bf16) {
+  const int smem = kv_split_smem(pool, n_heads);
+  TANDEM_RETURN_IF_ERROR(allow_smem(reinterpret_cast<const void*>(attention_kv_split_kernel), smem));
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(pool.n_kv_heads),
+                  static_cast<unsigned>(slots));
+  return launch_kernel("attention (kv split)", attention_kv_split_kernel, grid, dim3(kThreads), smem,
+                       stream.handle(), q, n_heads, pool, positions, block_tables, table_stride, scale,
+                       window, softcap, workspace.counters, workspace.partials, static_cast<int>(slots), out,
+                       out_bf16);
+}
+
+// TANDEM_CUDA_KV_SPLIT_ROWS (read once; never a bit of the result): the
+// automatic shape takes the KV-split kernel for calls of at least this many
+// rows (verify blocks, batched decode steps) that would take the split one;
+// 0 never. Default kKvSplitMinRows (ADR 0087).
+// 0 (off) until it is measured on a GPU: ADR 0087 is proposed, not accepted.
+constexpr int64_t kKvSplitMinRows = 0;
+int64_t kv_split_min_rows() {
+  static const int64_t rows = [] {
+    const char* e = std::getenv("TANDEM_CUDA_KV_SPLIT_ROWS");
+    if (e == nullptr || *e == '\0') return kKvSplitMinRows;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    return *end == '\0' && v >= 0 && v <= 65535 ? static_cast<int64_t>(v) : kKvSplitMinRows;
+  }();
+  return rows;
+}
+
 }  // namespace
 
 size_t attention_partial_floats(int64_t rows, int n_heads, const DeviceKvPool& pool, int64_t table_stride,
@@ -582,6 +769,12 @@ Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads
   const int64_t slots = split_slots(pool, std::max<int64_t>(table_stride, 1), window);
   const bool split = shape != AttentionShape::serial &&
                      split_fits(rows, n_heads, pool, table_stride, window, workspace, slots);
+  if (split &&
+      (shape == AttentionShape::kv_split ||
+       (shape == AttentionShape::automatic && kv_split_min_rows() > 0 && rows >= kv_split_min_rows()))) {
+    return launch_kv_split(stream, q, rows, n_heads, pool, positions, block_tables, table_stride, scale,
+                           window, softcap, workspace, slots, out, out_bf16);
+  }
   if (split) {
     return launch_split<false>(stream, q, rows, n_heads, pool, positions, block_tables, table_stride, scale,
                                window, softcap, workspace, slots, out, out_bf16, QkvIn{});

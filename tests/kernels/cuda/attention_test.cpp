@@ -72,12 +72,14 @@ struct Fixture {
   int64_t row_floats() const { return static_cast<int64_t>(ac.n_heads) * ac.head_dim; }
 
   // Queries at positions [first, first + count) in one call; split: one block
-  // per chunk (a workspace), else one block per (row, head) walks the chunks
+  // per (row, head, chunk) (a workspace), kv_split: one per (row, kv head,
+  // chunk) (ADR 0087), serial: one block per (row, head) walks the chunks
   // (shapes forced: the automatic choice would take the tile shape for more
-  // than 16 rows, which attention_tile_test.cpp compares with these two).
+  // than 16 rows, which attention_tile_test.cpp compares with these).
   // bf16, when not null, gets the bf16 copy the kernel writes beside out (ADR 0056).
-  std::vector<float> run(int first, int count, const Stream& stream, bool split,
+  std::vector<float> run(int first, int count, const Stream& stream, AttentionShape shape,
                          std::vector<uint16_t>* bf16 = nullptr) const {
+    const bool split = shape != AttentionShape::serial;
     DeviceBuffer out = testing::poisoned(static_cast<size_t>(count * row_floats()) * 4, stream);
     DeviceBuffer out_bf16 = bf16 != nullptr
                                 ? testing::poisoned(static_cast<size_t>(count * row_floats()) * 2, stream)
@@ -98,8 +100,7 @@ struct Fixture {
         attention(stream, dq.as<float>() + first * row_floats(), count, ac.n_heads, pool,
                   dpos.as<int32_t>() + first, dtable_rows.as<int32_t>() + first * table.size(), stride,
                   1.0f / std::sqrt(static_cast<float>(ac.head_dim)), ac.window, out.as<float>(), ws, 0.0f,
-                  split ? AttentionShape::split : AttentionShape::serial,
-                  bf16 != nullptr ? out_bf16.as<uint16_t>() : nullptr);
+                  shape, bf16 != nullptr ? out_bf16.as<uint16_t>() : nullptr);
     EXPECT_TRUE(st.ok()) << st.to_string();
     if (bf16 != nullptr) *bf16 = testing::to_host<uint16_t>(out_bf16, count * row_floats(), stream);
     return testing::to_host<float>(out, count * row_floats(), stream);
@@ -134,6 +135,13 @@ struct Fixture {
   }
 };
 
+// The shapes that walk 32-key chunks one block at a time (the tile shape is
+// attention_tile_test.cpp's).
+const AttentionShape kShapes[] = {AttentionShape::serial, AttentionShape::split, AttentionShape::kv_split};
+const char* shape_name(AttentionShape shape) {
+  return shape == AttentionShape::serial ? "serial" : shape == AttentionShape::split ? "split" : "kv_split";
+}
+
 // Chunk boundaries every 32 positions: 140 and 600 keys cross several (600:
 // 19 chunks, the length of a decode step at a 600-token context); windows of
 // 40 and 100 start mid-chunk. head_dim 36 and 30 take the split and serial
@@ -161,7 +169,7 @@ TEST(CudaAttention, MatchesDoubleSoftmax) {
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
   for (const AttentionCase& c : kCases) {
     const Fixture f(c, *stream);
-    const std::vector<float> all = f.run(0, c.len, *stream, /*split=*/false);
+    const std::vector<float> all = f.run(0, c.len, *stream, AttentionShape::serial);
     // 2e-5 at head_dim 64 (the CPU bound), scaled with head_dim.
     const double tol = 2e-5 * std::max(1.0, c.head_dim / 64.0);
     for (int pos : {0, 1, 31, 32, 33, 64, c.len - 1}) {
@@ -182,27 +190,32 @@ TEST(CudaAttention, QueryBitsIndependentOfGroupingAndLaunchShape) {
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
   for (const AttentionCase& c : kCases) {
     const Fixture f(c, *stream);
-    const std::vector<float> prefill = f.run(0, c.len, *stream, /*split=*/false);
+    const std::vector<float> prefill = f.run(0, c.len, *stream, AttentionShape::serial);
     const int64_t w = f.row_floats();
     // The whole prefill with a block per chunk: the same bits as the serial walk.
-    const std::vector<float> prefill_split = f.run(0, c.len, *stream, /*split=*/true);
-    ASSERT_TRUE(same_bits(prefill_split.data(), prefill.data(), prefill.size()))
-        << "split prefill != serial prefill, len " << c.len;
+    for (const AttentionShape shape : {AttentionShape::split, AttentionShape::kv_split}) {
+      const std::vector<float> prefill_split = f.run(0, c.len, *stream, shape);
+      ASSERT_TRUE(same_bits(prefill_split.data(), prefill.data(), prefill.size()))
+          << shape_name(shape) << " prefill != serial prefill, len " << c.len;
+    }
     for (int pos : {0, 1, 30, 31, 32, 33, 63, 64, 65, 127, 128, 129, 299, 511, 512, c.len - 1}) {
       if (pos >= c.len) continue;
-      for (const bool split : {false, true}) {
-        const std::vector<float> decode = f.run(pos, 1, *stream, split);
+      for (const AttentionShape shape : kShapes) {
+        const std::vector<float> decode = f.run(pos, 1, *stream, shape);
         ASSERT_TRUE(same_bits(decode.data(), prefill.data() + pos * w, w))
-            << "decode != prefill at " << pos << (split ? " (split)" : " (serial)");
+            << "decode != prefill at " << pos << " (" << shape_name(shape) << ")";
         const int first = std::max(0, pos - 2), count = std::min(c.len - first, 5);  // a verify block
-        const std::vector<float> verify = f.run(first, count, *stream, split);
+        const std::vector<float> verify = f.run(first, count, *stream, shape);
         ASSERT_TRUE(same_bits(verify.data() + (pos - first) * w, prefill.data() + pos * w, w))
-            << "verify != prefill at " << pos << (split ? " (split)" : " (serial)");
+            << "verify != prefill at " << pos << " (" << shape_name(shape) << ")";
       }
     }
-    // The split kernel leaves its counters at zero: the workspace is reusable.
-    const std::vector<float> again = f.run(0, c.len, *stream, /*split=*/true);
-    ASSERT_TRUE(same_bits(again.data(), prefill.data(), prefill.size())) << "second split call differs";
+    // The split kernels leave their counters at zero: the workspace is reusable.
+    for (const AttentionShape shape : {AttentionShape::split, AttentionShape::kv_split}) {
+      const std::vector<float> again = f.run(0, c.len, *stream, shape);
+      ASSERT_TRUE(same_bits(again.data(), prefill.data(), prefill.size()))
+          << "second " << shape_name(shape) << " call differs";
+    }
   }
 }
 
@@ -215,14 +228,14 @@ TEST(CudaAttention, Bf16CopyIsToBf16OfTheOutput) {
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
   for (const AttentionCase& c : kCases) {
     const Fixture f(c, *stream);
-    for (const bool split : {false, true}) {
+    for (const AttentionShape shape : kShapes) {
       for (const int first : {0, c.len - 3}) {
         const int count = first == 0 ? c.len : 3;
-        const std::vector<float> plain = f.run(first, count, *stream, split);
+        const std::vector<float> plain = f.run(first, count, *stream, shape);
         std::vector<uint16_t> bf16;
-        const std::vector<float> out = f.run(first, count, *stream, split, &bf16);
+        const std::vector<float> out = f.run(first, count, *stream, shape, &bf16);
         ASSERT_TRUE(same_bits(out.data(), plain.data(), plain.size()))
-            << "len " << c.len << " split " << split;
+            << "len " << c.len << " " << shape_name(shape);
         DeviceBuffer d_out = testing::to_device(out, *stream);
         DeviceBuffer d_ref = testing::poisoned(out.size() * 2, *stream);
         ASSERT_TRUE(
@@ -230,7 +243,7 @@ TEST(CudaAttention, Bf16CopyIsToBf16OfTheOutput) {
         const std::vector<uint16_t> ref = testing::to_host<uint16_t>(d_ref, out.size(), *stream);
         ASSERT_EQ(ref.size(), bf16.size());
         EXPECT_EQ(std::memcmp(ref.data(), bf16.data(), ref.size() * 2), 0)
-            << "len " << c.len << " split " << split << " first " << first;
+            << "len " << c.len << " " << shape_name(shape) << " first " << first;
       }
     }
   }
@@ -242,7 +255,7 @@ TEST(CudaAttention, SmallWorkspaceFallsBackToTheSameBits) {
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
   const AttentionCase c{4, 2, 64, 16, 140, 0};
   const Fixture f(c, *stream);
-  const std::vector<float> serial = f.run(0, c.len, *stream, /*split=*/false);
+  const std::vector<float> serial = f.run(0, c.len, *stream, AttentionShape::serial);
   DeviceBuffer small = testing::to_device(std::vector<float>(64, 0.0f), *stream);
   DeviceBuffer counters = testing::to_device(std::vector<uint32_t>(c.len * c.n_heads, 0u), *stream);
   DeviceBuffer out = testing::poisoned(static_cast<size_t>(c.len * f.row_floats()) * 4, *stream);

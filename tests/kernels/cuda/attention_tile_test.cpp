@@ -96,7 +96,7 @@ struct TwoSequences {
     DeviceBuffer out = testing::poisoned(static_cast<size_t>(n * w) * 4, stream);
     AttentionWorkspace ws;
     DeviceBuffer partials, counters;
-    if (shape == AttentionShape::split) {
+    if (shape == AttentionShape::split || shape == AttentionShape::kv_split) {
       const size_t pf = attention_partial_floats(n, c.n_heads, pool, blocks, c.window);
       partials = testing::poisoned(pf * 4, stream);
       counters = testing::to_device(std::vector<uint32_t>(static_cast<size_t>(n) * c.n_heads, 0u), stream);
@@ -140,7 +140,8 @@ TEST(CudaAttentionTile, PrefillRowsEqualSerialAndDecodeRows) {
         << "automatic != serial, " << describe(c);
     for (int pos : {0, 1, 15, 16, 31, 32, 33, 63, 64, 95, 96, 129, c.len / 2, c.len - 2, c.len - 1}) {
       if (pos >= c.len) continue;
-      for (const AttentionShape decode_shape : {AttentionShape::serial, AttentionShape::split}) {
+      for (const AttentionShape decode_shape :
+           {AttentionShape::serial, AttentionShape::split, AttentionShape::kv_split}) {
         const std::vector<float> decode = f.run(positions_of(0, pos, 1), decode_shape, *stream);
         ASSERT_TRUE(same_bits(decode.data(), tile.data() + pos * w, w))
             << "decode != tile prefill at " << pos << ", " << describe(c);

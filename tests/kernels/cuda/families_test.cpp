@@ -187,6 +187,21 @@ TEST(CudaAttentionSoftcap, TracksTheCpuAttentionAndIsRowInvariant) {
                   .ok());
   EXPECT_TRUE(
       same_bits(testing::to_host<float>(one, row, *stream).data(), out.data() + (len - 1) * row, row));
+  // The split shapes with a workspace (a block per q head, a block per kv head): the same bits.
+  const size_t pf = attention_partial_floats(len, n_heads, pool, blocks, 0);
+  DeviceBuffer partials = testing::poisoned(pf * 4, *stream);
+  DeviceBuffer counters =
+      testing::to_device(std::vector<uint32_t>(static_cast<size_t>(len) * n_heads, 0u), *stream);
+  const AttentionWorkspace ws{partials.as<float>(), pf, counters.as<uint32_t>(),
+                              static_cast<size_t>(len) * n_heads};
+  for (const AttentionShape shape : {AttentionShape::split, AttentionShape::kv_split}) {
+    DeviceBuffer got = testing::poisoned(q.size() * 4, *stream);
+    ASSERT_TRUE(attention(*stream, dq.as<float>(), len, n_heads, pool, dp.as<int32_t>(), dt.as<int32_t>(),
+                          blocks, scale, 0, got.as<float>(), ws, softcap, shape)
+                    .ok());
+    EXPECT_TRUE(same_bits(testing::to_host<float>(got, q.size(), *stream).data(), out.data(), q.size()))
+        << (shape == AttentionShape::split ? "split" : "kv_split");
+  }
 }
 
 }  // namespace

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# ADR 0087's measurement, on a machine with a CUDA GPU: the KV-split attention shape (one block per
+# kv head, its q heads in warps) against the split shape, for verify blocks and batched steps.
+#   scripts/gpu-kv-split-ab.sh BIN_DIR [OUT_DIR]
+# BIN_DIR holds tandem, test_cuda_kernels, test_cuda_forward and tandem-random-model (and lib/ when
+# packed: scripts/gpu-test.sh --pack DIR --stub-icu). Run from the repository root (the forward tests
+# read tests/fixtures; without models/tandem-target/reference.safetensors filter CudaGolden.* as here).
+# Order: the bits first (kernel tests; the forward suite with the shape from 2 rows and forced for
+# every call), then `tandem bench` of random 8B / 1B-shaped bf16 weights, TANDEM_CUDA_KV_SPLIT_ROWS
+# 0 (split) and 2 alternated: K = 1, 4, 8 verify blocks at a 512-token context, batched decode of
+# 1 / 4 / 8 sequences, and one-row decode at a 4096-token context with each shape forced.
+set -uo pipefail
+bin="$1" out="${2:-/tmp/kv-split-ab}"
+mkdir -p "$out"
+[[ -d "$bin/lib" ]] && export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}"
+export TANDEM_SOURCE_DIR="${TANDEM_SOURCE_DIR:-$PWD}"
+S=$SECONDS
+stamp() { echo "== $1 at $((SECONDS - S)) s"; }
+("$bin/tandem-random-model" --preset llama-3.1-8b --out "$out/m8b" --dtype bf16 >/dev/null 2>&1
+  "$bin/tandem-random-model" --preset llama-3.2-1b --out "$out/m1b" --dtype bf16 >/dev/null 2>&1) &
+gen=$!
+"$bin/test_cuda_kernels" --gtest_filter='*ttention*:*Softcap*' >"$out/kernels.txt" 2>&1
+grep -E "^\[  (FAILED|PASSED) " "$out/kernels.txt"
+TANDEM_CUDA_KV_SPLIT_ROWS=2 "$bin/test_cuda_forward" --gtest_filter='-CudaGolden.*' >"$out/forward.txt" 2>&1
+grep -E "^\[  (FAILED|PASSED) " "$out/forward.txt" | sed 's/^/KV_SPLIT_ROWS=2: /'
+TANDEM_CUDA_ATTENTION=kvsplit "$bin/test_cuda_forward" --gtest_filter='*Invariance*:*Speculative*' \
+  >"$out/forward_forced.txt" 2>&1
+grep -E "^\[  (FAILED|PASSED) " "$out/forward_forced.txt" | sed 's/^/ATTENTION=kvsplit: /'
+stamp "bits"
+wait "$gen" || exit 1
+bench() {  # rows-threshold model args...
+  local v="$1" m="$2"
+  shift 2
+  TANDEM_CUDA_KV_SPLIT_ROWS="$v" "$bin/tandem" bench -m "$out/$m" --device cuda "$@" 2>&1 |
+    grep -E "^decode|^\| [0-9]" | sed "s|^|$m KV_SPLIT_ROWS=$v $*: |"
+}
+for v in 0 2 2 0; do bench "$v" m8b -p 512 -n 16 -r 2 --verify 1,4,8; done
+stamp "8B verify"
+for v in 0 2; do bench "$v" m1b -p 512 -n 32 -r 2 --verify 1,4,8; done
+for v in 0 2; do bench "$v" m8b -p 512 -n 16 -r 2 --batch 1,4,8; done
+stamp "1B verify, 8B batches"
+for s in split kvsplit; do
+  TANDEM_CUDA_ATTENTION=$s "$bin/tandem" bench -m "$out/m1b" --device cuda -p 4096 -n 64 -r 2 2>&1 |
+    grep -E "^decode" | sed "s|^|m1b -p 4096 ATTENTION=$s: |"
+done
+stamp "done"
+rm -rf "$out/m8b" "$out/m1b"

@@ -113,6 +113,14 @@ __device__ __forceinline__ int chunk_count(const RowHead& rh, int32_t c0) {
   return min(rh.p, c0 + kAttentionChunk - 1) - chunk_first(rh, c0) + 1;
 }
 
+// Chunk slot z of a split-shape block: chunk c0 = first_chunk + 32·z of the
+// row's `chunks`, its `count` keys (meaningful for z < chunks only).
+struct ChunkSlot {
+  int chunks;
+  int32_t c0;
+  int count;
+};
+
 // Whether the staging may copy 16 bytes at a time (uniform: a property of the pool).
 __device__ __forceinline__ bool stage_vectors(const DeviceKvPool& pool) {
   return (pool.head_dim & 3) == 0 &&
@@ -235,6 +243,21 @@ struct MergeOf {
     for (int i = 0; i < N; ++i) a[i] = __fadd_rn(__fmul_rn(a[i], alpha), __fmul_rn(acc[i], beta));
     m = m_new;
   }
+  // Adds the split shapes' stored partials of chunks 0 .. chunks - 1, in that
+  // order: base[c·stride] = (m_c, l_c, a_c[0..hd)), read from L2.
+  __device__ __forceinline__ void add_partials(const float* base, int chunks, int stride, int hd, int first,
+                                               int step) {
+    const float* pc = base;
+    for (int c = 0; c < chunks; ++c, pc += stride) {
+      float acc[N];
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const int d = first + i * step;
+        acc[i] = d < hd ? __ldcg(pc + 2 + d) : 0.0f;
+      }
+      add(__ldcg(pc), __ldcg(pc + 1), acc);
+    }
+  }
   // o_bf16, when not null, also gets each output rounded to bf16 (to_bf16's bits).
   __device__ __forceinline__ void store(float* o, uint16_t* o_bf16, int hd, int first, int step) const {
 #pragma unroll
@@ -286,6 +309,15 @@ bool attention_prestage() {
 
 __device__ __forceinline__ int32_t first_chunk(const RowHead& rh) {
   return rh.lo / kAttentionChunk * kAttentionChunk;
+}
+
+__device__ __forceinline__ ChunkSlot chunk_slot(const RowHead& rh, int z) {
+  ChunkSlot cs;
+  const int32_t c_first = first_chunk(rh);
+  cs.chunks = (rh.p - c_first) / kAttentionChunk + 1;
+  cs.c0 = c_first + z * kAttentionChunk;
+  cs.count = chunk_count(rh, cs.c0);
+  return cs;
 }
 
 // Serial shape: one block per (row, head).
@@ -348,14 +380,14 @@ __global__ void __launch_bounds__(kThreads)
   // overlap the previous kernel (ADR 0061). q and the K/V rows come after it.
   pdl_launch_dependents();
   const RowHead rh = row_head(n_heads, pool, positions, block_tables, table_stride, window, r, head);
-  const int32_t c_first = first_chunk(rh);
-  const int chunks = (rh.p - c_first) / kAttentionChunk + 1;
+  const ChunkSlot slot = chunk_slot(rh, z);
+  const int chunks = slot.chunks;
   if (z >= chunks) {  // the whole block (rh is uniform); the launch contract: wait before exiting
     pdl_wait();
     return;
   }
-  const int32_t c0 = c_first + z * kAttentionChunk;
-  const int count = chunk_count(rh, c0);
+  const int32_t c0 = slot.c0;
+  const int count = slot.count;
   const int32_t chunk_last = chunk_first(rh, c0) + count - 1;
   stage_offsets(pool, rh, chunk_first(rh, c0), count, sm);
   float *k_s = kv_s, *v_s = kv_s + kAttentionChunk * hd;
@@ -446,17 +478,7 @@ __global__ void __launch_bounds__(kThreads)
   if (!merges) return;
   __threadfence();
   Merge merge;
-  const float* base = partials + rh_index * slots * stride;
-  for (int c = 0; c < chunks; ++c) {
-    const float* pc = base + c * stride;
-    float acc[kDimsPerThread];
-#pragma unroll
-    for (int i = 0; i < kDimsPerThread; ++i) {
-      const int d = threadIdx.x + i * kThreads;
-      acc[i] = d < hd ? __ldcg(pc + 2 + d) : 0.0f;
-    }
-    merge.add(__ldcg(pc), __ldcg(pc + 1), acc);
-  }
+  merge.add_partials(partials + rh_index * slots * stride, chunks, stride, hd, threadIdx.x, kThreads);
   merge.store(out + rh_index * hd, out_bf16 != nullptr ? out_bf16 + rh_index * hd : nullptr, hd);
   if (threadIdx.x == 0) counters[rh_index] = 0;
 }
@@ -498,14 +520,14 @@ __global__ void __launch_bounds__(kThreads)
   pdl_launch_dependents();
   const RowHead rh =
       row_head(n_heads, pool, positions, block_tables, table_stride, window, r, kv_head * group);
-  const int32_t c_first = first_chunk(rh);
-  const int chunks = (rh.p - c_first) / kAttentionChunk + 1;
-  if (z >= chunks) {  // the whole block (rh is uniform); the launch contract: wait before exiting
+  const ChunkSlot slot = chunk_slot(rh, z);
+  const int chunks = slot.chunks;
+  if (z >= chunks) {  // the whole block, as in the split shape
     pdl_wait();
     return;
   }
-  const int32_t c0 = c_first + z * kAttentionChunk;
-  const int count = chunk_count(rh, c0);
+  const int32_t c0 = slot.c0;
+  const int count = slot.count;
   stage_offsets(pool, rh, chunk_first(rh, c0), count, sm);
   float *k_s = kv_s, *v_s = kv_s + kAttentionChunk * hd, *q_s = kv_s + 2 * kAttentionChunk * hd;
   pdl_wait();
@@ -587,17 +609,7 @@ __global__ void __launch_bounds__(kThreads)
     if (ticket != static_cast<unsigned>(chunks)) continue;
     __threadfence();
     MergeOf<kDimsPerLane> merge;
-    const float* base = partials + rh_index * slots * stride;
-    for (int c = 0; c < chunks; ++c) {
-      const float* pc = base + c * stride;
-      float part[kDimsPerLane];
-#pragma unroll
-      for (int i = 0; i < kDimsPerLane; ++i) {
-        const int d = lane + i * 32;
-        part[i] = d < hd ? __ldcg(pc + 2 + d) : 0.0f;
-      }
-      merge.add(__ldcg(pc), __ldcg(pc + 1), part);
-    }
+    merge.add_partials(partials + rh_index * slots * stride, chunks, stride, hd, lane, 32);
     merge.store(out + rh_index * hd, out_bf16 != nullptr ? out_bf16 + rh_index * hd : nullptr, hd, lane, 32);
     if (lane == 0) counters[rh_index] = 0;
   }

@@ -66,7 +66,7 @@ describe('environment variables: a malformed or out-of-range value exits 2 namin
     ['TANDEM_CUDA_DEVICE_PICK', 'host', false, /not a boolean/],
     ['TANDEM_CUDA_GRAPH_PICK', 'after', false, /not a boolean/],
     ['TANDEM_CUDA_PDL', 'of', false, /not a boolean/],
-    ['TANDEM_CUDA_ATTENTION', 'flash', false, /serial, split, tile/],
+    ['TANDEM_CUDA_ATTENTION', 'flash', false, /serial, split, kvsplit, tile/],
     ['TANDEM_CUDA_LARGE_TILE', '18', false, /out of range; accepted: 0\.\.17/],
     ['TANDEM_CUDA_TILE_SLICES', 'maybe', false, /not a boolean/],
     ['TANDEM_CUDA_WIDE_TILE', '5', false, /out of range; accepted: 0\.\.4/],

@@ -18,7 +18,8 @@ namespace {
 //   gemm.cu kSmallTileVariants, small_tile_variant_retired (ADR 0056) and
 //     read_by_shape's bound on E (24 <= E < 40);
 //   gemm.cu kLargeTileVariants and kWideModes;
-//   attention.cu environment_shape (serial, split, tile).
+//   attention.cu environment_shape (serial, split, kvsplit, tile) and
+//     kv_split_min_rows (0..65535).
 constexpr int64_t kSmallTileVariants = 23;
 constexpr int64_t kLargeTileVariants = 18;
 constexpr int64_t kWideModes = 5;

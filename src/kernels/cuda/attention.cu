@@ -16,13 +16,15 @@
 // L = A = 0: M' = max(M, m_c); α = exp(M − M'), β = exp(m_c − M');
 // L = L·α + l_c·β; A[d] = A[d]·α + a_c[d]·β (each product and sum rounded
 // separately, no fma); out = A / L.
-// Two launch shapes give the same bits (tested):
+// The launch shapes give the same bits (tested):
 //   split: one block per (row, head, chunk) writes its partial to the
 //     workspace; the block that finishes last for its (row, head) (an atomic
 //     counter) merges them in chunk order — decode and verify steps get
 //     rows × heads × chunks blocks instead of rows × heads;
 //   serial: one block per (row, head) computes the partials one after
-//     another and merges each as it goes (no workspace needed).
+//     another and merges each as it goes (no workspace needed);
+//   kv split (ADR 0087): as split, one block per (row, kv head, chunk) whose
+//     warps compute the kv head's q heads, the chunk staged once for them.
 // Both can also write each output rounded to bf16 (bf16_bits, to_bf16's bits):
 // the o projection's GEMM input without a to_bf16 pass (ADR 0056).
 // Everything is a function of (q, p, window, keys): which rows share a call,
@@ -487,7 +489,7 @@ __global__ void __launch_bounds__(kThreads)
 // w computing the partials of the kv head's q heads w, w + 4, … — the split
 // shape's arithmetic for each head (the same partials, counters and merge, so
 // the same bits), with the chunk's K and V rows staged once for the group
-// instead of once per q head. A verify block of K + 1 rows then launches
+// instead of once per q head. A verify block of K rows then launches
 // rows × kv heads × chunks blocks: one wave where the split shape's rows ×
 // heads × chunks needed several (the 8B's K = 4 block at a 512-token context:
 // 544 blocks instead of 2,176, against ~790 resident).

@@ -3,7 +3,8 @@
 # kv head, its q heads in warps) against the split shape, for verify blocks and batched steps.
 #   scripts/gpu-kv-split-ab.sh BIN_DIR [OUT_DIR]
 # BIN_DIR holds tandem, test_cuda_kernels, test_cuda_forward and tandem-random-model (and lib/ when
-# packed: scripts/gpu-test.sh --pack DIR --stub-icu). Run from the repository root (the forward tests
+# packed: scripts/gpu-test.sh --pack DIR --stub-icu), optionally libtandem_kernel_trace.so
+# (build-gpu/bench) for a kernel trace of the K = 4 blocks. Run from the repository root (the forward tests
 # read tests/fixtures; without models/tandem-target/reference.safetensors filter CudaGolden.* as here).
 # Order: the bits first (kernel tests; the forward suite with the shape from 2 rows and forced for
 # every call), then `tandem bench` of random 8B / 1B-shaped bf16 weights, TANDEM_CUDA_KV_SPLIT_ROWS
@@ -43,5 +44,15 @@ for s in split kvsplit; do
   TANDEM_CUDA_ATTENTION=$s "$bin/tandem" bench -m "$out/m1b" --device cuda -p 4096 -n 64 -r 2 2>&1 |
     grep -E "^decode" | sed "s|^|m1b -p 4096 ATTENTION=$s: |"
 done
+# Where a K = 4 block's time goes with each shape (when BIN_DIR has the trace library; the most
+# common kernel count of the trace is the verify block's graph).
+if [[ -f "$bin/libtandem_kernel_trace.so" ]]; then
+  for v in 0 2; do
+    TANDEM_CUDA_KV_SPLIT_ROWS=$v TANDEM_KERNEL_TRACE="$out/trace_$v.csv" LD_PRELOAD="$bin/libtandem_kernel_trace.so" \
+      "$bin/tandem" bench -m "$out/m8b" --device cuda -p 512 -n 4 -r 1 --verify 4 >/dev/null 2>&1
+    echo "== trace, 8B K = 4 blocks, KV_SPLIT_ROWS=$v"
+    python3 bench/cuda/trace_summary.py "$out/trace_$v.csv" --top 12 2>&1 | head -20
+  done
+fi
 stamp "done"
 rm -rf "$out/m8b" "$out/m1b"

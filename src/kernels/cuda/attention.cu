@@ -33,8 +33,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
+#include "core/env.h"
 #include "cuda/attention_tile.h"
 #include "cuda/bf16_bits.cuh"
 #include "cuda/cp_async.cuh"
@@ -739,16 +741,15 @@ Status launch_kv_split(const Stream& stream, const float* q, int64_t rows, int n
 // TANDEM_CUDA_KV_SPLIT_ROWS (read once; never a bit of the result): the
 // automatic shape takes the KV-split kernel for calls of at least this many
 // rows (verify blocks, batched decode steps) that would take the split one;
-// 0 never. Default kKvSplitMinRows (ADR 0087).
-// 0 (off) until it is measured on a GPU: ADR 0087 is proposed, not accepted.
+// 0 never. Default kKvSplitMinRows: 0 until the shape is measured on a GPU
+// (ADR 0087 is proposed, not accepted). The value is parsed as gpu_knobs.cpp
+// validates it (trimmed; start-up refuses anything else).
 constexpr int64_t kKvSplitMinRows = 0;
 int64_t kv_split_min_rows() {
   static const int64_t rows = [] {
-    const char* e = std::getenv("TANDEM_CUDA_KV_SPLIT_ROWS");
-    if (e == nullptr || *e == '\0') return kKvSplitMinRows;
-    char* end = nullptr;
-    const long v = std::strtol(e, &end, 10);
-    return *end == '\0' && v >= 0 && v <= 65535 ? static_cast<int64_t>(v) : kKvSplitMinRows;
+    const std::optional<std::string> e = env_string("TANDEM_CUDA_KV_SPLIT_ROWS");
+    const std::optional<int64_t> v = e ? parse_int(*e) : std::nullopt;
+    return v && *v >= 0 && *v <= 65535 ? *v : kKvSplitMinRows;
   }();
   return rows;
 }

@@ -9,7 +9,8 @@
 # Order: the bits first (kernel tests; the forward suite with the shape from 2 rows and forced for
 # every call), then `tandem bench` of random 8B / 1B-shaped bf16 weights, TANDEM_CUDA_KV_SPLIT_ROWS
 # 0 (split) and 2 alternated: K = 1, 4, 8 verify blocks at a 512-token context, batched decode of
-# 1 / 4 / 8 sequences, and one-row decode at a 4096-token context with each shape forced.
+# 1 / 4 / 8 sequences, and one-row decode at a 4096-token context with each shape forced. The random
+# models are deleted at the end unless KEEP_MODELS is set (scripts/gpu-slice-plan-ab.sh reuses them).
 set -uo pipefail
 bin="$1" out="${2:-/tmp/kv-split-ab}"
 mkdir -p "$out"
@@ -60,4 +61,4 @@ print(max([n for n, c in sizes.items() if c >= 4] or [0]))' "$out/trace_$v.csv")
   done
 fi
 stamp "done"
-rm -rf "$out/m8b" "$out/m1b"
+[[ -n "${KEEP_MODELS:-}" ]] || rm -rf "$out/m8b" "$out/m1b"

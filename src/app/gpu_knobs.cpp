@@ -4,6 +4,7 @@
 #include <optional>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "core/env.h"
 
@@ -30,7 +31,7 @@ constexpr const char* kSmallTileAccepted =
     "accepted: 0..22 (9, 12-14, 16, 17 are retired and mean the default), or W,L,S[,E] / L,S "
     "(picks 0..22, none retired; E 24..39)";
 
-enum class Kind { boolean, integer, choice, small_tile };
+enum class Kind { boolean, integer, choice, small_tile, slice_plan };
 
 struct Knob {
   const char* name;
@@ -66,6 +67,7 @@ const std::vector<Knob>& knobs() {
       integer("TANDEM_CUDA_SLICE_BLOCKS", 32, 4096),
       choice("TANDEM_CUDA_SLICE_MIN", {"64", "128", "256", "512"}),
       choice("TANDEM_CUDA_SLICED_OVER", {"3", "8"}),
+      {"TANDEM_CUDA_SLICE_PLAN", Kind::slice_plan, 0, 0, {}},  // gemm.cu planned_slices
       choice("TANDEM_CUDA_MID_TILE", {"4", "5", "10", "11", "15", "18", "19", "20"}),
       boolean("TANDEM_CUDA_PDL"),
       choice("TANDEM_CUDA_ATTENTION", {"serial", "split", "kvsplit", "tile"}),
@@ -118,6 +120,24 @@ Expected<std::string> canonical_small_tile(const std::string& name, const std::s
   return canonical;
 }
 
+// N:K:S[,N:K:S...] with N, K >= 1 and S 1..16 (gemm.cu planned_slices, which
+// ignores a malformed plan, so it is refused here rather than silently dropped).
+Expected<std::string> canonical_slice_plan(const std::string& name, const std::string& value) {
+  const std::optional<std::vector<int64_t>> v = parse_int_list(value, ":,");
+  bool ok = v && v->size() % 3 == 0;
+  std::string canonical;
+  for (size_t i = 0; ok && i < v->size(); i += 3) {
+    ok = (*v)[i] >= 1 && (*v)[i + 1] >= 1 && (*v)[i + 2] >= 1 && (*v)[i + 2] <= 16;
+    canonical += (i == 0 ? "" : ",") + std::to_string((*v)[i]) + ":" + std::to_string((*v)[i + 1]) + ":" +
+                 std::to_string((*v)[i + 2]);
+  }
+  if (!ok)
+    return invalid_argument(name + "='" + value +
+                            "' is not a slice plan; accepted: N:K:S[,N:K:S...] (a matrix's n, k >= 1 and its "
+                            "slices S, 1..16)");
+  return canonical;
+}
+
 Expected<std::string> canonical_value(const Knob& knob, const std::string& value) {
   switch (knob.kind) {
     case Kind::boolean:
@@ -131,6 +151,8 @@ Expected<std::string> canonical_value(const Knob& knob, const std::string& value
       return to_lower(trim(value));
     case Kind::small_tile:
       return canonical_small_tile(knob.name, value);
+    case Kind::slice_plan:
+      return canonical_slice_plan(knob.name, value);
   }
   return internal_error("unreachable");
 }

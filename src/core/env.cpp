@@ -51,6 +51,19 @@ std::optional<int64_t> parse_int(const std::string& text) {
   return static_cast<int64_t>(v);
 }
 
+std::optional<std::vector<int64_t>> parse_int_list(const std::string& text, const std::string& separators) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  for (;;) {
+    const size_t end = text.find_first_of(separators, at);
+    const std::optional<int64_t> v = parse_int(text.substr(at, end == std::string::npos ? end : end - at));
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+    if (end == std::string::npos) return out;
+    at = end + 1;
+  }
+}
+
 bool is_blank(const std::string& text) { return trim(text).empty(); }
 
 namespace {

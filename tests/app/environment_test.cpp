@@ -45,18 +45,15 @@ class GpuKnobsTest : public ::testing::Test {
 
 TEST_F(GpuKnobsTest, EveryKnobIsCovered) {
   const std::set<std::string> names(gpu_knob_names().begin(), gpu_knob_names().end());
-  for (const char* name : {"TANDEM_CUDA_SMALL_TILE",    "TANDEM_CUDA_LARGE_TILE",
-                           "TANDEM_CUDA_WIDE_TILE",     "TANDEM_CUDA_TILE_SLICES",
-                           "TANDEM_CUDA_PDL",           "TANDEM_CUDA_ROW_NORM",
-                           "TANDEM_CUDA_FUSE",          "TANDEM_CUDA_FUSE_NORM",
-                           "TANDEM_CUDA_FUSE_LAUNCHES", "TANDEM_CUDA_DEVICE_PICK",
-                           "TANDEM_CUDA_GRAPH_PICK",    "TANDEM_CUDA_PICKS_TO_HOST",
-                           "TANDEM_CUDA_FUSE_ROPE",     "TANDEM_CUDA_ATTN_PRESTAGE",
-                           "TANDEM_CUDA_SLICE_BLOCKS",  "TANDEM_CUDA_SLICE_MIN",
-                           "TANDEM_CUDA_ATTENTION",     "TANDEM_CUDA_GRAPH_STRIDE",
-                           "TANDEM_CUDA_UPLOAD",        "TANDEM_CUDA_UPLOAD_CHUNK_MIB",
-                           "TANDEM_CUDA_CHUNK_ROWS",    "TANDEM_CUDA_ACTIVATIONS",
-                           "TANDEM_STEP_TIMING"})
+  for (const char* name :
+       {"TANDEM_CUDA_SMALL_TILE",   "TANDEM_CUDA_LARGE_TILE",    "TANDEM_CUDA_WIDE_TILE",
+        "TANDEM_CUDA_TILE_SLICES",  "TANDEM_CUDA_PDL",           "TANDEM_CUDA_ROW_NORM",
+        "TANDEM_CUDA_FUSE",         "TANDEM_CUDA_FUSE_NORM",     "TANDEM_CUDA_FUSE_LAUNCHES",
+        "TANDEM_CUDA_DEVICE_PICK",  "TANDEM_CUDA_GRAPH_PICK",    "TANDEM_CUDA_PICKS_TO_HOST",
+        "TANDEM_CUDA_FUSE_ROPE",    "TANDEM_CUDA_ATTN_PRESTAGE", "TANDEM_CUDA_SLICE_BLOCKS",
+        "TANDEM_CUDA_SLICE_MIN",    "TANDEM_CUDA_SLICE_PLAN",    "TANDEM_CUDA_ATTENTION",
+        "TANDEM_CUDA_GRAPH_STRIDE", "TANDEM_CUDA_UPLOAD",        "TANDEM_CUDA_UPLOAD_CHUNK_MIB",
+        "TANDEM_CUDA_CHUNK_ROWS",   "TANDEM_CUDA_ACTIVATIONS",   "TANDEM_STEP_TIMING"})
     EXPECT_TRUE(names.count(name)) << name;
 }
 
@@ -85,6 +82,12 @@ TEST_F(GpuKnobsTest, BadValuesAreRefusedNamingTheVariable) {
       {"TANDEM_CUDA_SMALL_TILE", "20,8,"},
       {"TANDEM_CUDA_SMALL_TILE", "20,,8"},
       {"TANDEM_CUDA_SMALL_TILE", "x,y"},
+      {"TANDEM_CUDA_SLICE_PLAN", "6144:4096"},
+      {"TANDEM_CUDA_SLICE_PLAN", "6144:4096:17"},
+      {"TANDEM_CUDA_SLICE_PLAN", "6144:4096:0"},
+      {"TANDEM_CUDA_SLICE_PLAN", "0:4096:4"},
+      {"TANDEM_CUDA_SLICE_PLAN", "6144:4096:4,"},
+      {"TANDEM_CUDA_SLICE_PLAN", "qkv:11"},
       {"TANDEM_CUDA_LARGE_TILE", "abc"},
       {"TANDEM_CUDA_LARGE_TILE", "18"},
       {"TANDEM_CUDA_LARGE_TILE", "-1"},
@@ -129,6 +132,8 @@ TEST_F(GpuKnobsTest, GoodValuesPassInTheirCanonicalSpelling) {
       {"TANDEM_CUDA_SMALL_TILE", "20, 8, 3", "20,8,3"},
       {"TANDEM_CUDA_SMALL_TILE", "19,8,3,24", "19,8,3,24"},
       {"TANDEM_CUDA_SMALL_TILE", "15,3", "15,3"},
+      {"TANDEM_CUDA_SLICE_PLAN", " 6144:4096:11 ", "6144:4096:11"},
+      {"TANDEM_CUDA_SLICE_PLAN", "6144:4096:1,3072,2048,16", "6144:4096:1,3072:2048:16"},
       {"TANDEM_CUDA_LARGE_TILE", "+17", "17"},
       {"TANDEM_CUDA_LARGE_TILE", "0", "0"},
       {"TANDEM_CUDA_WIDE_TILE", "4", "4"},
@@ -225,6 +230,9 @@ TEST_F(GpuKnobsTest, RangesMatchTheCudaSources) {
   }
   EXPECT_NE(attention.str().find("v && *v >= 0 && *v <= 65535 ? *v : kKvSplitMinRows"), std::string::npos)
       << "kv_split_min_rows' range changed: update gpu_knobs.cpp's TANDEM_CUDA_KV_SPLIT_ROWS";
+  EXPECT_NE(gemm.find("ok = (*v)[i] >= 1 && (*v)[i + 1] >= 1 && (*v)[i + 2] >= 1 && (*v)[i + 2] <= 16;"),
+            std::string::npos)
+      << "planned_slices' check changed: update gpu_knobs.cpp's TANDEM_CUDA_SLICE_PLAN";
 }
 
 // TANDEM_CPU_ACTIVATIONS (ADR 0082): f32 / bf16 select the chain, auto (and

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <vector>
 
 namespace tandem {
 namespace {
@@ -53,6 +54,14 @@ TEST(Env, ParseIntTakesWholeDecimalIntegersOnly) {
   for (const char* bad :
        {"", " ", "-", "+", "4x", "x4", "0x10", "1e3", "4.0", "+-4", "4 5", "9223372036854775808"})
     EXPECT_EQ(parse_int(bad), std::nullopt) << bad;
+}
+
+TEST(Env, ParseIntListSplitsOnAnyOfTheSeparators) {
+  EXPECT_EQ(parse_int_list("6144:4096:11", ":,"), (std::vector<int64_t>{6144, 4096, 11}));
+  EXPECT_EQ(parse_int_list(" 1:2:3 , 4:5:6", ":,"), (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(parse_int_list("-7", ","), (std::vector<int64_t>{-7}));
+  for (const char* bad : {"", "1:", ":1", "1::2", "1,,2", "1:x", "1;2", "1.5"})
+    EXPECT_EQ(parse_int_list(bad, ":,"), std::nullopt) << bad;
 }
 
 TEST(Env, BlankValuesCountAsUnset) {

@@ -6,8 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "core/env.h"
 #include "cuda/device_info.h"
 #include "cuda/gemm_direct.cuh"
 #include "cuda/gemm_kernel.cuh"
@@ -477,6 +480,26 @@ int64_t slice_granule() {
   return granule;
 }
 
+// TANDEM_CUDA_SLICE_PLAN (read once; a measurement): "N:K:S[,N:K:S...]" — an
+// n x k matrix listed takes S slices (1..16; as gemm_slicing cuts them: ⌈k / S⌉
+// rounded up to the granule, as many as that needs) instead of the block-target
+// rule. Changes the bits of the matrices it names, like TANDEM_CUDA_SLICE_BLOCKS
+// (the 8B qkv, 6144 x 4096: 3 slices = 288 sliced-tile blocks for 264 slots).
+// Parsed as gpu_knobs.cpp validates it; anything else: no plan.
+std::optional<int64_t> planned_slices(int64_t n, int64_t k) {
+  static const std::vector<int64_t> plan = [] {
+    const std::optional<std::string> e = env_string("TANDEM_CUDA_SLICE_PLAN");
+    std::optional<std::vector<int64_t>> v = e ? parse_int_list(*e, ":,") : std::nullopt;
+    bool ok = v && v->size() % 3 == 0;
+    for (size_t i = 0; ok && i < v->size(); i += 3)
+      ok = (*v)[i] >= 1 && (*v)[i + 1] >= 1 && (*v)[i + 2] >= 1 && (*v)[i + 2] <= 16;
+    return ok ? *v : std::vector<int64_t>{};
+  }();
+  for (size_t i = 0; i < plan.size(); i += 3)
+    if (plan[i] == n && plan[i + 1] == k) return plan[i + 2];
+  return std::nullopt;
+}
+
 GemmSlicing gemm_slicing(int64_t n, int64_t k) {
   // Enough blocks of the small tile (32 weight rows) to keep the SMs streaming
   // at M = 1, a constant (not the SM count, so the bits do not depend on the
@@ -485,8 +508,11 @@ GemmSlicing gemm_slicing(int64_t n, int64_t k) {
   const int64_t kMinSlice = slice_granule();
   constexpr int64_t kMaxSlices = 16;
   const int64_t blocks = (n + 31) / 32;
-  if (blocks >= 512) return {1, k};  // enough blocks at any target (the whole-matrix tile's class)
-  int64_t want = std::min<int64_t>({(kTargetBlocks + blocks - 1) / blocks, k / kMinSlice, kMaxSlices});
+  const std::optional<int64_t> planned = planned_slices(n, k);
+  // Enough blocks at any target (the whole-matrix tile's class) unless planned.
+  if (!planned && blocks >= 512) return {1, k};
+  int64_t want = std::min<int64_t>(
+      {planned ? *planned : (kTargetBlocks + blocks - 1) / blocks, k / kMinSlice, kMaxSlices});
   if (want <= 1) return {1, k};
   const int64_t slice = ((k + want - 1) / want + kMinSlice - 1) / kMinSlice * kMinSlice;
   const int64_t slices = (k + slice - 1) / slice;

@@ -32,6 +32,10 @@ std::optional<bool> env_bool(const char* name);
 // outside int64.
 std::optional<int64_t> parse_int(const std::string& text);
 
+// Whole decimal integers separated by any of `separators` ("6144:4096:11,2048:2048:4" with ":,"),
+// each as parse_int reads it; nullopt for an empty field or one parse_int refuses.
+std::optional<std::vector<int64_t>> parse_int_list(const std::string& text, const std::string& separators);
+
 // True when the value is empty or only whitespace: such a variable counts
 // as unset.
 bool is_blank(const std::string& text);

@@ -5,7 +5,7 @@
 # BIN_DIR holds tandem, test_cuda_kernels, test_cuda_forward and tandem-random-model (and lib/ when
 # packed: scripts/gpu-test.sh --pack DIR --stub-icu), optionally libtandem_kernel_trace.so
 # (build-gpu/bench) for a kernel trace of the K = 4 blocks. Run from the repository root (the forward tests
-# read tests/fixtures; without models/tandem-target/reference.safetensors filter CudaGolden.* as here).
+# read tests/fixtures; without models/tandem-target/reference.safetensors filter *CudaGolden.* as here).
 # Order: the bits first (kernel tests; the forward suite with the shape from 2 rows and forced for
 # every call), then `tandem bench` of random 8B / 1B-shaped bf16 weights, TANDEM_CUDA_KV_SPLIT_ROWS
 # 0 (split) and 2 alternated: K = 1, 4, 8 verify blocks at a 512-token context, batched decode of

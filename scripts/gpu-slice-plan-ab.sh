@@ -7,7 +7,7 @@
 #   scripts/gpu-slice-plan-ab.sh BIN_DIR [OUT_DIR]
 # BIN_DIR holds tandem and tandem-random-model (and lib/ when packed: scripts/gpu-pack.sh). Models in
 # OUT_DIR/m8b and OUT_DIR/m1b are used when present (scripts/gpu-kv-split-ab.sh with KEEP_MODELS=1).
-# Each plan runs twice, alternated with the default, `-p 16 -n 64 -r 2` (the 1B `-n 128`).
+# Two rounds, each the default then every plan, `-p 16 -n 64 -r 2` (the 1B `-n 128`).
 set -uo pipefail
 bin="$1" out="${2:-/tmp/slice-plan-ab}"
 mkdir -p "$out"

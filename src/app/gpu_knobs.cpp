@@ -19,9 +19,11 @@ namespace {
 //   gemm.cu kSmallTileVariants, small_tile_variant_retired (ADR 0056) and
 //     read_by_shape's bound on E (24 <= E < 40);
 //   gemm.cu kLargeTileVariants and kWideModes;
+//   gemm.cu kMaxSlices (gemm_slicing's cap, TANDEM_CUDA_SLICE_PLAN's S);
 //   attention.cu environment_shape (serial, split, kvsplit, tile) and
 //     kv_split_min_rows (0..65535).
 constexpr int64_t kSmallTileVariants = 23;
+constexpr int64_t kMaxSlices = 16;
 constexpr int64_t kLargeTileVariants = 18;
 constexpr int64_t kWideModes = 5;
 constexpr int64_t kByShapeLog2Min = 24, kByShapeLog2Max = 39;
@@ -120,14 +122,14 @@ Expected<std::string> canonical_small_tile(const std::string& name, const std::s
   return canonical;
 }
 
-// N:K:S[,N:K:S...] with N, K >= 1 and S 1..16 (gemm.cu planned_slices, which
-// ignores a malformed plan, so it is refused here rather than silently dropped).
+// N:K:S[,N:K:S...] with N, K >= 1 and S 1..kMaxSlices (gemm.cu planned_slices,
+// which ignores a malformed plan and caps S, so both are refused here).
 Expected<std::string> canonical_slice_plan(const std::string& name, const std::string& value) {
   const std::optional<std::vector<int64_t>> v = parse_int_list(value, ":,");
   bool ok = v && v->size() % 3 == 0;
   std::string canonical;
   for (size_t i = 0; ok && i < v->size(); i += 3) {
-    ok = (*v)[i] >= 1 && (*v)[i + 1] >= 1 && (*v)[i + 2] >= 1 && (*v)[i + 2] <= 16;
+    ok = (*v)[i] >= 1 && (*v)[i + 1] >= 1 && (*v)[i + 2] >= 1 && (*v)[i + 2] <= kMaxSlices;
     canonical += (i == 0 ? "" : ",") + std::to_string((*v)[i]) + ":" + std::to_string((*v)[i + 1]) + ":" +
                  std::to_string((*v)[i + 2]);
   }

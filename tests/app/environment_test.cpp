@@ -230,9 +230,10 @@ TEST_F(GpuKnobsTest, RangesMatchTheCudaSources) {
   }
   EXPECT_NE(attention.str().find("v && *v >= 0 && *v <= 65535 ? *v : kKvSplitMinRows"), std::string::npos)
       << "kv_split_min_rows' range changed: update gpu_knobs.cpp's TANDEM_CUDA_KV_SPLIT_ROWS";
-  EXPECT_NE(gemm.find("ok = (*v)[i] >= 1 && (*v)[i + 1] >= 1 && (*v)[i + 2] >= 1 && (*v)[i + 2] <= 16;"),
-            std::string::npos)
-      << "planned_slices' check changed: update gpu_knobs.cpp's TANDEM_CUDA_SLICE_PLAN";
+  EXPECT_NE(gemm.find("constexpr int64_t kMaxSlices = 16;"), std::string::npos)
+      << "gemm_slicing's cap changed: update gpu_knobs.cpp's kMaxSlices (TANDEM_CUDA_SLICE_PLAN)";
+  EXPECT_TRUE(canonical_gpu_knob("TANDEM_CUDA_SLICE_PLAN", "6144:4096:16").ok());
+  EXPECT_FALSE(canonical_gpu_knob("TANDEM_CUDA_SLICE_PLAN", "6144:4096:17").ok());
 }
 
 // TANDEM_CPU_ACTIVATIONS (ADR 0082): f32 / bf16 select the chain, auto (and

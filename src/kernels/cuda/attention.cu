@@ -25,7 +25,7 @@
 //     another and merges each as it goes (no workspace needed);
 //   kv split (ADR 0087): as split, one block per (row, kv head, chunk) whose
 //     warps compute the kv head's q heads, the chunk staged once for them.
-// Both can also write each output rounded to bf16 (bf16_bits, to_bf16's bits):
+// All three can also write their outputs rounded to bf16 (bf16_bits, to_bf16's bits):
 // the o projection's GEMM input without a to_bf16 pass (ADR 0056).
 // Everything is a function of (q, p, window, keys): which rows share a call,
 // and which shape the launcher picks, cannot change a bit.

@@ -481,19 +481,17 @@ int64_t slice_granule() {
 }
 
 // TANDEM_CUDA_SLICE_PLAN (read once; a measurement): "N:K:S[,N:K:S...]" — an
-// n x k matrix listed takes S slices (1..16; as gemm_slicing cuts them: ⌈k / S⌉
-// rounded up to the granule, as many as that needs) instead of the block-target
-// rule. Changes the bits of the matrices it names, like TANDEM_CUDA_SLICE_BLOCKS
-// (the 8B qkv, 6144 x 4096: 3 slices = 288 sliced-tile blocks for 264 slots).
-// Parsed as gpu_knobs.cpp validates it; anything else: no plan.
+// n x k matrix listed takes S slices (as gemm_slicing cuts them: ⌈k / S⌉
+// rounded up to the granule, as many as that needs, kMaxSlices at most)
+// instead of the block-target rule. Changes the bits of the matrices it names,
+// like TANDEM_CUDA_SLICE_BLOCKS (the 8B qkv, 6144 x 4096: 3 slices = 288
+// sliced-tile blocks for 264 slots). Start-up (gpu_knobs.cpp) refuses a
+// malformed plan or S outside 1..kMaxSlices; here a list that is not triples is no plan.
 std::optional<int64_t> planned_slices(int64_t n, int64_t k) {
   static const std::vector<int64_t> plan = [] {
     const std::optional<std::string> e = env_string("TANDEM_CUDA_SLICE_PLAN");
     std::optional<std::vector<int64_t>> v = e ? parse_int_list(*e, ":,") : std::nullopt;
-    bool ok = v && v->size() % 3 == 0;
-    for (size_t i = 0; ok && i < v->size(); i += 3)
-      ok = (*v)[i] >= 1 && (*v)[i + 1] >= 1 && (*v)[i + 2] >= 1 && (*v)[i + 2] <= 16;
-    return ok ? *v : std::vector<int64_t>{};
+    return v && v->size() % 3 == 0 ? *v : std::vector<int64_t>{};
   }();
   for (size_t i = 0; i < plan.size(); i += 3)
     if (plan[i] == n && plan[i + 1] == k) return plan[i + 2];

@@ -7,9 +7,10 @@
 # BIN_DIR holds tandem and tandem-random-model (and lib/ when packed: scripts/gpu-pack.sh). Models in
 # OUT_DIR/m8b and OUT_DIR/m1b are used when present (scripts/gpu-kv-split-ab.sh with KEEP_MODELS=1).
 # Two rounds, each the default then every plan (a plan naming only one model's shapes leaves the
-# other's bits and speed alone), `-p 16 -n 64 -r 2` (the 1B `-n 128`). Then, for the first PLAN given
+# other's bits and speed alone; `m8b=PLAN` / `m1b=PLAN` runs it on that model only), `-p 16 -n 64 -r 2`
+# (the 1B `-n 128`). Then, for the first PLAN given
 # and the default, the 8B's K = 1 / 4 / 8 verify blocks, batched steps of 1 / 4 / 8 at a 512-token
-# context and its 512-token prefill. No PLAN: the qkv counts measured first (11, 8, 6, 4 for the 8B;
+# context and its 512-token prefill (not with DECODE_ONLY=1). No PLAN: the qkv counts measured first (11, 8, 6, 4 for the 8B;
 # 4, 8, 16 for the 1B) and no second part.
 set -uo pipefail
 bin="$1" out="${2:-/tmp/slice-plan-ab}"
@@ -29,12 +30,12 @@ run() {  # plan model lines-regex bench-args...
 }
 for round in 1 2; do
   for plan in "" "${plans[@]}"; do
-    run "$plan" m8b "^decode" -p 16 -n 64 -r 2
-    run "$plan" m1b "^decode" -p 16 -n 128 -r 2
+    [[ $plan == m1b=* ]] || run "${plan#m8b=}" m8b "^decode" -p 16 -n 64 -r 2
+    [[ $plan == m8b=* ]] || run "${plan#m1b=}" m1b "^decode" -p 16 -n 128 -r 2
   done
 done
-[[ $# -gt 0 ]] || exit 0
-for plan in "" "$1"; do
+[[ $# -gt 0 && -z ${DECODE_ONLY:-} ]] || exit 0
+for plan in "" "${1#m8b=}"; do
   run "$plan" m8b "^verify|^\| [0-9]|^decode step" -p 512 -n 16 -r 2 --verify 1,4,8
   run "$plan" m8b "^\| [0-9]" -p 512 -n 16 -r 2 --batch 1,4,8
   run "$plan" m8b "^prefill" -p 512 -n 1 -r 3

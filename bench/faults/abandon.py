@@ -16,7 +16,6 @@ Exit status 0 when both pass. Example:
 
 import os
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +29,7 @@ LONG_PROMPT = "The whale and the ship and the sea, and the men who sailed upon t
 
 def start(parallel):
     return fl.Server(ARGS.tandem, fl.tandem_args(TARGET, None, ARGS.threads, parallel),
-                     env=fl.isolated_env(tempfile.mkdtemp(prefix="tandem-abandon-cache-")))
+                     env=fl.isolated_env(fl.temp_cache("tandem-abandon-cache-")))
 
 
 def timed_metrics(server, bound, what):

@@ -12,13 +12,16 @@
 Nothing here talks to any address other than 127.0.0.1.
 """
 
+import atexit
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -232,6 +235,13 @@ def tandem_args(target, drafter=None, threads=1, parallel=None, extra=()):
     if parallel:
         args += ["-np", str(parallel)]
     return args + list(extra)
+
+
+def temp_cache(prefix):
+    """A private cache directory (TANDEM_CACHE_DIR) that goes when the process exits."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def isolated_env(cache_dir):

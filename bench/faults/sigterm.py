@@ -30,7 +30,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -67,7 +66,7 @@ def chat(content, max_tokens, stream=True, **extra):
 
 
 def start(env, extra=(), drafter=DRAFT, wait_ready=True):
-    cache = tempfile.mkdtemp(prefix="tandem-sigterm-cache-")
+    cache = fl.temp_cache("tandem-sigterm-cache-")
     e = fl.isolated_env(cache)
     e.update(env)
     return fl.Server(args_.tandem, fl.tandem_args(TARGET, drafter, args_.threads, 4, extra), env=e,

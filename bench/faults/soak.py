@@ -36,7 +36,6 @@ import json
 import os
 import random
 import sys
-import tempfile
 import threading
 import time
 
@@ -293,7 +292,7 @@ def soak(config, args):
     target = os.path.join(root, "models", "tandem-target")
     drafter = {"draft": os.path.join(root, "models", "tandem-draft"),
                "mtp": os.path.join(root, "models", "tandem-mtp"), "plain": None}[config]
-    cache = tempfile.mkdtemp(prefix="tandem-soak-cache-")
+    cache = fl.temp_cache("tandem-soak-cache-")
     log_path = os.path.join(args.log_dir, "soak-%s.log" % config) if args.log_dir else None
     server = fl.Server(args.tandem, fl.tandem_args(target, drafter, args.threads, args.parallel),
                        env=fl.isolated_env(cache), log_path=log_path)

@@ -19,8 +19,16 @@ const FIELDS = ['schema_version', 'state', 'reason', 'decline_detail', 'verdict'
   'samples_max', 'speedup', 'speedup_log_stddev', 'speedup_low', 'speedup_high', 'speedup_threshold', 'settle_reason',
   'verdict_source', 'reprofile_reason', 'reprofiles', 'served_speedup', 'contradicting_windows'];
 
+// Every directory made here goes when the process exits, pass or fail.
+const tempDirs = [];
+process.on('exit', () => {
+  for (const d of tempDirs) fs.rmSync(d, { recursive: true, force: true });
+});
+
 function tempDir(name) {
-  return fs.mkdtempSync(path.join(os.tmpdir(), `tandem-policy-${name}-`));
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), `tandem-policy-${name}-`));
+  tempDirs.push(d);
+  return d;
 }
 
 // Starts a server; resolves once it listens (not necessarily ready).

@@ -4,7 +4,8 @@
 # ceiling, the 8B's K = 1 / 4 / 8 verify blocks and batched steps at a 512-token context, and its
 # 512-token prefill; two rounds. Then any extra environment settings to compare on the 8B decode:
 #   scripts/gpu-scorecard.sh BIN_DIR [OUT_DIR] [VAR=VALUE ...]
-# BIN_DIR holds tandem and tandem-random-model (and lib/ when packed: scripts/gpu-pack.sh).
+# BIN_DIR holds tandem and tandem-random-model (and lib/ when packed: scripts/gpu-pack.sh). TRACE=1 adds
+# the 1B and 8B decode steps' kernel traces at the end (see below).
 set -uo pipefail
 bin="$1" out="${2:-/tmp/scorecard}"
 shift $(($# < 2 ? $# : 2))
@@ -39,3 +40,14 @@ for setting in "$@"; do
       sed "s|^|default llama-3.1-8b: |"
   done
 done
+# TRACE=1 (and libtandem_kernel_trace.so in BIN_DIR, as gpu-pack.sh packs it): one kernel trace of the
+# 1B and the 8B decode step each, summarised per kernel (bench/cuda/trace_summary.py) — where the step goes.
+if [[ -n ${TRACE:-} && -f "$bin/libtandem_kernel_trace.so" ]]; then
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  for m in llama-3.2-1b llama-3.1-8b; do
+    echo "== trace $m"
+    TANDEM_KERNEL_TRACE="$out/trace-$m.csv" LD_PRELOAD="$bin/libtandem_kernel_trace.so" \
+      "$bin/tandem" bench -m "$out/$m" --device cuda -p 16 -n 32 -r 1 >/dev/null 2>&1
+    python3 "$here/bench/cuda/trace_summary.py" "$out/trace-$m.csv" --top 12
+  done
+fi

@@ -483,9 +483,10 @@ int64_t slice_granule() {
 // TANDEM_CUDA_SLICE_PLAN (read once; a measurement): "N:K:S[,N:K:S...]" — an
 // n x k matrix listed takes S slices (as gemm_slicing cuts them: ⌈k / S⌉
 // rounded up to the granule, as many as that needs, kMaxSlices at most)
-// instead of the block-target rule. Changes the bits of the matrices it names,
-// like TANDEM_CUDA_SLICE_BLOCKS, and takes precedence over tuned_slices. Start-up (gpu_knobs.cpp) refuses a
-// malformed plan or S outside 1..kMaxSlices; here a list that is not triples is no plan.
+// instead of the block-target rule, and before tuned_slices. Changes the bits
+// of the matrices it names, like TANDEM_CUDA_SLICE_BLOCKS. Start-up
+// (gpu_knobs.cpp) refuses a malformed plan or S outside 1..kMaxSlices; here a
+// list that is not triples is no plan.
 std::optional<int64_t> planned_slices(int64_t n, int64_t k) {
   static const std::vector<int64_t> plan = [] {
     const std::optional<std::string> e = env_string("TANDEM_CUDA_SLICE_PLAN");

@@ -6,6 +6,7 @@
 // checks run everywhere (they fail before touching the device).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -232,6 +233,26 @@ TEST_P(GemmSliced, RowBitsIndependentOfBatchAndTileAndWithinTheBound) {
       }
       ASSERT_LE(std::fabs(alone[r][j] - ref), bound(p, sum_abs)) << "row " << r << " col " << j;
     }
+  }
+}
+
+// The tuned shape of ADR 0088 (6144 x 4096: 5 slices of 896, the last 512)
+// keeps one order for every M: rows 0..7 computed alone equal the same rows
+// of decode-, verify-, batch- and prefill-sized calls, bit for bit.
+TEST_P(GemmSliced, TheTunedQkvShapeKeepsRowBitsForEveryM) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  const GemmSlicing plan = gemm_slicing(6144, 4096);
+  ASSERT_EQ(plan.slices, 5);
+  ASSERT_EQ(plan.slice, 896);
+  const Problem p = make_problem(6144, 4096, 512, GetParam(), 29, *stream);
+  std::vector<std::vector<float>> alone(8);
+  for (int64_t r = 0; r < 8; ++r) alone[r] = run_sliced(p, r, 1, *stream);
+  for (int64_t m : {2, 4, 5, 8, 16, 64, 512}) {
+    const std::vector<float> y = run_sliced(p, 0, m, *stream);
+    for (int64_t r = 0; r < std::min<int64_t>(m, 8); ++r)
+      ASSERT_TRUE(same_bits(y.data() + r * p.n, alone[r].data(), p.n)) << "m=" << m << " row " << r;
   }
 }
 

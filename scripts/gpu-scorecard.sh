@@ -34,10 +34,8 @@ done
 bench batch llama-3.1-8b -p 512 -n 16 -r 2 --batch 1,4,8
 for setting in "$@"; do
   for round in 1 2; do
-    env "$setting" "$bin/tandem" bench -m "$out/llama-3.1-8b" --device cuda -p 16 -n 64 -r 2 2>&1 |
-      grep -E "^decode" | sed "s|^|$setting llama-3.1-8b: |"
-    "$bin/tandem" bench -m "$out/llama-3.1-8b" --device cuda -p 16 -n 64 -r 2 2>&1 | grep -E "^decode" |
-      sed "s|^|default llama-3.1-8b: |"
+    (export "$setting" && bench "$setting" llama-3.1-8b -p 16 -n 64 -r 2 | grep ": decode:")
+    bench default llama-3.1-8b -p 16 -n 64 -r 2 | grep ": decode:"
   done
 done
 # TRACE=1 (and libtandem_kernel_trace.so in BIN_DIR, as gpu-pack.sh packs it): one kernel trace of the

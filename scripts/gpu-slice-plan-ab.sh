@@ -8,10 +8,10 @@
 # OUT_DIR/m8b and OUT_DIR/m1b are used when present (scripts/gpu-kv-split-ab.sh with KEEP_MODELS=1).
 # Two rounds, each the default then every plan (a plan naming only one model's shapes leaves the
 # other's bits and speed alone; `m8b=PLAN` / `m1b=PLAN` runs it on that model only), `-p 16 -n 64 -r 2`
-# (the 1B `-n 128`). Then, for the first PLAN given
-# and the default, the 8B's K = 1 / 4 / 8 verify blocks, batched steps of 1 / 4 / 8 at a 512-token
-# context and its 512-token prefill (not with DECODE_ONLY=1). No PLAN: the qkv counts measured first (11, 8, 6, 4 for the 8B;
-# 4, 8, 16 for the 1B) and no second part.
+# (the 1B `-n 128`). Then, for the first PLAN given and the default, the 8B's K = 1 / 4 / 8 verify
+# blocks, batched steps of 1 / 4 / 8 at a 512-token context and its 512-token prefill (not with
+# DECODE_ONLY=1). No PLAN: the qkv counts measured first (11, 8, 6, 4 for the 8B; 4, 8, 16 for the
+# 1B) and no second part.
 set -uo pipefail
 bin="$1" out="${2:-/tmp/slice-plan-ab}"
 shift $(($# < 2 ? $# : 2))

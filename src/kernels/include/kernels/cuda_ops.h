@@ -343,9 +343,10 @@ struct AttentionWorkspace {
 // one block per kv head instead of per q head (its q heads in the block's
 // warps, the chunk staged once for them): automatic takes it instead of split
 // for calls of TANDEM_CUDA_KV_SPLIT_ROWS or more rows (default 2: verify
-// blocks and batched steps; one-row decode keeps split). out_bf16, when not null, also gets out rounded to
-// bf16 (to_bf16's bits; ADR 0056): written by the split and serial kernels themselves, by a to_bf16 pass
-// after the tile shape.
+// blocks and batched steps; one-row decode keeps split). out_bf16, when not
+// null, also gets out rounded to bf16 (to_bf16's bits; ADR 0056): written by
+// the split, kv split and serial kernels themselves, by a to_bf16 pass after
+// the tile shape.
 enum class AttentionShape { automatic, serial, split, tile, kv_split };
 inline constexpr int64_t kAttentionTileMinRows = 16;
 Status attention(const Stream& stream, const float* q, int64_t rows, int n_heads, const DeviceKvPool& pool,

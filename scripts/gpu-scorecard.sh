@@ -2,7 +2,8 @@
 # Issue 15's scorecard on a machine with a CUDA GPU, in one command: B = 1 decode of random
 # Qwen2.5-0.5B / Llama-3.2-1B / Llama-3.1-8B-shaped bf16 weights against `tandem bench`'s own read
 # ceiling, the 8B's K = 1 / 4 / 8 verify blocks and batched steps at a 512-token context, and its
-# 512-token prefill; two rounds. Then any extra environment settings to compare on the 8B decode:
+# 512-token prefill; two rounds. Then any extra environment settings to compare on the 8B decode
+# (AB_MODELS="qwen2.5-0.5b llama-3.2-1b llama-3.1-8b": on those, alternated per model):
 #   scripts/gpu-scorecard.sh BIN_DIR [OUT_DIR] [VAR=VALUE ...]
 # BIN_DIR holds tandem and tandem-random-model (and lib/ when packed: scripts/gpu-pack.sh). TRACE=1 adds
 # the 1B and 8B decode steps' kernel traces at the end (see below).
@@ -32,10 +33,15 @@ for round in 1 2; do
   bench prefill llama-3.1-8b -p 512 -n 1 -r 3
 done
 bench batch llama-3.1-8b -p 512 -n 16 -r 2 --batch 1,4,8
+# AB_MODELS (default the 8B): the presets whose decode the settings are compared on.
 for setting in "$@"; do
   for round in 1 2; do
-    (export "$setting" && bench "$setting" llama-3.1-8b -p 16 -n 64 -r 2 | grep ": decode:")
-    bench default llama-3.1-8b -p 16 -n 64 -r 2 | grep ": decode:"
+    for m in ${AB_MODELS:-llama-3.1-8b}; do
+      n=128
+      [[ $m == llama-3.1-8b ]] && n=64
+      (export "$setting" && bench "$setting" "$m" -p 16 -n $n -r 2 | grep ": decode:")
+      bench default "$m" -p 16 -n $n -r 2 | grep ": decode:"
+    done
   done
 done
 # TRACE=1 (and libtandem_kernel_trace.so in BIN_DIR, as gpu-pack.sh packs it): one kernel trace of the

@@ -65,6 +65,7 @@ const std::vector<Knob>& knobs() {
       boolean("TANDEM_CUDA_PICKS_TO_HOST"),
       boolean("TANDEM_CUDA_FUSE_ROPE"),
       integer("TANDEM_CUDA_FUSE_ROPE_ROWS", 0, 16),
+      integer("TANDEM_CUDA_NORM_EPILOGUE_ROWS", 0, 8),
       boolean("TANDEM_CUDA_ATTN_PRESTAGE"),
       integer("TANDEM_CUDA_SLICE_BLOCKS", 32, 4096),
       choice("TANDEM_CUDA_SLICE_MIN", {"64", "128", "256", "512"}),

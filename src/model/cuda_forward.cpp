@@ -54,6 +54,11 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   if (fuse_rope_rows != nullptr && *fuse_rope_rows != '\0')
     f->fuse_rope_rows_ = std::clamp<int64_t>(std::atoll(fuse_rope_rows), 0, gpu::kAttentionTileMinRows);
   if (fuse_rope != nullptr && std::string(fuse_rope) == "0") f->fuse_rope_rows_ = 0;
+  // TANDEM_CUDA_NORM_EPILOGUE_ROWS=N (0..8, default 0 until measured): calls of up to N rows take the o and
+  // down projections' residual add + RMSNorm in the GEMM's last block (ADR 0089; same bits); 0: never.
+  const char* norm_rows = std::getenv("TANDEM_CUDA_NORM_EPILOGUE_ROWS");
+  if (norm_rows != nullptr && *norm_rows != '\0')
+    f->norm_epilogue_rows_ = std::clamp<int64_t>(std::atoll(norm_rows), 0, gpu::kResidualNormMaxRows);
   // 0: the picks go to a device buffer and a copy brings them to the host, as before.
   const char* picks_to_host = std::getenv("TANDEM_CUDA_PICKS_TO_HOST");
   f->picks_to_host_ = picks_to_host == nullptr || std::string(picks_to_host) != "0";
@@ -108,6 +113,8 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(alloc(f->act_, rows * inter * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->logits_, rows * static_cast<size_t>(c.vocab_size) * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->d_picks_, rows * sizeof(int32_t)));
+  TANDEM_RETURN_IF_ERROR(alloc(f->norm_ticket_, sizeof(uint32_t)));
+  TANDEM_RETURN_IF_ERROR(f->norm_ticket_.fill_bytes(0, f->stream_));
   {
     const int64_t pairs = max_rows * gpu::pick_slices(c.vocab_size, /*rules=*/true);
     TANDEM_RETURN_IF_ERROR(alloc(f->pick_best_, static_cast<size_t>(pairs) * sizeof(double)));
@@ -620,12 +627,12 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
     }
   }
   {
-    auto p = gemm_partials(attn, m, w.o, hs, qd, h, attn_b != nullptr);
-    if (!p.ok()) return p.status();
     if (fuse_norm_) {
       TANDEM_RETURN_IF_ERROR(
-          gpu::residual_add_rmsnorm_partials(s, *p, bias(w.o_bias), x, f32(w.mlp_norm), eps, h, xb));
+          project_residual_norm(attn, m, w.o, hs, qd, attn_b != nullptr, bias(w.o_bias), f32(w.mlp_norm)));
     } else {
+      auto p = gemm_partials(attn, m, w.o, hs, qd, h, attn_b != nullptr);
+      if (!p.ok()) return p.status();
       TANDEM_RETURN_IF_ERROR(gpu::residual_add_partials(s, *p, bias(w.o_bias), x));
       TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(s, x, f32(w.mlp_norm), h, m, hs, eps));
     }
@@ -636,10 +643,29 @@ Status CudaForward::layer_fused(int l, int64_t m, int64_t table_stride, bool inp
     if (!p.ok()) return p.status();
     TANDEM_RETURN_IF_ERROR(gpu::swiglu_partials(s, *p, bias(w.gate_up_bias), act, xb));
   }
+  if (norm_after != nullptr)
+    return project_residual_norm(act, m, w.down, hs, inter, xb != nullptr, bias(w.down_bias), norm_after);
   auto p = gemm_partials(act, m, w.down, hs, inter, h, xb != nullptr);
   if (!p.ok()) return p.status();
-  if (norm_after == nullptr) return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
-  return gpu::residual_add_rmsnorm_partials(s, *p, bias(w.down_bias), x, norm_after, eps, h, xb);
+  return gpu::residual_add_partials(s, *p, bias(w.down_bias), x);
+}
+
+Status CudaForward::project_residual_norm(const float* in, int64_t m, const DeviceMatrix& w, int64_t n,
+                                          int64_t k, bool bf16_ready, const float* bias,
+                                          const float* norm_weight) {
+  const float eps = model_.config().rms_norm_eps;
+  float *x = x_.as<float>(), *h = h_.as<float>();
+  uint16_t* xb = bf16_input();
+  if (m <= norm_epilogue_rows_ && xb != nullptr && !w.repeated && !w.quantized() && !w.f32 &&
+      gpu::gemm_residual_rmsnorm_fits(DType::bf16, m, n, k)) {
+    if (!bf16_ready) TANDEM_RETURN_IF_ERROR(gpu::to_bf16(stream_, in, xb, m * k));
+    const gpu::ResidualNorm norm{bias, x, norm_weight, eps, h, xb, norm_ticket_.as<uint32_t>()};
+    return gpu::gemm_bf16w_residual_rmsnorm(stream_, xb, DType::bf16, m, w.data.as<uint16_t>(), n, k,
+                                            slices_.as<float>(), slices_.bytes() / sizeof(float), norm);
+  }
+  auto p = gemm_partials(in, m, w, n, k, h, bf16_ready);
+  if (!p.ok()) return p.status();
+  return gpu::residual_add_rmsnorm_partials(stream_, *p, bias, x, norm_weight, eps, h, xb);
 }
 
 Status CudaForward::layer(int l, int64_t m, int64_t table_stride) {

@@ -127,6 +127,11 @@ class CudaForward {
   // (layer l + 1's attention norm, or the final norm) whose norm of x this layer's
   // last residual add writes into h.
   Status layer_fused(int l, int64_t m, int64_t table_stride, bool input_normed, const float* norm_after);
+  // The o / down projection of `in` [m][k] by w, then x += it (+ bias) and h (and the bf16
+  // input) = rmsnorm(x) by norm_weight: in the GEMM's last block up to norm_epilogue_rows_
+  // rows where it fits (ADR 0089), else residual_add_rmsnorm_partials after it. Same bits.
+  Status project_residual_norm(const float* in, int64_t m, const DeviceMatrix& w, int64_t n, int64_t k,
+                               bool bf16_ready, const float* bias, const float* norm_weight);
   bool fused(int l) const;
   // The Gemma 2/3/4 and sparse-MoE families (cuda_forward_families.cpp, ADR 0045):
   // the unfused op sequence of forward.cpp's attention_block / mlp_block /
@@ -245,7 +250,9 @@ class CudaForward {
   bool graph_pick_ = true;   // TANDEM_CUDA_GRAPH_PICK (0: a graphed step's picks queued after the graph)
   // TANDEM_CUDA_FUSE_ROPE(_ROWS): calls of up to this many rows take attention_from_qkv (ADR 0073, 0081).
   int64_t fuse_rope_rows_ = 1;
-  bool picks_to_host_ = true;  // TANDEM_CUDA_PICKS_TO_HOST (0: picks copied from a device buffer)
+  bool picks_to_host_ = true;       // TANDEM_CUDA_PICKS_TO_HOST (0: picks copied from a device buffer)
+  int64_t norm_epilogue_rows_ = 0;  // TANDEM_CUDA_NORM_EPILOGUE_ROWS (ADR 0089)
+  kernels::gpu::DeviceBuffer norm_ticket_;  // the residual-norm epilogue's ticket (one uint32)
   StepTiming timing_{"cuda forward"};
   int32_t* d_tokens_ = nullptr;
   int32_t* d_positions_ = nullptr;

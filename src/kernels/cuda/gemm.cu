@@ -570,4 +570,41 @@ Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int
                        stream.handle(), p->slabs, p->slices, count, y);
 }
 
+namespace {
+// The small-tile variant an m <= 8 call of this matrix takes (launch_small's choice).
+int residual_norm_variant(int64_t n, int64_t k) {
+  const int variant = small_tile_variant();
+  return variant == kBySize || small_tile_variant_retired(variant) ? by_size_variant(n, k) : variant;
+}
+}  // namespace
+
+bool gemm_residual_rmsnorm_fits(DType x_dtype, int64_t m, int64_t n, int64_t k) {
+  if (x_dtype != DType::bf16 || m < 1 || m > kResidualNormMaxRows || n < 1) return false;
+  const GemmSlicing plan = gemm_slicing(n, k);
+  if (plan.slices < 2 || sliced_tile_for(m, n, plan.slices) != GemmTile::small) return false;
+  const int variant = residual_norm_variant(n, k);
+  // The row of x the epilogue stages in the ring (108 / 72 KB).
+  return (variant == 21 || variant == 3) && n <= 16384;
+}
+
+Status gemm_bf16w_residual_rmsnorm(const Stream& stream, const void* x, DType x_dtype, int64_t m,
+                                   const uint16_t* w, int64_t n, int64_t k, float* workspace,
+                                   size_t workspace_floats, const ResidualNorm& norm) {
+  TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w, n, k, workspace));
+  if (!gemm_residual_rmsnorm_fits(x_dtype, m, n, k))
+    return invalid_argument("gemm_bf16w_residual_rmsnorm: not for this call (" + std::to_string(m) + " x " +
+                            std::to_string(n) + " x " + std::to_string(k) + ")");
+  if (norm.x == nullptr || norm.weight == nullptr || norm.h == nullptr || norm.ticket == nullptr)
+    return invalid_argument("gemm_bf16w_residual_rmsnorm: need x, the norm's weight, h and a ticket");
+  const GemmSlicing plan = gemm_slicing(n, k);
+  const size_t need = static_cast<size_t>(plan.slices) * static_cast<size_t>(m * n);
+  if (workspace_floats < need)
+    return invalid_argument("gemm_bf16w_residual_rmsnorm: need a workspace of " + std::to_string(need) +
+                            " floats (got " + std::to_string(workspace_floats) + ")");
+  return residual_norm_variant(n, k) == 21 ? launch<Tile<64, 8, 4, 1, 128, 6, false, 256>, true>(
+                                                 stream.handle(), x, m, w, n, k, workspace, plan.slice, norm)
+                                           : launch<Tile<64, 8, 4, 1, 128, 4, false>, true>(
+                                                 stream.handle(), x, m, w, n, k, workspace, plan.slice, norm);
+}
+
 }  // namespace tandem::kernels::gpu

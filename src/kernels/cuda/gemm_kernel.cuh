@@ -41,9 +41,11 @@
 #include <atomic>
 #include <string>
 
+#include "cuda/bf16_bits.cuh"
 #include "cuda/cp_async.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launch.cuh"
+#include "cuda/rms_row.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace tandem::kernels::gpu {
@@ -256,10 +258,61 @@ __device__ __forceinline__ void store_accumulator(float* y, int64_t m, int64_t n
   }
 }
 
+// The residual add and RMSNorm epilogue (gemm_bf16w_residual_rmsnorm, ADR
+// 0089), run by every block after it stored its slab: the block that takes
+// the grid's last ticket computes, for each of the m rows, every element as
+// residual_rmsnorm_staged_kernel does (slab 0 + slab 1 + … in order, + bias,
+// then x + that) into x and shared memory (the GEMM's ring, no longer read),
+// then the norm with rms_inverse_of_row's tree, then h = (x · inv) · weight.
+// The slabs and x were written by other blocks and earlier kernels: read at
+// L2 (__ldcg) after the fences of the ticket. It resets the ticket last.
 template <class T>
+__device__ __forceinline__ void residual_norm_epilogue(unsigned char* smem_raw, const float* slabs, int64_t m,
+                                                       int64_t n, const ResidualNorm& e) {
+  constexpr int kMaxSlices = 16;  // gemm_slicing's
+  __shared__ uint32_t last;
+  __threadfence();  // this thread's slab stores, before the block's ticket
+  __syncthreads();  // also: every warp is done with the ring
+  if (threadIdx.x == 0) last = atomicAdd(e.ticket, 1u) == gridDim.x * gridDim.y * gridDim.z - 1 ? 1u : 0u;
+  __syncthreads();
+  if (last == 0) return;
+  __threadfence();
+  const int slices = static_cast<int>(gridDim.z);
+  const int64_t count = m * n;
+  float* xs = reinterpret_cast<float*>(smem_raw);
+  for (int64_t r = 0; r < m; ++r) {
+    const float* sr = slabs + r * n;
+    float* xr = e.x + r * n;
+    for (int64_t i = threadIdx.x; i < n; i += T::kThreads) {
+      float v[kMaxSlices];
+#pragma unroll
+      for (int z = 0; z < kMaxSlices; ++z) v[z] = z < slices ? __ldcg(sr + z * count + i) : 0.0f;
+      float s = v[0];
+#pragma unroll
+      for (int z = 1; z < kMaxSlices; ++z)
+        if (z < slices) s = s + v[z];
+      if (e.bias != nullptr) s = s + e.bias[i];
+      const float value = __ldcg(xr + i) + s;
+      xr[i] = value;
+      xs[i] = value;
+    }
+    __syncthreads();
+    const float inv = rms_inverse_of_row_in<T::kThreads>(xs, n, e.eps);
+    for (int64_t i = threadIdx.x; i < n; i += T::kThreads) {
+      const float y = (xs[i] * inv) * e.weight[i];
+      e.h[r * n + i] = y;
+      if (e.h_bf16 != nullptr) e.h_bf16[r * n + i] = bf16_bits(y);
+    }
+    __syncthreads();  // xs is the next row's
+  }
+  if (threadIdx.x == 0) *e.ticket = 0;
+}
+
+// kResidualNorm: the epilogue above after the slab stores (`norm` is unused otherwise).
+template <class T, bool kResidualNorm = false>
 __global__ void __launch_bounds__(T::kThreads)
     gemm_kernel(const void* x, const uint16_t* __restrict__ w, float* __restrict__ y_base, int64_t m,
-                int64_t n, int64_t k, int64_t slice) {
+                int64_t n, int64_t k, int64_t slice, ResidualNorm norm) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T::BN;
@@ -311,14 +364,16 @@ __global__ void __launch_bounds__(T::kThreads)
     }
   }
   cp_async_wait<0>();
-  if (T::kCopyOnlyWarps && warp >= T::kComputeWarps) return;
+  if (!T::kCopyOnlyWarps || warp < T::kComputeWarps) {
 #pragma unroll
-  for (int fn = 0; fn < T::FN; ++fn) {
-    const int64_t col = n0 + warp_n + fn * 16 + g;
+    for (int fn = 0; fn < T::FN; ++fn) {
+      const int64_t col = n0 + warp_n + fn * 16 + g;
 #pragma unroll
-    for (int fm = 0; fm < T::FM; ++fm)
-      store_accumulator(y, m, n, m0 + warp_m + fm * 8 + 2 * c, col, acc[fn][fm]);
+      for (int fm = 0; fm < T::FM; ++fm)
+        store_accumulator(y, m, n, m0 + warp_m + fm * 8 + 2 * c, col, acc[fn][fm]);
+    }
   }
+  if constexpr (kResidualNorm) residual_norm_epilogue<T>(smem_raw, y_base, m, n, norm);
 }
 
 // slice == 0: one slice (all of k, into y); else ceil(k / slice) slices into
@@ -340,18 +395,19 @@ Status raise_smem_once(std::atomic<uint64_t>& raised, Kernel kernel, int bytes, 
   return Status::Ok();
 }
 
-template <class T>
+// kResidualNorm: gemm_kernel's epilogue with `norm` (y: the slabs, slice < k).
+template <class T, bool kResidualNorm = false>
 Status launch(cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n, int64_t k,
-              float* y, int64_t slice = 0) {
-  const auto kernel = gemm_kernel<T>;
+              float* y, int64_t slice = 0, const ResidualNorm& norm = {}) {
+  const auto kernel = gemm_kernel<T, kResidualNorm>;
   static std::atomic<uint64_t> raised{0};
   TANDEM_RETURN_IF_ERROR(raise_smem_once(raised, kernel, T::kSmem, "gemm"));
   if (slice <= 0) slice = k;
   const dim3 grid(static_cast<unsigned>((n + T::BN - 1) / T::BN),
                   static_cast<unsigned>((m + T::BM - 1) / T::BM),
                   static_cast<unsigned>((k + slice - 1) / slice));
-  return launch_kernel("gemm_bf16w", kernel, grid, dim3(T::kThreads), T::kSmem, stream, x, w, y, m, n, k,
-                       slice);
+  return launch_kernel(kResidualNorm ? "gemm_bf16w (residual norm)" : "gemm_bf16w", kernel, grid,
+                       dim3(T::kThreads), T::kSmem, stream, x, w, y, m, n, k, slice, norm);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -152,6 +153,79 @@ TEST(CudaFused, ResidualAddRmsnormEqualsTheAddThenTheNorm) {
   EXPECT_TRUE(residual_add_rmsnorm_partials(*stream, none, nullptr, nullptr, nullptr, 1e-6f, nullptr).ok());
   const GemmPartials bad{nullptr, 1, 2, 8};
   EXPECT_FALSE(residual_add_rmsnorm_partials(*stream, bad, nullptr, nullptr, nullptr, 1e-6f, nullptr).ok());
+}
+
+// gemm_bf16w_residual_rmsnorm (the add and the norm in the GEMM's last block,
+// ADR 0089) == gemm_bf16w_partials then residual_add_rmsnorm_partials, bit for
+// bit in x, h and h's bf16 copy: the forward's o / down shapes on both tiles
+// (21: 256 threads; 3: 128, whose norm plays 256), with and without a bias,
+// m = 1..8; each call twice on one ticket (the last block resets it).
+TEST(CudaFused, GemmResidualRmsnormEpilogueEqualsTheTwoCalls) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  struct Case {
+    int64_t m, n, k;
+    bool bias;
+  };
+  DeviceBuffer ticket = testing::to_device(std::vector<uint32_t>{0}, *stream);
+  int ran = 0;
+  for (const Case& c : {Case{1, 2048, 2048, false}, Case{1, 2048, 8192, false}, Case{1, 896, 896, true},
+                        Case{1, 896, 4864, true}, Case{1, 4096, 4096, false}, Case{1, 4096, 14336, false},
+                        Case{2, 1536, 8960, true}, Case{5, 1000, 2048, true}, Case{8, 4096, 4096, false}}) {
+    ASSERT_TRUE(gemm_residual_rmsnorm_fits(DType::bf16, c.m, c.n, c.k)) << c.n << " x " << c.k;
+    Projection p = make_projection(c.m, c.n, c.k, 41, *stream);
+    DeviceBuffer xb = testing::poisoned(c.m * c.k * 2, *stream);
+    ASSERT_TRUE(to_bf16(*stream, p.x.as<float>(), xb.as<uint16_t>(), c.m * c.k).ok());
+    const float* bias = c.bias ? p.bias.as<float>() : nullptr;
+    const std::vector<float> x0 = random_floats(c.m * c.n, 43, -4.0f, 4.0f);
+    DeviceBuffer d_norm = testing::to_device(random_floats(c.n, 47, 0.5f, 1.5f), *stream);
+    const float eps = 1e-5f;
+    DeviceBuffer x_ref = testing::to_device(x0, *stream);
+    DeviceBuffer h_ref = testing::poisoned(c.m * c.n * 4, *stream);
+    DeviceBuffer hb_ref = testing::poisoned(c.m * c.n * 2, *stream);
+    Expected<GemmPartials> g =
+        gemm_bf16w_partials(*stream, xb.data(), DType::bf16, c.m, p.w.as<uint16_t>(), c.n, c.k,
+                            p.y.as<float>(), p.slabs.as<float>(), p.slab_floats);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    ASSERT_TRUE(residual_add_rmsnorm_partials(*stream, *g, bias, x_ref.as<float>(), d_norm.as<float>(), eps,
+                                              h_ref.as<float>(), hb_ref.as<uint16_t>())
+                    .ok());
+    const auto xr = testing::to_host<float>(x_ref, x0.size(), *stream);
+    const auto hr = testing::to_host<float>(h_ref, x0.size(), *stream);
+    const auto hbr = testing::to_host<uint16_t>(hb_ref, x0.size(), *stream);
+    for (int call = 0; call < 2; ++call) {
+      DeviceBuffer x_f = testing::to_device(x0, *stream);
+      DeviceBuffer h_f = testing::poisoned(c.m * c.n * 4, *stream);
+      DeviceBuffer hb_f = testing::poisoned(c.m * c.n * 2, *stream);
+      DeviceBuffer slabs = testing::poisoned(p.slab_floats * 4, *stream);
+      const ResidualNorm norm{bias,
+                              x_f.as<float>(),
+                              d_norm.as<float>(),
+                              eps,
+                              h_f.as<float>(),
+                              hb_f.as<uint16_t>(),
+                              ticket.as<uint32_t>()};
+      const Status st = gemm_bf16w_residual_rmsnorm(*stream, xb.data(), DType::bf16, c.m, p.w.as<uint16_t>(),
+                                                    c.n, c.k, slabs.as<float>(), p.slab_floats, norm);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      const auto xf = testing::to_host<float>(x_f, x0.size(), *stream);
+      const auto hf = testing::to_host<float>(h_f, x0.size(), *stream);
+      const auto hbf = testing::to_host<uint16_t>(hb_f, x0.size(), *stream);
+      const std::string what =
+          std::to_string(c.m) + " x " + std::to_string(c.n) + " x " + std::to_string(c.k);
+      EXPECT_EQ(std::memcmp(xr.data(), xf.data(), xr.size() * sizeof(float)), 0) << "x, " << what;
+      EXPECT_EQ(std::memcmp(hr.data(), hf.data(), hr.size() * sizeof(float)), 0) << "h, " << what;
+      EXPECT_EQ(std::memcmp(hbr.data(), hbf.data(), hbr.size() * sizeof(uint16_t)), 0) << "h bf16, " << what;
+      EXPECT_EQ(testing::to_host<uint32_t>(ticket, 1, *stream)[0], 0u) << "ticket reset, " << what;
+      ++ran;
+    }
+  }
+  EXPECT_EQ(ran, 18);
+  // Where it does not run: f32 x, more rows than kResidualNormMaxRows, one slice.
+  EXPECT_FALSE(gemm_residual_rmsnorm_fits(DType::f32, 1, 2048, 2048));
+  EXPECT_FALSE(gemm_residual_rmsnorm_fits(DType::bf16, kResidualNormMaxRows + 1, 2048, 2048));
+  EXPECT_FALSE(gemm_residual_rmsnorm_fits(DType::bf16, 1, 896, 128));
 }
 
 TEST(CudaFused, QkvRopeKvWriteEqualsSplitRopeAndKvWrite) {

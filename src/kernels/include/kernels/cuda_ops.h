@@ -225,6 +225,33 @@ Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, 
                                            float* workspace, size_t workspace_floats,
                                            GemmTile tile = GemmTile::automatic);
 
+// gemm_bf16w_partials followed by residual_add_rmsnorm_partials, with the
+// add and the norm done by the GEMM's last block to finish (ADR 0089): one
+// launch fewer, the same bits in x, h and h_bf16 (the same slab order, the
+// same reduction tree). Each block stores its partial slab, then takes a
+// ticket; the block that takes the last sums the slabs of all m rows, adds
+// bias and the residual, and writes the norm, so it is for a few rows only
+// (decode steps). Runs where gemm_residual_rmsnorm_fits: bf16 x, 1 <= m <=
+// kResidualNormMaxRows, a matrix that gemm_slicing cuts into >= 2 slices and
+// whose automatic tile is the sliced or small class's default (variants 21,
+// 3); elsewhere the call is InvalidArgument (take the two calls instead).
+// `ticket`: one device counter, 0 before the first call; the last block
+// resets it, so calls ordered on one stream may share it.
+struct ResidualNorm {
+  const float* bias = nullptr;    // [n] or null
+  float* x = nullptr;             // the residual stream [m][n]: x += product (+ bias)
+  const float* weight = nullptr;  // the norm's weight [n]
+  float eps = 0.0f;
+  float* h = nullptr;          // [m][n]: rmsnorm(x)
+  uint16_t* h_bf16 = nullptr;  // [m][n] or null: h rounded to bf16
+  uint32_t* ticket = nullptr;
+};
+constexpr int64_t kResidualNormMaxRows = 8;
+bool gemm_residual_rmsnorm_fits(DType x_dtype, int64_t m, int64_t n, int64_t k);
+Status gemm_bf16w_residual_rmsnorm(const Stream& stream, const void* x, DType x_dtype, int64_t m,
+                                   const uint16_t* w, int64_t n, int64_t k, float* workspace,
+                                   size_t workspace_floats, const ResidualNorm& norm);
+
 // The relaid weight layout (ADR 0057). Row j of a relaid matrix holds, for
 // each 32-k chunk, the chain's k16 step 0 (k 8q .. 8q+3 for q = 0..3) then
 // step 1 (k 8q+4 .. 8q+7), so that each step is 32 contiguous bytes (what a

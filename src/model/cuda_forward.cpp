@@ -183,7 +183,11 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   f->d_out_index_ = base + 3 * rows;
   f->d_news_ = base + 4 * rows;
   f->d_tables_ = base + 5 * rows;
-  f->staging_.reserve(inputs);
+  // Page-locked, so that a step's row inputs go up as one queued DMA and the host goes on to
+  // launch the step (pageable memory takes the driver's bounce buffer, and the call waits).
+  auto staging = gpu::PinnedBuffer::allocate(inputs * sizeof(int32_t));
+  if (!staging.ok()) return staging.status();
+  f->staging_ = std::move(staging).value();
   return f;
 }
 
@@ -202,8 +206,10 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
   // graphed steps round it up to a bucket, the graph's key (ADR 0047).
   if (graphed) stride = graph_stride(stride);
   // Layout as allocated: [tokens | positions | rope | out index | news] each max_rows, then tables.
-  staging_.assign(static_cast<size_t>(5 * max_rows_ + m * stride), 0);
-  int32_t* s = staging_.data();
+  // Every run_chunk ends in a stream synchronisation, so the last copy out of staging_ is done.
+  const size_t count = static_cast<size_t>(5 * max_rows_ + m * stride);
+  int32_t* s = staging_.as<int32_t>();
+  std::fill(s, s + count, 0);
   int64_t k = 0;
   for (int64_t r = 0; r < m; ++r) {
     s[r] = in.tokens[r];
@@ -237,7 +243,7 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
   }
   *out_rows = k;
   *table_stride = stride;
-  return row_inputs_.upload(staging_.data(), staging_.size() * sizeof(int32_t), stream_);
+  return row_inputs_.upload(s, count * sizeof(int32_t), stream_);
 }
 
 Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
@@ -449,6 +455,15 @@ Status CudaForward::warm_up(kernels::GemmMode gemm_mode) {
 
 Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptions& options,
                                          const ChunkOutputs& out, kernels::GemmMode gemm_mode) {
+  Expected<int64_t> k = enqueue_and_wait(in, options, out, gemm_mode);
+  // A chunk that failed midway may have left its copy out of staging_ (and kernels) queued:
+  // let them finish before the next chunk refills it. Every successful chunk ends synchronised.
+  if (!k.ok()) (void)stream_.synchronize();
+  return k;
+}
+
+Expected<int64_t> CudaForward::enqueue_and_wait(const ChunkRows& in, const ForwardOptions& options,
+                                                const ChunkOutputs& out, kernels::GemmMode gemm_mode) {
   TANDEM_RETURN_IF_ERROR(gpu::set_device(w_.device));
   mode_ = gemm_mode;
   const ModelConfig& c = model_.config();

@@ -97,6 +97,9 @@ class CudaForward {
 
  private:
   CudaForward(const Model& model, const DeviceWeights& weights) : model_(model), w_(weights) {}
+  // run_chunk's work; it returns with the stream synchronised when it succeeds.
+  Expected<int64_t> enqueue_and_wait(const ChunkRows& in, const ForwardOptions& options,
+                                     const ChunkOutputs& out, kernels::GemmMode gemm);
   Status upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride, bool graphed);
   // The block-table stride of a graphed chunk whose longest table has `needed`
   // blocks: the next power of two from kGraphMinStride, at most the pool.
@@ -240,7 +243,7 @@ class CudaForward {
     bool tile;
   };
   std::vector<AttentionSegment> attn_segments_;
-  std::vector<int32_t> staging_;
+  kernels::gpu::PinnedBuffer staging_;  // the row inputs on the host [5 * max_rows + rows * max_table]
   kernels::gpu::PinnedBuffer host_logits_;
   kernels::gpu::DeviceBuffer d_picks_, pick_best_, pick_index_, pick_counters_;
   kernels::gpu::DeviceBuffer d_rules_;  // [max_rows] kernels::PickRule, uploaded by a step with rules

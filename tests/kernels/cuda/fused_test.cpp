@@ -96,6 +96,12 @@ TEST(CudaFused, ResidualAddAndSwigluEqualTheUnfusedOps) {
   }
 }
 
+// A residual + norm case: m rows of an n x k projection, with or without a bias.
+struct NormCase {
+  int64_t m, n, k;
+  bool bias;
+};
+
 // residual_add_rmsnorm_partials == residual_add_partials then rmsnorm, bit for
 // bit, in x and in h: several slices and one (then h is the slab buffer the
 // product sits in), with and without a bias, rows of 896 (not a multiple of
@@ -104,13 +110,10 @@ TEST(CudaFused, ResidualAddRmsnormEqualsTheAddThenTheNorm) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Expected<Stream> stream = Stream::create();
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
-  struct Case {
-    int64_t m, n, k;
-    bool bias;
-  };
   int single = 0;  // cases with one slice (k < two of gemm_slicing's 128-k granules)
-  for (const Case& c : {Case{3, 896, 4864, true}, Case{5, 896, 128, false}, Case{1, 4096, 4096, false},
-                        Case{2, 1000, 2048, true}, Case{4, 9728, 896, true}, Case{1, 1000, 136, true}}) {
+  for (const NormCase& c :
+       {NormCase{3, 896, 4864, true}, NormCase{5, 896, 128, false}, NormCase{1, 4096, 4096, false},
+        NormCase{2, 1000, 2048, true}, NormCase{4, 9728, 896, true}, NormCase{1, 1000, 136, true}}) {
     Projection p = make_projection(c.m, c.n, c.k, 21, *stream);
     const float* bias = c.bias ? p.bias.as<float>() : nullptr;
     const std::vector<float> x0 = random_floats(c.m * c.n, 23, -4.0f, 4.0f);
@@ -164,15 +167,12 @@ TEST(CudaFused, GemmResidualRmsnormEpilogueEqualsTheTwoCalls) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Expected<Stream> stream = Stream::create();
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
-  struct Case {
-    int64_t m, n, k;
-    bool bias;
-  };
   DeviceBuffer ticket = testing::to_device(std::vector<uint32_t>{0}, *stream);
   int ran = 0;
-  for (const Case& c : {Case{1, 2048, 2048, false}, Case{1, 2048, 8192, false}, Case{1, 896, 896, true},
-                        Case{1, 896, 4864, true}, Case{1, 4096, 4096, false}, Case{1, 4096, 14336, false},
-                        Case{2, 1536, 8960, true}, Case{5, 1000, 2048, true}, Case{8, 4096, 4096, false}}) {
+  for (const NormCase& c :
+       {NormCase{1, 2048, 2048, false}, NormCase{1, 2048, 8192, false}, NormCase{1, 896, 896, true},
+        NormCase{1, 896, 4864, true}, NormCase{1, 4096, 4096, false}, NormCase{1, 4096, 14336, false},
+        NormCase{2, 1536, 8960, true}, NormCase{5, 1000, 2048, true}, NormCase{8, 4096, 4096, false}}) {
     ASSERT_TRUE(gemm_residual_rmsnorm_fits(DType::bf16, c.m, c.n, c.k)) << c.n << " x " << c.k;
     Projection p = make_projection(c.m, c.n, c.k, 41, *stream);
     DeviceBuffer xb = testing::poisoned(c.m * c.k * 2, *stream);

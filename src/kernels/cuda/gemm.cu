@@ -579,7 +579,7 @@ int residual_norm_variant(int64_t n, int64_t k) {
 }  // namespace
 
 bool gemm_residual_rmsnorm_fits(DType x_dtype, int64_t m, int64_t n, int64_t k) {
-  if (x_dtype != DType::bf16 || m < 1 || m > kResidualNormMaxRows || n < 1) return false;
+  if (x_dtype != DType::bf16 || m < 1 || m > kResidualNormMaxRows || n < 4 || n % 4 != 0) return false;
   const GemmSlicing plan = gemm_slicing(n, k);
   if (plan.slices < 2 || sliced_tile_for(m, n, plan.slices) != GemmTile::small) return false;
   const int variant = residual_norm_variant(n, k);

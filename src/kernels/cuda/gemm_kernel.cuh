@@ -264,12 +264,20 @@ __device__ __forceinline__ void store_accumulator(float* y, int64_t m, int64_t n
 // residual_rmsnorm_staged_kernel does (slab 0 + slab 1 + … in order, + bias,
 // then x + that) into x and shared memory (the GEMM's ring, no longer read),
 // then the norm with rms_inverse_of_row's tree, then h = (x · inv) · weight.
-// The slabs and x were written by other blocks and earlier kernels: read at
-// L2 (__ldcg) after the fences of the ticket. It resets the ticket last.
+// One block does a row that the staged kernel gives 1,024 threads, so its
+// loads go out as float4s (n % 4 == 0), kGroups of a thread's and kSlabBatch
+// slabs of each queued together: one or two round trips to L2 for the forward's
+// rows. The slabs and x were written by other blocks and earlier kernels: read
+// at L2 (__ldcg) after the ticket's fences. It resets the ticket last.
+__device__ __forceinline__ float4 add4(float4 a, float4 b) {
+  return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
 template <class T>
 __device__ __forceinline__ void residual_norm_epilogue(unsigned char* smem_raw, const float* slabs, int64_t m,
                                                        int64_t n, const ResidualNorm& e) {
-  constexpr int kMaxSlices = 16;  // gemm_slicing's
+  constexpr int kGroups = 4, kSlabBatch = 4;
+  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   __shared__ uint32_t last;
   __threadfence();  // this thread's slab stores, before the block's ticket
   __syncthreads();  // also: every warp is done with the ring
@@ -278,30 +286,74 @@ __device__ __forceinline__ void residual_norm_epilogue(unsigned char* smem_raw, 
   if (last == 0) return;
   __threadfence();
   const int slices = static_cast<int>(gridDim.z);
-  const int64_t count = m * n;
-  float* xs = reinterpret_cast<float*>(smem_raw);
+  const int64_t n4 = n / 4, count4 = m * n4;
+  float4* xs = reinterpret_cast<float4*>(smem_raw);
+  const float4* bias4 = reinterpret_cast<const float4*>(e.bias);
+  const float4* weight4 = reinterpret_cast<const float4*>(e.weight);
   for (int64_t r = 0; r < m; ++r) {
-    const float* sr = slabs + r * n;
-    float* xr = e.x + r * n;
-    for (int64_t i = threadIdx.x; i < n; i += T::kThreads) {
-      float v[kMaxSlices];
+    const float4* sr = reinterpret_cast<const float4*>(slabs) + r * n4;
+    float4* xr = reinterpret_cast<float4*>(e.x) + r * n4;
+    for (int64_t q0 = threadIdx.x; q0 < n4; q0 += kGroups * T::kThreads) {
+      float4 sum[kGroups], res[kGroups];
 #pragma unroll
-      for (int z = 0; z < kMaxSlices; ++z) v[z] = z < slices ? __ldcg(sr + z * count + i) : 0.0f;
-      float s = v[0];
+      for (int g = 0; g < kGroups; ++g) {
+        const int64_t q = q0 + g * T::kThreads;
+        res[g] = q < n4 ? __ldcg(xr + q) : zero;
+      }
+      for (int z0 = 0; z0 < slices; z0 += kSlabBatch) {
+        float4 t[kSlabBatch][kGroups];
 #pragma unroll
-      for (int z = 1; z < kMaxSlices; ++z)
-        if (z < slices) s = s + v[z];
-      if (e.bias != nullptr) s = s + e.bias[i];
-      const float value = __ldcg(xr + i) + s;
-      xr[i] = value;
-      xs[i] = value;
+        for (int b = 0; b < kSlabBatch; ++b)
+#pragma unroll
+          for (int g = 0; g < kGroups; ++g) {
+            const int64_t q = q0 + g * T::kThreads;
+            t[b][g] = z0 + b < slices && q < n4 ? __ldcg(sr + (z0 + b) * count4 + q) : zero;
+          }
+#pragma unroll
+        for (int b = 0; b < kSlabBatch; ++b)
+#pragma unroll
+          for (int g = 0; g < kGroups; ++g) {
+            if (z0 + b == 0)
+              sum[g] = t[b][g];  // slab 0 as it is (never 0 + it: -0 stays -0)
+            else if (z0 + b < slices)
+              sum[g] = add4(sum[g], t[b][g]);
+          }
+      }
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        const int64_t q = q0 + g * T::kThreads;
+        if (q >= n4) continue;
+        float4 v = sum[g];
+        if (bias4 != nullptr) v = add4(v, bias4[q]);
+        v = add4(res[g], v);
+        xr[q] = v;
+        xs[q] = v;
+      }
     }
     __syncthreads();
-    const float inv = rms_inverse_of_row_in<T::kThreads>(xs, n, e.eps);
-    for (int64_t i = threadIdx.x; i < n; i += T::kThreads) {
-      const float y = (xs[i] * inv) * e.weight[i];
-      e.h[r * n + i] = y;
-      if (e.h_bf16 != nullptr) e.h_bf16[r * n + i] = bf16_bits(y);
+    const float inv = rms_inverse_of_row_in<T::kThreads>(reinterpret_cast<const float*>(xs), n, e.eps);
+    float4* hr = reinterpret_cast<float4*>(e.h) + r * n4;
+    uint2* hb = e.h_bf16 != nullptr ? reinterpret_cast<uint2*>(e.h_bf16) + r * n4 : nullptr;
+    for (int64_t q0 = threadIdx.x; q0 < n4; q0 += kGroups * T::kThreads) {
+      float4 w[kGroups];
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        const int64_t q = q0 + g * T::kThreads;
+        w[g] = q < n4 ? weight4[q] : zero;
+      }
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        const int64_t q = q0 + g * T::kThreads;
+        if (q >= n4) continue;
+        const float4 x = xs[q];
+        const float4 y = make_float4((x.x * inv) * w[g].x, (x.y * inv) * w[g].y, (x.z * inv) * w[g].z,
+                                     (x.w * inv) * w[g].w);
+        hr[q] = y;
+        if (hb != nullptr)
+          hb[q] = make_uint2(
+              static_cast<uint32_t>(bf16_bits(y.x)) | (static_cast<uint32_t>(bf16_bits(y.y)) << 16),
+              static_cast<uint32_t>(bf16_bits(y.z)) | (static_cast<uint32_t>(bf16_bits(y.w)) << 16));
+      }
     }
     __syncthreads();  // xs is the next row's
   }

@@ -161,7 +161,8 @@ TEST(CudaFused, ResidualAddRmsnormEqualsTheAddThenTheNorm) {
 // gemm_bf16w_residual_rmsnorm (the add and the norm in the GEMM's last block,
 // ADR 0089) == gemm_bf16w_partials then residual_add_rmsnorm_partials, bit for
 // bit in x, h and h's bf16 copy: the forward's o / down shapes on both tiles
-// (21: 256 threads; 3: 128, whose norm plays 256), with and without a bias,
+// (21: 256 threads; 3: 128, whose norm plays 256; one pass of a thread's float4
+// groups and two), with and without a bias,
 // m = 1..8; each call twice on one ticket (the last block resets it).
 TEST(CudaFused, GemmResidualRmsnormEpilogueEqualsTheTwoCalls) {
   TANDEM_REQUIRE_CUDA_DEVICE();
@@ -172,7 +173,8 @@ TEST(CudaFused, GemmResidualRmsnormEpilogueEqualsTheTwoCalls) {
   for (const NormCase& c :
        {NormCase{1, 2048, 2048, false}, NormCase{1, 2048, 8192, false}, NormCase{1, 896, 896, true},
         NormCase{1, 896, 4864, true}, NormCase{1, 4096, 4096, false}, NormCase{1, 4096, 14336, false},
-        NormCase{2, 1536, 8960, true}, NormCase{5, 1000, 2048, true}, NormCase{8, 4096, 4096, false}}) {
+        NormCase{2, 1536, 8960, true}, NormCase{5, 1000, 2048, true}, NormCase{8, 4096, 4096, false},
+        NormCase{1, 4096, 2048, true}}) {
     ASSERT_TRUE(gemm_residual_rmsnorm_fits(DType::bf16, c.m, c.n, c.k)) << c.n << " x " << c.k;
     Projection p = make_projection(c.m, c.n, c.k, 41, *stream);
     DeviceBuffer xb = testing::poisoned(c.m * c.k * 2, *stream);
@@ -221,11 +223,12 @@ TEST(CudaFused, GemmResidualRmsnormEpilogueEqualsTheTwoCalls) {
       ++ran;
     }
   }
-  EXPECT_EQ(ran, 18);
-  // Where it does not run: f32 x, more rows than kResidualNormMaxRows, one slice.
+  EXPECT_EQ(ran, 20);
+  // Where it does not run: f32 x, more rows than kResidualNormMaxRows, one slice, n not a multiple of 4.
   EXPECT_FALSE(gemm_residual_rmsnorm_fits(DType::f32, 1, 2048, 2048));
   EXPECT_FALSE(gemm_residual_rmsnorm_fits(DType::bf16, kResidualNormMaxRows + 1, 2048, 2048));
   EXPECT_FALSE(gemm_residual_rmsnorm_fits(DType::bf16, 1, 896, 128));
+  EXPECT_FALSE(gemm_residual_rmsnorm_fits(DType::bf16, 1, 1002, 2048));
 }
 
 TEST(CudaFused, QkvRopeKvWriteEqualsSplitRopeAndKvWrite) {

@@ -183,11 +183,6 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   f->d_out_index_ = base + 3 * rows;
   f->d_news_ = base + 4 * rows;
   f->d_tables_ = base + 5 * rows;
-  // Page-locked, so that a step's row inputs go up as one queued DMA and the host goes on to
-  // launch the step (pageable memory takes the driver's bounce buffer, and the call waits).
-  auto staging = gpu::PinnedBuffer::allocate(inputs * sizeof(int32_t));
-  if (!staging.ok()) return staging.status();
-  f->staging_ = std::move(staging).value();
   return f;
 }
 
@@ -206,8 +201,18 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
   // graphed steps round it up to a bucket, the graph's key (ADR 0047).
   if (graphed) stride = graph_stride(stride);
   // Layout as allocated: [tokens | positions | rope | out index | news] each max_rows, then tables.
-  // Every run_chunk ends in a stream synchronisation, so the last copy out of staging_ is done.
+  // Page-locked, so that the row inputs go up as one queued DMA and the host goes on to launch
+  // the step (from pageable memory the driver copies through its bounce buffer and the call
+  // waits); grown on demand. Every run_chunk ends in a stream synchronisation (run_chunk also
+  // after a failure), so the last copy out of staging_ is done.
   const size_t count = static_cast<size_t>(5 * max_rows_ + m * stride);
+  if (staging_.bytes() < count * sizeof(int32_t)) {
+    size_t bytes = 4096;
+    while (bytes < count * sizeof(int32_t)) bytes *= 2;
+    auto grown = gpu::PinnedBuffer::allocate(bytes);
+    if (!grown.ok()) return grown.status();
+    staging_ = std::move(grown).value();
+  }
   int32_t* s = staging_.as<int32_t>();
   std::fill(s, s + count, 0);
   int64_t k = 0;

@@ -243,7 +243,7 @@ class CudaForward {
     bool tile;
   };
   std::vector<AttentionSegment> attn_segments_;
-  kernels::gpu::PinnedBuffer staging_;  // the row inputs on the host [5 * max_rows + rows * max_table]
+  kernels::gpu::PinnedBuffer staging_;  // the row inputs on the host (5 * max_rows + rows * stride ints)
   kernels::gpu::PinnedBuffer host_logits_;
   kernels::gpu::DeviceBuffer d_picks_, pick_best_, pick_index_, pick_counters_;
   kernels::gpu::DeviceBuffer d_rules_;  // [max_rows] kernels::PickRule, uploaded by a step with rules

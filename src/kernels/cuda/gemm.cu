@@ -217,12 +217,24 @@ Status launch_wide(int mode, cudaStream_t stream, const void* x, int64_t m, cons
                    : launch<Tile<64, 64, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
 }
 
+// The shapes of the two small-tile variants the forward's K-sliced matrices take by
+// default (3, 21), named once: launch_small and the residual-norm epilogue launch them.
+template <bool F32X>
+using SmallTile3 = Tile<64, 8, 4, 1, 128, 4, F32X>;
+template <bool F32X>
+using SmallTile21 = Tile<64, 8, 4, 1, 128, 6, F32X, 256>;
+
+// The variant launch_small resolves `variant` to for this matrix (before its 9..16-row fallback).
+int resolved_small_variant(int variant, int64_t n, int64_t k) {
+  return variant == kBySize || small_tile_variant_retired(variant) ? by_size_variant(n, k) : variant;
+}
+
 template <bool F32X>
 Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, const uint16_t* w, int64_t n,
                     int64_t k, float* y, int64_t slice) {
   if (m > 16 && m <= kWideMaxRows && wide_mode() != 0)
     return launch_wide<F32X>(wide_mode(), stream, x, m, w, n, k, y, slice);
-  if (variant == kBySize || small_tile_variant_retired(variant)) variant = by_size_variant(n, k);
+  variant = resolved_small_variant(variant, n, k);
   const bool eight = variant == 1 || variant == 2 || variant == 3 || variant == 6 || variant == 7 ||
                      variant == 8 || variant == 21 || variant == 22;
   if (eight && m > 8) {
@@ -242,7 +254,7 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
     case 2:  // 8 x rows, 6 stages of 64 k (36 KB)
       return launch<Tile<32, 8, 2, 1, 64, 6, F32X>>(stream, x, m, w, n, k, y, slice);
     case 3:  // 64 weight rows, 4 warps, 8 x rows, 4 stages of 128 k (80 KB)
-      return launch<Tile<64, 8, 4, 1, 128, 4, F32X>>(stream, x, m, w, n, k, y, slice);
+      return launch<SmallTile3<F32X>>(stream, x, m, w, n, k, y, slice);
     case 5:  // 64 weight rows, 4 warps, 16 x rows, 3 stages of 128 k (72 KB with f32 x)
       return launch<Tile<64, 16, 4, 1, 128, 3, F32X>>(stream, x, m, w, n, k, y, slice);
     case 6:  // 8 x rows, 8 stages of 128 k (96 KB)
@@ -258,7 +270,7 @@ Status launch_small(int variant, cudaStream_t stream, const void* x, int64_t m, 
     case 15:
       return launch_direct<1, 4, 2, true, F32X>(stream, x, m, w, n, k, y, slice);
     case 21:  // variant 8 with 6 stages (108 KB)
-      return launch<Tile<64, 8, 4, 1, 128, 6, F32X, 256>>(stream, x, m, w, n, k, y, slice);
+      return launch<SmallTile21<F32X>>(stream, x, m, w, n, k, y, slice);
     case 22:  // variant 3 with 6 stages (108 KB)
       return launch<Tile<64, 8, 4, 1, 128, 6, F32X>>(stream, x, m, w, n, k, y, slice);
     case 18:  // 15 with x loaded with the weights (XPRE)
@@ -571,27 +583,30 @@ Status gemm_bf16w_sliced(const Stream& stream, const void* x, DType x_dtype, int
 }
 
 namespace {
-// The small-tile variant an m <= 8 call of this matrix takes (launch_small's choice).
-int residual_norm_variant(int64_t n, int64_t k) {
-  const int variant = small_tile_variant();
-  return variant == kBySize || small_tile_variant_retired(variant) ? by_size_variant(n, k) : variant;
+// The small-tile variant (21 or 3) that runs a call with the residual-norm epilogue, or 0 where
+// it cannot: f32 x, more than kResidualNormMaxRows rows, n not a multiple of 4 (float4 rows) or
+// over 16,384 (the row of x the epilogue stages in the 72 / 108 KB ring), one slice, a tile
+// class other than small, or another variant (a TANDEM_CUDA_SMALL_TILE choice).
+int residual_norm_variant(DType x_dtype, int64_t m, int64_t n, int64_t k) {
+  if (x_dtype != DType::bf16 || m < 1 || m > kResidualNormMaxRows || n < 4 || n % 4 != 0 || n > 16384)
+    return 0;
+  const GemmSlicing plan = gemm_slicing(n, k);
+  if (plan.slices < 2 || sliced_tile_for(m, n, plan.slices) != GemmTile::small) return 0;
+  const int variant = resolved_small_variant(small_tile_variant(), n, k);
+  return variant == 21 || variant == 3 ? variant : 0;
 }
 }  // namespace
 
 bool gemm_residual_rmsnorm_fits(DType x_dtype, int64_t m, int64_t n, int64_t k) {
-  if (x_dtype != DType::bf16 || m < 1 || m > kResidualNormMaxRows || n < 4 || n % 4 != 0) return false;
-  const GemmSlicing plan = gemm_slicing(n, k);
-  if (plan.slices < 2 || sliced_tile_for(m, n, plan.slices) != GemmTile::small) return false;
-  const int variant = residual_norm_variant(n, k);
-  // The row of x the epilogue stages in the ring (108 / 72 KB).
-  return (variant == 21 || variant == 3) && n <= 16384;
+  return residual_norm_variant(x_dtype, m, n, k) != 0;
 }
 
 Status gemm_bf16w_residual_rmsnorm(const Stream& stream, const void* x, DType x_dtype, int64_t m,
                                    const uint16_t* w, int64_t n, int64_t k, float* workspace,
                                    size_t workspace_floats, const ResidualNorm& norm) {
   TANDEM_RETURN_IF_ERROR(check_gemm_args(x, x_dtype, m, w, n, k, workspace));
-  if (!gemm_residual_rmsnorm_fits(x_dtype, m, n, k))
+  const int variant = residual_norm_variant(x_dtype, m, n, k);
+  if (variant == 0)
     return invalid_argument("gemm_bf16w_residual_rmsnorm: not for this call (" + std::to_string(m) + " x " +
                             std::to_string(n) + " x " + std::to_string(k) + ")");
   if (norm.x == nullptr || norm.weight == nullptr || norm.h == nullptr || norm.ticket == nullptr)
@@ -601,10 +616,9 @@ Status gemm_bf16w_residual_rmsnorm(const Stream& stream, const void* x, DType x_
   if (workspace_floats < need)
     return invalid_argument("gemm_bf16w_residual_rmsnorm: need a workspace of " + std::to_string(need) +
                             " floats (got " + std::to_string(workspace_floats) + ")");
-  return residual_norm_variant(n, k) == 21 ? launch<Tile<64, 8, 4, 1, 128, 6, false, 256>, true>(
-                                                 stream.handle(), x, m, w, n, k, workspace, plan.slice, norm)
-                                           : launch<Tile<64, 8, 4, 1, 128, 4, false>, true>(
-                                                 stream.handle(), x, m, w, n, k, workspace, plan.slice, norm);
+  return variant == 21
+             ? launch<SmallTile21<false>, true>(stream.handle(), x, m, w, n, k, workspace, plan.slice, norm)
+             : launch<SmallTile3<false>, true>(stream.handle(), x, m, w, n, k, workspace, plan.slice, norm);
 }
 
 }  // namespace tandem::kernels::gpu

@@ -233,7 +233,7 @@ Expected<GemmPartials> gemm_bf16w_partials(const Stream& stream, const void* x, 
 // bias and the residual, and writes the norm, so it is for a few rows only
 // (decode steps). Runs where gemm_residual_rmsnorm_fits: bf16 x, 1 <= m <=
 // kResidualNormMaxRows, n a multiple of 4 (16-byte aligned x, h, weight and
-// bias), a matrix that gemm_slicing cuts into >= 2 slices and
+// bias) and at most 16,384, a matrix that gemm_slicing cuts into >= 2 slices and
 // whose automatic tile is the sliced or small class's default (variants 21,
 // 3); elsewhere the call is InvalidArgument (take the two calls instead).
 // `ticket`: one device counter, 0 before the first call; the last block

@@ -333,7 +333,10 @@ int run_bench(const BenchOptions& o) {
     for (int i = 0; i < o.decode; ++i) {
       const int64_t position = kv->length(seq);
       model::SequenceStep d{seq, {&next, 1}, position, model::LogitRows::last};
-      out = fw.run({&d, 1}, speculative::pick_options(params, false, position + 1, 1, rules));
+      model::ForwardOptions options = speculative::pick_options(params, false, position + 1, 1, rules);
+      // The next step queued on a GPU behind this one, as the engine's decode ticks do (ADR 0090).
+      options.chain = i + 1 < o.decode;
+      out = fw.run({&d, 1}, options);
       if (!out.ok()) return fail(out.status());
       next = params.greedy() ? out->argmax_row(0)
                              : speculative::pick_row(sampler, *out, 0, params, {prompt, {}}, position + 1);

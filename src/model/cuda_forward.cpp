@@ -62,6 +62,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   // 0: the picks go to a device buffer and a copy brings them to the host, as before.
   const char* picks_to_host = std::getenv("TANDEM_CUDA_PICKS_TO_HOST");
   f->picks_to_host_ = picks_to_host == nullptr || std::string(picks_to_host) != "0";
+  // 0: never queue a decode step behind the one the host waits for (ADR 0090; same bits).
+  const char* chain = std::getenv("TANDEM_CUDA_CHAIN");
+  f->chain_ = chain == nullptr || std::string(chain) != "0";
   // GEMM inputs: bf16 (rounded once, one mma per k-step; the default, ADR 0054) or f32
   // (hi + lo split, ADR 0006). Both are batch invariant; an unknown value is an error.
   auto activations = cuda_activations();
@@ -112,7 +115,14 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(alloc(f->gate_up_, rows * 2 * inter * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->act_, rows * inter * fl));
   TANDEM_RETURN_IF_ERROR(alloc(f->logits_, rows * static_cast<size_t>(c.vocab_size) * fl));
-  TANDEM_RETURN_IF_ERROR(alloc(f->d_picks_, rows * sizeof(int32_t)));
+  TANDEM_RETURN_IF_ERROR(alloc(f->d_picks_, 2 * rows * sizeof(int32_t)));
+  TANDEM_RETURN_IF_ERROR(alloc(f->logits_alt_, static_cast<size_t>(std::min(max_rows, kGraphMaxRows)) *
+                                                   static_cast<size_t>(c.vocab_size) * fl));
+  for (gpu::Event& e : f->done_) {
+    auto event = gpu::Event::create();
+    if (!event.ok()) return event.status();
+    e = std::move(event).value();
+  }
   TANDEM_RETURN_IF_ERROR(alloc(f->norm_ticket_, sizeof(uint32_t)));
   TANDEM_RETURN_IF_ERROR(f->norm_ticket_.fill_bytes(0, f->stream_));
   {
@@ -126,7 +136,7 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
     TANDEM_RETURN_IF_ERROR(alloc(f->d_rules_, rows * sizeof(kernels::PickRule)));
   }
   {
-    auto picks = gpu::PinnedBuffer::allocate(rows * sizeof(int32_t), /*mapped=*/true);
+    auto picks = gpu::PinnedBuffer::allocate(2 * rows * sizeof(int32_t), /*mapped=*/true);
     if (!picks.ok()) return picks.status();
     f->host_picks_ = std::move(picks).value();
   }
@@ -178,6 +188,7 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(alloc(f->row_inputs_, inputs * sizeof(int32_t)));
   int32_t* base = f->row_inputs_.as<int32_t>();
   f->d_tokens_ = base;
+  f->token_ids_ = base;
   f->d_positions_ = base + rows;
   f->d_rope_ = base + 2 * rows;
   f->d_out_index_ = base + 3 * rows;
@@ -193,7 +204,8 @@ int64_t CudaForward::graph_stride(int64_t needed) const {
   return std::min(stride, max_table_);
 }
 
-Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride, bool graphed) {
+Status CudaForward::upload_rows(const ChunkRows& in, int parity, int64_t* out_rows, int64_t* table_stride,
+                                bool graphed) {
   const int64_t m = in.rows, tpb = geometry_.tokens_per_block;
   int64_t stride = 1;
   for (int64_t r = 0; r < m; ++r) stride = std::max<int64_t>(stride, in.positions[r] / tpb + 1);
@@ -203,17 +215,20 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
   // Layout as allocated: [tokens | positions | rope | out index | news] each max_rows, then tables.
   // Page-locked, so that the row inputs go up as one queued DMA and the host goes on to launch
   // the step (from pageable memory the driver copies through its bounce buffer and the call
-  // waits); grown on demand. Every run_chunk ends in a stream synchronisation (run_chunk also
-  // after a failure), so the last copy out of staging_ is done.
+  // waits); grown on demand, with room for the step's pick rules after the rows. A parity's
+  // last copy out is done when the host next fills it: every run_chunk ends in a wait for its
+  // step (a stream synchronisation after a failure), and the chained steps alternate parities.
   const size_t count = static_cast<size_t>(5 * max_rows_ + m * stride);
-  if (staging_.bytes() < count * sizeof(int32_t)) {
+  const size_t need = count * sizeof(int32_t) + static_cast<size_t>(max_rows_) * sizeof(kernels::PickRule);
+  gpu::PinnedBuffer& staging = staging_[parity];
+  if (staging.bytes() < need) {
     size_t bytes = 4096;
-    while (bytes < count * sizeof(int32_t)) bytes *= 2;
+    while (bytes < need) bytes *= 2;
     auto grown = gpu::PinnedBuffer::allocate(bytes);
     if (!grown.ok()) return grown.status();
-    staging_ = std::move(grown).value();
+    staging = std::move(grown).value();
   }
-  int32_t* s = staging_.as<int32_t>();
+  int32_t* s = staging.as<int32_t>();
   std::fill(s, s + count, 0);
   int64_t k = 0;
   for (int64_t r = 0; r < m; ++r) {
@@ -249,6 +264,20 @@ Status CudaForward::upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t*
   *out_rows = k;
   *table_stride = stride;
   return row_inputs_.upload(s, count * sizeof(int32_t), stream_);
+}
+
+Status CudaForward::upload_rules(const kernels::PickRule* rules, int64_t k, int parity) {
+  // After the rows upload_rows staged (its size check left room for max_rows rules).
+  const size_t bytes = sizeof(kernels::PickRule) * static_cast<size_t>(k);
+  auto* staged =
+      reinterpret_cast<kernels::PickRule*>(staging_[parity].as<uint8_t>() + staging_[parity].bytes() -
+                                           sizeof(kernels::PickRule) * static_cast<size_t>(max_rows_));
+  std::memcpy(staged, rules, bytes);
+  return d_rules_.upload(staged, bytes, stream_);
+}
+
+float* CudaForward::logits_at(int parity) const {
+  return parity == 0 ? logits_.as<float>() : logits_alt_.as<float>();
 }
 
 Status CudaForward::gemm(const float* x, int64_t m, const uint16_t* w, int64_t n, int64_t k, float* y,
@@ -331,8 +360,8 @@ Status CudaForward::gemm_quantized(const float* x, int64_t m, const DeviceMatrix
 Status CudaForward::embed(int64_t m) {
   const int64_t hs = model_.config().hidden_size;
   if (w_.embedding_f32 != nullptr)
-    return gpu::gather_rows(stream_, w_.embedding_f32, d_tokens_, m, hs, x_.as<float>());
-  return gpu::embedding_bf16(stream_, w_.embedding, hs, d_tokens_, m, x_.as<float>());
+    return gpu::gather_rows(stream_, w_.embedding_f32, token_ids_, m, hs, x_.as<float>());
+  return gpu::embedding_bf16(stream_, w_.embedding, hs, token_ids_, m, x_.as<float>());
 }
 
 Status CudaForward::attention(const float* q, int64_t m, const gpu::DeviceKvPool& pool, int64_t table_stride,
@@ -376,13 +405,16 @@ Expected<gpu::GemmPartials> CudaForward::gemm_partials(const float* x, int64_t m
 Status CudaForward::enqueue_picks(int64_t k, Picks picks) {
   const kernels::PickRule* rules = picks == Picks::sampled ? d_rules_.as<kernels::PickRule>() : nullptr;
   // Straight into the mapped pinned buffer (no copy node), or a device buffer and a copy.
-  int32_t* direct = picks_to_host_ ? static_cast<int32_t*>(host_picks_.device_data()) : nullptr;
-  TANDEM_RETURN_IF_ERROR(gpu::pick_rows(stream_, logits_.as<float>(), k, model_.config().vocab_size, rules,
-                                        direct != nullptr ? direct : d_picks_.as<int32_t>(),
-                                        pick_workspace_));
+  // Either way d_picks_ gets them too: a chained step's embedding reads them there (ADR 0090).
+  const int64_t half = step_parity_ * max_rows_;
+  int32_t* device = d_picks_.as<int32_t>() + half;
+  int32_t* host = host_picks_.as<int32_t>() + half;
+  int32_t* direct = picks_to_host_ ? static_cast<int32_t*>(host_picks_.device_data()) + half : nullptr;
+  TANDEM_RETURN_IF_ERROR(gpu::pick_rows(stream_, logits_at(step_parity_), k, model_.config().vocab_size,
+                                        rules, direct != nullptr ? direct : device, pick_workspace_,
+                                        direct != nullptr ? device : nullptr));
   if (direct != nullptr) return Status::Ok();
-  return gpu::copy_async(stream_, host_picks_.data(), d_picks_.data(),
-                         sizeof(int32_t) * static_cast<size_t>(k));
+  return gpu::copy_async(stream_, host, device, sizeof(int32_t) * static_cast<size_t>(k));
 }
 
 Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride, Picks picks) {
@@ -398,24 +430,27 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride, Picks pi
   TANDEM_RETURN_IF_ERROR(layers(m, stride, k == m, &final_normed));
   if (k == 0) return Status::Ok();
   if (final_normed) {
-    TANDEM_RETURN_IF_ERROR(
-        gemm(h_.as<float>(), k, *w_.lm_head, c.vocab_size, hs, logits_.as<float>(), bf16_input() != nullptr));
+    TANDEM_RETURN_IF_ERROR(gemm(h_.as<float>(), k, *w_.lm_head, c.vocab_size, hs, logits_at(step_parity_),
+                                bf16_input() != nullptr));
   } else {
     TANDEM_RETURN_IF_ERROR(gpu::gather_rows(stream_, x, d_out_index_, k, hs, g));
     TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
-    TANDEM_RETURN_IF_ERROR(gemm(g, k, *w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
+    TANDEM_RETURN_IF_ERROR(gemm(g, k, *w_.lm_head, c.vocab_size, hs, logits_at(step_parity_)));
   }
   TANDEM_RETURN_IF_ERROR(cap_logits(k));
   return picks != Picks::none ? enqueue_picks(k, picks) : Status::Ok();
 }
 
-gpu::Graph* CudaForward::graph_for(int64_t m, int64_t k, int64_t stride, Picks picks) {
-  gpu::Graph& graph =
-      graphs_[((stride * (kGraphMaxRows + 1) + m) * (kGraphMaxRows + 1) + k) * 3 + static_cast<int>(picks)];
+gpu::Graph* CudaForward::graph_for(int64_t m, int64_t k, int64_t stride, Picks picks, bool chained) {
+  // The parity's buffers are baked in; a chained step's tokens are the other parity's picks.
+  const int64_t variant = (static_cast<int64_t>(picks) * 2 + step_parity_) * 2 + (chained ? 1 : 0);
+  gpu::Graph& graph = graphs_[((stride * (kGraphMaxRows + 1) + m) * (kGraphMaxRows + 1) + k) * 12 + variant];
   if (!graph.empty()) return &graph;
   TANDEM_CHECK(mode_ == kernels::GemmMode::invariant);
+  token_ids_ = chained ? d_picks_.as<int32_t>() + (1 - step_parity_) * max_rows_ : d_tokens_;
   Status begun = gpu::Graph::begin_capture(stream_);
   const Status queued = begun.ok() ? enqueue_plain(m, k, stride, picks) : begun;
+  token_ids_ = d_tokens_;
   auto captured =
       begun.ok() ? gpu::Graph::end_capture(stream_) : Expected<gpu::Graph>(begun);  // always ends it
   if (!queued.ok() || !captured.ok()) {
@@ -427,18 +462,22 @@ gpu::Graph* CudaForward::graph_for(int64_t m, int64_t k, int64_t stride, Picks p
   }
   graph = std::move(captured).value();
   spdlog::debug(
-      "cuda: captured the forward of {} rows ({} with logits{}, tables of {} blocks) as a CUDA graph", m, k,
+      "cuda: captured the forward of {} rows ({} with logits{}, tables of {} blocks{}) as a CUDA graph", m, k,
       picks == Picks::greedy    ? " and greedy picks"
       : picks == Picks::sampled ? " and sampled picks"
                                 : "",
-      stride);
+      stride, chained ? ", chained" : "");
   return &graph;
 }
 
-Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride, Picks picks) {
-  gpu::Graph* graph = graph_for(m, k, stride, picks);
-  if (graph == nullptr) return enqueue_plain(m, k, stride, picks);
-  return graph->launch(stream_);
+Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride, Picks picks, bool chained) {
+  gpu::Graph* graph = graph_for(m, k, stride, picks, chained);
+  if (graph != nullptr) return graph->launch(stream_);
+  // Graphs failed (off for good): the same kernels eagerly.
+  token_ids_ = chained ? d_picks_.as<int32_t>() + (1 - step_parity_) * max_rows_ : d_tokens_;
+  const Status queued = enqueue_plain(m, k, stride, picks);
+  token_ids_ = d_tokens_;
+  return queued;
 }
 
 Status CudaForward::warm_up(kernels::GemmMode gemm_mode) {
@@ -447,30 +486,112 @@ Status CudaForward::warm_up(kernels::GemmMode gemm_mode) {
   mode_ = gemm_mode;
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t stride = graph_stride(1), rows = std::min(kGraphMaxRows, max_rows_);
-  // With the greedy picks inside (plain greedy steps, ADR 0070) and without (the rest).
-  for (Picks picks : {Picks::none, Picks::greedy}) {
-    if (picks == Picks::greedy && !(device_pick_ && graph_pick_)) continue;
-    for (int64_t m = 1; m <= rows; ++m)
-      if (graph_for(m, m, stride, picks) == nullptr) return Status::Ok();  // eager from now on (warned)
+  // With the greedy picks inside (plain greedy steps, ADR 0070) and without (the rest); and the
+  // chained greedy steps on both parities (ADR 0090).
+  struct Variant {
+    Picks picks;
+    int parity;
+    bool chained;
+  };
+  const bool chain = can_chain();
+  for (const Variant v : {Variant{Picks::none, 0, false}, Variant{Picks::greedy, 0, false},
+                          Variant{Picks::greedy, 1, true}, Variant{Picks::greedy, 0, true}}) {
+    if (v.picks == Picks::greedy && !(device_pick_ && graph_pick_)) continue;
+    if (v.chained && !chain) continue;
+    step_parity_ = v.parity;
+    for (int64_t m = 1; m <= rows; ++m) {
+      gpu::Graph* graph = graph_for(m, m, stride, v.picks, v.chained);
+      if (graph == nullptr) {
+        step_parity_ = 0;
+        return Status::Ok();  // eager from now on (warned)
+      }
+    }
   }
+  step_parity_ = 0;
   spdlog::info("cuda: captured the decode graphs of 1..{} rows in {:.0f} ms", rows,
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return Status::Ok();
 }
 
 Expected<int64_t> CudaForward::run_chunk(const ChunkRows& in, const ForwardOptions& options,
-                                         const ChunkOutputs& out, kernels::GemmMode gemm_mode) {
-  Expected<int64_t> k = enqueue_and_wait(in, options, out, gemm_mode);
+                                         const ChunkOutputs& out, kernels::GemmMode gemm_mode,
+                                         const ChainedStep* next) {
+  Expected<int64_t> k = [&]() -> Expected<int64_t> {
+    TANDEM_RETURN_IF_ERROR(discard_chained());
+    TANDEM_ASSIGN_OR_RETURN(const int64_t rows, enqueue_and_wait(in, options, out, gemm_mode, next));
+    return rows;
+  }();
   // A chunk that failed midway may have left its copy out of staging_ (and kernels) queued:
-  // let them finish before the next chunk refills it. Every successful chunk ends synchronised.
-  if (!k.ok()) (void)stream_.synchronize();
+  // let them finish before the next chunk refills it. Every successful chunk ends with its
+  // own step done (a chained step after it may still run).
+  if (!k.ok()) {
+    chained_pending_ = false;
+    (void)stream_.synchronize();
+  }
   return k;
 }
 
+bool CudaForward::can_chain() const {
+  return chain_ && graphs_enabled_ && device_pick_ && graph_pick_ && !general_ && !sparse_ &&
+         w_.embedding_f32 == nullptr;
+}
+
+Status CudaForward::enqueue_chained(const ChainedStep& next) {
+  const int64_t m = next.rows.rows;
+  TANDEM_CHECK(can_chain() && mode_ == kernels::GemmMode::invariant && m >= 1 && m <= kGraphMaxRows &&
+               m <= max_rows_);
+  const int parity = 1 - parity_;
+  int64_t k = 0, stride = 1;
+  TANDEM_RETURN_IF_ERROR(upload_rows(next.rows, parity, &k, &stride, /*graphed=*/true));
+  TANDEM_CHECK(k == m);  // every row of a chained step wants its logits (its pick)
+  if (next.rules != nullptr) TANDEM_RETURN_IF_ERROR(upload_rules(next.rules, k, parity));
+  step_parity_ = parity;
+  parity_ = parity;
+  const Picks picks = next.rules != nullptr ? Picks::sampled : Picks::greedy;
+  TANDEM_RETURN_IF_ERROR(run_graphed(m, k, stride, picks, /*chained=*/true));
+  TANDEM_RETURN_IF_ERROR(done_[parity].record(stream_));
+  chained_pending_ = true;
+  chained_rows_ = m;
+  chained_picks_ = picks;
+  return Status::Ok();
+}
+
+Expected<int64_t> CudaForward::collect_chained(const ChunkOutputs& out, const ChainedStep* next) {
+  TANDEM_CHECK(chained_pending_);
+  const int parity = parity_;
+  const int64_t k = chained_rows_;
+  chained_pending_ = false;
+  const Status collected = [&]() -> Status {
+    TANDEM_RETURN_IF_ERROR(gpu::set_device(w_.device));
+    if (next != nullptr) TANDEM_RETURN_IF_ERROR(enqueue_chained(*next));
+    step_parity_ = parity;
+    return download_outputs(k, out, /*picks_queued=*/true);
+  }();
+  step_parity_ = 0;
+  if (!collected.ok()) {
+    chained_pending_ = false;
+    (void)stream_.synchronize();
+    return collected;
+  }
+  return k;
+}
+
+Status CudaForward::discard_chained() {
+  if (!chained_pending_) return Status::Ok();
+  chained_pending_ = false;
+  // Its K/V write lands before anything queued later; its outputs are never read. Waiting
+  // frees its parity's staging for the next step at once.
+  return stream_.synchronize();
+}
+
 Expected<int64_t> CudaForward::enqueue_and_wait(const ChunkRows& in, const ForwardOptions& options,
-                                                const ChunkOutputs& out, kernels::GemmMode gemm_mode) {
+                                                const ChunkOutputs& out, kernels::GemmMode gemm_mode,
+                                                const ChainedStep* next) {
   TANDEM_RETURN_IF_ERROR(gpu::set_device(w_.device));
   mode_ = gemm_mode;
+  // A step that is not chained takes parity 0's buffers (nothing is queued: discard_chained).
+  parity_ = 0;
+  step_parity_ = 0;
   const ModelConfig& c = model_.config();
   const int64_t m = in.rows, hs = c.hidden_size;
   const bool all_rows = options.hidden_all_rows && options.hidden == HiddenOutput::after_final_norm;
@@ -484,15 +605,20 @@ Expected<int64_t> CudaForward::enqueue_and_wait(const ChunkRows& in, const Forwa
                        !overrides && options.hidden == HiddenOutput::none && !sparse_;
   int64_t k = 0, stride = 1;
   timing_.begin(m, graphed);
-  TANDEM_RETURN_IF_ERROR(upload_rows(in, &k, &stride, graphed));
+  TANDEM_RETURN_IF_ERROR(upload_rows(in, 0, &k, &stride, graphed));
   if (out.picks != nullptr && out.rules != nullptr && k > 0)
-    TANDEM_RETURN_IF_ERROR(
-        d_rules_.upload(out.rules, sizeof(kernels::PickRule) * static_cast<size_t>(k), stream_));
+    TANDEM_RETURN_IF_ERROR(upload_rules(out.rules, k, 0));
   timing_.mark(StepTiming::upload);
   if (graphed) {
     // A step's picks and their copy to the host ride in the graph.
     const Picks picks = graph_pick_ && k > 0 ? picks_of(out) : Picks::none;
     TANDEM_RETURN_IF_ERROR(run_graphed(m, k, stride, picks));
+    // The next step of these rows goes in behind it before the host waits (ADR 0090).
+    if (next != nullptr && picks != Picks::none && k == m) {
+      TANDEM_RETURN_IF_ERROR(done_[0].record(stream_));
+      TANDEM_RETURN_IF_ERROR(enqueue_chained(*next));
+      step_parity_ = 0;
+    }
     timing_.mark(StepTiming::enqueue);
     if (k > 0)
       TANDEM_RETURN_IF_ERROR(download_outputs(k, out, picks != Picks::none));
@@ -529,7 +655,7 @@ Expected<int64_t> CudaForward::enqueue_and_wait(const ChunkRows& in, const Forwa
   TANDEM_RETURN_IF_ERROR(gpu::rmsnorm(stream_, g, f32(w_.final_norm), g, k, hs, c.rms_norm_eps));
   if (hidden == HiddenOutput::after_final_norm)
     TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.hidden, g, row_bytes * k));
-  TANDEM_RETURN_IF_ERROR(gemm(g, k, *w_.lm_head, c.vocab_size, hs, logits_.as<float>()));
+  TANDEM_RETURN_IF_ERROR(gemm(g, k, *w_.lm_head, c.vocab_size, hs, logits_at(0)));
   TANDEM_RETURN_IF_ERROR(cap_logits(k));
   timing_.mark(StepTiming::enqueue);
   TANDEM_RETURN_IF_ERROR(download_outputs(k, out));
@@ -540,10 +666,19 @@ Expected<int64_t> CudaForward::enqueue_and_wait(const ChunkRows& in, const Forwa
 Status CudaForward::download_outputs(int64_t k, const ChunkOutputs& out, bool picks_queued) {
   const int64_t vocab = model_.config().vocab_size;
   const size_t row_bytes = sizeof(float) * static_cast<size_t>(vocab);
-  if (out.picks == nullptr) return logits_.download(out.logits, row_bytes * static_cast<size_t>(k), stream_);
+  const float* logits = logits_at(step_parity_);
+  if (out.picks == nullptr) {
+    TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.logits, logits, row_bytes * static_cast<size_t>(k)));
+    return stream_.synchronize();
+  }
   if (!picks_queued) TANDEM_RETURN_IF_ERROR(enqueue_picks(k, picks_of(out)));
-  TANDEM_RETURN_IF_ERROR(stream_.synchronize());
-  const int32_t* picks = host_picks_.as<int32_t>();
+  // With a chained step queued behind this one, only this one is waited for (ADR 0090).
+  if (chained_pending_) {
+    TANDEM_RETURN_IF_ERROR(done_[step_parity_].synchronize());
+  } else {
+    TANDEM_RETURN_IF_ERROR(stream_.synchronize());
+  }
+  const int32_t* picks = host_picks_.as<int32_t>() + step_parity_ * max_rows_;
   std::memcpy(out.picks, picks, sizeof(int32_t) * static_cast<size_t>(k));
   // The rows without a pick — the caller needs them (PickRule::needs_row), or
   // they allow no token and the caller explains the dead end from the row —
@@ -556,7 +691,9 @@ Status CudaForward::download_outputs(int64_t k, const ChunkOutputs& out, bool pi
     }
     int64_t e = r + 1;
     while (e < k && picks[e] < 0) ++e;
-    TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.logits + r * vocab, logits_.as<float>() + r * vocab,
+    // Queued behind a chained step, if one is (rare: a row with nothing allowed); its logits
+    // are the other parity's.
+    TANDEM_RETURN_IF_ERROR(gpu::copy_async(stream_, out.logits + r * vocab, logits + r * vocab,
                                            row_bytes * static_cast<size_t>(e - r)));
     copied = true;
     r = e;

@@ -71,6 +71,15 @@ struct ChunkOutputs {
   const kernels::PickRule* rules = nullptr;
 };
 
+// The next step of a chunk's rows, queued behind it before the host reads the
+// chunk's picks (ADR 0090): the same rows one position on (positions, rope
+// positions and tables as given; every row wants logits), each row's token the
+// chunk's pick of that row, read on the device (rows.tokens is ignored).
+struct ChainedStep {
+  ChunkRows rows;
+  const kernels::PickRule* rules = nullptr;  // one per row, or null: every row greedy
+};
+
 class CudaForward {
  public:
   static Expected<std::unique_ptr<CudaForward>> create(const Model& model, const DeviceWeights& weights,
@@ -80,8 +89,21 @@ class CudaForward {
   // `gemm`: invariant (the default, ADR 0006's kernel) or splitk, which on the
   // GPU means cuBLAS with bf16 activations — NOT batch-invariant (the probe
   // declines it); FailedPrecondition when libcublas cannot be loaded.
+  // next: also queue that chained step behind this chunk (can_chain(), a
+  // graphed chunk with picks only) — it stays queued for collect_chained().
+  // A chained step still queued is discarded first.
   Expected<int64_t> run_chunk(const ChunkRows& in, const ForwardOptions& options, const ChunkOutputs& out,
-                              kernels::GemmMode gemm);
+                              kernels::GemmMode gemm, const ChainedStep* next = nullptr);
+  // ADR 0090. Whether this forward can queue chained steps: graphs, device picks
+  // inside them, bf16 embeddings, no Gemma / MoE layer, TANDEM_CUDA_CHAIN on.
+  bool can_chain() const;
+  bool chained_pending() const { return chained_pending_; }
+  // The queued chained step's outputs (its picks; the rows whose pick is -1),
+  // optionally queueing the next chained step behind it first; returns its rows.
+  Expected<int64_t> collect_chained(const ChunkOutputs& out, const ChainedStep* next = nullptr);
+  // Drops a queued chained step: waits for the stream (its writes land; its
+  // outputs are never read). A no-op when none is queued.
+  Status discard_chained();
   // Captures the graphs of plain decode steps (1..16 rows, each with logits,
   // the shortest table bucket) now rather than at their first use; nothing
   // outside the invariant GEMM mode. A capture failure turns graphs off
@@ -97,10 +119,19 @@ class CudaForward {
 
  private:
   CudaForward(const Model& model, const DeviceWeights& weights) : model_(model), w_(weights) {}
-  // run_chunk's work; it returns with the stream synchronised when it succeeds.
+  // run_chunk's work; it returns with its step done when it succeeds (`next` may still run).
   Expected<int64_t> enqueue_and_wait(const ChunkRows& in, const ForwardOptions& options,
-                                     const ChunkOutputs& out, kernels::GemmMode gemm);
-  Status upload_rows(const ChunkRows& in, int64_t* out_rows, int64_t* table_stride, bool graphed);
+                                     const ChunkOutputs& out, kernels::GemmMode gemm,
+                                     const ChainedStep* next);
+  // From staging_[parity] (a chained step's inputs go up while the step before it may
+  // still be waiting to copy its own).
+  Status upload_rows(const ChunkRows& in, int parity, int64_t* out_rows, int64_t* table_stride, bool graphed);
+  // k rules into d_rules_, through the page-locked staging of `parity`.
+  Status upload_rules(const kernels::PickRule* rules, int64_t k, int parity);
+  // Queues `next` behind the step queued last, on the other parity's buffers.
+  Status enqueue_chained(const ChainedStep& next);
+  // The logits buffer of a parity (1: kGraphMaxRows rows, chained steps only).
+  float* logits_at(int parity) const;
   // The block-table stride of a graphed chunk whose longest table has `needed`
   // blocks: the next power of two from kGraphMinStride, at most the pool.
   int64_t graph_stride(int64_t needed) const;
@@ -112,8 +143,10 @@ class CudaForward {
     return out.picks == nullptr ? Picks::none : out.rules == nullptr ? Picks::greedy : Picks::sampled;
   }
   // picks: then each row's pick too, copied to host_picks_.
+  // On step_parity_'s logits and picks buffers; the tokens from token_ids_.
   Status enqueue_plain(int64_t m, int64_t k, int64_t stride, Picks picks);
-  Status run_graphed(int64_t m, int64_t k, int64_t stride, Picks picks);
+  // chained: the tokens are the other parity's device picks (ADR 0090).
+  Status run_graphed(int64_t m, int64_t k, int64_t stride, Picks picks, bool chained = false);
   // The picks of logits_'s k rows (by d_rules_ when sampled), and their copy
   // into host_picks_ (queued, not waited for).
   Status enqueue_picks(int64_t k, Picks picks);
@@ -123,7 +156,7 @@ class CudaForward {
   Status layers(int64_t m, int64_t table_stride, bool final_norm = false, bool* final_normed = nullptr);
   // The graph of (rows, output rows, stride), captured if new; nullptr when
   // capturing failed (graphs are then off for good).
-  kernels::gpu::Graph* graph_for(int64_t m, int64_t k, int64_t stride, Picks picks);
+  kernels::gpu::Graph* graph_for(int64_t m, int64_t k, int64_t stride, Picks picks, bool chained = false);
   Status layer(int l, int64_t m, int64_t table_stride);
   // input_normed: h already holds the attention norm of x (the previous
   // layer's last epilogue wrote it); norm_after: when not null, the RMSNorm weight
@@ -160,6 +193,7 @@ class CudaForward {
   // set) each row's greedy pick, picked on the device, into out.picks, and the
   // rows too only when some row has none. picks_queued: the stream already
   // holds enqueue_picks (a graph with the picks inside).
+  // From step_parity_'s buffers; a step with picks waits for done_[step_parity_] only.
   Status download_outputs(int64_t k, const ChunkOutputs& out, bool picks_queued = false);
   // The GEMM without its slab sum (invariant mode), or cuBLAS into y (one slab).
   // bf16_ready: x_bf16_ already holds x rounded to bf16 (an epilogue wrote it).
@@ -243,8 +277,22 @@ class CudaForward {
     bool tile;
   };
   std::vector<AttentionSegment> attn_segments_;
-  kernels::gpu::PinnedBuffer staging_;  // the row inputs on the host (5 * max_rows + rows * stride ints)
+  // The row inputs on the host (5 * max_rows + rows * stride ints), then the pick rules; one per parity.
+  kernels::gpu::PinnedBuffer staging_[2];
+  // Chained steps (ADR 0090). A step that is not chained runs on parity 0's
+  // buffers; chained steps alternate (the first on 1), each reading the picks
+  // of the step before it from the other parity's half of d_picks_.
+  bool chain_ = true;  // TANDEM_CUDA_CHAIN (0: never; for comparison)
+  bool chained_pending_ = false;
+  int64_t chained_rows_ = 0;
+  Picks chained_picks_ = Picks::none;
+  int parity_ = 0;                         // of the step queued last
+  int step_parity_ = 0;                    // of the step being queued (enqueue_plain, download_outputs)
+  kernels::gpu::Event done_[2];            // per parity: the end of its step (picks in host memory)
+  kernels::gpu::DeviceBuffer logits_alt_;  // parity 1's logits [kGraphMaxRows][vocab]
+  const int32_t* token_ids_ = nullptr;     // what embed() reads: d_tokens_, or the previous picks
   kernels::gpu::PinnedBuffer host_logits_;
+  // d_picks_ and host_picks_: [2][max_rows], one half per parity.
   kernels::gpu::DeviceBuffer d_picks_, pick_best_, pick_index_, pick_counters_;
   kernels::gpu::DeviceBuffer d_rules_;  // [max_rows] kernels::PickRule, uploaded by a step with rules
   kernels::gpu::PickWorkspace pick_workspace_;

@@ -118,7 +118,7 @@ Status CudaForward::scale_embeddings(int64_t m) {
 Status CudaForward::cap_logits(int64_t k) {
   const float cap = model_.config().final_softcap;
   if (!(cap > 0.0f)) return Status::Ok();
-  return gpu::softcap_inplace(stream_, logits_.as<float>(), k * model_.config().vocab_size, cap);
+  return gpu::softcap_inplace(stream_, logits_at(step_parity_), k * model_.config().vocab_size, cap);
 }
 
 Status CudaForward::layer_general(int l, int64_t m, int64_t table_stride) {

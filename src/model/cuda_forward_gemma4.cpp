@@ -71,9 +71,9 @@ Status CudaForward::per_layer_inputs(int64_t m) {
   float *ple = ple_.as<float>(), *proj = ple_proj_.as<float>();
   const gpu::Stream& s = stream_;
   if (w_.per_layer_embedding_f32) {  // a table of another dtype, uploaded as f32 rows
-    TANDEM_RETURN_IF_ERROR(gpu::gather_rows(s, f32(w_.per_layer_embedding), d_tokens_, m, total, ple));
+    TANDEM_RETURN_IF_ERROR(gpu::gather_rows(s, f32(w_.per_layer_embedding), token_ids_, m, total, ple));
   } else {
-    TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(s, bf16(w_.per_layer_embedding), total, d_tokens_, m, ple));
+    TANDEM_RETURN_IF_ERROR(gpu::embedding_bf16(s, bf16(w_.per_layer_embedding), total, token_ids_, m, ple));
   }
   TANDEM_RETURN_IF_ERROR(gpu::scale_inplace(s, ple, m * total, model_.per_layer_embed_scale()));
   TANDEM_RETURN_IF_ERROR(gemm(x_.as<float>(), m, w_.per_layer_model_projection, total, c.hidden_size, proj));

@@ -89,7 +89,8 @@ int32_t ForwardOutput::argmax_row(int64_t r) const {
   return kernels::argmax(logits_row(r), vocab);
 }
 
-Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions& options) {
+Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions& options, bool adopt,
+                                    bool chain) {
 #ifdef TANDEM_HAVE_CUDA
   const int64_t hs = model_.config().hidden_size;
   ChunkRows in;
@@ -110,7 +111,17 @@ Status Forward::run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions
     out.hidden = out_hidden_.data() + out_rows_ * hs;
     out.hidden_all = out_hidden_.data() + r0 * hs;
   }
-  auto k = cuda_->run_chunk(in, options, out, ctx_.gemm);
+  ChainedStep next;
+  if (chain) {  // the same rows one position on (plan_chain)
+    next.rows = in;
+    next.rows.tokens = next_tokens_.data();
+    next.rows.positions = next_positions_.data();
+    next.rows.rope_positions = next_rope_.data();
+    next.rows.wants_output = next_wants_.data();
+    next.rules = next_rules_.empty() ? nullptr : next_rules_.data();
+  }
+  auto k = adopt ? cuda_->collect_chained(out, chain ? &next : nullptr)
+                 : cuda_->run_chunk(in, options, out, ctx_.gemm, chain ? &next : nullptr);
   if (!k.ok()) return k.status();
   out_rows_ += *k;
   return Status::Ok();
@@ -158,6 +169,16 @@ Status Forward::validate_and_reserve(std::span<const SequenceStep> steps) {
 
 Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const ForwardOptions& options) {
   TANDEM_RETURN_IF_ERROR(device_status_);
+  // The step queued ahead is either exactly this one, or dropped before anything else (ADR 0090).
+  const bool adopt = chained_matches(steps, options);
+#ifdef TANDEM_HAVE_CUDA
+  if (!adopt && cuda_ != nullptr && cuda_->chained_pending()) {
+    ++chained_dropped_;
+    TANDEM_RETURN_IF_ERROR(cuda_->discard_chained());
+  }
+#endif
+  if (adopt) ++chained_taken_;
+  if (!adopt) chained_.clear();
   TANDEM_RETURN_IF_ERROR(validate_and_reserve(steps));
   const ModelConfig& c = model_.config();
   ForwardOutput out;
@@ -213,10 +234,12 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
 
   out_rows_ = 0;
   if (options.picks_only) picks_.assign(static_cast<size_t>(out_rows), -1);
+  const bool chain = plan_chain(steps, options);  // one chunk then
+  chained_.clear();
   for (int64_t r0 = 0; r0 < rows; r0 += max_rows_) {
     const int64_t r1 = std::min(rows, r0 + max_rows_);
     if (cuda_) {
-      TANDEM_RETURN_IF_ERROR(run_chunk_on_device(r0, r1, options));
+      TANDEM_RETURN_IF_ERROR(run_chunk_on_device(r0, r1, options, adopt, chain));
     } else {
       run_chunk(r0, r1, options);
     }
@@ -239,6 +262,7 @@ Expected<ForwardOutput> Forward::run(std::span<const SequenceStep> steps, const 
 
   for (const SequenceStep& s : steps)
     kv_.set_length(s.seq, s.start_position + static_cast<int64_t>(s.tokens.size()));
+  if (chain) remember_chain(steps);
   out.rows = out_rows;
   out.logits = std::span<const float>(logits_base_, logit_floats);
   if (options.picks_only) out.picks = std::span<const int32_t>(picks_.data(), picks_.size());

@@ -68,8 +68,11 @@ SequenceId KvCache::create_sequence() {
   }
   sequences_[id] = Sequence{};
   sequences_[id].live = true;
+  sequences_[id].serial = next_serial_++;
   return id;
 }
+
+uint64_t KvCache::serial(SequenceId seq) const { return seq_ref(seq).serial; }
 
 bool KvCache::valid(SequenceId seq) const {
   return seq >= 0 && static_cast<size_t>(seq) < sequences_.size() && sequences_[seq].live;

@@ -295,8 +295,21 @@ void Engine::run_tick(const TickPlan& plan) {
                                                          : 0.0);
     metrics_.prompt_tokens_total += a.seq.prompt.size();
   }
-  if (!plan.decode.empty() || !plan.prefill.empty()) run_batched(plan);
+  if (!plan.decode.empty() || !plan.prefill.empty()) run_batched(plan, chain_ahead(plan));
   if (plan.speculative) run_speculative(*plan.speculative);
+}
+
+bool Engine::chain_ahead(const TickPlan& plan) {
+  // A step queued ahead that the next tick does not ask for costs the GPU one step: chain only
+  // where the next tick is the same sequences' next decode step as far as the engine can tell.
+  if (!plan.prefill.empty() || plan.speculative || !plan.dropped.empty() || planner_->queued() > 0)
+    return false;
+  if (drafter_ && speculation_available()) return false;
+  for (uint64_t id : plan.decode) {
+    const Active& a = active_.at(id);
+    if (static_cast<int64_t>(a.seq.generated.size()) + 1 >= a.req->max_tokens) return false;
+  }
+  return true;
 }
 
 int64_t Engine::admit(uint64_t id) {
@@ -349,7 +362,7 @@ void Engine::deliver_or_end(uint64_t id) {
   finish(id, FinishReason::error, std::move(why), failure);
 }
 
-double Engine::run_batched(const TickPlan& plan) {
+double Engine::run_batched(const TickPlan& plan, bool chain) {
   const auto t0 = Clock::now();
   std::vector<model::SequenceStep> steps;
   std::vector<uint64_t> owners;
@@ -393,6 +406,7 @@ double Engine::run_batched(const TickPlan& plan) {
   }
   options.picks_only = any_pick;
   if (any_pick && !all_greedy) options.pick_rules = rules;
+  options.chain = chain && plan.prefill.empty();
   auto out = forward_->run(steps, options);
   const auto forwarded = Clock::now();
   size_t forward_rows = 0;

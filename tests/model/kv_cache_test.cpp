@@ -64,11 +64,17 @@ TEST(KvCache, HandlesAreReused) {
   ASSERT_TRUE(kv.ok());
   EXPECT_EQ(kv->num_blocks(), 3);
   SequenceId a = kv->create_sequence();
+  const uint64_t first = kv->serial(a);
   kv->release(a);
   SequenceId b = kv->create_sequence();
   EXPECT_EQ(a, b);
   EXPECT_TRUE(kv->valid(b));
   EXPECT_FALSE(kv->valid(99));
+  // The id comes back; the serial does not (a handle's holder can tell the two apart).
+  EXPECT_NE(kv->serial(b), first);
+  SequenceId c = kv->create_sequence();
+  EXPECT_NE(kv->serial(c), kv->serial(b));
+  EXPECT_NE(kv->serial(c), first);
 }
 
 TEST(KvCache, RejectsBadOptions) {

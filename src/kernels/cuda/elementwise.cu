@@ -28,7 +28,8 @@ __global__ void embedding_kernel(const uint16_t* __restrict__ table, int64_t dim
                                  const int32_t* __restrict__ ids, float* __restrict__ out) {
   pdl_enter();
   const int64_t r = blockIdx.x;
-  const uint16_t* row = table + static_cast<int64_t>(ids[r]) * dim;
+  const int32_t id = ids[r];  // a chained step's -1 (no pick) reads row 0 (ADR 0090)
+  const uint16_t* row = table + static_cast<int64_t>(id < 0 ? 0 : id) * dim;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
     out[r * dim + i] = __uint_as_float(static_cast<uint32_t>(row[i]) << 16);
 }

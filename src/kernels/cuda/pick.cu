@@ -62,7 +62,7 @@ __device__ __forceinline__ void block_best(double& v, int& i, double* best_scrat
 // whose rule needs the row, gets -1.
 __global__ void __launch_bounds__(kPickThreads)
     pick_kernel(const float* logits, int64_t vocab, int64_t slice, const PickRule* __restrict__ rules,
-                int32_t* __restrict__ picks, PickWorkspace ws) {
+                int32_t* __restrict__ picks, PickWorkspace ws, int32_t* __restrict__ picks_copy) {
   __shared__ double best_scratch[kPickWarps];
   __shared__ int index_scratch[kPickWarps];
   __shared__ bool last;
@@ -119,6 +119,7 @@ __global__ void __launch_bounds__(kPickThreads)
   block_best(v, i, best_scratch, index_scratch);
   if (threadIdx.x == 0) {
     picks[row] = i;
+    if (picks_copy != nullptr) picks_copy[row] = i;
     ws.counters[row] = 0;  // ready for the next call
   }
 }
@@ -131,7 +132,7 @@ int64_t pick_slices(int64_t vocab, bool rules) {
 }
 
 Status pick_rows(const Stream& stream, const float* logits, int64_t rows, int64_t vocab,
-                 const PickRule* rules, int32_t* picks, const PickWorkspace& workspace) {
+                 const PickRule* rules, int32_t* picks, const PickWorkspace& workspace, int32_t* picks_copy) {
   if (rows < 0 || rows > 65535 || vocab <= 0 || vocab > INT_MAX)
     return invalid_argument("pick_rows: need 0 <= rows <= 65535 and 0 < vocab < 2^31 (got rows " +
                             std::to_string(rows) + ", vocab " + std::to_string(vocab) + ")");
@@ -146,7 +147,7 @@ Status pick_rows(const Stream& stream, const float* logits, int64_t rows, int64_
   return launch_kernel("pick_rows", pick_kernel,
                        dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)), dim3(kPickThreads),
                        0, stream.handle(), logits, vocab, rules != nullptr ? kSampledSlice : kGreedySlice,
-                       rules, picks, workspace);
+                       rules, picks, workspace, picks_copy);
 }
 
 }  // namespace tandem::kernels::gpu

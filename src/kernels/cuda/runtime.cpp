@@ -115,6 +115,39 @@ Status Stream::synchronize() const {
   return cuda_status(cudaStreamSynchronize(handle_), "cudaStreamSynchronize");
 }
 
+// ---------------------------------------------------------------- Event
+
+Expected<Event> Event::create() {
+  cudaEvent_t handle = nullptr;
+  TANDEM_RETURN_IF_ERROR(
+      cuda_status(cudaEventCreateWithFlags(&handle, cudaEventDisableTiming), "cudaEventCreateWithFlags"));
+  Event event;
+  event.handle_ = handle;
+  return event;
+}
+
+Event::Event(Event&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    if (handle_ != nullptr) cudaEventDestroy(handle_);
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+Event::~Event() {
+  if (handle_ != nullptr) cudaEventDestroy(handle_);
+}
+
+Status Event::record(const Stream& stream) {
+  return cuda_status(cudaEventRecord(handle_, stream.handle()), "cudaEventRecord");
+}
+
+Status Event::synchronize() const {
+  return cuda_status(cudaEventSynchronize(handle_), "cudaEventSynchronize");
+}
+
 // ---------------------------------------------------------------- Graph
 
 Status Graph::begin_capture(const Stream& stream) {

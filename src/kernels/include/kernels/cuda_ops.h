@@ -43,6 +43,7 @@
 
 struct CUstream_st;     // cudaStream_t is CUstream_st*
 struct CUgraphExec_st;  // cudaGraphExec_t is CUgraphExec_st*
+struct CUevent_st;      // cudaEvent_t is CUevent_st*
 
 namespace tandem::kernels::gpu {
 
@@ -79,6 +80,26 @@ class Stream {
 
  private:
   CUstream_st* handle_ = nullptr;
+};
+
+// An owned CUDA event (timing off): a point in a stream's queue that the host
+// can wait for without waiting for the work queued after it (ADR 0090).
+class Event {
+ public:
+  Event() = default;
+  static Expected<Event> create();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+  // Marks the end of the work queued on `stream` so far.
+  Status record(const Stream& stream);
+  // Waits until the recorded work is done; a kernel fault is reported here.
+  Status synchronize() const;
+
+ private:
+  CUevent_st* handle_ = nullptr;
 };
 
 // An owned, instantiated CUDA graph: the kernels queued on a stream between
@@ -387,7 +408,9 @@ size_t attention_partial_floats(int64_t rows, int n_heads, const DeviceKvPool& p
 // ---------------------------------------------------------------- glue of the model forward
 // Element-wise (no reductions), so trivially batch-invariant. f32 unless stated.
 
-// out[r] = f32(table[ids[r]]), table bf16 [vocab][dim]; ids must be in range (the caller validates).
+// out[r] = f32(table[ids[r]]), table bf16 [vocab][dim]; ids must be below vocab (the caller
+// validates). A negative id reads row 0: a chained step's token is the previous step's pick,
+// -1 where it had none, and that step's rows are then discarded (ADR 0090).
 Status embedding_bf16(const Stream& stream, const uint16_t* table, int64_t dim, const int32_t* ids,
                       int64_t rows, float* out);
 // y[r][j] += bias[j], r < rows, j < n.
@@ -429,8 +452,11 @@ struct PickWorkspace {
   int64_t rows = 0;   // counters
 };
 int64_t pick_slices(int64_t vocab, bool rules);
+// picks_copy, when not null, gets the same picks too (a device buffer the next
+// chained step's embedding reads while `picks` is the host's mapped memory, ADR 0090).
 Status pick_rows(const Stream& stream, const float* logits, int64_t rows, int64_t vocab,
-                 const PickRule* rules, int32_t* picks, const PickWorkspace& workspace);
+                 const PickRule* rules, int32_t* picks, const PickWorkspace& workspace,
+                 int32_t* picks_copy = nullptr);
 
 // ---------------------------------------------------------------- fused GEMM epilogues
 // Epilogues over GemmPartials (fused.cu): each value is the slab sum, then

@@ -102,6 +102,17 @@ struct ForwardOptions {
   // row gets -1 and its row: a step mixing requests downloads only the rows
   // some request needs (ADR 0072).
   std::span<const kernels::PickRule> pick_rules = {};
+  // Decode ahead (ADR 0090): where the forward can (a GPU with graphs and
+  // device picks; every step one token with its pick, at most 16, no
+  // embeddings, no row needed, the next position inside each sequence's held
+  // blocks), the next step of the same sequences — one position on, each
+  // token this step's pick, the same rules one position on — is queued on the
+  // device before this call waits for its own step. A later run() whose steps
+  // and options are exactly that step takes its results instead of computing
+  // them; any other run() drops it first (its K/V write lands, nothing else
+  // changes: KV lengths and blocks move only with the run() that asks).
+  // Same bits as without; a no-op on the CPU.
+  bool chain = false;
 };
 
 class Forward {
@@ -128,13 +139,26 @@ class Forward {
   void set_gemm_mode(kernels::GemmMode mode) { ctx_.gemm = mode; }
   const Model& model() const { return model_; }
   KvCache& kv() { return kv_; }
+  // run() calls whose step was the one queued ahead (ForwardOptions::chain), and
+  // steps queued ahead that no run() asked for (dropped), since construction.
+  int64_t chained_taken() const { return chained_taken_; }
+  int64_t chained_dropped() const { return chained_dropped_; }
   // Where run() computes (the model's placement).
   const Placement& placement() const { return model_.placement(); }
 
  private:
   Status validate_and_reserve(std::span<const SequenceStep> steps);
+  // ADR 0090 (forward_chain.cpp): whether `steps` / `options` are exactly the queued chained
+  // step; the chained step after this run, when it can have one (after validate_and_reserve and
+  // the row tables); what it must match, once this run's picks are known.
+  bool chained_matches(std::span<const SequenceStep> steps, const ForwardOptions& options) const;
+  bool plan_chain(std::span<const SequenceStep> steps, const ForwardOptions& options);
+  void remember_chain(std::span<const SequenceStep> steps);
   void run_chunk(int64_t r0, int64_t r1, const ForwardOptions& options);
-  Status run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions& options);
+  // adopt: the rows are the queued chained step (collected, not computed); chain: queue the
+  // next one behind them from next_* (ADR 0090).
+  Status run_chunk_on_device(int64_t r0, int64_t r1, const ForwardOptions& options, bool adopt = false,
+                             bool chain = false);
   void run_layer(int layer, int64_t r0, int64_t m);
   void attention_block(int layer, int64_t r0, int64_t m);
   void mlp_block(int layer, int64_t m);
@@ -187,6 +211,20 @@ class Forward {
   bool picked_on_device() const;
   std::vector<int32_t> picks_;    // ForwardOptions::picks_only: one per output row
   float* logits_base_ = nullptr;  // this run's logits: out_logits_, or the device backend's pinned buffer
+  // The chained step queued on the device (ADR 0090): per sequence what it was queued for; its
+  // rules (empty: greedy); the row tables run() hands the device for it.
+  struct ChainedRow {
+    SequenceId seq = -1;
+    uint64_t serial = 0;
+    int64_t position = 0;  // the step's start (its sequence's KV length when queued)
+    int32_t token = -1;    // the pick it embeds (-1: none; it can never match)
+    int32_t block = -1;    // the block its K/V went to
+  };
+  std::vector<ChainedRow> chained_;
+  int64_t chained_taken_ = 0, chained_dropped_ = 0;
+  std::vector<kernels::PickRule> chained_rules_, next_rules_;
+  std::vector<int32_t> next_tokens_, next_positions_, next_rope_;
+  std::vector<uint8_t> next_wants_;
   // The device backend (model placed on cuda), or null; its creation status.
   std::unique_ptr<CudaForward> cuda_;
   Status device_status_;

@@ -77,6 +77,10 @@ class KvCache {
   bool valid(SequenceId seq) const;
   // Frees the sequence's blocks; the handle becomes invalid.
   void release(SequenceId seq);
+  // A number no other sequence of this cache ever had (ids are reused after
+  // release; serials are not): how a holder of a handle tells a new sequence
+  // under the same id from the one it knew (ADR 0090).
+  uint64_t serial(SequenceId seq) const;
 
   // Valid K/V length of the sequence (positions [0, length)).
   int64_t length(SequenceId seq) const;
@@ -119,6 +123,7 @@ class KvCache {
     bool live = false;
     int64_t length = 0;
     int64_t frozen_tokens = 0;  // positions in shared (immutable) blocks
+    uint64_t serial = 0;
     std::vector<int32_t> blocks;
   };
   Sequence& seq_ref(SequenceId seq);
@@ -133,6 +138,7 @@ class KvCache {
   std::function<bool()> reclaim_;
   std::vector<Sequence> sequences_;
   std::vector<SequenceId> free_ids_;
+  uint64_t next_serial_ = 1;
 };
 
 }  // namespace tandem::model

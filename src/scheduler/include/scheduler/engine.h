@@ -137,7 +137,12 @@ class Engine {
   // prefix; returns the prompt tokens that need no prefill.
   int64_t admit(uint64_t id);
   // One batched forward + sampling + delivery; returns the ms of the first two.
-  double run_batched(const TickPlan& plan);
+  // chain: queue the next step of the same sequences ahead on a GPU (ADR 0090).
+  double run_batched(const TickPlan& plan, bool chain = false);
+  // Whether a decode-only tick should queue its next step ahead: nothing known
+  // to change the next tick (a request waiting for admission, speculation, a
+  // request whose max_tokens ends it with this step's token).
+  bool chain_ahead(const TickPlan& plan);
   void run_speculative(uint64_t id);
   void sample_into(sampling::Sampler& sampler, Active& a, const model::ForwardOutput& out, int64_t row,
                    int64_t position);

@@ -101,15 +101,18 @@ Expected<std::vector<int32_t>> DraftModelDrafter::propose(const DraftRequest& r)
 
   // The last row's pick is the token at `start + tokens.size()`; drafts need no logprobs.
   std::vector<kernels::PickRule> rules;
-  auto feed = [&](std::span<const int32_t> tokens, int64_t start) -> Expected<model::ForwardOutput> {
+  // chain: another draft step follows this one; on a GPU it is queued ahead (ADR 0090).
+  auto feed = [&](std::span<const int32_t> tokens, int64_t start,
+                  bool chain = false) -> Expected<model::ForwardOutput> {
     model::SequenceStep step{seq_, tokens, start, model::LogitRows::last};
-    const model::ForwardOptions options =
+    model::ForwardOptions options =
         pick_options(*r.params, false, start + static_cast<int64_t>(tokens.size()), 1, rules);
+    options.chain = chain;
     return forward_->run(std::span<const model::SequenceStep>(&step, 1), options);
   };
   const int64_t n = static_cast<int64_t>(committed.size());
   auto out = feed(std::span<const int32_t>(committed.data() + common, committed.size() - common),
-                  static_cast<int64_t>(common));
+                  static_cast<int64_t>(common), r.count >= 2);
   if (!out.ok()) {
     reset();
     return out.status();
@@ -123,7 +126,7 @@ Expected<std::vector<int32_t>> DraftModelDrafter::propose(const DraftRequest& r)
     drafts.push_back(token);
     history.push_back(token);
     if (i + 1 == r.count) break;
-    out = feed(std::span<const int32_t>(&drafts.back(), 1), n + i);
+    out = feed(std::span<const int32_t>(&drafts.back(), 1), n + i, i + 2 < r.count);
     if (!out.ok()) {
       reset();
       return out.status();

@@ -77,7 +77,7 @@ Expected<Run> decode(model::Forward& f, model::KvCache& kv, speculative::Drafter
   const auto t0 = Clock::now();
   while (st.ok() && static_cast<int>(s.generated.size()) < n) {
     if (!drafter) {
-      st = speculative::classic_step(f, sampler, s);
+      st = speculative::classic_step(f, sampler, s, static_cast<int>(s.generated.size()) + 1 < n);
       ++run.steps;
       continue;
     }

@@ -222,7 +222,10 @@ int run_generate(GenerateOptions o) {
       if (!done && !r->dead_end.ok()) return fail_after_output(r->dead_end);
       continue;
     }
-    if (Status st = speculative::classic_step(forward, sampler, s); !st.ok()) return fail_after_output(st);
+    const bool more =
+        static_cast<int64_t>(s.generated.size()) + 1 < o.max_tokens;  // queue it ahead (ADR 0090)
+    if (Status st = speculative::classic_step(forward, sampler, s, more); !st.ok())
+      return fail_after_output(st);
     emit();
   }
   if (detok) std::fputs(detok->flush().c_str(), stdout);

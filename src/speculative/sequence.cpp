@@ -74,13 +74,15 @@ Status prefill(model::Forward& target, sampling::Sampler& sampler, SequenceState
   return Status::Ok();
 }
 
-Status classic_step(model::Forward& target, sampling::Sampler& sampler, SequenceState& s) {
+Status classic_step(model::Forward& target, sampling::Sampler& sampler, SequenceState& s, bool chain) {
   if (s.generated.empty()) return failed_precondition("classic_step before prefill");
   const int64_t pos = s.pending_position();
   model::SequenceStep step{s.seq, std::span<const int32_t>(&s.generated.back(), 1), pos,
                            model::LogitRows::last};
   std::vector<kernels::PickRule> rules;
-  auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options_for(s, pos + 1, 1, rules));
+  model::ForwardOptions options = options_for(s, pos + 1, 1, rules);
+  options.chain = chain;
+  auto out = target.run(std::span<const model::SequenceStep>(&step, 1), options);
   if (!out.ok()) return out.status();
   s.append_hidden(*out, 0, 1);
   return pick_next(sampler, s, *out, pos + 1);

@@ -61,8 +61,9 @@ struct RoundStats {
 // nothing appended, when the sampled position allows no token.
 Status prefill(model::Forward& target, sampling::Sampler& sampler, SequenceState& s, int64_t chunk = 256);
 
-// Feeds the pending token and samples the next one.
-Status classic_step(model::Forward& target, sampling::Sampler& sampler, SequenceState& s);
+// Feeds the pending token and samples the next one. chain: another classic step
+// follows (ForwardOptions::chain: on a GPU it is queued ahead, ADR 0090).
+Status classic_step(model::Forward& target, sampling::Sampler& sampler, SequenceState& s, bool chain = false);
 
 // The block size a round at pending position L may use when every position it
 // touches (the target's verify rows L .. L+K-1, the drafts at L+1 .. L+K-1)

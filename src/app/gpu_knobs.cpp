@@ -64,6 +64,7 @@ const std::vector<Knob>& knobs() {
       boolean("TANDEM_CUDA_GRAPH_PICK"),
       boolean("TANDEM_CUDA_PICKS_TO_HOST"),
       boolean("TANDEM_CUDA_CHAIN"),
+      boolean("TANDEM_CUDA_STAGE_INPUTS"),
       boolean("TANDEM_CUDA_FUSE_ROPE"),
       integer("TANDEM_CUDA_FUSE_ROPE_ROWS", 0, 16),
       integer("TANDEM_CUDA_NORM_EPILOGUE_ROWS", 0, 8),

@@ -65,6 +65,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   // 0: never queue a decode step behind the one the host waits for (ADR 0090; same bits).
   const char* chain = std::getenv("TANDEM_CUDA_CHAIN");
   f->chain_ = chain == nullptr || std::string(chain) != "0";
+  // 0: a graphed step's row inputs go up by a DMA before it, not by its first kernel (ADR 0090; same bits).
+  const char* stage = std::getenv("TANDEM_CUDA_STAGE_INPUTS");
+  f->stage_inputs_ = stage == nullptr || std::string(stage) != "0";
   // GEMM inputs: bf16 (rounded once, one mma per k-step; the default, ADR 0054) or f32
   // (hi + lo split, ADR 0006). Both are batch invariant; an unknown value is an error.
   auto activations = cuda_activations();
@@ -184,6 +187,16 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   TANDEM_RETURN_IF_ERROR(f->attn_counters_.fill_bytes(0, f->stream_));
   f->attn_workspace_ = gpu::AttentionWorkspace{f->attn_partials_.as<float>(), partials,
                                                f->attn_counters_.as<uint32_t>(), counters};
+  if (f->stage_inputs_) {
+    const size_t ints = 5 * rows + static_cast<size_t>(std::min(max_rows, kGraphMaxRows) * f->max_table_);
+    f->graph_rules_offset_ = (ints * sizeof(int32_t) + 15) / 16 * 16;
+    for (gpu::PinnedBuffer& b : f->graph_staging_) {
+      auto staging = gpu::PinnedBuffer::allocate(f->graph_rules_offset_ + rows * sizeof(kernels::PickRule),
+                                                 /*mapped=*/true);
+      if (!staging.ok()) return staging.status();
+      b = std::move(staging).value();
+    }
+  }
   const size_t inputs = rows * (5 + static_cast<size_t>(f->max_table_));
   TANDEM_RETURN_IF_ERROR(alloc(f->row_inputs_, inputs * sizeof(int32_t)));
   int32_t* base = f->row_inputs_.as<int32_t>();
@@ -220,8 +233,11 @@ Status CudaForward::upload_rows(const ChunkRows& in, int parity, int64_t* out_ro
   // step (a stream synchronisation after a failure), and the chained steps alternate parities.
   const size_t count = static_cast<size_t>(5 * max_rows_ + m * stride);
   const size_t need = count * sizeof(int32_t) + static_cast<size_t>(max_rows_) * sizeof(kernels::PickRule);
-  gpu::PinnedBuffer& staging = staging_[parity];
-  if (staging.bytes() < need) {
+  // A graphed step's first kernel copies them from the mapped staging (enqueue_plain): no DMA.
+  const bool staged = graphed && stage_inputs_;
+  gpu::PinnedBuffer& staging = staged ? graph_staging_[parity] : staging_[parity];
+  TANDEM_CHECK(!staged || count * sizeof(int32_t) <= graph_rules_offset_);
+  if (!staged && staging.bytes() < need) {
     size_t bytes = 4096;
     while (bytes < need) bytes *= 2;
     auto grown = gpu::PinnedBuffer::allocate(bytes);
@@ -263,12 +279,18 @@ Status CudaForward::upload_rows(const ChunkRows& in, int parity, int64_t* out_ro
   }
   *out_rows = k;
   *table_stride = stride;
+  if (staged) return Status::Ok();
   return row_inputs_.upload(s, count * sizeof(int32_t), stream_);
 }
 
-Status CudaForward::upload_rules(const kernels::PickRule* rules, int64_t k, int parity) {
-  // After the rows upload_rows staged (its size check left room for max_rows rules).
+Status CudaForward::upload_rules(const kernels::PickRule* rules, int64_t k, int parity, bool graphed) {
   const size_t bytes = sizeof(kernels::PickRule) * static_cast<size_t>(k);
+  // A graph with its picks inside copies them in its first kernel (enqueue_plain).
+  if (graphed && stage_inputs_ && graph_pick_) {
+    std::memcpy(graph_staging_[parity].as<uint8_t>() + graph_rules_offset_, rules, bytes);
+    return Status::Ok();
+  }
+  // After the rows upload_rows staged (its size check left room for max_rows rules).
   auto* staged =
       reinterpret_cast<kernels::PickRule*>(staging_[parity].as<uint8_t>() + staging_[parity].bytes() -
                                            sizeof(kernels::PickRule) * static_cast<size_t>(max_rows_));
@@ -421,6 +443,15 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride, Picks pi
   const ModelConfig& c = model_.config();
   const int64_t hs = c.hidden_size;
   float *x = x_.as<float>(), *g = gather_.as<float>();
+  if (stage_inputs_) {  // the row inputs (and sampled rules) upload_rows left in the mapped staging
+    const gpu::PinnedBuffer& staging = graph_staging_[step_parity_];
+    const bool rules = picks == Picks::sampled;
+    TANDEM_RETURN_IF_ERROR(gpu::stage_inputs(
+        stream_, static_cast<const int32_t*>(staging.device_data()), row_inputs_.as<int32_t>(), max_rows_, m,
+        m * stride,
+        rules ? static_cast<const uint8_t*>(staging.device_data()) + graph_rules_offset_ : nullptr,
+        d_rules_.data(), rules ? static_cast<int64_t>(sizeof(kernels::PickRule)) * k : 0));
+  }
   TANDEM_RETURN_IF_ERROR(embed(m));
   TANDEM_RETURN_IF_ERROR(scale_embeddings(m));
   TANDEM_RETURN_IF_ERROR(per_layer_inputs(m));
@@ -544,7 +575,7 @@ Status CudaForward::enqueue_chained(const ChainedStep& next) {
   int64_t k = 0, stride = 1;
   TANDEM_RETURN_IF_ERROR(upload_rows(next.rows, parity, &k, &stride, /*graphed=*/true));
   TANDEM_CHECK(k == m);  // every row of a chained step wants its logits (its pick)
-  if (next.rules != nullptr) TANDEM_RETURN_IF_ERROR(upload_rules(next.rules, k, parity));
+  if (next.rules != nullptr) TANDEM_RETURN_IF_ERROR(upload_rules(next.rules, k, parity, /*graphed=*/true));
   step_parity_ = parity;
   parity_ = parity;
   const Picks picks = next.rules != nullptr ? Picks::sampled : Picks::greedy;
@@ -607,7 +638,7 @@ Expected<int64_t> CudaForward::enqueue_and_wait(const ChunkRows& in, const Forwa
   timing_.begin(m, graphed);
   TANDEM_RETURN_IF_ERROR(upload_rows(in, 0, &k, &stride, graphed));
   if (out.picks != nullptr && out.rules != nullptr && k > 0)
-    TANDEM_RETURN_IF_ERROR(upload_rules(out.rules, k, 0));
+    TANDEM_RETURN_IF_ERROR(upload_rules(out.rules, k, 0, graphed));
   timing_.mark(StepTiming::upload);
   if (graphed) {
     // A step's picks and their copy to the host ride in the graph.

@@ -126,8 +126,9 @@ class CudaForward {
   // From staging_[parity] (a chained step's inputs go up while the step before it may
   // still be waiting to copy its own).
   Status upload_rows(const ChunkRows& in, int parity, int64_t* out_rows, int64_t* table_stride, bool graphed);
-  // k rules into d_rules_, through the page-locked staging of `parity`.
-  Status upload_rules(const kernels::PickRule* rules, int64_t k, int parity);
+  // k rules into d_rules_, through the page-locked staging of `parity` (a graphed step's
+  // first kernel copies them, when it picks inside the graph).
+  Status upload_rules(const kernels::PickRule* rules, int64_t k, int parity, bool graphed);
   // Queues `next` behind the step queued last, on the other parity's buffers.
   Status enqueue_chained(const ChainedStep& next);
   // The logits buffer of a parity (1: kGraphMaxRows rows, chained steps only).
@@ -290,7 +291,14 @@ class CudaForward {
   int step_parity_ = 0;                    // of the step being queued (enqueue_plain, download_outputs)
   kernels::gpu::Event done_[2];            // per parity: the end of its step (picks in host memory)
   kernels::gpu::DeviceBuffer logits_alt_;  // parity 1's logits [kGraphMaxRows][vocab]
-  const int32_t* token_ids_ = nullptr;     // what embed() reads: d_tokens_, or the previous picks
+  // A graphed step's row inputs and rules, written by the host into page-locked memory the
+  // device maps and copied by the step's first kernel (gpu::stage_inputs) instead of a DMA
+  // before it — the DMA's start was most of the gap between steps (ADR 0090). One per parity,
+  // sized for kGraphMaxRows rows of the pool's longest table; TANDEM_CUDA_STAGE_INPUTS=0: the DMA.
+  bool stage_inputs_ = true;
+  kernels::gpu::PinnedBuffer graph_staging_[2];
+  size_t graph_rules_offset_ = 0;       // bytes into graph_staging_ where the rules go
+  const int32_t* token_ids_ = nullptr;  // what embed() reads: d_tokens_, or the previous picks
   kernels::gpu::PinnedBuffer host_logits_;
   // d_picks_ and host_picks_: [2][max_rows], one half per parity.
   kernels::gpu::DeviceBuffer d_picks_, pick_best_, pick_index_, pick_counters_;

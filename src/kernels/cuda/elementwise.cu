@@ -34,6 +34,30 @@ __global__ void embedding_kernel(const uint16_t* __restrict__ table, int64_t dim
     out[r * dim + i] = __uint_as_float(static_cast<uint32_t>(row[i]) << 16);
 }
 
+// The staged row inputs of a graphed step (ADR 0090): five arrays of `rows` of
+// `stride`-spaced ints, then table_ints, then rule_words, from page-locked host memory
+// the device maps. It never calls pdl_launch_dependents: the step's next kernel is
+// scheduled only once this one completes, so every later kernel of the step starts
+// after the inputs are in place and may read them before its pdl_wait (launch.cuh).
+__global__ void stage_inputs_kernel(const int32_t* __restrict__ src, int32_t* dst, int64_t stride,
+                                    int64_t rows, int64_t table_ints, const int32_t* __restrict__ rules_src,
+                                    int32_t* rules_dst, int64_t rule_words) {
+  pdl_wait();
+  const int64_t arrays = 5 * rows, total = arrays + table_ints + rule_words;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (i < arrays) {
+      const int64_t j = (i / rows) * stride + i % rows;
+      dst[j] = src[j];
+    } else if (i < arrays + table_ints) {
+      const int64_t j = 5 * stride + (i - arrays);
+      dst[j] = src[j];
+    } else {
+      rules_dst[i - arrays - table_ints] = rules_src[i - arrays - table_ints];
+    }
+  }
+}
+
 __global__ void add_bias_kernel(float* y, const float* __restrict__ bias, int64_t rows, int64_t n) {
   pdl_enter();
   const int64_t count = rows * n, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -166,6 +190,20 @@ Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t coun
   if (count <= 0) return Status::Ok();
   return launch_kernel("to_bf16", to_bf16_kernel, grid_for(count), dim3(kThreads), 0, stream.handle(), x, out,
                        count);
+}
+
+Status stage_inputs(const Stream& stream, const int32_t* src, int32_t* dst, int64_t stride, int64_t rows,
+                    int64_t table_ints, const void* rules_src, void* rules_dst, int64_t rule_bytes) {
+  if (rows < 0 || rows > stride || table_ints < 0 || rule_bytes < 0 || rule_bytes % 4 != 0)
+    return invalid_argument("stage_inputs: bad sizes (rows " + std::to_string(rows) + ", stride " +
+                            std::to_string(stride) + ", table ints " + std::to_string(table_ints) +
+                            ", rule bytes " + std::to_string(rule_bytes) + ")");
+  const int64_t total = 5 * rows + table_ints + rule_bytes / 4;
+  if (total == 0) return Status::Ok();
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 8));
+  return launch_kernel("stage_inputs", stage_inputs_kernel, dim3(blocks), dim3(kThreads), 0, stream.handle(),
+                       src, dst, stride, rows, table_ints, static_cast<const int32_t*>(rules_src),
+                       static_cast<int32_t*>(rules_dst), rule_bytes / 4);
 }
 
 Status gather_rows(const Stream& stream, const float* src, const int32_t* indices, int64_t rows, int64_t dim,

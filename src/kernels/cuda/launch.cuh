@@ -29,7 +29,10 @@
 // only a host-to-device copy writes. That copy is stream-ordered before the
 // step's first kernel, and a kernel starts no earlier than its predecessor
 // started, so every kernel of the step starts after the copy completed; the
-// next step's copy waits for this step's last kernel (ADR 0061). For the
+// next step's copy waits for this step's last kernel (ADR 0061). A graphed step
+// may instead copy them in its first kernel (stage_inputs, ADR 0090), which
+// never calls pdl_launch_dependents: its successors start after it completed,
+// so the same holds. For the
 // same reason a row that is its sequence's only new key may read the KV
 // pool's rows of its earlier positions before pdl_wait() (attention_from_qkv,
 // ADR 0075): only earlier calls wrote them.

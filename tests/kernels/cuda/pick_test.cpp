@@ -43,6 +43,12 @@ TEST(CudaPick, GreedyEqualsTheHostPickOnEveryEdgeCase) {
     Workspace ws(rows, vocab, *stream);
     ASSERT_TRUE(pick_rows(*stream, xd.as<float>(), rows, vocab, nullptr, picks.as<int32_t>(), ws.view).ok());
     const std::vector<int32_t> got = testing::to_host<int32_t>(picks, rows, *stream);
+    // A second destination (ADR 0090) gets the same picks.
+    DeviceBuffer copy = testing::poisoned(rows * 4, *stream);
+    ASSERT_TRUE(pick_rows(*stream, xd.as<float>(), rows, vocab, nullptr, picks.as<int32_t>(), ws.view,
+                          copy.as<int32_t>())
+                    .ok());
+    EXPECT_EQ(testing::to_host<int32_t>(copy, rows, *stream), got) << "vocab " << vocab;
     for (int64_t r = 0; r < rows; ++r) {
       EXPECT_EQ(got[r], greedy_pick(x.data() + r * vocab, vocab)) << "vocab " << vocab << " row " << r;
       DeviceBuffer one = testing::poisoned(4, *stream);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "kernels/cuda_pinned.h"
 #include "kernels/ops.h"
 
 namespace tandem::kernels::gpu {
@@ -115,6 +116,37 @@ TEST(CudaRope, BitwiseEqualToTheCpuRopeAndRowInvariant) {
     const std::vector<float> alone = testing::to_host<float>(one, width, *stream);
     EXPECT_TRUE(same_bits(alone.data(), y.data() + 20 * width, width));
   }
+}
+
+// A graphed step's row inputs copied by its first kernel from mapped page-locked
+// memory (ADR 0090): the first `rows` of each of five arrays, the tables, the rules;
+// nothing else of dst is written.
+TEST(CudaStageInputs, CopiesTheRowsTablesAndRulesFromMappedMemory) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  Expected<Stream> stream = Stream::create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  const int64_t spacing = 16, rows = 3, table_ints = rows * 8, rule_words = 6 * rows;
+  const int64_t words = 5 * spacing + table_ints;
+  auto src = PinnedBuffer::allocate(sizeof(int32_t) * (words + rule_words), /*mapped=*/true);
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  int32_t* host = src->as<int32_t>();
+  for (int64_t i = 0; i < words + rule_words; ++i) host[i] = static_cast<int32_t>(1000 + i);
+  DeviceBuffer dst = testing::poisoned(sizeof(int32_t) * words, *stream);
+  DeviceBuffer rules = testing::poisoned(sizeof(int32_t) * (rule_words + 2), *stream);
+  const auto* device = static_cast<const int32_t*>(src->device_data());
+  ASSERT_TRUE(stage_inputs(*stream, device, dst.as<int32_t>(), spacing, rows, table_ints, device + words,
+                           rules.as<int32_t>(), sizeof(int32_t) * rule_words)
+                  .ok());
+  const std::vector<int32_t> got = testing::to_host<int32_t>(dst, words, *stream);
+  for (int64_t i = 0; i < words; ++i) {
+    const bool copied = i >= 5 * spacing || i % spacing < rows;
+    EXPECT_EQ(got[i], copied ? host[i] : -1) << "word " << i;
+  }
+  const std::vector<int32_t> r = testing::to_host<int32_t>(rules, rule_words + 2, *stream);
+  for (int64_t i = 0; i < rule_words + 2; ++i) EXPECT_EQ(r[i], i < rule_words ? host[words + i] : -1) << i;
+  EXPECT_FALSE(
+      stage_inputs(*stream, device, dst.as<int32_t>(), spacing, spacing + 1, 0, nullptr, nullptr, 0).ok());
+  EXPECT_FALSE(stage_inputs(*stream, device, dst.as<int32_t>(), spacing, 1, 0, nullptr, nullptr, 3).ok());
 }
 
 TEST(CudaRowwiseArguments, BadShapesAreInvalidArgument) {

@@ -430,6 +430,14 @@ Status to_bf16(const Stream& stream, const float* x, uint16_t* out, int64_t coun
 // (kernels/bf16_terms.h, ADR 0083). pitch >= k.
 Status repeat_cols(const Stream& stream, const float* x, int64_t rows, int64_t k, int copies, int64_t pitch,
                    float* out);
+// A graphed step's row inputs, copied by its first kernel from `src` — page-locked
+// host memory the device maps (PinnedBuffer::device_data) — instead of a DMA before
+// the step (ADR 0090): the first `rows` ints of each of five arrays spaced `stride`
+// apart, then `table_ints` ints from 5 * stride on (same offsets in dst), then
+// rule_bytes (a multiple of 4) from rules_src to rules_dst. The step's later kernels
+// start after it completes (it never releases them early).
+Status stage_inputs(const Stream& stream, const int32_t* src, int32_t* dst, int64_t stride, int64_t rows,
+                    int64_t table_ints, const void* rules_src, void* rules_dst, int64_t rule_bytes);
 // dst[r] = src[indices[r]] for r < rows; rows of `dim` floats; indices on the device.
 Status gather_rows(const Stream& stream, const float* src, const int32_t* indices, int64_t rows, int64_t dim,
                    float* dst);

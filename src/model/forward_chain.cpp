@@ -27,13 +27,38 @@ int32_t block_at(const KvCache& kv, SequenceId seq, int64_t position) {
   return index < kv.held_blocks(seq) ? kv.block_table(seq)[index] : -1;
 }
 
+// What a chained step and the call that takes it both are: one-token steps with
+// their picks only, on the invariant GEMMs.
+bool decode_shaped(std::span<const SequenceStep> steps, const ForwardOptions& options,
+                   kernels::GemmMode gemm) {
+  if (!options.picks_only || options.hidden != HiddenOutput::none || gemm != kernels::GemmMode::invariant)
+    return false;
+  for (const SequenceStep& s : steps)
+    if (s.tokens.size() != 1 || s.logits != LogitRows::last || !s.embeddings.empty() || s.rope_offset != 0)
+      return false;
+  return true;
+}
+
 }  // namespace
 
-bool Forward::chained_matches(std::span<const SequenceStep> steps, const ForwardOptions& options) const {
+bool Forward::device_chain_pending() const {
 #ifdef TANDEM_HAVE_CUDA
-  if (cuda_ == nullptr || !cuda_->chained_pending() || chained_.size() != steps.size()) return false;
-  if (!options.picks_only || options.hidden != HiddenOutput::none ||
-      ctx_.gemm != kernels::GemmMode::invariant)
+  return cuda_ != nullptr && cuda_->chained_pending();
+#else
+  return false;
+#endif
+}
+
+bool Forward::device_can_chain() const {
+#ifdef TANDEM_HAVE_CUDA
+  return cuda_ != nullptr && cuda_->can_chain() && picked_on_device();
+#else
+  return false;
+#endif
+}
+
+bool Forward::chained_matches(std::span<const SequenceStep> steps, const ForwardOptions& options) const {
+  if (!device_chain_pending() || chained_.size() != steps.size() || !decode_shaped(steps, options, ctx_.gemm))
     return false;
   if (options.pick_rules.size() != chained_rules_.size()) return false;
   for (size_t i = 0; i < chained_rules_.size(); ++i)
@@ -42,35 +67,23 @@ bool Forward::chained_matches(std::span<const SequenceStep> steps, const Forward
     const SequenceStep& s = steps[i];
     const ChainedRow& c = chained_[i];
     if (s.seq != c.seq || !kv_.valid(s.seq) || kv_.serial(s.seq) != c.serial) return false;
-    if (s.tokens.size() != 1 || c.token < 0 || s.tokens[0] != c.token) return false;
+    if (c.token < 0 || s.tokens[0] != c.token) return false;
     if (s.start_position != c.position || kv_.length(s.seq) != c.position) return false;
-    if (s.logits != LogitRows::last || !s.embeddings.empty() || s.rope_offset != 0) return false;
     if (block_at(kv_, s.seq, c.position) != c.block) return false;
   }
   return true;
-#else
-  (void)steps;
-  (void)options;
-  return false;
-#endif
 }
 
 bool Forward::plan_chain(std::span<const SequenceStep> steps, const ForwardOptions& options) {
-#ifdef TANDEM_HAVE_CUDA
   const int64_t rows = static_cast<int64_t>(tokens_.size());
-  if (!options.chain || cuda_ == nullptr || !cuda_->can_chain() || !picked_on_device()) return false;
-  if (!options.picks_only || options.hidden != HiddenOutput::none ||
-      ctx_.gemm != kernels::GemmMode::invariant)
-    return false;
-  // One graphed chunk of one-token steps, each with its pick (16: CudaForward's graphed rows).
-  if (rows != static_cast<int64_t>(steps.size()) || rows > 16 || rows > max_rows_) return false;
+  if (!options.chain || !device_can_chain() || !decode_shaped(steps, options, ctx_.gemm)) return false;
+  // One graphed chunk (16: CudaForward's graphed rows), no rule that needs its row.
+  if (rows > 16 || rows > max_rows_) return false;
   for (const kernels::PickRule& rule : options.pick_rules)
     if (rule.needs_row != 0) return false;
-  for (const SequenceStep& s : steps) {
-    if (s.logits != LogitRows::last || !s.embeddings.empty() || s.rope_offset != 0) return false;
-    // The next position inside the blocks the sequence holds: the step ahead never takes a block.
+  // The next position inside the blocks each sequence holds: the step ahead never takes a block.
+  for (const SequenceStep& s : steps)
     if (kv_.blocks_needed(s.seq, s.start_position + 2) != 0) return false;
-  }
   next_tokens_.assign(static_cast<size_t>(rows), 0);  // the device reads this step's picks instead
   next_positions_.resize(static_cast<size_t>(rows));
   next_rope_.resize(static_cast<size_t>(rows));
@@ -82,26 +95,17 @@ bool Forward::plan_chain(std::span<const SequenceStep> steps, const ForwardOptio
   next_rules_.assign(options.pick_rules.begin(), options.pick_rules.end());
   for (kernels::PickRule& rule : next_rules_) rule.position += 1;
   return true;
-#else
-  (void)steps;
-  (void)options;
-  return false;
-#endif
 }
 
 void Forward::remember_chain(std::span<const SequenceStep> steps) {
   chained_.clear();
-#ifdef TANDEM_HAVE_CUDA
-  if (cuda_ == nullptr || !cuda_->chained_pending()) return;
+  if (!device_chain_pending()) return;
   for (size_t i = 0; i < steps.size(); ++i) {
     const SequenceStep& s = steps[i];
     const int64_t position = s.start_position + 1;
     chained_.push_back({s.seq, kv_.serial(s.seq), position, picks_[i], block_at(kv_, s.seq, position)});
   }
   chained_rules_ = next_rules_;
-#else
-  (void)steps;
-#endif
 }
 
 }  // namespace tandem::model

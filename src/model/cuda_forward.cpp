@@ -65,10 +65,9 @@ Expected<std::unique_ptr<CudaForward>> CudaForward::create(const Model& model, c
   // 0: never queue a decode step behind the one the host waits for (ADR 0090; same bits).
   const char* chain = std::getenv("TANDEM_CUDA_CHAIN");
   f->chain_ = chain == nullptr || std::string(chain) != "0";
-  // 1: a graphed step's row inputs are copied by its first kernel from mapped page-locked memory, not by a
-  // DMA before it (ADR 0090; the same bits by construction). Off until it has run on a GPU.
+  // 0: a graphed step's row inputs go up by a DMA before it, not by its first kernel (ADR 0090; same bits).
   const char* stage = std::getenv("TANDEM_CUDA_STAGE_INPUTS");
-  f->stage_inputs_ = stage != nullptr && std::string(stage) == "1";
+  f->stage_inputs_ = stage == nullptr || std::string(stage) != "0";
   // GEMM inputs: bf16 (rounded once, one mma per k-step; the default, ADR 0054) or f32
   // (hi + lo split, ADR 0006). Both are batch invariant; an unknown value is an error.
   auto activations = cuda_activations();

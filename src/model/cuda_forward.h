@@ -294,9 +294,8 @@ class CudaForward {
   // A graphed step's row inputs and rules, written by the host into page-locked memory the
   // device maps and copied by the step's first kernel (gpu::stage_inputs) instead of a DMA
   // before it — the DMA's start was most of the gap between steps (ADR 0090). One per parity,
-  // sized for kGraphMaxRows rows of the pool's longest table; TANDEM_CUDA_STAGE_INPUTS=1 (off by
-  // default until it has run on a GPU).
-  bool stage_inputs_ = false;
+  // sized for kGraphMaxRows rows of the pool's longest table; TANDEM_CUDA_STAGE_INPUTS=0: the DMA.
+  bool stage_inputs_ = true;
   kernels::gpu::PinnedBuffer graph_staging_[2];
   size_t graph_rules_offset_ = 0;       // bytes into graph_staging_ where the rules go
   const int32_t* token_ids_ = nullptr;  // what embed() reads: d_tokens_, or the previous picks

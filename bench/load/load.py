@@ -18,6 +18,8 @@ ignore_eos, vLLM's meaning, so a greedy request stays plain greedy; --ban-tokens
   python3 bench/load/load.py --url http://127.0.0.1:8080 --concurrency 1,8,64 \\
       --max-tokens 128 --prompt-tokens 32 --ban-tokens 128001,128008,128009 --repeat 2
   --prompt-tokens 2048 --max-tokens 1 --concurrency 1: the TTFT of a long prompt alone.
+  --per-client 8 --max-tokens-min 16: closed-loop clients whose requests end at different
+  steps, so the batch changes every few steps (steady is then not computed).
 """
 import argparse
 import http.client
@@ -68,21 +70,38 @@ def request_stream(url, body, out):
     out.update(sent=sent, chunks=chunks, tokens=tokens if tokens is not None else len(chunks))
 
 
+def client_loop(url, bodies, outs):
+    for body, out in zip(bodies, outs):
+        one_request(url, body, out)
+
+
 def run_level(args, c, level_index):
-    results = [dict() for _ in range(c)]
+    # Each of the c clients sends --per-client requests back to back (closed loop); with
+    # --max-tokens-min each request's max_tokens is drawn in [min, --max-tokens] from its seed,
+    # so requests join and leave the batch at every few steps instead of all at once.
+    per = args.per_client
+    results = [dict() for _ in range(c * per)]
     threads = []
     for i in range(c):
-        seed = level_index * 100003 + i
-        prompt = [args.token_base + (seed * 7919 + p * 104729) % args.token_span for p in range(args.prompt_tokens)]
-        body = {"prompt": prompt, "max_tokens": args.max_tokens, "temperature": args.temperature,
-                "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
-        if args.model:
-            body["model"] = args.model
-        if args.ignore_eos:
-            body["ignore_eos"] = True
-        if args.ban:
-            body["logit_bias"] = {str(t): -100 for t in args.ban}
-        threads.append(threading.Thread(target=one_request, args=(args.url, body, results[i])))
+        bodies = []
+        for j in range(per):
+            seed = level_index * 100003 + i * 1009 + j
+            prompt = [args.token_base + (seed * 7919 + p * 104729) % args.token_span
+                      for p in range(args.prompt_tokens)]
+            max_tokens = args.max_tokens
+            if args.max_tokens_min:
+                max_tokens = args.max_tokens_min + (seed * 2654435761) % (args.max_tokens - args.max_tokens_min + 1)
+            body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": args.temperature,
+                    "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
+            if args.model:
+                body["model"] = args.model
+            if args.ignore_eos:
+                body["ignore_eos"] = True
+            if args.ban:
+                body["logit_bias"] = {str(t): -100 for t in args.ban}
+            bodies.append(body)
+        threads.append(threading.Thread(target=client_loop,
+                                        args=(args.url, bodies, results[i * per:(i + 1) * per])))
     start = time.perf_counter()
     for t in threads:
         t.start()
@@ -99,7 +118,7 @@ def run_level(args, c, level_index):
     lo = max(r["chunks"][0] for r in results)
     hi = min(r["chunks"][-1] for r in results)
     steady = None
-    if hi > lo:
+    if hi > lo and per == 1:
         n = sum(sum(1 for t in r["chunks"] if lo <= t <= hi) * r["tokens"] / len(r["chunks"]) for r in results)
         steady = n / (hi - lo)
     return {"concurrency": c, "wall_s": wall, "tokens": total, "aggregate_tok_s": total / wall,
@@ -113,6 +132,9 @@ def main():
     ap.add_argument("--model")
     ap.add_argument("--concurrency", default="1,8,64")
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--max-tokens-min", type=int, default=0,
+                    help="draw each request's max_tokens in [this, --max-tokens] (0: all --max-tokens)")
+    ap.add_argument("--per-client", type=int, default=1, help="requests each client sends back to back")
     ap.add_argument("--prompt-tokens", type=int, default=32)
     ap.add_argument("--token-base", type=int, default=1000, help="prompt ids are in [base, base + span)")
     ap.add_argument("--token-span", type=int, default=100000)

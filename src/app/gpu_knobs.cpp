@@ -48,7 +48,7 @@ Knob choice(const char* name, std::vector<std::string> choices) {
 }
 
 // docs/environment.md's order. Readers: quant_gemm.cu (QUANT_FUSED_ROWS, QUANT_STREAM), gemm.cu
-// (SMALL/LARGE/WIDE_TILE, TILE_SLICES), runtime.cpp (PDL), fused.cu (ROW_NORM), attention.cu,
+// (SMALL/LARGE/WIDE_TILE, TILE_SLICES), runtime.cpp (PDL), fused.cu (ROW_NORM, NORM_CLUSTER), attention.cu,
 // model/cuda_forward.cpp (FUSE*, GRAPH_STRIDE, DEVICE_PICK, GRAPH_PICK), model/device.cpp
 // (ACTIVATIONS), model/device_weights.cpp (UPLOAD*), app (CHUNK_ROWS),
 // model/step_timing.h and scheduler/engine.cpp (STEP_TIMING).
@@ -81,6 +81,7 @@ const std::vector<Knob>& knobs() {
       boolean("TANDEM_CUDA_TILE_SLICES"),
       integer("TANDEM_CUDA_WIDE_TILE", 0, kWideModes - 1),
       boolean("TANDEM_CUDA_ROW_NORM"),
+      boolean("TANDEM_CUDA_NORM_CLUSTER"),
       // serve clamps it to 256..4096 (engine_forward_rows); generate and bench take it as is.
       integer("TANDEM_CUDA_CHUNK_ROWS", 1, 65536),
       choice("TANDEM_CUDA_ACTIVATIONS", {"bf16", "f32"}),

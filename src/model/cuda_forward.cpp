@@ -232,11 +232,11 @@ Status CudaForward::upload_rows(const ChunkRows& in, int parity, int64_t* out_ro
   // last copy out is done when the host next fills it: every run_chunk ends in a wait for its
   // step (a stream synchronisation after a failure), and the chained steps alternate parities.
   const size_t count = static_cast<size_t>(5 * max_rows_ + m * stride);
-  const size_t need = count * sizeof(int32_t) + static_cast<size_t>(max_rows_) * sizeof(kernels::PickRule);
   // A graphed step's first kernel copies them from the mapped staging (enqueue_plain): no DMA.
   const bool staged = graphed && stage_inputs_;
   gpu::PinnedBuffer& staging = staged ? graph_staging_[parity] : staging_[parity];
   TANDEM_CHECK(!staged || count * sizeof(int32_t) <= graph_rules_offset_);
+  const size_t need = count * sizeof(int32_t) + static_cast<size_t>(max_rows_) * sizeof(kernels::PickRule);
   if (!staged && staging.bytes() < need) {
     size_t bytes = 4096;
     while (bytes < need) bytes *= 2;
@@ -472,13 +472,17 @@ Status CudaForward::enqueue_plain(int64_t m, int64_t k, int64_t stride, Picks pi
   return picks != Picks::none ? enqueue_picks(k, picks) : Status::Ok();
 }
 
+const int32_t* CudaForward::tokens_for(bool chained) const {
+  return chained ? d_picks_.as<int32_t>() + (1 - step_parity_) * max_rows_ : d_tokens_;
+}
+
 gpu::Graph* CudaForward::graph_for(int64_t m, int64_t k, int64_t stride, Picks picks, bool chained) {
   // The parity's buffers are baked in; a chained step's tokens are the other parity's picks.
   const int64_t variant = (static_cast<int64_t>(picks) * 2 + step_parity_) * 2 + (chained ? 1 : 0);
   gpu::Graph& graph = graphs_[((stride * (kGraphMaxRows + 1) + m) * (kGraphMaxRows + 1) + k) * 12 + variant];
   if (!graph.empty()) return &graph;
   TANDEM_CHECK(mode_ == kernels::GemmMode::invariant);
-  token_ids_ = chained ? d_picks_.as<int32_t>() + (1 - step_parity_) * max_rows_ : d_tokens_;
+  token_ids_ = tokens_for(chained);
   Status begun = gpu::Graph::begin_capture(stream_);
   const Status queued = begun.ok() ? enqueue_plain(m, k, stride, picks) : begun;
   token_ids_ = d_tokens_;
@@ -505,7 +509,7 @@ Status CudaForward::run_graphed(int64_t m, int64_t k, int64_t stride, Picks pick
   gpu::Graph* graph = graph_for(m, k, stride, picks, chained);
   if (graph != nullptr) return graph->launch(stream_);
   // Graphs failed (off for good): the same kernels eagerly.
-  token_ids_ = chained ? d_picks_.as<int32_t>() + (1 - step_parity_) * max_rows_ : d_tokens_;
+  token_ids_ = tokens_for(chained);
   const Status queued = enqueue_plain(m, k, stride, picks);
   token_ids_ = d_tokens_;
   return queued;

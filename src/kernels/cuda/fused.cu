@@ -8,6 +8,7 @@
 // and the round trips through memory go. The residual add can also carry the
 // RMSNorm that follows it (residual_add_rmsnorm_partials: add_inplace then
 // rmsnorm). Compiled with --fmad=false.
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include "cuda/bf16_bits.cuh"
 #include "cuda/cuda_check.h"
+#include "cuda/device_info.h"
 #include "cuda/launch.cuh"
 #include "cuda/qkv_values.cuh"
 #include "cuda/rms_row.cuh"
@@ -190,6 +192,112 @@ __global__ void __launch_bounds__(kResidualNormThreads)
   }
 }
 
+// The same three phases spread over a cluster of kNormClusterBlocks blocks
+// per row (ADR 0091): block b plays rms_inverse_of_row's warp b, so it owns
+// the elements that warp's threads sum, i = 256 j + 32 b + lane (a 128-byte
+// run of every 256), adds their slabs, bias and residual (thread (lane, warp w)
+// takes j = w, w + 8, …), and its first warp sums their squares in that warp's
+// order (j ascending) and reduces them with the same xor tree. Each block
+// pushes its warp sum into every block's shared memory (distributed shared
+// memory), one cluster barrier, then every block runs rms_of_warp_sums's tree
+// over the eight: the staged kernel's arithmetic, operation for operation.
+// Eight blocks of 256 threads instead of one of 1,024: each thread loads one or
+// two elements' slabs, and a kernel boundary measured ~1 µs dearer for one
+// 1,024-thread block than for a spread grid (bench_handoff_latency).
+constexpr int kNormClusterBlocks = kRmsThreads / 32;
+constexpr int kNormClusterThreads = 256;
+constexpr int kNormClusterPer = static_cast<int>(kStagedMax / (kNormClusterBlocks * kNormClusterThreads));
+
+__global__ void __launch_bounds__(kNormClusterThreads)
+    residual_rmsnorm_cluster_kernel(const float* slabs, int slices, int64_t rows, int64_t n,
+                                    const float* __restrict__ bias, float* x,
+                                    const float* __restrict__ weight, float* h, uint16_t* __restrict__ h_bf16,
+                                    float eps) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters; launched only on sm_90+ devices
+  namespace cg = cooperative_groups;
+  __shared__ float xs[kNormClusterPer * kNormClusterThreads];  // [j][lane], this block's elements
+  __shared__ float sums[kNormClusterBlocks];                   // warp b's sum, pushed by block b
+  __shared__ float total;
+  const int b = static_cast<int>(blockIdx.x), lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  constexpr int kWarps = kNormClusterThreads / 32;
+  int64_t idx[kNormClusterPer];
+#pragma unroll
+  for (int q = 0; q < kNormClusterPer; ++q) idx[q] = int64_t{kRmsThreads} * (w + q * kWarps) + 32 * b + lane;
+  pdl_launch_dependents();
+  float wv[kNormClusterPer], bv[kNormClusterPer];
+#pragma unroll
+  for (int q = 0; q < kNormClusterPer; ++q) {
+    wv[q] = idx[q] < n ? weight[idx[q]] : 0.0f;
+    bv[q] = bias != nullptr && idx[q] < n ? bias[idx[q]] : 0.0f;
+  }
+  pdl_wait();
+  const int64_t count = rows * n, row0 = static_cast<int64_t>(blockIdx.y) * n;
+  const float* sr = slabs + row0;
+  float* xr = x + row0;
+  float s[kNormClusterPer], v[kNormClusterPer];
+#pragma unroll
+  for (int q = 0; q < kNormClusterPer; ++q) {
+    s[q] = idx[q] < n ? sr[idx[q]] : 0.0f;
+    v[q] = idx[q] < n ? xr[idx[q]] : 0.0f;
+  }
+  for (int z0 = 1; z0 < slices; z0 += kSlabBatch) {
+#pragma unroll
+    for (int q = 0; q < kNormClusterPer; ++q)
+      if (idx[q] < n) s[q] = add_slab_batch<kSlabBatch>(s[q], sr, slices, count, idx[q], z0);
+  }
+#pragma unroll
+  for (int q = 0; q < kNormClusterPer; ++q) {
+    if (idx[q] < n) {
+      float t = s[q];
+      if (bias != nullptr) t = t + bv[q];
+      v[q] = v[q] + t;
+      xr[idx[q]] = v[q];
+      xs[(w + q * kWarps) * 32 + lane] = v[q];
+    }
+  }
+  __syncthreads();
+  cg::cluster_group cluster = cg::this_cluster();
+  if (w == 0) {  // rms thread 32 b + lane: x[i]² over its i ascending, from 0
+    float sum = 0.0f;
+    for (int j = 0; int64_t{kRmsThreads} * j + 32 * b + lane < n; ++j)
+      sum += xs[j * 32 + lane] * xs[j * 32 + lane];
+    sum = rms_warp_sum(sum);
+    if (lane < kNormClusterBlocks) *cluster.map_shared_rank(&sums[b], lane) = sum;
+  }
+  cluster.sync();  // every block's sums[] is complete; no remote access after it
+  if (w == 0) {    // rms_of_warp_sums's tree
+    float t = lane < kNormClusterBlocks ? sums[lane] : 0.0f;
+#pragma unroll
+    for (int offset = 4; offset > 0; offset >>= 1) t += __shfl_xor_sync(0xffffffffu, t, offset);
+    if (lane == 0) total = t;
+  }
+  __syncthreads();
+  const float mean = total / static_cast<float>(n);
+  const float inv = 1.0f / sqrtf(mean + eps);
+  float* hr = h + row0;
+  uint16_t* hb = h_bf16 != nullptr ? h_bf16 + row0 : nullptr;
+#pragma unroll
+  for (int q = 0; q < kNormClusterPer; ++q) {
+    if (idx[q] < n) {
+      const float y = (v[q] * inv) * wv[q];
+      hr[idx[q]] = y;
+      if (hb != nullptr) hb[idx[q]] = bf16_bits(y);
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
+// TANDEM_CUDA_NORM_CLUSTER (read once): 1 runs the cluster kernel where the staged one would run.
+bool norm_cluster_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TANDEM_CUDA_NORM_CLUSTER");
+    return e != nullptr && std::atoi(e) != 0;
+  }();
+  return on;
+}
+
 // TANDEM_CUDA_ROW_NORM (read once): 0 keeps residual_rmsnorm_kernel for every row.
 bool row_norm_enabled() {
   static const bool on = [] {
@@ -291,12 +399,22 @@ Status residual_add_partials(const Stream& stream, const GemmPartials& p, const 
 }
 
 Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x,
-                                     const float* norm_weight, float eps, float* h, uint16_t* h_bf16) {
+                                     const float* norm_weight, float eps, float* h, uint16_t* h_bf16,
+                                     RowNormKernel kernel) {
   TANDEM_RETURN_IF_ERROR(check_partials(p, "residual_add_rmsnorm_partials"));
   if (p.m == 0) return Status::Ok();
   if (norm_weight == nullptr || h == nullptr)
     return invalid_argument("residual_add_rmsnorm_partials: need the norm's weight and an output");
-  if (p.n <= kStagedMax && p.m <= kFewRows && row_norm_enabled())
+  const bool few = p.n <= kStagedMax && p.m <= kFewRows;
+  const bool cluster = current_device_sm90() &&
+                       (kernel == RowNormKernel::cluster ||
+                        (kernel == RowNormKernel::by_knob && row_norm_enabled() && norm_cluster_enabled()));
+  if (few && cluster)
+    return launch_kernel("residual_add_rmsnorm_partials (cluster)", residual_rmsnorm_cluster_kernel,
+                         dim3(kNormClusterBlocks, static_cast<unsigned>(p.m)), dim3(kNormClusterThreads), 0,
+                         stream.handle(), LaunchCluster{kNormClusterBlocks}, p.slabs, p.slices, p.m, p.n,
+                         bias, x, norm_weight, h, h_bf16, eps);
+  if (few && (kernel == RowNormKernel::one_block || row_norm_enabled()))
     return launch_kernel("residual_add_rmsnorm_partials (staged)", residual_rmsnorm_staged_kernel,
                          dim3(static_cast<unsigned>(p.m)), dim3(kResidualNormThreads), 0, stream.handle(),
                          p.slabs, p.slices, p.m, p.n, bias, x, norm_weight, h, h_bf16, eps);

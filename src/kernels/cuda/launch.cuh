@@ -65,23 +65,45 @@ __device__ __forceinline__ void pdl_enter() {
   pdl_wait();
 }
 
+// A thread block cluster's width (blocks along x), for launch_kernel's second form.
+struct LaunchCluster {
+  unsigned x;
+};
+
 // Queues kernel<<<grid, block, smem, stream>>>(args...), programmatic when
-// enabled; the launch error (if any) as a Status naming `what`.
+// enabled, in clusters of `cluster.x` blocks along x when given (grid.x a
+// multiple of it; sm_90+); the launch error (if any) as a Status naming `what`.
 template <typename... Params, typename... Args>
 Status launch_kernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                     cudaStream_t stream, Args&&... args) {
+                     cudaStream_t stream, LaunchCluster cluster, Args&&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1] = {};
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attribute[2] = {};
+  unsigned count = 0;
+  if (programmatic_launch_enabled()) {
+    attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster.x > 1) {
+    attribute[count].id = cudaLaunchAttributeClusterDimension;
+    attribute[count].val.clusterDim.x = cluster.x;
+    attribute[count].val.clusterDim.y = 1;
+    attribute[count++].val.clusterDim.z = 1;
+  }
   config.attrs = attribute;
-  config.numAttrs = programmatic_launch_enabled() ? 1 : 0;
+  config.numAttrs = count;
   return cuda_status(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...),
                      std::string("launch ") + what);
+}
+
+template <typename... Params, typename... Args>
+Status launch_kernel(const char* what, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                     cudaStream_t stream, Args&&... args) {
+  return launch_kernel(what, kernel, grid, block, smem, stream, LaunchCluster{1},
+                       std::forward<Args>(args)...);
 }
 
 }  // namespace tandem::kernels::gpu

@@ -105,7 +105,8 @@ struct NormCase {
 // residual_add_rmsnorm_partials == residual_add_partials then rmsnorm, bit for
 // bit, in x and in h: several slices and one (then h is the slab buffer the
 // product sits in), with and without a bias, rows of 896 (not a multiple of
-// the block), 4096 and 1000.
+// the block), 4096, 1000, 2048, 200 and 1536; up to 64 rows (the few-rows kernels,
+// one block or a cluster a row) and 65 (the other kernel).
 TEST(CudaFused, ResidualAddRmsnormEqualsTheAddThenTheNorm) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   Expected<Stream> stream = Stream::create();
@@ -113,7 +114,9 @@ TEST(CudaFused, ResidualAddRmsnormEqualsTheAddThenTheNorm) {
   int single = 0;  // cases with one slice (k < two of gemm_slicing's 128-k granules)
   for (const NormCase& c :
        {NormCase{3, 896, 4864, true}, NormCase{5, 896, 128, false}, NormCase{1, 4096, 4096, false},
-        NormCase{2, 1000, 2048, true}, NormCase{4, 9728, 896, true}, NormCase{1, 1000, 136, true}}) {
+        NormCase{2, 1000, 2048, true}, NormCase{4, 9728, 896, true}, NormCase{1, 1000, 136, true},
+        NormCase{1, 2048, 8192, false}, NormCase{64, 2048, 2048, true}, NormCase{8, 4096, 14336, false},
+        NormCase{2, 200, 2048, true}, NormCase{65, 1536, 1536, false}}) {
     Projection p = make_projection(c.m, c.n, c.k, 21, *stream);
     const float* bias = c.bias ? p.bias.as<float>() : nullptr;
     const std::vector<float> x0 = random_floats(c.m * c.n, 23, -4.0f, 4.0f);
@@ -127,31 +130,34 @@ TEST(CudaFused, ResidualAddRmsnormEqualsTheAddThenTheNorm) {
     ASSERT_TRUE(residual_add_partials(*stream, g, bias, x_ref.as<float>()).ok());
     ASSERT_TRUE(
         rmsnorm(*stream, x_ref.as<float>(), d_norm.as<float>(), h_ref.as<float>(), c.m, c.n, eps).ok());
-    // Fused; with one slice h is y itself, where the partials live.
-    DeviceBuffer x_fused = testing::to_device(x0, *stream);
-    DeviceBuffer h_own = testing::poisoned(c.m * c.n * 4, *stream);
-    const GemmPartials g2 = partials(p, *stream);
-    float* h = g2.slices == 1 ? p.y.as<float>() : h_own.as<float>();
-    if (g2.slices == 1) {
-      ASSERT_EQ(g2.slabs, p.y.as<float>());
-      ++single;
+    // Fused, by each kernel (one block a row; a cluster a row, ADR 0091); with one
+    // slice h is y itself, where the partials live (rewritten for each kernel).
+    for (const RowNormKernel kernel : {RowNormKernel::one_block, RowNormKernel::cluster}) {
+      DeviceBuffer x_fused = testing::to_device(x0, *stream);
+      DeviceBuffer h_own = testing::poisoned(c.m * c.n * 4, *stream);
+      const GemmPartials g2 = partials(p, *stream);
+      float* h = g2.slices == 1 ? p.y.as<float>() : h_own.as<float>();
+      if (g2.slices == 1) {
+        ASSERT_EQ(g2.slabs, p.y.as<float>());
+        ++single;
+      }
+      DeviceBuffer h_bf16 = testing::poisoned(c.m * c.n * 2, *stream);
+      const Status st = residual_add_rmsnorm_partials(
+          *stream, g2, bias, x_fused.as<float>(), d_norm.as<float>(), eps, h, h_bf16.as<uint16_t>(), kernel);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      const auto a = testing::to_host<float>(x_ref, x0.size(), *stream);
+      const auto b = testing::to_host<float>(x_fused, x0.size(), *stream);
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+          << "x, n=" << c.n << " slices " << g2.slices << " kernel " << static_cast<int>(kernel);
+      const auto hr = testing::to_host<float>(h_ref, x0.size(), *stream);
+      const auto hf = g2.slices == 1 ? testing::to_host<float>(p.y, x0.size(), *stream)
+                                     : testing::to_host<float>(h_own, x0.size(), *stream);
+      EXPECT_EQ(std::memcmp(hr.data(), hf.data(), hr.size() * sizeof(float)), 0)
+          << "h, n=" << c.n << " slices " << g2.slices << " kernel " << static_cast<int>(kernel);
+      expect_bf16_of(h_ref, h_bf16, c.m * c.n, *stream, "residual norm bf16 copy");
     }
-    DeviceBuffer h_bf16 = testing::poisoned(c.m * c.n * 2, *stream);
-    const Status st = residual_add_rmsnorm_partials(*stream, g2, bias, x_fused.as<float>(),
-                                                    d_norm.as<float>(), eps, h, h_bf16.as<uint16_t>());
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    const auto a = testing::to_host<float>(x_ref, x0.size(), *stream);
-    const auto b = testing::to_host<float>(x_fused, x0.size(), *stream);
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
-        << "x, n=" << c.n << " slices " << g2.slices;
-    const auto hr = testing::to_host<float>(h_ref, x0.size(), *stream);
-    const auto hf = g2.slices == 1 ? testing::to_host<float>(p.y, x0.size(), *stream)
-                                   : testing::to_host<float>(h_own, x0.size(), *stream);
-    EXPECT_EQ(std::memcmp(hr.data(), hf.data(), hr.size() * sizeof(float)), 0)
-        << "h, n=" << c.n << " slices " << g2.slices;
-    expect_bf16_of(h_ref, h_bf16, c.m * c.n, *stream, "residual norm bf16 copy");
   }
-  EXPECT_EQ(single, 2);
+  EXPECT_EQ(single, 4);  // two cases, each kernel
   const GemmPartials none{nullptr, 1, 0, 8};
   EXPECT_TRUE(residual_add_rmsnorm_partials(*stream, none, nullptr, nullptr, nullptr, 1e-6f, nullptr).ok());
   const GemmPartials bad{nullptr, 1, 2, 8};

@@ -477,9 +477,15 @@ Status residual_add_partials(const Stream& stream, const GemmPartials& p, const 
 // the next projection rides on the add. h may be the buffer p.slabs point into
 // (one slice), not x. h_bf16, when not null, also gets h rounded to bf16 (to_bf16's
 // bits): the next GEMM's input without a to_bf16 pass (ADR 0054).
+// Calls of up to 64 rows of up to 4,096 values run one of two kernels with
+// the same bits: one block of 1,024 threads a row, or a cluster of eight
+// blocks a row (ADR 0091); by_knob picks by TANDEM_CUDA_ROW_NORM and
+// TANDEM_CUDA_NORM_CLUSTER, the others name one (tests compare them).
+enum class RowNormKernel { by_knob, one_block, cluster };
 Status residual_add_rmsnorm_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* x,
                                      const float* norm_weight, float eps, float* h,
-                                     uint16_t* h_bf16 = nullptr);
+                                     uint16_t* h_bf16 = nullptr,
+                                     RowNormKernel kernel = RowNormKernel::by_knob);
 // out[r][i] = swiglu_rows' formula on value(r, i) and value(r, inter + i); p.n = 2 · inter;
 // out_bf16 as h_bf16 above.
 Status swiglu_partials(const Stream& stream, const GemmPartials& p, const float* bias, float* out,

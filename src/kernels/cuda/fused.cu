@@ -134,62 +134,83 @@ __global__ void __launch_bounds__(kResidualNormThreads)
 // measured 2.4% slower there (8B, 512-token prefill), 3.6% faster at B = 1.
 constexpr int64_t kStagedMax = int64_t{kResidualNormBatch} * kResidualNormThreads;
 
+// The few-rows kernels' phases for a thread's P elements idx[q] of row
+// blockIdx's row (an index >= n: none). Before pdl_wait(): the norm's weights
+// and the bias (no kernel writes them, launch.cuh).
+template <int P>
+__device__ __forceinline__ void norm_params(const int64_t (&idx)[P], int64_t n,
+                                            const float* __restrict__ weight, const float* __restrict__ bias,
+                                            float (&wv)[P], float (&bv)[P]) {
+#pragma unroll
+  for (int q = 0; q < P; ++q) {
+    wv[q] = idx[q] < n ? weight[idx[q]] : 0.0f;
+    bv[q] = bias != nullptr && idx[q] < n ? bias[idx[q]] : 0.0f;
+  }
+}
+
+// Phase 1: v[q] = x + (slab 0 + slab 1 + … + bias), stored to x; slab loads
+// queued kSlabBatch at a time (residual_add_kernel's arithmetic).
+template <int P>
+__device__ __forceinline__ void add_residual(const int64_t (&idx)[P], int64_t n, const float* sr, int slices,
+                                             int64_t count, bool has_bias, const float (&bv)[P], float* xr,
+                                             float (&v)[P]) {
+  float s[P];
+#pragma unroll
+  for (int q = 0; q < P; ++q) {
+    s[q] = idx[q] < n ? sr[idx[q]] : 0.0f;
+    v[q] = idx[q] < n ? xr[idx[q]] : 0.0f;
+  }
+  for (int z0 = 1; z0 < slices; z0 += kSlabBatch) {
+#pragma unroll
+    for (int q = 0; q < P; ++q)
+      if (idx[q] < n) s[q] = add_slab_batch<kSlabBatch>(s[q], sr, slices, count, idx[q], z0);
+  }
+#pragma unroll
+  for (int q = 0; q < P; ++q) {
+    if (idx[q] < n) {
+      float t = s[q];
+      if (has_bias) t = t + bv[q];
+      v[q] = v[q] + t;
+      xr[idx[q]] = v[q];
+    }
+  }
+}
+
+// Phase 3: h = (x · inv) · weight, and its bf16 copy.
+template <int P>
+__device__ __forceinline__ void store_normed(const int64_t (&idx)[P], int64_t n, const float (&v)[P],
+                                             float inv, const float (&wv)[P], float* hr, uint16_t* hb) {
+#pragma unroll
+  for (int q = 0; q < P; ++q) {
+    if (idx[q] < n) {
+      const float y = (v[q] * inv) * wv[q];
+      hr[idx[q]] = y;
+      if (hb != nullptr) hb[idx[q]] = bf16_bits(y);
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kResidualNormThreads)
     residual_rmsnorm_staged_kernel(const float* slabs, int slices, int64_t rows, int64_t n,
                                    const float* __restrict__ bias, float* x, const float* __restrict__ weight,
                                    float* h, uint16_t* __restrict__ h_bf16, float eps) {
   __shared__ float xs[kStagedMax];
-  constexpr int64_t kStep = kResidualNormThreads;
+  constexpr int P = kResidualNormBatch;
+  int64_t idx[P];
+#pragma unroll
+  for (int j = 0; j < P; ++j) idx[j] = threadIdx.x + int64_t{j} * kResidualNormThreads;
   pdl_launch_dependents();
-  float wv[kResidualNormBatch], bv[kResidualNormBatch];
-#pragma unroll
-  for (int j = 0; j < kResidualNormBatch; ++j) {
-    const int64_t i = threadIdx.x + j * kStep;
-    wv[j] = i < n ? weight[i] : 0.0f;
-    bv[j] = bias != nullptr && i < n ? bias[i] : 0.0f;
-  }
+  float wv[P], bv[P], v[P];
+  norm_params(idx, n, weight, bias, wv, bv);
   pdl_wait();
-  const int64_t count = rows * n, row0 = static_cast<int64_t>(blockIdx.x) * n;
-  const float* sr = slabs + row0;
-  float* xr = x + row0;
-  float s[kResidualNormBatch], v[kResidualNormBatch];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * n;
+  add_residual(idx, n, slabs + row0, slices, rows * n, bias != nullptr, bv, x + row0, v);
 #pragma unroll
-  for (int j = 0; j < kResidualNormBatch; ++j) {
-    const int64_t i = threadIdx.x + j * kStep;
-    s[j] = i < n ? sr[i] : 0.0f;
-    v[j] = i < n ? xr[i] : 0.0f;
-  }
-  for (int z0 = 1; z0 < slices; z0 += kSlabBatch) {
-#pragma unroll
-    for (int j = 0; j < kResidualNormBatch; ++j) {
-      const int64_t i = threadIdx.x + j * kStep;
-      if (i < n) s[j] = add_slab_batch<kSlabBatch>(s[j], sr, slices, count, i, z0);
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kResidualNormBatch; ++j) {
-    const int64_t i = threadIdx.x + j * kStep;
-    if (i < n) {
-      float t = s[j];
-      if (bias != nullptr) t = t + bv[j];
-      v[j] = v[j] + t;
-      xr[i] = v[j];
-      xs[i] = v[j];
-    }
-  }
+  for (int j = 0; j < P; ++j)
+    if (idx[j] < n) xs[idx[j]] = v[j];
   __syncthreads();
   const float inv = rms_inverse_of_row(xs, n, eps);
-  float* hr = h + row0;
-  uint16_t* hb = h_bf16 != nullptr ? h_bf16 + row0 : nullptr;
-#pragma unroll
-  for (int j = 0; j < kResidualNormBatch; ++j) {
-    const int64_t i = threadIdx.x + j * kStep;
-    if (i < n) {
-      const float y = (v[j] * inv) * wv[j];
-      hr[i] = y;
-      if (hb != nullptr) hb[i] = bf16_bits(y);
-    }
-  }
+  store_normed(idx, n, v, inv, wv, h + row0, h_bf16 != nullptr ? h_bf16 + row0 : nullptr);
 }
 
 // The same three phases spread over a cluster of kNormClusterBlocks blocks
@@ -215,46 +236,23 @@ __global__ void __launch_bounds__(kNormClusterThreads)
                                     float eps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters; launched only on sm_90+ devices
   namespace cg = cooperative_groups;
-  __shared__ float xs[kNormClusterPer * kNormClusterThreads];  // [j][lane], this block's elements
-  __shared__ float sums[kNormClusterBlocks];                   // warp b's sum, pushed by block b
+  constexpr int P = kNormClusterPer, kWarps = kNormClusterThreads / 32;
+  __shared__ float xs[P * kNormClusterThreads];  // [j][lane], this block's elements
+  __shared__ float sums[kNormClusterBlocks];     // warp b's sum, pushed by block b
   __shared__ float total;
   const int b = static_cast<int>(blockIdx.x), lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  constexpr int kWarps = kNormClusterThreads / 32;
-  int64_t idx[kNormClusterPer];
+  int64_t idx[P];
 #pragma unroll
-  for (int q = 0; q < kNormClusterPer; ++q) idx[q] = int64_t{kRmsThreads} * (w + q * kWarps) + 32 * b + lane;
+  for (int q = 0; q < P; ++q) idx[q] = int64_t{kRmsThreads} * (w + q * kWarps) + 32 * b + lane;
   pdl_launch_dependents();
-  float wv[kNormClusterPer], bv[kNormClusterPer];
-#pragma unroll
-  for (int q = 0; q < kNormClusterPer; ++q) {
-    wv[q] = idx[q] < n ? weight[idx[q]] : 0.0f;
-    bv[q] = bias != nullptr && idx[q] < n ? bias[idx[q]] : 0.0f;
-  }
+  float wv[P], bv[P], v[P];
+  norm_params(idx, n, weight, bias, wv, bv);
   pdl_wait();
-  const int64_t count = rows * n, row0 = static_cast<int64_t>(blockIdx.y) * n;
-  const float* sr = slabs + row0;
-  float* xr = x + row0;
-  float s[kNormClusterPer], v[kNormClusterPer];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * n;
+  add_residual(idx, n, slabs + row0, slices, rows * n, bias != nullptr, bv, x + row0, v);
 #pragma unroll
-  for (int q = 0; q < kNormClusterPer; ++q) {
-    s[q] = idx[q] < n ? sr[idx[q]] : 0.0f;
-    v[q] = idx[q] < n ? xr[idx[q]] : 0.0f;
-  }
-  for (int z0 = 1; z0 < slices; z0 += kSlabBatch) {
-#pragma unroll
-    for (int q = 0; q < kNormClusterPer; ++q)
-      if (idx[q] < n) s[q] = add_slab_batch<kSlabBatch>(s[q], sr, slices, count, idx[q], z0);
-  }
-#pragma unroll
-  for (int q = 0; q < kNormClusterPer; ++q) {
-    if (idx[q] < n) {
-      float t = s[q];
-      if (bias != nullptr) t = t + bv[q];
-      v[q] = v[q] + t;
-      xr[idx[q]] = v[q];
-      xs[(w + q * kWarps) * 32 + lane] = v[q];
-    }
-  }
+  for (int q = 0; q < P; ++q)
+    if (idx[q] < n) xs[(w + q * kWarps) * 32 + lane] = v[q];
   __syncthreads();
   cg::cluster_group cluster = cg::this_cluster();
   if (w == 0) {  // rms thread 32 b + lane: x[i]² over its i ascending, from 0
@@ -274,16 +272,7 @@ __global__ void __launch_bounds__(kNormClusterThreads)
   __syncthreads();
   const float mean = total / static_cast<float>(n);
   const float inv = 1.0f / sqrtf(mean + eps);
-  float* hr = h + row0;
-  uint16_t* hb = h_bf16 != nullptr ? h_bf16 + row0 : nullptr;
-#pragma unroll
-  for (int q = 0; q < kNormClusterPer; ++q) {
-    if (idx[q] < n) {
-      const float y = (v[q] * inv) * wv[q];
-      hr[idx[q]] = y;
-      if (hb != nullptr) hb[idx[q]] = bf16_bits(y);
-    }
-  }
+  store_normed(idx, n, v, inv, wv, h + row0, h_bf16 != nullptr ? h_bf16 + row0 : nullptr);
 #else
   __trap();
 #endif

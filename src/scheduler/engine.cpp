@@ -246,8 +246,13 @@ bool Engine::take_incoming(bool block) {
 }
 
 void Engine::loop() {
+  bool stopping = false;
   for (;;) {
-    const bool stopping = take_incoming(false);
+    // A decode step queued ahead (chain_ahead) is taken only if this tick asks for exactly it. A
+    // request taken in now would be admitted and that step dropped: one GPU step computed for
+    // nothing, and waited for. So new requests wait for that step instead (it is running already),
+    // and the next tick, which chain_ahead does not queue ahead while they wait, takes them in.
+    if (!forward_->step_queued_ahead()) stopping = take_incoming(false);
     for (auto& [id, a] : active_)
       if (a.req->channel->cancelled()) planner_->cancel(id);
     if (stopping && Clock::now() >= drain_deadline_)
@@ -304,6 +309,10 @@ bool Engine::chain_ahead(const TickPlan& plan) {
   // where the next tick is the same sequences' next decode step as far as the engine can tell.
   if (!plan.prefill.empty() || plan.speculative || !plan.dropped.empty() || planner_->queued() > 0)
     return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!incoming_.empty() || stopping_) return false;  // not yet taken in (loop)
+  }
   if (drafter_ && speculation_available()) return false;
   for (uint64_t id : plan.decode) {
     const Active& a = active_.at(id);

@@ -143,6 +143,8 @@ class Forward {
   // steps queued ahead that no run() asked for (dropped), since construction.
   int64_t chained_taken() const { return chained_taken_; }
   int64_t chained_dropped() const { return chained_dropped_; }
+  // A step queued ahead is on the device, waiting for the run() that takes or drops it.
+  bool step_queued_ahead() const { return device_chain_pending(); }
   // Where run() computes (the model's placement).
   const Placement& placement() const { return model_.placement(); }
 

@@ -2,8 +2,9 @@
 // engine that runtime::open_model + make_served_model build on the GPU, as
 // the server does. A request's tokens are the same alone, among 64
 // concurrent requests (chunked prefill interleaved with decode), with and
-// without prefix-cache hits, and with and without a drafter (the bundled
-// draft model and MTP head in the B=1 speculative slot) — greedy and seeded.
+// without prefix-cache hits, with and without a drafter (the bundled
+// draft model and MTP head in the B=1 speculative slot), and with closed-loop
+// clients joining a decoding batch — greedy and seeded.
 //
 // Label "gpu": without a CUDA device every test reports "skipped: no CUDA
 // device". TANDEM_TEST_DEVICE=cpu runs the same checks on the CPU (they hold
@@ -12,6 +13,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "model/device.h"
@@ -201,6 +203,50 @@ TEST_P(GpuServe, SpeculativeSlotEqualsClassicWithBothDrafterKinds) {
     const auto report = e->policy_board().read();
     ASSERT_TRUE(report.hardware.has_value());
     EXPECT_EQ(report.hardware->rfind(device() == "cpu" ? "cpu:" : "cuda:", 0), 0u) << *report.hardware;
+  }
+}
+
+// Closed-loop clients (each submits its next request when the last one ends)
+// with max_tokens of their own, so requests join and leave a decoding batch
+// at many steps: on a GPU the engine queues decode steps ahead (ADR 0090) and
+// holds a new request back while one is queued. Every request's tokens are
+// the first max_tokens of its tokens alone, and nothing hangs.
+TEST_P(GpuServe, ClosedLoopClientsJoiningMidDecodeEqualAlone) {
+  SKIP_WITHOUT_DEVICE();
+  const float temperature = GetParam();
+  constexpr int kClients = 4, kEach = 4;
+  std::vector<int> ids;
+  for (int i = 0; i < kClients * kEach; ++i) ids.push_back(i * 3);
+  std::vector<Result> alone;
+  {
+    auto e = start({"", false, 1});
+    ASSERT_TRUE(e);
+    alone = one_at_a_time(*e, ids, temperature);
+  }
+  auto e = start({"", false, 8});
+  ASSERT_TRUE(e);
+  std::vector<Result> got(ids.size());
+  std::vector<int> limits(ids.size());
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      for (int j = 0; j < kEach; ++j) {
+        const size_t k = static_cast<size_t>(c * kEach + j);
+        auto r = request(ids[k], temperature);
+        r->max_tokens = limits[k] = 5 + (ids[k] * 7 + c) % (kTokens - 4);
+        if (!e->submit(r).ok()) {
+          ADD_FAILURE() << "submit " << ids[k];
+          return;
+        }
+        got[k] = collect(r);
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    ASSERT_EQ(got[k].finish, FinishReason::length) << "request " << ids[k];
+    const std::vector<int32_t> want(alone[k].tokens.begin(), alone[k].tokens.begin() + limits[k]);
+    EXPECT_EQ(got[k].tokens, want) << "request " << ids[k] << " (max_tokens " << limits[k] << ")";
   }
 }
 

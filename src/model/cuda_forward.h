@@ -155,10 +155,10 @@ class CudaForward {
   // final_norm: the last layer's residual add may also write the final RMSNorm of every row into h_
   // (and x_bf16_): *final_normed says whether it did (the last layer fused, fuse_norm_, fuse_launches_).
   Status layers(int64_t m, int64_t table_stride, bool final_norm = false, bool* final_normed = nullptr);
-  // The graph of (rows, output rows, stride), captured if new; nullptr when
-  // capturing failed (graphs are then off for good).
   // A step's token ids on the device: d_tokens_, or for a chained step the other parity's picks.
   const int32_t* tokens_for(bool chained) const;
+  // The graph of (rows, output rows, stride), captured if new; nullptr when
+  // capturing failed (graphs are then off for good).
   kernels::gpu::Graph* graph_for(int64_t m, int64_t k, int64_t stride, Picks picks, bool chained = false);
   Status layer(int l, int64_t m, int64_t table_stride);
   // input_normed: h already holds the attention norm of x (the previous

@@ -252,7 +252,7 @@ void Engine::loop() {
     // request taken in now would be admitted and that step dropped: one GPU step computed for
     // nothing, and waited for. So new requests wait for that step instead (it is running already),
     // and the next tick, which chain_ahead does not queue ahead while they wait, takes them in.
-    if (!forward_->step_queued_ahead()) stopping = take_incoming(false);
+    if (!forward_->device_chain_pending()) stopping = take_incoming(false);
     for (auto& [id, a] : active_)
       if (a.req->channel->cancelled()) planner_->cancel(id);
     if (stopping && Clock::now() >= drain_deadline_)

@@ -144,7 +144,7 @@ class Forward {
   int64_t chained_taken() const { return chained_taken_; }
   int64_t chained_dropped() const { return chained_dropped_; }
   // A step queued ahead is on the device, waiting for the run() that takes or drops it.
-  bool step_queued_ahead() const { return device_chain_pending(); }
+  bool device_chain_pending() const;
   // Where run() computes (the model's placement).
   const Placement& placement() const { return model_.placement(); }
 
@@ -156,8 +156,7 @@ class Forward {
   bool chained_matches(std::span<const SequenceStep> steps, const ForwardOptions& options) const;
   bool plan_chain(std::span<const SequenceStep> steps, const ForwardOptions& options);
   void remember_chain(std::span<const SequenceStep> steps);
-  bool device_chain_pending() const;  // a chained step is queued on the device
-  bool device_can_chain() const;      // the device backend can queue one (CudaForward::can_chain)
+  bool device_can_chain() const;  // the device backend can queue one (CudaForward::can_chain)
   void run_chunk(int64_t r0, int64_t r1, const ForwardOptions& options);
   // adopt: the rows are the queued chained step (collected, not computed); chain: queue the
   // next one behind them from next_* (ADR 0090).

@@ -74,10 +74,11 @@ Status validate_environment() {
   if (auto v = non_blank("TANDEM_CPU_PREFETCH")) {          // on top of the vendor's tuned policy
     const auto p = kernels::parse_prefetch_policy(*v, kernels::prefetch_policy());
     if (!p)
-      return invalid_argument("TANDEM_CPU_PREFETCH='" + *v +
-                              "' is not a list of key=value with keys near, far, stream_far, quant (bytes >= "
-                              "0), next (0 or 1), streams (1.." +
-                              std::to_string(kernels::kMaxRowStreams) + ")");
+      return invalid_argument(
+          "TANDEM_CPU_PREFETCH='" + *v +
+          "' is not a list of key=value with keys near, far, stream_far, quant, share (bytes >= "
+          "0), next (0 or 1), streams (1.." +
+          std::to_string(kernels::kMaxRowStreams) + "), kstreams (0..16)");
     kernels::set_prefetch_policy(*p);
   }
   if (auto v = non_blank("TANDEM_GEMM")) {

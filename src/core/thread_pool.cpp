@@ -36,6 +36,7 @@ Range partition(int64_t n, int parts, int index, int64_t granule) {
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   num_threads_ = num_threads;
+  spans_ = std::make_unique<Span[]>(static_cast<size_t>(num_threads_));
   for (int i = 1; i < num_threads_; ++i) threads_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -44,6 +45,42 @@ ThreadPool::~ThreadPool() {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   for (auto& t : threads_) t.join();
+}
+
+namespace {
+int64_t span_front(uint64_t w) { return static_cast<int64_t>(w & 0xffffffffu); }
+int64_t span_back(uint64_t w) { return static_cast<int64_t>(w >> 32); }
+}  // namespace
+
+bool ThreadPool::take_front(int t, int64_t least, Range* piece) {
+  std::atomic<uint64_t>& word = spans_[t].word;
+  uint64_t w = word.load(std::memory_order_relaxed);
+  for (;;) {
+    const int64_t front = span_front(w), back = span_back(w);
+    if (front >= back) return false;
+    const int64_t take = std::min(back - front, std::max(least, (back - front) / 4));
+    if (word.compare_exchange_weak(w, pack_span(front + take, back), std::memory_order_relaxed)) {
+      *piece = Range{front, front + take};
+      return true;
+    }
+  }
+}
+
+bool ThreadPool::take_back(int t, int64_t least, Range* piece) {
+  for (int i = 1; i < num_threads_; ++i) {
+    std::atomic<uint64_t>& word = spans_[(t + i) % num_threads_].word;
+    uint64_t w = word.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t front = span_front(w), back = span_back(w);
+      if (front >= back) break;
+      const int64_t take = std::min(back - front, std::max(least, (back - front) / 2));
+      if (word.compare_exchange_weak(w, pack_span(front, back - take), std::memory_order_relaxed)) {
+        *piece = Range{back - take, back};
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 void ThreadPool::run_impl(Trampoline fn, void* ctx) {

@@ -15,6 +15,7 @@
 #include "core/check.h"
 #include "dtype_convert.h"
 #include "kernel_table.h"
+#include "kernels/prefetch.h"
 
 namespace tandem::kernels {
 namespace quant {
@@ -159,12 +160,19 @@ void matmul(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, fl
       return;
     }
   }
-  run_parallel(ctx, panels, 1, [&](int64_t begin, int64_t end) {
+  auto run = [&](int64_t begin, int64_t end) {
     MatmulArgs part = a;
     part.panel_begin = begin;
     part.panel_end = end;
     run_panels(kt, part);
-  });
+  };
+  const int64_t piece =
+      share_units(prefetch_policy(), kPanel * w.k() * static_cast<int64_t>(dtype_size(w.dtype())));
+  if (m == 1 && piece > 0 && ctx.pool != nullptr) {
+    ctx.pool->parallel_for_shared(panels, 1, piece, [&](int64_t b, int64_t e, int) { run(b, e); });
+    return;
+  }
+  run_parallel(ctx, panels, 1, run);
 }
 
 }  // namespace tandem::kernels

@@ -47,12 +47,23 @@ PrefetchPolicy prefetch_policy_for(CpuVendor vendor, bool avx512) {
       // 1B Q4_K_M decode +10 / +14%, 0.5B Q4_K_M +10 / +5%; two streams on each
       // of 2 threads lost 25% on the 1B, and Q8_0 on one thread lost 14%).
       p.k_call_streams = 2;
+      // A lone row's thread shares in pieces of >= 64 KiB, the idle thread
+      // taking the tail of a busy one's (ADR 0092; same VM, 2 threads: the
+      // calling thread's wait at the join fell from 3.9% to 2.1% of a decode
+      // step, mean of nine alternated pairs; tok/s +2-3% on the median, inside
+      // this VM's swings).
+      p.share_bytes = 65536;
     }
   }
   return p;
 }
 
 const PrefetchPolicy& prefetch_policy() { return active(); }
+
+int64_t share_units(const PrefetchPolicy& policy, int64_t unit_bytes) {
+  if (policy.share_bytes <= 0) return 0;
+  return std::max<int64_t>(1, (policy.share_bytes + unit_bytes - 1) / std::max<int64_t>(unit_bytes, 1));
+}
 
 int row_streams(const PrefetchPolicy& policy, bool k_type, int threads) {
   if (!k_type || policy.k_call_streams == 0) return policy.streams;
@@ -85,6 +96,8 @@ std::optional<PrefetchPolicy> parse_prefetch_policy(const std::string& text, Pre
       base.streams = static_cast<int>(*value);
     } else if (key == "kstreams" && *value <= 16) {
       base.k_call_streams = static_cast<int>(*value);
+    } else if (key == "share") {
+      base.share_bytes = *value;
     } else if (key == "next" && *value <= 1) {
       base.next_panel = *value == 1;
     } else {
@@ -98,7 +111,7 @@ std::string describe(const PrefetchPolicy& p) {
   return "near=" + std::to_string(p.near_bytes) + ",far=" + std::to_string(p.far_bytes) +
          ",stream_far=" + std::to_string(p.stream_far_bytes) + ",next=" + (p.next_panel ? "1" : "0") +
          ",quant=" + std::to_string(p.quant_bytes) + ",streams=" + std::to_string(p.streams) +
-         ",kstreams=" + std::to_string(p.k_call_streams);
+         ",kstreams=" + std::to_string(p.k_call_streams) + ",share=" + std::to_string(p.share_bytes);
 }
 
 }  // namespace tandem::kernels

@@ -401,7 +401,8 @@ TEST(QuantMatmul, LoneRowRunsKeepBits) {
 // none, near only, far only, odd distances, 1..3 streams for a lone row —
 // gives the reference's bits, for dense and quantized weights, M = 1 (the
 // multi-stream paths, and one stream; the K types' per-call streams, ADR 0086:
-// 8 and 4 over the test's 2 threads) and M = 9.
+// 8 and 4 over the test's 2 threads; the shared split of ADR 0092, one unit and
+// ~20 kB a piece) and M = 9.
 TEST(PrefetchPolicy, DoesNotChangeBits) {
   const PrefetchPolicy saved = prefetch_policy();
   const PrefetchPolicy policies[] = {saved,
@@ -410,7 +411,9 @@ TEST(PrefetchPolicy, DoesNotChangeBits) {
                                      PrefetchPolicy{0, 65536, 65536, true, 0, 2},
                                      PrefetchPolicy{192, 8192, 1024, false, 4096, 3},
                                      PrefetchPolicy{4096, 65536, 0, true, 256, 1, 8},
-                                     PrefetchPolicy{4096, 65536, 0, true, 256, 1, 4}};
+                                     PrefetchPolicy{4096, 65536, 0, true, 256, 1, 4},
+                                     PrefetchPolicy{4096, 65536, 0, true, 256, 1, 2, 1},
+                                     PrefetchPolicy{4096, 65536, 0, true, 256, 4, 0, 20000}};
   const int64_t n = 6 * 64 + 16 * 3 + 5, k = 256;
   const std::vector<float> x = random_floats(9 * k, 41);
   std::vector<PackedMatrix> mats;
@@ -442,16 +445,17 @@ TEST(PrefetchPolicy, DoesNotChangeBits) {
 
 TEST(PrefetchPolicy, ParsesOnTopOfABaseAndRejectsJunk) {
   const PrefetchPolicy base = prefetch_policy_for(CpuVendor::intel);
-  EXPECT_EQ(describe(base),
-            "near=4096,far=65536,stream_far=65536,next=1,quant=2048,streams=4,kstreams=0");  // pre-ADR-0049
+  EXPECT_EQ(
+      describe(base),
+      "near=4096,far=65536,stream_far=65536,next=1,quant=2048,streams=4,kstreams=0,share=0");  // pre-0049
   EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::other)), describe(base));
   EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::intel, true)), describe(base));
-  EXPECT_EQ(prefetch_policy_for(CpuVendor::amd, false).streams, 4);                     // Zen 3: ADR 0049
-  EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::amd, true)),                        // Zen 4 on: ADR 0076
-            "near=4096,far=65536,stream_far=0,next=1,quant=256,streams=1,kstreams=2");  // + ADR 0086
+  EXPECT_EQ(prefetch_policy_for(CpuVendor::amd, false).streams, 4);  // Zen 3: ADR 0049
+  EXPECT_EQ(describe(prefetch_policy_for(CpuVendor::amd, true)),     // Zen 4 on: ADR 0076
+            "near=4096,far=65536,stream_far=0,next=1,quant=256,streams=1,kstreams=2,share=65536");  // 0092
   const auto p = parse_prefetch_policy("far=0, quant=512", base);
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(describe(*p), "near=4096,far=0,stream_far=65536,next=1,quant=512,streams=4,kstreams=0");
+  EXPECT_EQ(describe(*p), "near=4096,far=0,stream_far=65536,next=1,quant=512,streams=4,kstreams=0,share=0");
   EXPECT_EQ(parse_prefetch_policy("streams=1", base)->streams, 1);
   EXPECT_EQ(parse_prefetch_policy("stream_far=0", base)->stream_far_bytes, 0);
   EXPECT_EQ(describe(*parse_prefetch_policy(describe(*p), base)), describe(*p));
@@ -462,6 +466,8 @@ TEST(PrefetchPolicy, ParsesOnTopOfABaseAndRejectsJunk) {
   EXPECT_FALSE(parse_prefetch_policy("streams=5", base).has_value());
   EXPECT_EQ(parse_prefetch_policy("kstreams=3", base)->k_call_streams, 3);
   EXPECT_FALSE(parse_prefetch_policy("kstreams=17", base).has_value());
+  EXPECT_EQ(parse_prefetch_policy("share=65536", base)->share_bytes, 65536);
+  EXPECT_FALSE(parse_prefetch_policy("share=-1", base).has_value());
   EXPECT_FALSE(parse_prefetch_policy("far", base).has_value());
   EXPECT_FALSE(parse_prefetch_policy("farther=1", base).has_value());
   EXPECT_FALSE(parse_prefetch_policy("near=4k", base).has_value());

@@ -59,12 +59,18 @@ void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMat
   if (parts <= 1) {
     // Groups in chunks of 4 (64 columns): a thread's share is one stream.
     const int64_t chunks = (groups + 3) / 4;
-    run_parallel(ctx, chunks, [&](int64_t begin, int64_t end) {
+    auto run = [&](int64_t begin, int64_t end) {
       QuantMatmulArgs part = a;
       part.group_begin = begin * 4;
       part.group_end = std::min(groups, end * 4);
       kt.matmul_quant(part);
-    });
+    };
+    const int64_t piece = share_units(prefetch_policy(), 4 * kGroup * layout_of(t).group_bytes(k));
+    if (m == 1 && piece > 0 && ctx.pool != nullptr) {
+      ctx.pool->parallel_for_shared(chunks, 1, piece, [&](int64_t b, int64_t e, int) { run(b, e); });
+      return;
+    }
+    run_parallel(ctx, chunks, run);
     return;
   }
   const size_t need = static_cast<size_t>(parts * m * n);

@@ -13,9 +13,12 @@
 // from one thread at a time (the engine thread); it is not reentrant.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tandem {
@@ -62,6 +65,36 @@ class ThreadPool {
     });
   }
 
+  // The static split of parallel_for as each thread's home range, worked in
+  // pieces: a thread takes pieces from the front of its own range (a quarter
+  // of what is left, at least `min_granules` granules), and once that is
+  // empty takes pieces from the back of the others' (half of what is left
+  // there) — so a thread that runs slower (a busy vCPU, a later wake-up)
+  // hands its tail to the others instead of making them wait at the join.
+  // fn(begin, end, thread_index) may be called several times per thread; the
+  // pieces cover [0, n) once, and which thread takes which piece is timing,
+  // so fn's results must not depend on it (each output computed the same way
+  // by whichever thread: every kernel here). ADR 0092.
+  template <typename Fn>
+  void parallel_for_shared(int64_t n, int64_t granule, int64_t min_granules, Fn&& fn) {
+    if (granule < 1) granule = 1;
+    const int64_t units = (n + granule - 1) / granule;
+    if (num_threads_ == 1 || n <= granule || units >= (int64_t{1} << 31)) {
+      parallel_for(n, granule, std::forward<Fn>(fn));
+      return;
+    }
+    for (int t = 0; t < num_threads_; ++t) {
+      const Range r = partition(units, num_threads_, t);
+      spans_[t].word.store(pack_span(r.begin, r.end), std::memory_order_relaxed);
+    }
+    const int64_t least = std::max<int64_t>(1, min_granules);
+    run([&](int t) {
+      Range piece;
+      while (take_front(t, least, &piece) || take_back(t, least, &piece))
+        fn(piece.begin * granule, std::min(n, piece.end * granule), t);
+    });
+  }
+
  private:
   using Trampoline = void (*)(void*, int);
   template <typename Fn>
@@ -70,6 +103,16 @@ class ThreadPool {
   }
   void run_impl(Trampoline fn, void* ctx);
   void worker_loop(int index);
+  // parallel_for_shared's per-thread unclaimed range [front, back), in
+  // granules, one 64-bit word (front low, back high) changed by CAS only.
+  static uint64_t pack_span(int64_t front, int64_t back) {
+    return static_cast<uint64_t>(front) | static_cast<uint64_t>(back) << 32;
+  }
+  bool take_front(int t, int64_t least, Range* piece);
+  bool take_back(int t, int64_t least, Range* piece);
+  struct alignas(64) Span {
+    std::atomic<uint64_t> word{0};
+  };
 
   int num_threads_;
   std::vector<std::thread> threads_;
@@ -78,6 +121,7 @@ class ThreadPool {
   alignas(64) std::atomic<uint32_t> generation_{0};
   alignas(64) std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  std::unique_ptr<Span[]> spans_;
 };
 
 }  // namespace tandem

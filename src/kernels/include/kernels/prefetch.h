@@ -45,6 +45,11 @@ struct PrefetchPolicy {
   // whole call, shared by its threads — each walks max(1, k_call_streams /
   // threads), at most kMaxRowStreams (ADR 0086). 0 = `streams` per thread.
   int k_call_streams = 0;
+  // A lone row on several threads: 0 = each thread walks its static share of
+  // the outputs; else the shares are worked in pieces of at least this many
+  // weight bytes and a thread that finishes first takes pieces from the back
+  // of the others' (ThreadPool::parallel_for_shared; ADR 0092). Never a bit.
+  int64_t share_bytes = 0;
 };
 
 // The tuned default for a vendor and whether the CPU has the AVX-512 level
@@ -60,9 +65,14 @@ void set_prefetch_policy(const PrefetchPolicy& policy);
 // The lone-row streams one thread of a `threads`-thread call walks (k_type: the
 // weights are a K block type; k_call_streams then applies, else streams).
 int row_streams(const PrefetchPolicy& policy, bool k_type, int threads);
-// "near=4096,far=65536,stream_far=65536,next=1,quant=2048,streams=4,kstreams=0" (any subset,
+// For a lone row whose work units (panels, group chunks) are `unit_bytes` of
+// weights each: the fewest units of a shared-split piece, or 0 for the static
+// split (share_bytes 0).
+int64_t share_units(const PrefetchPolicy& policy, int64_t unit_bytes);
+// "near=4096,far=65536,stream_far=65536,next=1,quant=2048,streams=4,kstreams=0,share=0" (any subset,
 // applied on top of `base`); nullopt on an unknown key or a value that is not a non-negative
-// integer (next: 0 or 1; streams: 1..4; kstreams: 0..16). TANDEM_CPU_PREFETCH takes the same text.
+// integer (next: 0 or 1; streams: 1..4; kstreams: 0..16; share: bytes). TANDEM_CPU_PREFETCH takes the same
+// text.
 std::optional<PrefetchPolicy> parse_prefetch_policy(const std::string& text, PrefetchPolicy base);
 std::string describe(const PrefetchPolicy& policy);  // the same format
 

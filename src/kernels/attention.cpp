@@ -1,4 +1,4 @@
-// attention.cpp — the public kv_write and attention ops. Threads split
+// attention.cpp — the public kv_write and attention ops. Threads share
 // (row, head) pairs; each pair runs the ISA's attend kernel, whose arithmetic
 // depends only on the query's position, window and the keys — never on the
 // other rows in the call.
@@ -51,7 +51,9 @@ void attention(const Ctx& ctx, const float* q, int64_t rows, int n_heads, const 
   if (ctx.pool == nullptr || ctx.pool->size() == 1) {
     for (int64_t i = 0; i < items; ++i) one(i);
   } else {
-    ctx.pool->parallel_for(items, 1, [&](int64_t b, int64_t e, int) {
+    // Shared pieces (ADR 0092): a causal row's cost grows with its position,
+    // so equal static shares of a prefill chunk's rows are unequal work.
+    ctx.pool->parallel_for_shared(items, 1, 1, [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i) one(i);
     });
   }

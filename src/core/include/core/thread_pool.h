@@ -1,10 +1,13 @@
 // ThreadPool: a fixed set of threads for fork-join kernel work.
 //
 // The calling thread is worker 0 and takes part in every job, so a pool of
-// size 1 spawns no threads. Work is split statically (see partition()), never
-// stolen, so which thread computes which output is a pure function of the
-// sizes — kernels rely on that only for speed, not for correctness: the
-// numerical result of every kernel is independent of the thread count.
+// size 1 spawns no threads. parallel_for splits work statically (see
+// partition()), so which thread computes which output is a pure function of
+// the sizes; parallel_for_shared starts from the same split and lets a thread
+// that is done take pieces of the others' (ADR 0092). Kernels rely on the
+// assignment only for speed, never for correctness: the numerical result of
+// every kernel is independent of the thread count and of which thread
+// computed which output.
 //
 // Workers spin briefly after each job (pausing, then yielding so an
 // oversubscribed core still runs the thread being waited for) before

@@ -58,19 +58,19 @@ void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMat
       ctx.gemm == GemmMode::splitk ? std::min(splitk_parts(m, n, k, threads), blocks) : int64_t{1};
   if (parts <= 1) {
     // Groups in chunks of 4 (64 columns): a thread's share is one stream.
-    const int64_t chunks = (groups + 3) / 4;
-    auto run = [&](int64_t begin, int64_t end) {
+    auto run = [&](int64_t group_begin, int64_t group_end) {
       QuantMatmulArgs part = a;
-      part.group_begin = begin * 4;
-      part.group_end = std::min(groups, end * 4);
+      part.group_begin = group_begin;
+      part.group_end = std::min(groups, group_end);
       kt.matmul_quant(part);
     };
-    const int64_t piece = share_units(prefetch_policy(), 4 * kGroup * layout_of(t).group_bytes(k));
+    // The shared split (ADR 0092) cuts pieces at any group.
+    const int64_t piece = share_units(prefetch_policy(), layout_of(t).group_bytes(k));
     if (m == 1 && piece > 0 && ctx.pool != nullptr) {
-      ctx.pool->parallel_for_shared(chunks, 1, piece, [&](int64_t b, int64_t e, int) { run(b, e); });
+      ctx.pool->parallel_for_shared(groups, 1, piece, [&](int64_t b, int64_t e, int) { run(b, e); });
       return;
     }
-    run_parallel(ctx, chunks, run);
+    run_parallel(ctx, (groups + 3) / 4, [&](int64_t b, int64_t e) { run(b * 4, e * 4); });
     return;
   }
   const size_t need = static_cast<size_t>(parts * m * n);

@@ -49,8 +49,8 @@ PrefetchPolicy prefetch_policy_for(CpuVendor vendor, bool avx512) {
       p.k_call_streams = 2;
       // A lone row's thread shares in pieces of >= 64 KiB, the idle thread
       // taking the tail of a busy one's (ADR 0092; same VM, 2 threads: the
-      // calling thread's wait at the join fell from 3.9% to 2.1% of a decode
-      // step, mean of nine alternated pairs; tok/s +2-3% on the median, inside
+      // calling thread's wait at the join fell from 3.7% to 1.4% of a decode
+      // step, mean of six alternated pairs; tok/s +2-3% on the median, inside
       // this VM's swings).
       p.share_bytes = 65536;
     }

@@ -35,9 +35,8 @@ int main(int argc, char** argv) {
         tandem::kernels::isa_limit_from_env(v, tandem::kernels::best_supported_isa()));
   // Prefetch tuning (ADR 0049), taken out of argv before Google Benchmark
   // sees it:
-  //   --prefetch=near=N,far=N,stream_far=N,next=0|1,quant=N,streams=N,kstreams=N,share=N   replaces parts of
-  //   this CPU
-  //       vendor's policy for every benchmark;
+  //   --prefetch=near=N,far=N,stream_far=N,next=0|1,quant=N,streams=N,kstreams=N,share=N
+  //       replaces parts of this CPU vendor's policy for every benchmark;
   //   --prefetch-sweep=P1/P2/...  registers BM_PrefetchSweep for each policy
   //       (each on top of the vendor's), with --sweep-rounds=R (3),
   //       --sweep-min-time=S (1.0), --sweep-types=0,1,2,3 (0 = bf16),

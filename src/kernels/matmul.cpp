@@ -166,9 +166,10 @@ void matmul(const Ctx& ctx, const float* x, int64_t m, const PackedMatrix& w, fl
     part.panel_end = end;
     run_panels(kt, part);
   };
-  const int64_t piece =
-      share_units(prefetch_policy(), kPanel * w.k() * static_cast<int64_t>(dtype_size(w.dtype())));
-  if (m == 1 && piece > 0 && ctx.pool != nullptr) {
+  const int64_t piece =  // a lone row's shared split (ADR 0092), 0 for the static one
+      m == 1 ? share_units(prefetch_policy(), kPanel * w.k() * static_cast<int64_t>(dtype_size(w.dtype())))
+             : 0;
+  if (piece > 0 && ctx.pool != nullptr) {
     ctx.pool->parallel_for_shared(panels, 1, piece, [&](int64_t b, int64_t e, int) { run(b, e); });
     return;
   }

@@ -57,19 +57,19 @@ void matmul_quantized(const Ctx& ctx, const float* x, int64_t m, const PackedMat
   const int64_t parts =
       ctx.gemm == GemmMode::splitk ? std::min(splitk_parts(m, n, k, threads), blocks) : int64_t{1};
   if (parts <= 1) {
-    // Groups in chunks of 4 (64 columns): a thread's share is one stream.
     auto run = [&](int64_t group_begin, int64_t group_end) {
       QuantMatmulArgs part = a;
       part.group_begin = group_begin;
       part.group_end = std::min(groups, group_end);
       kt.matmul_quant(part);
     };
-    // The shared split (ADR 0092) cuts pieces at any group.
-    const int64_t piece = share_units(prefetch_policy(), layout_of(t).group_bytes(k));
-    if (m == 1 && piece > 0 && ctx.pool != nullptr) {
+    // A lone row's shared split (ADR 0092) cuts pieces at any group.
+    const int64_t piece = m == 1 ? share_units(prefetch_policy(), layout_of(t).group_bytes(k)) : 0;
+    if (piece > 0 && ctx.pool != nullptr) {
       ctx.pool->parallel_for_shared(groups, 1, piece, [&](int64_t b, int64_t e, int) { run(b, e); });
       return;
     }
+    // Groups in chunks of 4 (64 columns): a thread's share is one stream.
     run_parallel(ctx, (groups + 3) / 4, [&](int64_t b, int64_t e) { run(b * 4, e * 4); });
     return;
   }
